@@ -1,0 +1,14 @@
+"""Binding entries shared by every family: finiteness scans."""
+from std.python import PythonObject
+
+from entries.args import Args, Layout
+from training.checks import first_nonfinite
+
+comptime ALL_FINITE = Layout("all_finite", "x", "n")
+
+
+def all_finite(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
+    """1 when the n float32 values at x are all finite, else 0."""
+    var args = Args(ALL_FINITE, addrs, params)
+    var n = args.int(0, "n")
+    return PythonObject(1 if first_nonfinite(args.f32(0), n) < 0 else 0)

@@ -1,0 +1,42 @@
+"""The binding ABI, Python side: entry -> (ordered address names, ordered param names).
+
+The compiled binding exposes the same table (`abi_layout()`, built from the `Layout` constants
+next to each entry in `mojo/bindings/entries/`). `_backend` compares the two when it loads a
+binding and refuses to run on any difference: a silent reorder would be a wrong answer, not a
+crash. Change an entry here and in its Mojo `Layout` in the same commit.
+"""
+
+LAYOUT = {
+    "all_finite": (("x",), ("n",)),
+    "neural_gemm": (("a", "b", "c"),
+                    ("m", "n", "k", "transpose_a", "transpose_b", "accumulate",
+                     "row_begin", "row_end")),
+}
+
+
+def parse(binding_layout):
+    """The binding's 'entry|a,b|p,q' strings as a dict shaped like LAYOUT."""
+    table = {}
+    for spec in binding_layout:
+        name, addrs, params = str(spec).split("|")
+        table[name] = (tuple(addrs.split(",")) if addrs else (),
+                       tuple(params.split(",")) if params else ())
+    return table
+
+
+def first_difference(binding_table, declared=None):
+    """None when the tables agree, else a message naming the entry and the first difference."""
+    declared = LAYOUT if declared is None else declared
+    for name in sorted(set(declared) | set(binding_table)):
+        if name not in binding_table:
+            return f"entry {name!r} is declared in mojolearn._abi but missing from the binding"
+        if name not in declared:
+            return f"entry {name!r} is in the binding but not declared in mojolearn._abi"
+        for kind, ours, theirs in zip(("address", "param"), declared[name], binding_table[name]):
+            for i in range(max(len(ours), len(theirs))):
+                a = theirs[i] if i < len(theirs) else "<none>"
+                b = ours[i] if i < len(ours) else "<none>"
+                if a != b:
+                    return (f"entry {name!r}: {kind} {i} is {a!r} in the binding but {b!r} "
+                            f"in mojolearn._abi")
+    return None

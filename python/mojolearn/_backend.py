@@ -1,0 +1,148 @@
+"""Numeric mode and vendor selection, binding loading and the ABI check.
+
+The numeric mode is chosen once per process, before first use: `set_numeric_mode(mode)`, else
+the environment variable MOJOLEARN_NUMERIC_MODE, else 'identical'. The vendor: the environment
+variable MOJOLEARN_VENDOR, else the first GPU vendor whose binding loads and finds a device,
+else 'cpu'. Both are read back from the loaded binary (`build_info`), not from the request.
+"""
+import importlib
+import importlib.util
+import os
+import threading
+
+from . import _abi
+
+MODES = ("identical", "fast")
+VENDORS = ("cpu", "cuda", "hip")
+_GPU_ORDER = ("cuda", "hip")
+_STEM = "_mojolearn_training"
+_ERRORS = (("ValueError: ", ValueError), ("RuntimeError: ", RuntimeError),
+           ("TypeError: ", TypeError), ("MemoryError: ", MemoryError))
+
+_lock = threading.RLock()
+_requested_mode = None
+_loaded = None  # the Binding, once loaded
+
+
+def _check_mode(mode, what):
+    if mode not in MODES:
+        raise ValueError(f"{what} must be 'identical' or 'fast', got {mode!r}")
+    return mode
+
+
+def requested_mode():
+    with _lock:
+        if _requested_mode is not None:
+            return _requested_mode
+        return _check_mode(os.environ.get("MOJOLEARN_NUMERIC_MODE", "identical"),
+                           "MOJOLEARN_NUMERIC_MODE")
+
+
+def set_numeric_mode(mode):
+    """Select 'identical' (default) or 'fast' for this process, before first use."""
+    global _requested_mode
+    with _lock:
+        _check_mode(mode, "mode")
+        if _loaded is not None and _loaded.mode != mode:
+            raise RuntimeError(
+                f"the numeric mode is fixed once a binding has loaded: this process runs "
+                f"{_loaded.mode!r} already; select {mode!r} before first use (call "
+                f"set_numeric_mode first, or set MOJOLEARN_NUMERIC_MODE={mode})")
+        _requested_mode = mode
+
+
+def translate(exc):
+    """The typed exception a binding error stands for (bound Mojo functions raise plain
+    Exception; the message starts with the intended type)."""
+    if type(exc) is not Exception:
+        return exc
+    msg = str(exc)
+    for prefix, cls in _ERRORS:
+        if msg.startswith(prefix):
+            return cls(msg[len(prefix):])
+    return RuntimeError(f"mojolearn binding error: {msg}")
+
+
+class Binding:
+    """A loaded binding module: entries as attributes that raise typed exceptions;
+    `raw` is the module itself for hot paths that translate errors themselves."""
+
+    def __init__(self, module):
+        self.raw = module
+        self.name = module.__name__.rpartition(".")[2]
+        info = [str(x) for x in module.build_info()]
+        self.vendor, self.mode, self.target_cpu, self.accelerator = info
+        problem = _abi.first_difference(_abi.parse(module.abi_layout()))
+        if problem is not None:
+            raise ImportError(f"mojolearn binding {self.name} does not match the Python ABI "
+                              f"declaration: {problem}")
+        for entry in _abi.LAYOUT:
+            setattr(self, entry, _typed(getattr(module, entry)))
+
+    def __repr__(self):
+        return f"<mojolearn binding {self.name}>"
+
+
+def _typed(fn):
+    def call(*args):
+        try:
+            return fn(*args)
+        except Exception as exc:
+            raise translate(exc) from None
+    call.__name__ = getattr(fn, "__name__", "entry")
+    return call
+
+
+def _import(vendor, mode):
+    return importlib.import_module(f"mojolearn.{_STEM}_{vendor}_{mode}")
+
+
+def _available(vendor, mode):
+    return importlib.util.find_spec(f"mojolearn.{_STEM}_{vendor}_{mode}") is not None
+
+
+def _pick_vendor(mode):
+    env = os.environ.get("MOJOLEARN_VENDOR")
+    if env:
+        if env not in VENDORS:
+            raise ValueError(f"MOJOLEARN_VENDOR must be one of {VENDORS}, got {env!r}")
+        if not _available(env, mode):
+            raise ImportError(f"MOJOLEARN_VENDOR={env}, but this install has no {env} binding "
+                              f"for mode {mode!r} (build with MOJOLEARN_VENDORS={env})")
+        return env
+    for vendor in _GPU_ORDER:
+        if _available(vendor, mode):
+            try:
+                if int(_import(vendor, mode).device_count()) > 0:
+                    return vendor
+            except Exception:  # no driver, no device: fall through to the next vendor
+                continue
+    return "cpu"
+
+
+def binding():
+    """The binding for this process's (vendor, mode), loaded and ABI-checked once."""
+    global _loaded
+    if _loaded is not None:
+        return _loaded
+    with _lock:
+        if _loaded is None:
+            mode = requested_mode()
+            vendor = _pick_vendor(mode)
+            try:
+                module = _import(vendor, mode)
+            except ImportError as exc:
+                raise ImportError(f"mojolearn: cannot load the {vendor}/{mode} binding "
+                                  f"({exc}); reinstall with `pip install .`") from exc
+            _loaded = Binding(module)
+        return _loaded
+
+
+def numeric_mode_used():
+    """'identical' or 'fast', read from the loaded binary."""
+    return binding().mode
+
+
+def vendor_used():
+    """'cpu', 'cuda' or 'hip', read from the loaded binary."""
+    return binding().vendor
