@@ -34,7 +34,7 @@ def requested_mode():
     with _lock:
         if _requested_mode is not None:
             return _requested_mode
-        return _check_mode(os.environ.get("MOJOLEARN_NUMERIC_MODE", "identical"),
+        return _check_mode(os.environ.get("MOJOLEARN_NUMERIC_MODE") or "identical",
                            "MOJOLEARN_NUMERIC_MODE")
 
 

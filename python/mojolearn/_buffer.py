@@ -8,7 +8,7 @@ import array as _pyarray
 import math
 
 from ._array import Array, _CODES, dtype_of
-from ._bufcheck import dtype_name, is_integer, is_native_f32, probe
+from ._bufcheck import address, dtype_name, is_integer, is_native_f32, probe
 
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
 
@@ -23,7 +23,8 @@ def _as_array(obj, name):
 
 
 def addr(obj, name="buffer"):
-    """Address of a writable, C-contiguous buffer. ValueError when read-only or strided."""
+    """Address of a writable, C-contiguous buffer. ValueError when read-only or strided.
+    The caller keeps `obj` alive for as long as the address is used."""
     if type(obj) is Array:
         if obj._readonly:
             raise ValueError(f"{name} is read-only; a writable buffer is required")
@@ -33,7 +34,7 @@ def addr(obj, name="buffer"):
         raise ValueError(f"{name} is read-only; a writable buffer is required")
     if not pb.c_contiguous:
         raise ValueError(f"{name} must be C-contiguous")
-    return _as_array(obj, name)._addr
+    return address(obj)
 
 
 def addr_ro(obj, name="buffer"):
@@ -42,7 +43,7 @@ def addr_ro(obj, name="buffer"):
         return obj._addr
     if not probe(obj).c_contiguous:
         raise ValueError(f"{name} must be C-contiguous")
-    return _as_array(obj, name)._addr
+    return address(obj)
 
 
 def _check_ndim(pb, ndim, name):
@@ -89,12 +90,13 @@ def as_i32_c(obj, ndim=None, name="array"):
 
 def _strided_values(obj):
     """Flat C-order Python values of any buffer (memoryview.tolist handles strides)."""
-    mv = memoryview(obj) if type(obj) is not Array else obj._mv
-    with mv:
-        nested = mv.tolist()
-        if mv.ndim == 0:
-            return [nested]
-    for _ in range(mv.ndim - 1):
+    if type(obj) is Array:
+        return obj._mv.tolist()
+    with memoryview(obj) as mv:
+        nested, ndim = mv.tolist(), mv.ndim
+    if ndim == 0:
+        return [nested]
+    for _ in range(ndim - 1):
         nested = [x for row in nested for x in row]
     return nested
 

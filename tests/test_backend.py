@@ -1,0 +1,98 @@
+"""Backend: mode/vendor selection read from the binary, the ABI check, typed errors."""
+import pytest
+
+from mojolearn import _abi, _backend
+from tests.helpers import run_python
+
+
+def test_default_is_cpu_identical_and_numpy_free():
+    out = run_python("import mojolearn, sys; print(mojolearn.vendor_used(), "
+                     "mojolearn.numeric_mode_used(), 'numpy' in sys.modules)",
+                     env={"MOJOLEARN_NUMERIC_MODE": "", "MOJOLEARN_VENDOR": ""})
+    assert out.split() == ["cpu", "identical", "False"]
+
+
+def test_env_selects_fast():
+    out = run_python("import mojolearn; print(mojolearn.numeric_mode_used())",
+                     env={"MOJOLEARN_NUMERIC_MODE": "fast"})
+    assert out.strip() == "fast"
+
+
+def test_set_numeric_mode_before_use_and_refused_after():
+    out = run_python(
+        "import mojolearn\n"
+        "mojolearn.set_numeric_mode('fast')\n"
+        "print(mojolearn.numeric_mode_used())\n"
+        "mojolearn.set_numeric_mode('fast')  # the same mode again is fine\n"
+        "try:\n"
+        "    mojolearn.set_numeric_mode('identical')\n"
+        "except RuntimeError as e:\n"
+        "    print('refused:', e)\n")
+    first, second = out.strip().splitlines()
+    assert first == "fast" and second.startswith("refused:") and "'fast' already" in second
+
+
+def test_bad_mode_names_refused():
+    with pytest.raises(ValueError, match="mode must be 'identical' or 'fast', got 'quick'"):
+        _backend.set_numeric_mode("quick")
+    out = run_python("import mojolearn\ntry:\n    mojolearn.numeric_mode_used()\n"
+                     "except ValueError as e:\n    print(e)",
+                     env={"MOJOLEARN_NUMERIC_MODE": "exact"})
+    assert "MOJOLEARN_NUMERIC_MODE must be 'identical' or 'fast', got 'exact'" in out
+
+
+def test_missing_vendor_binding_named():
+    out = run_python("import mojolearn\ntry:\n    mojolearn.vendor_used()\n"
+                     "except ImportError as e:\n    print(e)",
+                     env={"MOJOLEARN_VENDOR": "hip"})
+    assert "MOJOLEARN_VENDOR=hip" in out and "no hip binding" in out
+
+
+def test_reordered_abi_declaration_fails_the_import_naming_the_entry():
+    out = run_python(
+        "from mojolearn import _abi, _backend\n"
+        "addrs, params = _abi.LAYOUT['neural_gemm']\n"
+        "_abi.LAYOUT['neural_gemm'] = ((addrs[1], addrs[0]) + addrs[2:], params)\n"
+        "try:\n"
+        "    _backend.binding()\n"
+        "except ImportError as e:\n"
+        "    print(e)\n")
+    assert "entry 'neural_gemm': address 0 is 'a' in the binding but 'b' in mojolearn._abi" in out
+
+
+def test_abi_tables_agree_and_differences_are_named():
+    binding = _backend.binding()
+    table = _abi.parse(binding.raw.abi_layout())
+    assert _abi.first_difference(table) is None
+    declared = dict(table)
+    name = sorted(declared)[0]
+    addrs, params = declared[name]
+    declared[name] = (addrs, params + ("extra",))
+    assert f"entry {name!r}: param {len(params)}" in _abi.first_difference(table, declared)
+    declared = dict(table)
+    del declared[name]
+    assert "in the binding but not declared" in _abi.first_difference(table, declared)
+    assert "missing from the binding" in _abi.first_difference(declared, table)
+
+
+def test_binding_errors_arrive_typed():
+    b = _backend.binding()
+    with pytest.raises(ValueError, match="neural_gemm: expected 3 addresses, got 2"):
+        b.neural_gemm([1, 2], [0] * 8)
+    with pytest.raises(ValueError, match="all_finite: expected 1 params, got 0"):
+        b.all_finite([1], [])
+    with pytest.raises(ValueError, match="address 0 is null"):
+        b.all_finite([0], [1])
+    assert isinstance(_backend.translate(Exception("RuntimeError: x")), RuntimeError)
+    assert isinstance(_backend.translate(Exception("odd")), RuntimeError)
+    err = KeyError("k")
+    assert _backend.translate(err) is err
+
+
+def test_import_is_lazy_and_fast():
+    out = run_python("import time; t = time.perf_counter(); import mojolearn; "
+                     "d = time.perf_counter() - t; import sys; "
+                     "print(d, any(m.startswith('mojolearn._mojolearn_training') for m in sys.modules))")
+    seconds, loaded = out.split()
+    assert loaded == "False"  # the binding loads on first use, not at import
+    print(f"import mojolearn took {float(seconds) * 1000:.1f} ms")
