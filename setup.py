@@ -142,7 +142,7 @@ class MojoBuildExt(build_ext):
         if proc.returncode != 0:
             sys.stderr.write(proc.stdout + proc.stderr)
             raise RuntimeError(f"mojolearn build: `mojo build` failed for {ext.module}")
-        print(f"mojolearn build: {ext.module} in {time.perf_counter() - t0:.1f} s -> {out}", flush=True)
+        print(f"mojolearn build: {ext.module} in {time.perf_counter() - t0:.1f} s", flush=True)
         libdir = set_runpath(out)
         needs_gpu = b"libAsyncRTMojoBindings.so" in out.read_bytes()
         dests = [out.parent / "_mojo_libs"]

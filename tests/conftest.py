@@ -16,7 +16,7 @@ sys.path.insert(0, ROOT)  # `tests.reference` importable as a package
 class _BlockNumpy:
     def find_spec(self, name, path=None, target=None):
         if name == "numpy" or name.startswith("numpy."):
-            raise ImportError("numpy is blocked for the NumPy-free pass")
+            raise ModuleNotFoundError("numpy is blocked for the NumPy-free pass", name=name)
         return None
 
 

@@ -7,7 +7,7 @@ import sys
 class _B:
     def find_spec(self, name, path=None, target=None):
         if name == 'numpy' or name.startswith('numpy.'):
-            raise ImportError('numpy blocked')
+            raise ModuleNotFoundError('numpy blocked', name=name)
 sys.meta_path.insert(0, _B())
 """
 

@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-MOJOLEARN_VENDORS=cpu,cuda,hip python setup.py -q build_ext --build-lib "$out" --build-temp "$out/tmp" \
+PY=${PYTHON:-.venv/bin/python}
+MOJOLEARN_VENDORS=cpu,cuda,hip "$PY" setup.py -q build_ext --build-lib "$out" --build-temp "$out/tmp" \
   2>&1 | grep -E "mojolearn build|error|Error" || true
 status=0
 for vendor in cuda hip; do

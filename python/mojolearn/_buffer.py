@@ -7,7 +7,7 @@ and refuses values outside int32 by name. Non-contiguous inputs are copied into 
 import array as _pyarray
 import math
 
-from ._array import Array, _CODES, dtype_of
+from ._array import Array, _CODES, _check_dtype, _check_shape, dtype_of
 from ._bufcheck import address, dtype_name, is_integer, is_native_f32, probe
 
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
@@ -108,8 +108,7 @@ def empty(shape, dtype="<f4"):
 
 
 def zeros(shape, dtype="<f4"):
-    from ._array import _check_dtype, _check_shape
-
+    """A new owned Array of zeros (+0.0 bytes)."""
     shape = _check_shape(shape)
     code = _CODES[_check_dtype(dtype)]
     return Array._wrap(_pyarray.array(code, bytes(math.prod(shape) * int(dtype[2]))), shape, dtype)
@@ -117,8 +116,6 @@ def zeros(shape, dtype="<f4"):
 
 def frombytes(raw, dtype, shape):
     """A new owned Array from little-endian bytes (the checkpoint encoding)."""
-    from ._array import _check_dtype, _check_shape
-
     shape = _check_shape(shape)
     owned = _pyarray.array(_CODES[_check_dtype(dtype)])
     if len(raw) != math.prod(shape) * owned.itemsize:
