@@ -1,0 +1,332 @@
+"""Datasets for the command line: CSV loading and validation, the bundled wine data, the
+deterministic train/test split, standardization and the seeded per-epoch batch order.
+
+Everything here is a fixed recipe (integer and SHA-256 arithmetic, plus the float64 `+ - * /`
+and `math.sqrt` that ARITHMETIC.md allows on the host), so the same file, seed and batch size
+give the same batches on every machine. Changing any of it changes every CLI state hash:
+
+- Dataset identity: SHA-256 of the CSV file's bytes (plus the label column, recorded apart).
+- Labels: integers 0..2 as given, or up to 3 distinct strings numbered in sorted order.
+- Split (independent of the training seed, so every seed is scored on the same rows): for each
+  class in ascending order, its row indices in file order are shuffled by Fisher–Yates with ONE
+  `SplitMix64(SPLIT_SEED)` shared by all classes in turn; the first `n_class // 5` go to the test
+  set. Both sets are then sorted back into file order.
+- Standardization: per feature, mean and standard deviation over the TRAINING rows (Python
+  float64, sequential sums in ascending row order, `math.sqrt`), then `(x - mean) / sd` for every
+  row, rounded once to float32. A feature constant on the training rows becomes 0.
+- Batch order: epoch `e` (0-based) visits the training rows in the order
+  `SplitMix64(epoch_seed(seed, e)).shuffle(list(range(n_train)))`, where `epoch_seed` is the
+  first 8 bytes (little-endian) of SHA-256(f"mojolearn.data-order.v1:{seed}:{e}"). Batches are
+  consecutive slices of `batch_size` rows; the last batch of an epoch is smaller when
+  `batch_size` does not divide `n_train` (it is used, not dropped).
+"""
+import array as _pyarray
+import csv
+import hashlib
+import io
+import math
+import os
+import struct
+
+from ._rng import SplitMix64
+
+FEATURES = 8
+CLASSES = 3
+SPLIT_SEED = 20240611
+TEST_FRACTION_DIVISOR = 5  # n_class // 5 rows of each class are held out
+
+BUNDLED_NAME = "wine"
+BUNDLED_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "wine_data.csv")
+# The 13 wine attributes in file order; the 8 we keep (see `BUNDLED_COLUMNS`).
+WINE_ATTRIBUTES = ("alcohol", "malic_acid", "ash", "alcalinity_of_ash", "magnesium",
+                   "total_phenols", "flavanoids", "nonflavanoid_phenols", "proanthocyanins",
+                   "color_intensity", "hue", "od280_od315", "proline")
+# The eight attributes with the largest one-way ANOVA F statistic between the three cultivars
+# on the training split (computed once; dropped: ash, magnesium, nonflavanoid_phenols,
+# proanthocyanins, malic_acid, whose classes overlap most). Fixed here so the data never moves.
+BUNDLED_COLUMNS = ("alcohol", "alcalinity_of_ash", "total_phenols", "flavanoids",
+                   "color_intensity", "hue", "od280_od315", "proline")
+
+_F32_MAX = 3.4028234663852886e+38
+
+
+class DataError(ValueError):
+    """A dataset problem the user must fix; the message is one line naming row and column."""
+
+
+def _f32(x):
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+class Dataset:
+    """A loaded dataset: float32 features (standardized), int labels, train/test row lists."""
+
+    def __init__(self, name, sha256, label_column, columns, raw_rows, labels, class_names):
+        self.name = name
+        self.sha256 = sha256
+        self.label_column = label_column
+        self.columns = tuple(columns)
+        self.class_names = tuple(class_names)
+        self.train_rows, self.test_rows = split_rows(labels)
+        self.labels = labels
+        self.features = standardize(raw_rows, self.train_rows)
+
+    def gather(self, rows):
+        """(flat float32 features as array('f'), labels as array('i')) for the given rows."""
+        x = _pyarray.array("f")
+        for r in rows:
+            x.extend(self.features[r])
+        y = _pyarray.array("i", (self.labels[r] for r in rows))
+        return x, y
+
+    @property
+    def n_train(self):
+        return len(self.train_rows)
+
+    @property
+    def n_test(self):
+        return len(self.test_rows)
+
+
+# -- split and standardization -------------------------------------------------------------
+
+def split_rows(labels):
+    """(train rows, test rows), both in file order (see the module docstring)."""
+    rng = SplitMix64(SPLIT_SEED)
+    test = []
+    for c in range(CLASSES):
+        members = [i for i, y in enumerate(labels) if y == c]
+        rng.shuffle(members)
+        test.extend(members[:len(members) // TEST_FRACTION_DIVISOR])
+    held = set(test)
+    return [i for i in range(len(labels)) if i not in held], sorted(test)
+
+
+def standardize(raw_rows, train_rows):
+    """Per-feature (x - mean) / sd with training-row statistics, each value rounded once to
+    float32; a tuple of float32-valued row tuples."""
+    n = len(train_rows)
+    width = len(raw_rows[0])
+    means, sds = [], []
+    for j in range(width):
+        acc = 0.0
+        for r in train_rows:
+            acc = acc + raw_rows[r][j]
+        mean = acc / n
+        acc = 0.0
+        for r in train_rows:
+            d = raw_rows[r][j] - mean
+            acc = acc + d * d
+        means.append(mean)
+        sds.append(math.sqrt(acc / n))
+    out = []
+    for row in raw_rows:
+        out.append(tuple(_f32((row[j] - means[j]) / sds[j]) if sds[j] > 0.0 else 0.0
+                         for j in range(width)))
+    return tuple(out)
+
+
+# -- batch order ---------------------------------------------------------------------------
+
+def epoch_seed(seed, epoch):
+    digest = hashlib.sha256(f"mojolearn.data-order.v1:{seed}:{epoch}".encode("ascii")).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+def epoch_order(seed, epoch, n_train):
+    """The positions (0..n_train-1 into the training rows) visited in epoch `epoch`."""
+    order = list(range(n_train))
+    SplitMix64(epoch_seed(seed, epoch)).shuffle(order)
+    return order
+
+
+def steps_per_epoch(n_train, batch_size):
+    return -(-n_train // batch_size)
+
+
+def position(step, n_train, batch_size):
+    """(epoch, cursor) of the batch that step `step + 1` trains on, `step` steps done."""
+    per = steps_per_epoch(n_train, batch_size)
+    return step // per, (step % per) * batch_size
+
+
+class BatchStream:
+    """Yields the batches of a run from a (epoch, cursor) position, in the documented order."""
+
+    def __init__(self, dataset, seed, batch_size, epoch=0, cursor=0):
+        self.dataset = dataset
+        self.seed = seed
+        self.batch_size = batch_size
+        self.epoch = epoch
+        self.cursor = cursor
+        self._order_epoch = None
+        self._order = None
+
+    def next_batch(self):
+        """(X (rows, 8) flat array('f'), targets array('i'), rows) of the next batch; advances."""
+        n = self.dataset.n_train
+        if self._order_epoch != self.epoch:
+            self._order = epoch_order(self.seed, self.epoch, n)
+            self._order_epoch = self.epoch
+        picks = self._order[self.cursor:self.cursor + self.batch_size]
+        rows = [self.dataset.train_rows[p] for p in picks]
+        self.cursor += len(picks)
+        if self.cursor >= n:
+            self.epoch, self.cursor = self.epoch + 1, 0
+        x, y = self.dataset.gather(rows)
+        return x, y, len(rows)
+
+
+# -- loading -------------------------------------------------------------------------------
+
+def file_sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _number(cell, row, column):
+    text = cell.strip()
+    if not text:
+        raise DataError(f"row {row}, column {column}: empty cell (expected a number)")
+    try:
+        value = float(text)
+    except ValueError:
+        raise DataError(f"row {row}, column {column}: {text[:40]!r} is not a number") from None
+    if not math.isfinite(value) or abs(value) > _F32_MAX:
+        raise DataError(f"row {row}, column {column}: {text[:40]!r} is not a finite float32 "
+                        f"number")
+    return value
+
+
+def load_bundled():
+    """The bundled UCI wine data: 8 of its 13 attributes (`BUNDLED_COLUMNS`), classes 0..2."""
+    with open(BUNDLED_FILE, "rb") as f:
+        blob = f.read()
+    lines = blob.decode("ascii").splitlines()
+    # scikit-learn's layout: a "178,13,class_0,class_1,class_2" line, then 13 values + label.
+    keep = [WINE_ATTRIBUTES.index(name) for name in BUNDLED_COLUMNS]
+    raw, labels = [], []
+    for number, line in enumerate(lines[1:], start=2):
+        cells = line.split(",")
+        raw.append(tuple(_number(cells[j], number, WINE_ATTRIBUTES[j]) for j in keep))
+        labels.append(int(cells[13]))
+    return Dataset(BUNDLED_NAME, hashlib.sha256(blob).hexdigest(), "class", BUNDLED_COLUMNS,
+                   raw, labels, ("class_0", "class_1", "class_2"))
+
+
+def _column_name(header, j):
+    return f"{j + 1} ({header[j]!r})" if header else str(j + 1)
+
+
+def load_csv(path, label_column=None):
+    """Load a user CSV: a header row of column names (optional when every cell of the first
+    row is numeric), 8 numeric feature columns and one label column (`label_column`, else a
+    column named "label", else the last). Raises DataError naming row and column."""
+    try:
+        with open(path, "rb") as f:
+            blob = f.read()
+    except OSError as exc:
+        raise DataError(f"cannot read --data {path}: {exc.strerror or exc}") from None
+    try:
+        text = blob.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    rows = [(number, cells) for number, cells in _rows(text) if any(c.strip() for c in cells)]
+    if not rows:
+        raise DataError(f"{path}: the file is empty (expected a header and data rows)")
+    first_number, first = rows[0]
+    header = None
+    if not all(_is_number(c) for c in first):
+        header = [c.strip() for c in first]
+        rows = rows[1:]
+    width = FEATURES + 1
+    if len(first) != width:
+        raise DataError(f"row {first_number}: {len(first)} columns, expected {width} "
+                        f"(8 numeric features and 1 label)")
+    label_j = _label_index(header, label_column, width)
+    if not rows:
+        raise DataError(f"{path}: no data rows after the header")
+    feature_js = [j for j in range(width) if j != label_j]
+    raw, label_cells = [], []
+    for number, cells in rows:
+        if len(cells) != width:
+            raise DataError(f"row {number}: {len(cells)} columns, expected {width}")
+        raw.append(tuple(_number(cells[j], number, _column_name(header, j)) for j in feature_js))
+        label_cells.append((number, cells[label_j].strip()))
+    labels, class_names = _labels(label_cells, _column_name(header, label_j))
+    names = [header[j] if header else f"column {j + 1}" for j in feature_js]
+    label_name = header[label_j] if header else str(label_j + 1)
+    if len(raw) < 2:
+        raise DataError(f"{path}: only {len(raw)} data row; need at least 2 to train")
+    return Dataset(os.path.basename(path), hashlib.sha256(blob).hexdigest(), label_name,
+                   names, raw, labels, class_names)
+
+
+def _rows(text):
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        for cells in reader:
+            yield reader.line_num, cells
+    except csv.Error as exc:
+        raise DataError(f"row {reader.line_num}: malformed CSV ({exc})") from None
+
+
+def _is_number(cell):
+    try:
+        float(cell)
+        return True
+    except ValueError:
+        return False
+
+
+def _label_index(header, label_column, width):
+    if label_column is None:
+        if header and "label" in header:
+            return header.index("label")
+        return width - 1
+    if header and label_column in header:
+        if header.count(label_column) > 1:
+            raise DataError(f"--label-column {label_column!r}: the header names it more than once")
+        return header.index(label_column)
+    if not header and label_column.isdigit() and 1 <= int(label_column) <= width:
+        return int(label_column) - 1
+    names = ", ".join(header) if header else f"1..{width} (the file has no header row)"
+    raise DataError(f"--label-column {label_column!r} is not a column of the file "
+                    f"(columns: {names})")
+
+
+def _labels(cells, column):
+    """Labels as ints 0..2: integer labels must lie in 0..2; otherwise up to 3 distinct
+    strings are numbered in sorted order."""
+    if all(text.lstrip("+-").isdigit() for _, text in cells):
+        out = []
+        for number, text in cells:
+            value = int(text)
+            if not 0 <= value < CLASSES:
+                raise DataError(f"row {number}, column {column}: label {value} is not in 0..2")
+            out.append(value)
+        return out, tuple(str(c) for c in range(CLASSES))
+    seen = []
+    for number, text in cells:
+        if not text:
+            raise DataError(f"row {number}, column {column}: empty label")
+        if text not in seen:
+            seen.append(text)
+            if len(seen) > CLASSES:
+                raise DataError(f"row {number}, column {column}: label {text[:40]!r} is a "
+                                f"4th class (expected at most 3: {', '.join(seen[:3])})")
+    names = sorted(seen)
+    index = {name: i for i, name in enumerate(names)}
+    return [index[text] for _, text in cells], tuple(names)
+
+
+def load(path=None, label_column=None):
+    """The bundled dataset when `path` is None, else the user's CSV."""
+    if path is None:
+        if label_column is not None:
+            raise DataError("--label-column applies only with --data")
+        return load_bundled()
+    return load_csv(path, label_column)

@@ -1,0 +1,504 @@
+"""The `mojolearn` command line: `train`, `info`, `verify`.
+
+`mojolearn train` trains the 8→16→3 MLP on the bundled wine data (or `--data CSV`) with a
+seeded, recorded data order, checkpoints every `--checkpoint-every` steps and on Ctrl-C, and
+resumes (`--resume`) to exactly the bytes of an uninterrupted run. Exit codes: 0 success,
+1 `verify` found the file invalid, 2 bad input, 130 interrupted (checkpoint saved).
+"""
+import argparse
+import json
+import math
+import os
+import shlex
+import signal
+import sys
+
+from . import _data, _history
+from ._progress import Progress
+
+DEFAULT_CHECKPOINT = "mojolearn-run.ckpt"
+DEFAULTS = dict(epochs=30, batch_size=16, lr=0.01, weight_decay=0.01, seed=0,
+                checkpoint_every=50)
+SCHEDULE_FORMAT = "mojolearn.data-schedule.v1"
+EXIT_OK, EXIT_INVALID, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+_F32_MAX = 3.4028234663852886e+38
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one line, exit code 2."""
+
+
+# -- argument parsing ----------------------------------------------------------------------
+
+def _int_in(lo, hi, what):
+    def parse(text):
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer {what}, got {text!r}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"expected an integer {what}, got {value}")
+        return value
+    return parse
+
+
+def _float_in(positive, what):
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number {what}, got {text!r}") from None
+        if not math.isfinite(value) or abs(value) > _F32_MAX or value < 0 or (
+                positive and value == 0):
+            raise argparse.ArgumentTypeError(f"expected a finite number {what}, got {text!r}")
+        return value
+    return parse
+
+
+def build_parser():
+    d = DEFAULTS
+    parser = argparse.ArgumentParser(
+        prog="mojolearn",
+        description="Bit-reproducible training of a small MLP (8 features -> 16 -> 3 classes).")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    train = sub.add_parser(
+        "train", help="train on the bundled wine data or your CSV, with exact resume",
+        description="Train the 8-16-3 MLP with AdamW. Without --data it trains on the bundled "
+                    "UCI wine data (8 of 13 attributes, standardized; 144 train / 34 test rows). "
+                    "The run can be stopped at any moment (Ctrl-C saves a checkpoint) and "
+                    "resumed with --resume to the same final bytes.",
+        epilog=f"Defaults: --epochs {d['epochs']} when neither --steps nor --epochs is given, "
+               f"--checkpoint {DEFAULT_CHECKPOINT} (history in {DEFAULT_CHECKPOINT}"
+               f".history.jsonl); without --resume an existing checkpoint and history at that "
+               f"path are replaced. On --resume, options left out are taken from the checkpoint; "
+               f"options that differ from it (dataset, batch size, seed, lr, weight decay, mode) "
+               f"are refused. Exit codes: 0 done, 2 bad input, 130 interrupted (checkpoint "
+               f"saved).")
+    train.add_argument("--data", metavar="CSV",
+                       help="CSV with 8 numeric feature columns and one label column "
+                            "(labels 0..2 or 3 distinct strings); default: bundled wine data")
+    train.add_argument("--label-column", metavar="NAME",
+                       help="name (or 1-based number without a header) of the label column; "
+                            "default: the column named 'label', else the last")
+    length = train.add_mutually_exclusive_group()
+    length.add_argument("--steps", type=_int_in(1, (1 << 31) - 1, "in [1, 2**31)"), metavar="N",
+                        help="the step the run ends at (also after --resume)")
+    length.add_argument("--epochs", type=_int_in(1, 1 << 20, "in [1, 2**20]"), metavar="E",
+                        help=f"train until E epochs are done (default {d['epochs']})")
+    train.add_argument("--batch-size", type=_int_in(1, 256, "in [1, 256]"), metavar="B",
+                       help=f"rows per step (default {d['batch_size']}); the last batch of an "
+                            f"epoch is smaller when B does not divide the training rows")
+    train.add_argument("--lr", type=_float_in(True, "> 0"), metavar="LR",
+                       help=f"AdamW learning rate (default {d['lr']})")
+    train.add_argument("--weight-decay", type=_float_in(False, ">= 0"), metavar="WD",
+                       help=f"AdamW decoupled weight decay (default {d['weight_decay']})")
+    train.add_argument("--seed", type=_int_in(0, (1 << 64) - 1, "in [0, 2**64)"), metavar="S",
+                       help=f"seed of the initial weights and the data order (default {d['seed']})")
+    train.add_argument("--mode", choices=("identical", "fast"),
+                       help="numeric mode (default identical: the same bits on every machine)")
+    train.add_argument("--checkpoint", metavar="PATH", default=DEFAULT_CHECKPOINT,
+                       help=f"checkpoint file (default {DEFAULT_CHECKPOINT})")
+    train.add_argument("--checkpoint-every", type=_int_in(1, (1 << 31) - 1, ">= 1"),
+                       metavar="K", default=d["checkpoint_every"],
+                       help=f"save every K steps (default {d['checkpoint_every']})")
+    train.add_argument("--resume", action="store_true",
+                       help="continue the run saved in --checkpoint at exactly the next batch")
+    train.add_argument("--plot", metavar="PNG",
+                       help="write a PNG of train and test loss per step (needs the 'plot' "
+                            "extra: pip install 'mojolearn[plot]')")
+    train.add_argument("--json", action="store_true",
+                       help="print one JSON object per report line on stdout")
+    train.add_argument("--log-every", type=_int_in(1, (1 << 31) - 1, ">= 1"), metavar="N",
+                       help="report every N steps (default: about 20 reports per run)")
+    train.set_defaults(func=cmd_train)
+
+    info = sub.add_parser("info", help="version, vendor, numeric mode and build flags")
+    info.add_argument("--mode", choices=("identical", "fast"), help="load this mode's binding")
+    info.add_argument("--json", action="store_true", help="print one JSON object")
+    info.set_defaults(func=cmd_info)
+
+    verify = sub.add_parser("verify", help="check a checkpoint file; print its step, schema, "
+                                           "profile and state hash (exit 1 when invalid)")
+    verify.add_argument("checkpoint", metavar="CHECKPOINT")
+    verify.add_argument("--json", action="store_true", help="print one JSON object")
+    verify.set_defaults(func=cmd_verify)
+    return parser
+
+
+# -- trainer adapter (the few calls the CLI makes on SmallMLPTrainer and checkpoint) --------
+
+def _trainer_class():
+    from .trainer import SmallMLPTrainer
+    return SmallMLPTrainer
+
+
+def _checkpoint_module():
+    from . import checkpoint
+    return checkpoint
+
+
+def _peek_checkpoint(path):
+    """The data_schedule of a checkpoint, fully checked without loading a binding (the
+    numeric mode must be chosen before the binding loads)."""
+    if not os.path.isfile(path):
+        raise UsageError(f"--resume: no checkpoint at {path} (train without --resume first, "
+                         f"or pass --checkpoint PATH)")
+    try:
+        state = _checkpoint_module().load(path)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--resume: {path} is not a valid mojolearn checkpoint: {exc}") from None
+    schedule = state["data_schedule"]
+    if schedule.get("format") != SCHEDULE_FORMAT:
+        raise UsageError(f"--resume: {path} was not written by `mojolearn train` (its "
+                         f"data_schedule is not {SCHEDULE_FORMAT})")
+    if schedule.get("mode") != state["numeric_mode"]:
+        raise UsageError(f"--resume: {path}: data_schedule mode {schedule.get('mode')!r} "
+                         f"differs from the state's numeric mode {state['numeric_mode']!r}")
+    return schedule
+
+
+# -- train ---------------------------------------------------------------------------------
+
+def _argmax_correct(logits, targets, rows):
+    """Rows whose largest logit (first on ties) is the target; comparisons only."""
+    values = logits.tolist() if hasattr(logits, "tolist") else list(logits)
+    if values and not isinstance(values[0], list):
+        values = [values[i * 3:(i + 1) * 3] for i in range(rows)]
+    correct = 0
+    for row, y in zip(values, targets):
+        best = 0
+        for j in (1, 2):
+            if row[j] > row[best]:
+                best = j
+        correct += best == y
+    return correct
+
+
+class _Interrupt:
+    """SIGINT (Ctrl-C) and SIGTERM set a flag the training loop checks between steps, so a
+    step is never cut: the loop stops, saves a checkpoint and exits 128 + the signal number."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.hit = 0
+        self._old = {}
+
+    def __enter__(self):
+        for sig in self.SIGNALS:
+            self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.hit:  # a second signal: stop waiting for the save
+            raise KeyboardInterrupt
+        self.hit = signum
+
+    def __exit__(self, *exc):
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        return False
+
+
+def _resolve_options(args, stored):
+    """The run's options: given ones, else the checkpoint's (on --resume), else defaults.
+    On --resume a given option that differs from the checkpoint is refused by name."""
+    d = DEFAULTS
+    opts = {"batch_size": args.batch_size, "seed": args.seed, "lr": args.lr,
+            "weight_decay": args.weight_decay, "mode": args.mode}
+    if stored is None:
+        from ._backend import requested_mode
+        defaults = dict(d, mode=requested_mode())  # MOJOLEARN_NUMERIC_MODE, else identical
+        return {k: (v if v is not None else defaults[k]) for k, v in opts.items()}
+    conflicts = []
+    for key, flag in (("batch_size", "--batch-size"), ("seed", "--seed"), ("lr", "--lr"),
+                      ("weight_decay", "--weight-decay"), ("mode", "--mode")):
+        given, saved = opts[key], stored.get(key)
+        if given is not None and given != saved:
+            conflicts.append(f"{flag} {given} (checkpoint: {saved})")
+        opts[key] = saved
+    if conflicts:
+        raise UsageError(f"--resume: options conflict with the checkpoint: "
+                         f"{'; '.join(conflicts)} (leave them out or pass the saved values)")
+    return opts
+
+
+def _check_dataset(dataset, stored):
+    problems = []
+    if dataset.sha256 != stored.get("dataset_sha256"):
+        problems.append(f"dataset sha256 {dataset.sha256[:16]}... (checkpoint: "
+                        f"{str(stored.get('dataset_sha256'))[:16]}..., {stored.get('dataset')})")
+    elif dataset.label_column != stored.get("label_column"):
+        problems.append(f"label column {dataset.label_column!r} (checkpoint: "
+                        f"{stored.get('label_column')!r})")
+    if problems:
+        raise UsageError(f"--resume: the data differs from the checkpoint's: {problems[0]}; "
+                         f"pass the same --data (and --label-column) as the saved run")
+
+
+def _schedule(dataset, opts, epoch, cursor):
+    return {"format": SCHEDULE_FORMAT, "dataset": dataset.name,
+            "dataset_sha256": dataset.sha256, "label_column": dataset.label_column,
+            "n_train": dataset.n_train, "split_seed": _data.SPLIT_SEED,
+            "seed": opts["seed"], "batch_size": opts["batch_size"], "lr": opts["lr"],
+            "weight_decay": opts["weight_decay"], "mode": opts["mode"],
+            "epoch": epoch, "cursor": cursor}
+
+
+def _evaluate(trainer, dataset):
+    """(test loss, test accuracy) on the held-out rows, or (None, None) when there are none.
+    Chunks of at most 256 rows (a trainer call's limit); with several chunks the loss is the
+    row-weighted mean of the chunks' losses (a report, not part of the state)."""
+    if not dataset.n_test:
+        return None, None
+    from ._array import Array
+
+    total, correct = 0.0, 0
+    rows = dataset.test_rows
+    for lo in range(0, len(rows), 256):
+        chunk = rows[lo:lo + 256]
+        x, y = dataset.gather(chunk)
+        X = Array._wrap(x, (len(chunk), _data.FEATURES), "<f4")
+        Y = Array._wrap(y, (len(chunk),), "<i4")
+        correct += _argmax_correct(trainer.predict_logits(X), y, len(chunk))
+        loss, _ = trainer.loss_and_grads(X, Y)
+        total += float(loss) * len(chunk)
+    n = len(rows)
+    return (float(loss) if n <= 256 else total / n), correct / n
+
+
+def _save(trainer, history, path, schedule):
+    """History first (after a crash it then holds at least the checkpoint's steps), then the
+    checkpoint with the data position of the next batch in its data_schedule."""
+    history.flush()
+    state = trainer.state_dict()
+    state["data_schedule"] = schedule
+    trainer.load_state_dict(state)
+    trainer.save_checkpoint(path)
+
+
+def cmd_train(args, out):
+    if args.label_column is not None and args.data is None:
+        raise UsageError("--label-column applies only with --data")
+    if args.plot:
+        _require_matplotlib()
+    ckpt = args.checkpoint
+    stored = _peek_checkpoint(ckpt) if args.resume else None
+    opts = _resolve_options(args, stored)
+    import mojolearn
+    mojolearn.set_numeric_mode(opts["mode"])  # before any binding use
+
+    try:
+        dataset = _data.load(args.data, args.label_column)
+    except _data.DataError as exc:
+        raise UsageError(str(exc)) from None
+    if stored is not None:
+        _check_dataset(dataset, stored)
+    bs = opts["batch_size"]
+    per_epoch = _data.steps_per_epoch(dataset.n_train, bs)
+    end = args.steps if args.steps is not None else per_epoch * (args.epochs or DEFAULTS["epochs"])
+    history = _history.History(ckpt)
+    Trainer = _trainer_class()
+    if stored is not None:
+        try:
+            trainer = Trainer.from_checkpoint(ckpt)
+        except ValueError as exc:
+            raise UsageError(f"--resume: {ckpt}: {exc}") from None
+        start = trainer.step_
+        epoch, cursor = stored["epoch"], stored["cursor"]
+        if (epoch, cursor) != _data.position(start, dataset.n_train, bs):
+            raise UsageError(f"--resume: {ckpt}: data position epoch {epoch} cursor {cursor} "
+                             f"does not match step {start}")
+        history.resume_at(start)
+    else:
+        from ._rng import init_small_mlp
+        start, epoch, cursor = 0, 0, 0
+        _ensure_parent(ckpt)
+        trainer = Trainer(*init_small_mlp(opts["seed"]),
+                          data_schedule=_schedule(dataset, opts, 0, 0),
+                          lr=opts["lr"], weight_decay=opts["weight_decay"])
+        history.start_fresh()
+        # Step 0 on disk at once: the checkpoint and its history never belong to two runs.
+        _save(trainer, history, ckpt, _schedule(dataset, opts, 0, 0))
+    stream = _data.BatchStream(dataset, opts["seed"], bs, epoch, cursor)
+    every = args.log_every or max(1, (end - start) // 20)
+    progress = Progress(start, end, every, json_lines=args.json, stream=out)
+    what = f"{dataset.name} ({dataset.n_train} train / {dataset.n_test} test rows)"
+    progress.emit({"event": "start", "dataset": dataset.name, "dataset_sha256": dataset.sha256,
+                   "n_train": dataset.n_train, "n_test": dataset.n_test, "start_step": start,
+                   "end_step": end, "checkpoint": ckpt, **{k: opts[k] for k in opts}})
+    progress.message(f"{'resuming' if start else 'training'} on {what}: step {start} -> {end}, "
+                     f"batch {bs}, lr {opts['lr']}, weight decay {opts['weight_decay']}, "
+                     f"seed {opts['seed']}, mode {opts['mode']}")
+    if start >= end:
+        progress.message(f"the checkpoint is at step {start} already (--steps/--epochs "
+                         f"end at {end}); nothing to train")
+
+    from ._array import Array
+    step, loss = start, None
+    with _Interrupt() as interrupt:
+        while step < end and not interrupt.hit:
+            x, y, rows = stream.next_batch()
+            result = trainer.train_step(Array._wrap(x, (rows, _data.FEATURES), "<f4"),
+                                        Array._wrap(y, (rows,), "<i4"))
+            step, loss = result["step"], float(result["loss"])
+            correct = _argmax_correct(result["logits"], y, rows)
+            record = {"step": step, "loss": loss, "accuracy": correct / rows}
+            # Test points depend on the step only (epoch ends), so a trace is the same however
+            # the run was cut into legs; the end-of-run figures are in the report.
+            if step % per_epoch == 0:
+                record["test_loss"], record["test_accuracy"] = _evaluate(trainer, dataset)
+            history.add(record)
+            progress.update(step, loss, correct, rows)
+            if step % args.checkpoint_every == 0 and step != end:
+                _save(trainer, history, ckpt, _schedule(dataset, opts, stream.epoch,
+                                                         stream.cursor))
+        _save(trainer, history, ckpt, _schedule(dataset, opts, stream.epoch, stream.cursor))
+    progress.close()
+    if interrupt.hit and step < end:
+        resume = shlex.join(["mojolearn"] + [a for a in args.argv if a != "--resume"]
+                            + ["--resume"])
+        name = signal.Signals(interrupt.hit).name
+        progress.emit({"event": "interrupted", "signal": name, "step": step, "checkpoint": ckpt})
+        progress.message(f"interrupted ({name}) at step {step}; checkpoint saved to {ckpt}. "
+                         f"Resume with: {resume}")
+        return 128 + interrupt.hit
+    test_loss, test_acc = _evaluate(trainer, dataset)
+    state_hash = trainer.state_hash()
+    summary = {"event": "done", "step": trainer.step_, "final_loss": loss,
+               "test_loss": test_loss, "test_accuracy": test_acc, "state_hash": state_hash,
+               "checkpoint": ckpt, "history": history.path,
+               "seconds": round(progress.elapsed(), 3)}
+    if args.plot:
+        _plot(_history.read(history.path), args.plot, dataset.name,
+              (trainer.step_, test_loss))
+        summary["plot"] = args.plot
+    acc = "n/a" if test_acc is None else f"{100 * test_acc:.1f}% ({dataset.n_test} rows)"
+    if loss is None:  # nothing trained in this process: the last recorded step's loss
+        loss = next((r["loss"] for r in reversed(_history.read(history.path))), None)
+        summary["final_loss"] = loss
+    final = "n/a" if loss is None else f"{loss:.4f}"
+    progress.emit(summary)
+    progress.message(f"done: step {trainer.step_} in {progress.elapsed():.2f} s\n"
+                     f"  test accuracy {acc}\n"
+                     f"  final train loss {final}\n"
+                     f"  state hash {state_hash}\n"
+                     f"  checkpoint {ckpt}\n"
+                     f"  history {history.path}"
+                     + (f"\n  plot {args.plot}" if args.plot else ""))
+    return EXIT_OK
+
+
+def _ensure_parent(path):
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UsageError(f"--checkpoint {path}: the folder {parent} does not exist")
+
+
+# -- plot ----------------------------------------------------------------------------------
+
+def _require_matplotlib():
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UsageError("--plot needs matplotlib, which is not installed: "
+                         "pip install 'mojolearn[plot]'") from None
+
+
+def _plot(records, path, title, final_test=None):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    ax.plot([r["step"] for r in records], [r["loss"] for r in records], lw=1,
+            label="train loss (batch)")
+    test = [(r["step"], r["test_loss"]) for r in records if r.get("test_loss") is not None]
+    if final_test and final_test[1] is not None and (not test or test[-1][0] != final_test[0]):
+        test.append(final_test)
+    if test:
+        ax.plot([s for s, _ in test], [v for _, v in test], "o-", ms=3, label="test loss")
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy")
+    ax.set_title(f"mojolearn train: {title}")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+    plt.close(fig)
+
+
+# -- info and verify -----------------------------------------------------------------------
+
+def cmd_info(args, out):
+    import mojolearn
+    from . import _backend
+
+    if args.mode:
+        mojolearn.set_numeric_mode(args.mode)
+    b = _backend.binding()
+    here = os.path.dirname(os.path.abspath(__file__))
+    built = sorted(n.split(".")[0][len("_mojolearn_training_"):] for n in os.listdir(here)
+                   if n.startswith("_mojolearn_training_") and n.endswith(".so"))
+    flags = (f"--target-cpu {b.target_cpu}"
+             + (" --fp-mode contract=off" if b.mode == "identical" else ""))
+    info = {"version": mojolearn.__version__, "vendor": b.vendor, "mode": b.mode,
+            "target_cpu": b.target_cpu, "accelerator": b.accelerator, "build_flags": flags,
+            "binding": b.name, "bindings_installed": built,
+            "python": sys.version.split()[0]}
+    if args.json:
+        print(json.dumps(info, sort_keys=True), file=out)
+    else:
+        for key in ("version", "vendor", "mode", "accelerator", "target_cpu", "build_flags",
+                    "binding", "bindings_installed", "python"):
+            value = ", ".join(info[key]) if isinstance(info[key], list) else info[key]
+            print(f"{key:<19}{value}", file=out)
+    return EXIT_OK
+
+
+def cmd_verify(args, out):
+    path = args.checkpoint
+    if not os.path.isfile(path):
+        raise UsageError(f"verify: no file at {path}")
+    try:
+        report = _checkpoint_module().verify(path)
+    except ValueError as exc:
+        if args.json:
+            print(json.dumps({"ok": False, "checkpoint": path, "error": str(exc)}), file=out)
+        else:
+            print(f"{path}: INVALID: {exc}", file=out)
+        return EXIT_INVALID
+    report = dict(report)
+    if args.json:
+        print(json.dumps({"ok": True, "checkpoint": path, **report}, sort_keys=True,
+                         default=str), file=out)
+    else:
+        print(f"{path}: OK", file=out)
+        for key in ("step", "schema", "profile", "numeric_mode", "state_hash"):
+            print(f"  {key:<14}{report.get(key)}", file=out)
+    return EXIT_OK
+
+
+# -- entry point ---------------------------------------------------------------------------
+
+def main(argv=None):
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser.parse_args(argv)
+    args.argv = argv
+    out = sys.stdout
+    try:
+        return args.func(args, out)
+    except UsageError as exc:
+        print(f"mojolearn {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print(f"mojolearn {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
