@@ -1,0 +1,106 @@
+"""Binding entries of the loss family: cross-entropy, and the exp/log evaluator its tests use.
+
+cross_entropy
+    addresses: logits (rows×classes float32), targets (rows int32), losses (rows float32, out:
+               per-row losses, +0.0 for ignored rows), dlogits (rows×classes float32, out, only
+               written when want_grad = 1; pass any non-null address otherwise)
+    params:    rows >= 1, classes >= 1, ignore_index (an int32, or -2^31-1 for "none"),
+               label_smoothing in [0, 1] (rounded once to float32), reduction (0 none, 1 sum,
+               2 mean), want_grad (0/1)
+    returns:   the mean (reduction 2) or the sum of the per-row losses, as a Python float
+    refuses:   targets outside [0, classes) that are not ignore_index, every row ignored
+               (ValueError, before writing anything); non-finite losses/dlogits/result
+               (RuntimeError naming the output).
+portable_math_eval  (diagnostic: the measured ulp error and the bit-exact mirror tests)
+    addresses: x (n float32), y (n float32, out);  params: n, function (0 exp32 SIMD,
+    1 exp32_scalar, 2 log32 SIMD, 3 log32_scalar). ±inf/NaN are legitimate outputs of exp/log,
+    so this entry alone does not refuse non-finite results.
+"""
+from std.ffi import external_call
+from std.python import PythonObject
+
+from entries.args import Args, Layout, refuse_nonfinite
+from training.checks import is_finite32
+from training.loss import count_kept, cross_entropy, first_bad_target
+from training.portable_math import exp32, exp32_scalar, log32, log32_scalar
+
+comptime CROSS_ENTROPY = Layout("cross_entropy", "logits,targets,losses,dlogits",
+                                "rows,classes,ignore_index,label_smoothing,reduction,want_grad")
+comptime PORTABLE_MATH_EVAL = Layout("portable_math_eval", "x,y", "n,function")
+
+comptime _MAX_ELEMENTS = 1 << 40
+comptime _I32_MIN = -(1 << 31)
+comptime _I32_MAX = (1 << 31) - 1
+# Below this many logits the GIL round trip costs more than it frees.
+comptime _GIL_THRESHOLD = 4096
+
+
+def cross_entropy_entry(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
+    """Cross-entropy with torch's ignore_index and label smoothing; see the module header."""
+    comptime name = CROSS_ENTROPY.name
+    var args = Args(CROSS_ENTROPY, addrs, params)
+    var rows = args.int(0, "rows", 1, _MAX_ELEMENTS)
+    var classes = args.int(1, "classes", 1, _MAX_ELEMENTS)
+    if classes > _MAX_ELEMENTS // rows:  # rows × classes without overflowing Int
+        raise Error("ValueError: ", name, ": rows × classes = ", rows, " × ", classes,
+                    " exceeds 2^40 elements")
+    var ignore_index = args.int(2, "ignore_index", _I32_MIN - 1, _I32_MAX)
+    var eps = args.params[3]
+    if not (eps >= 0.0 and eps <= 1.0):
+        raise Error("ValueError: ", name, ": label_smoothing must be in [0, 1], got ", eps)
+    var reduction = args.int(4, "reduction", 0, 2)
+    var want_grad = args.flag(5, "want_grad")
+    var logits = args.f32(0)
+    var targets = args.i32(1)
+    var losses = args.f32(2)
+    var dlogits = args.f32(3)
+    var bad = first_bad_target(targets, rows, classes, ignore_index)
+    if bad >= 0:
+        raise Error("ValueError: ", name, ": targets[", bad, "] = ", targets[unsafe_offset=bad],
+                    " is outside [0, ", classes, ") and is not ignore_index (", ignore_index, ")")
+    var kept = count_kept(targets, rows, ignore_index)
+    if kept == 0:
+        raise Error("ValueError: ", name, ": every row is ignored (all ", rows,
+                    " targets equal ignore_index = ", ignore_index, "); the loss is undefined")
+    var result: Float32
+    if rows * classes >= _GIL_THRESHOLD:
+        var ts = external_call["PyEval_SaveThread", Int]()
+        result = cross_entropy(logits, targets, rows, classes, ignore_index, Float32(eps),
+                               reduction, losses, dlogits, want_grad, kept)
+        external_call["PyEval_RestoreThread", NoneType](ts)
+    else:
+        result = cross_entropy(logits, targets, rows, classes, ignore_index, Float32(eps),
+                               reduction, losses, dlogits, want_grad, kept)
+    refuse_nonfinite(name, "losses", losses, rows)
+    if want_grad:
+        refuse_nonfinite(name, "dlogits", dlogits, rows * classes)
+    if not is_finite32(result):
+        raise Error("RuntimeError: ", name, ": output 'loss' is not finite (", result, ")")
+    return PythonObject(Float64(result))
+
+
+def portable_math_eval(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
+    """y[i] = f(x[i]) for the function code; returns n."""
+    var args = Args(PORTABLE_MATH_EVAL, addrs, params)
+    var n = args.int(0, "n", 0, _MAX_ELEMENTS)
+    var function = args.int(1, "function", 0, 3)
+    var x = args.f32(0)
+    var y = args.f32(1)
+    comptime W = 8
+    var ts = external_call["PyEval_SaveThread", Int]()
+    if function == 1 or function == 3:
+        for i in range(n):
+            var v = x[unsafe_offset=i]
+            y[unsafe_offset=i] = exp32_scalar(v) if function == 1 else log32_scalar(v)
+    else:
+        var i = 0
+        while i + W <= n:
+            var v = x.unsafe_load[width=W](i)
+            y.unsafe_offset(i).unsafe_store(exp32[W](v) if function == 0 else log32[W](v))
+            i += W
+        while i < n:  # the tail through the width-1 SIMD form
+            var v = x[unsafe_offset=i]
+            y[unsafe_offset=i] = exp32[1](v)[0] if function == 0 else log32[1](v)[0]
+            i += 1
+    external_call["PyEval_RestoreThread", NoneType](ts)
+    return PythonObject(n)

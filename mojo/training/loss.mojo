@@ -1,0 +1,163 @@
+"""Cross-entropy over logits (rows × classes), with torch's ignore_index and label smoothing.
+
+Spec: torch.nn.functional.cross_entropy (https://pytorch.org/docs/stable/generated/
+torch.nn.functional.cross_entropy.html), class-index targets, no class weights.
+
+Dimensions: n rows, C classes; logits z (n, C) row-major, targets y (n) int32, per-row losses
+(n), dlogits (n, C). Entry points:
+    mean_cross_entropy(logits, targets, rows, classes, dlogits, want_grad) -> Float32
+        the mean loss of ARITHMETIC.md (no smoothing, no ignore_index); when `want_grad`,
+        writes dlogits = d(mean loss)/d(logits). Targets must be in [0, classes), rows >= 1.
+        The fused MLP step calls this.
+    cross_entropy(logits, targets, rows, classes, ignore_index, label_smoothing, reduction,
+                  losses, dlogits, want_grad, count) -> Float32
+        the general form behind the `cross_entropy` binding entry; `count` is the number of
+        rows whose target is not ignore_index (`count_kept`), >= 1.
+    first_bad_target(targets, rows, classes, ignore_index) -> Int   (-1 when all valid)
+
+Identical mode, every target (ARITHMETIC.md "Cross-entropy"); per kept row, j ascending:
+    mx   = max_j z_j                         (first-wins scan; max is exact)
+    e_j  = exp32(z_j − mx);  s = Σ_j e_j      (sequential from +0.0)
+    ls   = log32(s)
+    nll  = ls − (z_y − mx)
+    with label smoothing ε > 0:   keep = 1 − ε,  spread = ε / C   (float32 scalars)
+        smooth = Σ_j (ls − (z_j − mx))       (sequential from +0.0)
+        loss_r = keep·nll + spread·smooth
+    else loss_r = nll
+    gradient of loss_r: p_j = e_j / s;  q_j = (keep + spread) if j == y else spread
+        (keep = 1, spread = 0 without smoothing);  g_j = p_j − q_j
+Ignored rows (y == ignore_index): loss_r = +0.0, gradient row +0.0, left out of the sums.
+Reductions: sum = Σ loss_r over kept rows ascending from +0.0; mean = sum / float32(count);
+dlogits = g / float32(count) for 'mean' (a division, not a multiply by 1/count), g for 'sum'
+and 'none' (the gradient of the summed per-row losses, as torch).
+Without smoothing and ignore_index, 'mean' is exactly mean_cross_entropy's bits.
+"""
+from training.config import F32P, I32P
+from training.portable_math import exp32, exp32_scalar, log32_scalar
+
+# SIMD width of the elementwise parts of a row (exp, the gradient); any width gives the same
+# bits because every lane is an independent output.
+comptime W = 8
+comptime REDUCTION_NONE = 0
+comptime REDUCTION_SUM = 1
+comptime REDUCTION_MEAN = 2
+# No int32 target equals this, so "nothing is ignored".
+comptime IGNORE_NOTHING = -(1 << 31) - 1
+
+
+def first_bad_target(targets: I32P, rows: Int, classes: Int, ignore_index: Int) -> Int:
+    """Index of the first target outside [0, classes) that is not ignore_index, or -1."""
+    for r in range(rows):
+        var y = Int(targets[unsafe_offset=r])
+        if y != ignore_index and (y < 0 or y >= classes):
+            return r
+    return -1
+
+
+def count_kept(targets: I32P, rows: Int, ignore_index: Int) -> Int:
+    """Number of rows whose target is not ignore_index."""
+    var kept = 0
+    for r in range(rows):
+        if Int(targets[unsafe_offset=r]) != ignore_index:
+            kept += 1
+    return kept
+
+
+def _row(z: F32P, y: Int, classes: Int, keep: Float32, spread: Float32, smoothing: Bool,
+         g: F32P, want_grad: Bool, divisor: Float32, divide: Bool) -> Float32:
+    """Loss of one row; when `want_grad`, its gradient row in g (divided by `divisor` when
+    `divide`). g doubles as the store for e_j so exp runs once per logit."""
+    var mx = z[unsafe_offset=0]
+    for j in range(1, classes):
+        if z[unsafe_offset=j] > mx:
+            mx = z[unsafe_offset=j]
+    # exp runs W lanes at a time (each lane has the scalar bits); s is still summed one
+    # term at a time, j ascending.
+    var s = Float32(0.0)
+    var j = 0
+    while j + W <= classes:
+        var e = exp32[W](z.unsafe_load[width=W](j) - mx)
+        if want_grad:
+            g.unsafe_offset(j).unsafe_store(e)
+        comptime for k in range(W):
+            s = s + e[k]
+        j += W
+    while j < classes:
+        var e = exp32_scalar(z[unsafe_offset=j] - mx)
+        if want_grad:
+            g[unsafe_offset=j] = e
+        s = s + e
+        j += 1
+    var ls = log32_scalar(s)
+    var loss = ls - (z[unsafe_offset=y] - mx)
+    if smoothing:
+        var smooth = Float32(0.0)
+        for j in range(classes):
+            smooth = smooth + (ls - (z[unsafe_offset=j] - mx))
+        loss = keep * loss + spread * smooth
+    if want_grad:
+        var on = keep + spread
+        j = 0
+        while j + W <= classes:
+            var q = SIMD[DType.float32, W](spread)
+            if y >= j and y < j + W:
+                q[y - j] = on
+            var d = g.unsafe_load[width=W](j) / s - q
+            if divide:
+                d = d / divisor
+            g.unsafe_offset(j).unsafe_store(d)
+            j += W
+        while j < classes:
+            var d = g[unsafe_offset=j] / s - (on if j == y else spread)
+            if divide:
+                d = d / divisor
+            g[unsafe_offset=j] = d
+            j += 1
+    return loss
+
+
+def cross_entropy(logits: F32P, targets: I32P, rows: Int, classes: Int, ignore_index: Int,
+                  label_smoothing: Float32, reduction: Int, losses: F32P, dlogits: F32P,
+                  want_grad: Bool, count: Int) -> Float32:
+    """Per-row losses into `losses` (n), dlogits when `want_grad`; returns the mean for
+    REDUCTION_MEAN, else the sum. Preconditions (the entry checks them): targets valid
+    (`first_bad_target` == -1), count == count_kept(...) >= 1, classes >= 1."""
+    var smoothing = label_smoothing > 0.0
+    var keep = Float32(1.0)
+    var spread = Float32(0.0)
+    if smoothing:
+        keep = Float32(1.0) - label_smoothing
+        spread = label_smoothing / Float32(classes)
+    var mean = reduction == REDUCTION_MEAN
+    var divisor = Float32(count)
+    var total = Float32(0.0)
+    for r in range(rows):
+        var y = Int(targets[unsafe_offset=r])
+        var g = dlogits.unsafe_offset(r * classes)
+        if y == ignore_index:
+            losses[unsafe_offset=r] = 0.0
+            if want_grad:
+                for j in range(classes):
+                    g[unsafe_offset=j] = 0.0
+            continue
+        var loss = _row(logits.unsafe_offset(r * classes), y, classes, keep, spread, smoothing,
+                        g, want_grad, divisor, mean)
+        losses[unsafe_offset=r] = loss
+        total = total + loss
+    if mean:
+        return total / divisor
+    return total
+
+
+def mean_cross_entropy(logits: F32P, targets: I32P, rows: Int, classes: Int, dlogits: F32P,
+                       want_grad: Bool) -> Float32:
+    """Mean cross-entropy of ARITHMETIC.md (no smoothing, nothing ignored); dlogits (rows ×
+    classes) = d(mean)/d(logits) when `want_grad`. Targets in [0, classes), rows >= 1."""
+    var divisor = Float32(rows)
+    var total = Float32(0.0)
+    for r in range(rows):
+        var loss = _row(logits.unsafe_offset(r * classes), Int(targets[unsafe_offset=r]),
+                        classes, 1.0, 0.0, False, dlogits.unsafe_offset(r * classes),
+                        want_grad, divisor, True)
+        total = total + loss
+    return total / divisor

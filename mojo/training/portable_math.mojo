@@ -1,0 +1,206 @@
+"""The project's own float32 exp and log: fixed range reduction, fixed polynomials, fixed
+evaluation order, no FMA, no vendor math (ARITHMETIC.md "exp and log").
+
+API (each also has a branchy scalar twin with the same bits, for scalar loops):
+    exp32[w](x: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]     exp32_scalar(x: Float32)
+    log32[w](x: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]     log32_scalar(x: Float32)
+Every lane of the SIMD form gives the bits of the scalar form, so any SIMD width and any
+schedule across independent outputs keeps identical-mode results. `tests/reference/
+portable_math.py` mirrors every float32 operation here and matches bit for bit.
+
+exp32(x), after clamping x to [-104, 89] (exp of the clamps is 0 and +inf after rounding):
+    n = floor(x·LOG2E + 0.5)              round to nearest; |n| <= 150
+    r = (x − n·LN2_HI) − n·LN2_LO         Cody–Waite: n·LN2_HI is exact (9 + 8 bits)
+    p = ((((E0·r + E1)·r + E2)·r + E3)·r + E4)·r + E5       Horner
+    y = ((p·(r·r)) + r) + 1               y in [0.7, 1.42]
+    exp = (y·2^k1)·2^k2                   k1 + k2 = n; y·2^k1 is exact and normal, so the
+                                          second product is the only rounding: correct into
+                                          the subnormal range and overflow exactly at inf
+    k1, k2 = (n+64, −64) when n < −126; (n−1, 1) when n > 127; else (n, 0)
+    NaN → NaN, +inf → +inf, −inf → +0.
+log32(x):
+    subnormal x is scaled by 2^25 first (exact); x = m·2^e with m in [0.5, 1)
+    if m < SQRT_HALF: e = e − 1, f = (m + m) − 1  else f = m − 1         (both exact)
+    z = f·f
+    p = (((((((L0·f + L1)·f + L2)·f + L3)·f + L4)·f + L5)·f + L6)·f + L7)·f + L8   Horner
+    y = (p·f)·z;  y = y + LN2_LO·e;  y = y + (−0.5)·z;  v = f + y;  v = v + LN2_HI·e
+    +0/−0 → −inf, x < 0 → NaN, +inf → +inf, NaN → NaN.
+Coefficients: the single-precision minimax sets of Cephes' expf/logf (public domain ideas,
+our own code). In `identical` builds (`--fp-mode contract=off`) every line above is one
+binary32 operation; `fast` builds let the compiler contract to FMA (a different ±1 ulp).
+
+Measured error against correctly rounded float32 (exp/log in binary64 rounded once), by
+`tests/test_portable_math.py` over >= 10^6 points each, identical mode:
+    exp32: max 1 ulp on [-104, 88.72] (uniform and bit-pattern samples, subnormal results
+           included); overflows to +inf from x = 88.72284 exactly like correctly rounded exp,
+           underflows to 0 below -103.972084 exactly like it.
+    log32: max 1 ulp over all positive finite float32 (bit-pattern samples, subnormals
+           included; exhaustive over [0.5, 2) in the Python reference).
+"""
+from std.math import floor
+from std.memory import bitcast
+from std.utils.numerics import inf, nan
+
+comptime F32 = DType.float32
+
+comptime EXP_HI_CLAMP = Float32(89.0)
+comptime EXP_LO_CLAMP = Float32(-104.0)
+comptime LOG2E = Float32(1.44269504088896341)
+comptime LN2_HI = Float32(0.693359375)
+comptime LN2_LO = Float32(-2.12194440e-4)
+comptime E0 = Float32(1.9875691500e-4)
+comptime E1 = Float32(1.3981999507e-3)
+comptime E2 = Float32(8.3334519073e-3)
+comptime E3 = Float32(4.1665795894e-2)
+comptime E4 = Float32(1.6666665459e-1)
+comptime E5 = Float32(5.0000001201e-1)
+
+comptime SQRT_HALF = Float32(0.707106781186547524)
+comptime MIN_NORMAL = Float32(1.17549435e-38)
+comptime SUBNORMAL_SCALE = Float32(33554432.0)  # 2^25
+comptime L0 = Float32(7.0376836292e-2)
+comptime L1 = Float32(-1.1514610310e-1)
+comptime L2 = Float32(1.1676998740e-1)
+comptime L3 = Float32(-1.2420140846e-1)
+comptime L4 = Float32(1.4249322787e-1)
+comptime L5 = Float32(-1.6668057665e-1)
+comptime L6 = Float32(2.0000714765e-1)
+comptime L7 = Float32(-2.4999993993e-1)
+comptime L8 = Float32(3.3333331174e-1)
+
+
+@always_inline
+def _is_nan[w: Int](x: SIMD[DType.float32, w]) -> SIMD[DType.bool, w]:
+    """NaN test on the bits: SIMD `ne` is an ordered compare (false for NaN)."""
+    return (bitcast[DType.uint32, w](x) & 0x7FFFFFFF).gt(0x7F800000)
+
+
+@always_inline
+def _pow2[w: Int](k: SIMD[DType.int32, w]) -> SIMD[DType.float32, w]:
+    """2^k as float32 for k in [-126, 127] (built from the exponent bits, exact)."""
+    return bitcast[F32, w]((k + 127).cast[DType.uint32]() << 23)
+
+
+# ---------------------------------------------------------------- exp
+
+
+@always_inline
+def _exp_poly[w: Int](r: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]:
+    var p = E0 * r + E1
+    p = p * r + E2
+    p = p * r + E3
+    p = p * r + E4
+    p = p * r + E5
+    return ((p * (r * r)) + r) + 1.0
+
+
+def exp32[w: Int](x: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]:
+    """Float32 e^x per lane, bit-identical to `exp32_scalar` on every lane."""
+    var xc = x.gt(EXP_HI_CLAMP).select(SIMD[DType.float32, w](EXP_HI_CLAMP), x)
+    xc = xc.lt(EXP_LO_CLAMP).select(SIMD[DType.float32, w](EXP_LO_CLAMP), xc)
+    var is_nan = _is_nan[w](x)
+    xc = is_nan.select(SIMD[DType.float32, w](0.0), xc)
+    var n = floor(xc * LOG2E + 0.5)
+    var r = (xc - n * LN2_HI) - n * LN2_LO
+    var y = _exp_poly[w](r)
+    var ni = n.cast[DType.int32]()
+    var low = ni.lt(-126)
+    var high = ni.gt(127)
+    var k1 = low.select(ni + 64, high.select(ni - 1, ni))
+    var k2 = low.select(SIMD[DType.int32, w](-64), high.select(SIMD[DType.int32, w](1),
+                                                               SIMD[DType.int32, w](0)))
+    var out = (y * _pow2[w](k1)) * _pow2[w](k2)
+    return is_nan.select(x, out)
+
+
+def exp32_scalar(x: Float32) -> Float32:
+    """Float32 e^x with branches instead of lane selects; the same bits as `exp32`."""
+    if _is_nan[1](x):
+        return x
+    var xc = x
+    if xc > EXP_HI_CLAMP:
+        xc = EXP_HI_CLAMP
+    if xc < EXP_LO_CLAMP:
+        xc = EXP_LO_CLAMP
+    var n = floor(xc * LOG2E + 0.5)
+    var r = (xc - n * LN2_HI) - n * LN2_LO
+    var y = _exp_poly[1](r)
+    var ni = Int(n)
+    var k1 = ni
+    var k2 = 0
+    if ni < -126:
+        k1 = ni + 64
+        k2 = -64
+    elif ni > 127:
+        k1 = ni - 1
+        k2 = 1
+    return (y * _pow2[1](Int32(k1))) * _pow2[1](Int32(k2))
+
+
+# ---------------------------------------------------------------- log
+
+
+@always_inline
+def _log_core[w: Int](f: SIMD[DType.float32, w], e: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]:
+    var z = f * f
+    var p = L0 * f + L1
+    p = p * f + L2
+    p = p * f + L3
+    p = p * f + L4
+    p = p * f + L5
+    p = p * f + L6
+    p = p * f + L7
+    p = p * f + L8
+    var y = (p * f) * z
+    y = y + LN2_LO * e
+    y = y + Float32(-0.5) * z
+    var v = f + y
+    return v + LN2_HI * e
+
+
+def log32[w: Int](x: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]:
+    """Float32 natural log per lane, bit-identical to `log32_scalar` on every lane."""
+    var ok = x.gt(0.0) & x.lt(inf[F32]())  # positive and finite, not NaN
+    var sub = x.lt(MIN_NORMAL)
+    var xs = sub.select(x * SUBNORMAL_SCALE, x)
+    xs = ok.select(xs, SIMD[DType.float32, w](1.0))
+    var b = bitcast[DType.uint32, w](xs)
+    var e = ((b >> 23) & 0xFF).cast[DType.int32]() - 126
+    e = (ok & sub).select(e - 25, e)
+    var m = bitcast[F32, w]((b & 0x007FFFFF) | 0x3F000000)
+    var lo = m.lt(SQRT_HALF)
+    e = lo.select(e - 1, e)
+    var f = lo.select((m + m) - 1.0, m - 1.0)
+    var v = _log_core[w](f, e.cast[F32]())
+    # Specials, in this order: +inf → +inf, 0 → −inf, negative → NaN, NaN → NaN.
+    v = x.eq(inf[F32]()).select(x, v)
+    v = x.eq(0.0).select(SIMD[DType.float32, w](-inf[F32]()), v)
+    v = x.lt(0.0).select(SIMD[DType.float32, w](nan[F32]()), v)
+    return _is_nan[w](x).select(x, v)
+
+
+def log32_scalar(x: Float32) -> Float32:
+    """Float32 natural log with branches instead of lane selects; the same bits as `log32`."""
+    if _is_nan[1](x):
+        return x
+    if x < 0.0:
+        return nan[F32]()
+    if x == 0.0:
+        return -inf[F32]()
+    if x == inf[F32]():
+        return x
+    var xs = x
+    var e = Int32(0)
+    if x < MIN_NORMAL:
+        xs = x * SUBNORMAL_SCALE
+        e = -25
+    var b = bitcast[DType.uint32, 1](xs)
+    e = e + ((b >> 23) & 0xFF).cast[DType.int32]() - 126
+    var m = bitcast[F32, 1]((b & 0x007FFFFF) | 0x3F000000)
+    var f: Float32
+    if m < SQRT_HALF:
+        e = e - 1
+        f = (m + m) - 1.0
+    else:
+        f = m - 1.0
+    return _log_core[1](f, e.cast[F32]())

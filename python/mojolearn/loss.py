@@ -1,0 +1,85 @@
+"""`mojolearn.cross_entropy`: torch's cross-entropy over class-index targets, in the binding.
+
+The arithmetic is the numeric mode's (docs/ARITHMETIC.md, "Cross-entropy"): log-sum-exp with
+the project's own float32 exp/log, sums in ascending order from +0.0, so `identical` mode
+gives the same bits on every machine. Python only validates, allocates and packs.
+"""
+import math
+
+from . import _backend
+from ._buffer import as_f32_c, as_i32_c, zeros
+
+_REDUCTIONS = {"none": 0, "sum": 1, "mean": 2}
+_I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
+# The binding's "ignore nothing" value: no int32 target equals it.
+_IGNORE_NOTHING = _I32_MIN - 1
+
+
+def cross_entropy(logits, targets, ignore_index=-100, reduction="mean", label_smoothing=0.0,
+                  return_grad=False):
+    """Cross-entropy between logits (n, C) and class-index targets (n,), as torch's
+    `torch.nn.functional.cross_entropy` (no class weights).
+
+    Per kept row r (target y != ignore_index), with ε = label_smoothing:
+        loss_r = (1 − ε)·(logsumexp(z_r) − z_r[y]) + (ε / C)·Σ_j (logsumexp(z_r) − z_r[j])
+    'mean' divides the sum over kept rows by their count; 'sum' returns the sum; 'none' the
+    per-row losses (0.0 for ignored rows).
+
+    Args:
+        logits: float32 buffer of shape (n, C), n >= 1, C >= 1 (NumPy array, array.array,
+            memoryview, mojolearn.Array). Other dtypes are a TypeError (no silent casts).
+        targets: integer buffer of shape (n,), values in [0, C) or equal to ignore_index.
+        ignore_index: int; rows whose target equals it add nothing to the loss and get a
+            zero gradient row.
+        reduction: 'mean' (default), 'sum' or 'none'.
+        label_smoothing: float in [0, 1]; the target distribution becomes
+            (1 − ε)·onehot(y) + ε/C.
+        return_grad: also return d(loss)/d(logits), an Array (n, C): of the mean for 'mean',
+            of the sum for 'sum', of the sum of the per-row losses for 'none'.
+
+    Returns:
+        A float for 'mean'/'sum', an Array (n,) for 'none'; `(loss, dlogits)` when
+        `return_grad`.
+
+    Raises:
+        TypeError: a wrongly typed argument (named in the message).
+        ValueError: bad shapes, an unknown reduction, label_smoothing outside [0, 1], a target
+            outside [0, C) that is not ignore_index, or every row ignored (the loss would be
+            undefined; torch returns NaN for 'mean').
+        RuntimeError: the loss or its gradient is not finite (e.g. a target logit of -inf).
+    """
+    code = _check_options(ignore_index, reduction, label_smoothing, return_grad)
+    z, _ = as_f32_c(logits, ndim=2, name="logits")
+    rows, classes = z.shape
+    if rows == 0 or classes == 0:
+        raise ValueError(f"logits must have at least one row and one class, got shape "
+                         f"{z.shape}")
+    t, _ = as_i32_c(targets, ndim=1, name="targets")
+    if t.shape[0] != rows:
+        raise ValueError(f"targets must have shape ({rows},) to match logits {z.shape}, got "
+                         f"{t.shape}")
+    losses = zeros((rows,))
+    dlogits = zeros((rows, classes)) if return_grad else None
+    ignore = ignore_index if _I32_MIN <= ignore_index <= _I32_MAX else _IGNORE_NOTHING
+    result = _backend.binding().cross_entropy(
+        [z._addr, t._addr, losses._addr, (dlogits if return_grad else losses)._addr],
+        [rows, classes, ignore, float(label_smoothing), code, 1 if return_grad else 0])
+    loss = losses if code == 0 else result
+    return (loss, dlogits) if return_grad else loss
+
+
+def _check_options(ignore_index, reduction, label_smoothing, return_grad):
+    if type(ignore_index) is bool or not isinstance(ignore_index, int):
+        raise TypeError(f"ignore_index must be an int, got {type(ignore_index).__name__}")
+    if not isinstance(reduction, str):
+        raise TypeError(f"reduction must be a str, got {type(reduction).__name__}")
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    if type(label_smoothing) is bool or not isinstance(label_smoothing, (int, float)):
+        raise TypeError(f"label_smoothing must be a float, got "
+                        f"{type(label_smoothing).__name__}")
+    if not (math.isfinite(label_smoothing) and 0.0 <= label_smoothing <= 1.0):
+        raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing!r}")
+    if type(return_grad) is not bool:
+        raise TypeError(f"return_grad must be a bool, got {type(return_grad).__name__}")
+    return _REDUCTIONS[reduction]
