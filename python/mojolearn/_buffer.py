@@ -8,7 +8,7 @@ import array as _pyarray
 import math
 
 from ._array import Array, _CODES, _check_dtype, _check_shape, dtype_of
-from ._bufcheck import address, dtype_name, is_integer, is_native_f32, probe
+from ._bufcheck import address, dtype_name, is_integer, is_native_f32, probe, split_format
 
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
 
@@ -81,9 +81,22 @@ def as_i32_c(obj, ndim=None, name="array"):
     _check_ndim(pb, ndim, name)
     if pb.c_contiguous and dtype_of(pb.format, pb.itemsize) == "<i4":
         return _as_array(obj, name), False
-    values = _strided_values(obj)
-    if values and (min(values) < _I32_MIN or max(values) > _I32_MAX):
-        bad = next(v for v in values if not _I32_MIN <= v <= _I32_MAX)
+    if pb.c_contiguous and split_format(pb.format)[0] == "" and pb.nbytes:
+        # array.array converts item by item in C and refuses values outside int32.
+        with memoryview(obj) as mv:
+            flat = mv.cast("B").cast(split_format(pb.format)[1])
+            try:
+                owned = _pyarray.array(_CODES["<i4"], flat)
+            except OverflowError:
+                owned = None
+            values = None if owned is not None else flat.tolist()
+            flat.release()
+        if owned is not None:
+            return Array._wrap(owned, pb.shape, "<i4"), True
+    else:
+        values = _strided_values(obj)
+    bad = next((v for v in values if not _I32_MIN <= v <= _I32_MAX), None)
+    if bad is not None:
         raise ValueError(f"{name} holds {bad}, outside the int32 range")
     return Array(values, "<i4", pb.shape), True
 
