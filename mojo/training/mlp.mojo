@@ -1,0 +1,174 @@
+"""MLP pieces and the fused training step: Linear(I, H) → ReLU → Linear(H, O), mean
+cross-entropy, AdamW.
+
+Dimensions: B batch rows, I inputs, H hidden units, O classes. Row-major everywhere:
+X (B, I), W1 (H, I), b1 (H), W2 (O, H), b2 (O), H (B, H), logits (B, O).
+Flat parameter order (195 values for 8→16→3): W1, b1, W2, b2, each row-major; gradients and
+AdamW moments use the same order.
+
+Summation orders (identical mode, every target; ARITHMETIC.md "The MLP step"):
+- bias_activation: out[r, c] = v[r, c] + b[c] (one rounding), then ReLU keeps it when > 0
+  and writes +0.0 otherwise. No reduction.
+- relu_backward: out[r, c] = g[r, c] when a[r, c] > 0, else +0.0. No reduction.
+- sum_rows: out[c] = ((+0.0 + v[0, c]) + v[1, c]) + ... rows ascending.
+- GEMMs: training/gemm.mojo `gemm` (identical: k ascending from +0.0; fast: its FMA chain).
+
+The step, in this order (the per-operation path makes the same calls one binding call each):
+  1. H = X·W1ᵀ (GEMM NT), H = relu(H + b1)
+  2. logits = H·W2ᵀ (GEMM NT), logits = logits + b2
+  3. loss, dlogits = mean_cross_entropy(logits, targets)          [modes grads, train]
+  4. dW2 = dlogitsᵀ·H (GEMM TN); db2 = sum_rows(dlogits)
+  5. dH = dlogits·W2 (GEMM NN), masked by ReLU (H > 0)
+  6. dW1 = dHᵀ·X (GEMM TN); db1 = sum_rows(dH)
+  7. dX = dH·W1 (GEMM NN), only when asked
+  8. AdamW over the flat buffers with t = step + 1                 [mode train]
+
+A float32 `+ − × ÷ √` computed in Python double and rounded once to float32 is the correctly
+rounded float32 result, so `tests/reference/mlp.py` matches this FMA-free, fixed-order code bit
+for bit: the reference is the executable spec of the order above.
+"""
+from training.config import F32P, I32P
+from training.gemm import gemm as gemm_mode
+from training.loss import mean_cross_entropy
+from training.optim import adam_update, bias_correction
+
+comptime MODE_FORWARD = 0
+comptime MODE_GRADS = 1
+comptime MODE_TRAIN = 2
+
+
+# ---------------------------------------------------------------- elementwise pieces
+
+
+def bias_activation(values: F32P, bias: F32P, dst: F32P, rows: Int, cols: Int, relu: Bool):
+    """dst = values + bias (broadcast over rows), then ReLU when `relu`. `dst` may be `values`."""
+    for r in range(rows):
+        var base = r * cols
+        for c in range(cols):
+            var z = values[unsafe_offset=base + c] + bias[unsafe_offset=c]
+            if relu and not (z > 0):
+                z = Float32(0.0)
+            dst[unsafe_offset=base + c] = z
+
+
+def relu_backward(activation: F32P, incoming: F32P, dst: F32P, rows: Int, cols: Int):
+    """dst = incoming where activation > 0, else +0.0. `dst` may be `incoming`."""
+    for i in range(rows * cols):
+        dst[unsafe_offset=i] = incoming[unsafe_offset=i] if activation[unsafe_offset=i] > 0 else Float32(0.0)
+
+
+def sum_rows(values: F32P, dst: F32P, rows: Int, cols: Int):
+    """dst[c] = sum of values[:, c], rows ascending from +0.0 (the bias gradient)."""
+    for c in range(cols):
+        dst[unsafe_offset=c] = Float32(0.0)
+    for r in range(rows):
+        var base = r * cols
+        for c in range(cols):
+            # Columns are independent, so walking rows in the outer loop keeps each
+            # column's order (rows ascending) and reads memory in order.
+            dst[unsafe_offset=c] = dst[unsafe_offset=c] + values[unsafe_offset=base + c]
+
+
+def gemm(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool):
+    """C = op(A)·op(B) with the build's GEMM (training/gemm.mojo `gemm`, the one `neural_gemm`
+    calls), so the fused and per-operation paths share it in both numeric modes."""
+    gemm_mode(a, b, c, m, n, k, ta, tb, False, 0, m)
+
+
+def adamw_flat(p: F32P, g: F32P, m: F32P, v: F32P, n: Int, t: Int, lr: Float32, beta1: Float32,
+               beta2: Float32, eps: Float32, weight_decay: Float32):
+    """AdamW (decoupled decay) in place on the flat buffers, step t (one-based)."""
+    var bc1 = bias_correction(beta1, t)
+    var bc2 = bias_correction(beta2, t)
+    adam_update(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, True, False, bc1, bc2)
+
+
+# ---------------------------------------------------------------- the fused step
+
+
+@fieldwise_init
+struct MLPDims(ImplicitlyCopyable):
+    """Widths of a one-hidden-layer MLP; offsets of its tensors in the flat buffers."""
+
+    var inputs: Int
+    var hidden: Int
+    var classes: Int
+
+    def w1(self) -> Int:
+        return 0
+
+    def b1(self) -> Int:
+        return self.hidden * self.inputs
+
+    def w2(self) -> Int:
+        return self.b1() + self.hidden
+
+    def b2(self) -> Int:
+        return self.w2() + self.classes * self.hidden
+
+    def total(self) -> Int:
+        return self.b2() + self.classes
+
+
+def mlp_forward(d: MLPDims, x: F32P, p: F32P, h: F32P, logits: F32P, rows: Int):
+    """Steps 1-2: hidden activations `h` (rows, H) and `logits` (rows, O)."""
+    gemm(x, p.unsafe_offset(d.w1()), h, rows, d.hidden, d.inputs, False, True)
+    bias_activation(h, p.unsafe_offset(d.b1()), h, rows, d.hidden, True)
+    gemm(h, p.unsafe_offset(d.w2()), logits, rows, d.classes, d.hidden, False, True)
+    bias_activation(logits, p.unsafe_offset(d.b2()), logits, rows, d.classes, False)
+
+
+def mlp_backward(d: MLPDims, x: F32P, p: F32P, h: F32P, dlogits: F32P, dh: F32P, grads: F32P,
+                 dx: F32P, rows: Int, want_dx: Bool):
+    """Steps 4-7: flat `grads` from `dlogits`; `dh` is scratch (rows, H)."""
+    gemm(dlogits, h, grads.unsafe_offset(d.w2()), d.classes, d.hidden, rows, True, False)
+    sum_rows(dlogits, grads.unsafe_offset(d.b2()), rows, d.classes)
+    gemm(dlogits, p.unsafe_offset(d.w2()), dh, rows, d.hidden, d.classes, False, False)
+    relu_backward(h, dh, dh, rows, d.hidden)
+    gemm(dh, x, grads.unsafe_offset(d.w1()), d.hidden, d.inputs, rows, True, False)
+    sum_rows(dh, grads.unsafe_offset(d.b1()), rows, d.hidden)
+    if want_dx:
+        gemm(dh, p.unsafe_offset(d.w1()), dx, rows, d.inputs, d.hidden, False, False)
+
+
+struct StepScratch(Movable):
+    """Per-call scratch: hidden activations, logit gradients, hidden gradients."""
+
+    var h: List[Float32]
+    var dlogits: List[Float32]
+    var dh: List[Float32]
+
+    def __init__(out self, d: MLPDims, rows: Int):
+        self.h = List[Float32](length=rows * d.hidden, fill=0)
+        self.dlogits = List[Float32](length=rows * d.classes, fill=0)
+        self.dh = List[Float32](length=rows * d.hidden, fill=0)
+
+    def hp(self) -> F32P:
+        return F32P(unsafe_from_address=Int(self.h.unsafe_ptr()))
+
+    def dlp(self) -> F32P:
+        return F32P(unsafe_from_address=Int(self.dlogits.unsafe_ptr()))
+
+    def dhp(self) -> F32P:
+        return F32P(unsafe_from_address=Int(self.dh.unsafe_ptr()))
+
+
+def mlp_steps(d: MLPDims, x: F32P, y: I32P, p: F32P, m: F32P, v: F32P, losses: F32P,
+              logits: F32P, grads: F32P, dx: F32P, rows: Int, mode: Int, k: Int, t0: Int,
+              lr: Float32, beta1: Float32, beta2: Float32, eps: Float32, weight_decay: Float32,
+              want_dx: Bool):
+    """`k` consecutive steps over k batches of `rows` rows stacked in x / y, in place on the
+    flat p, m, v (mode train; t = t0, t0+1, ...). `losses[i]` is batch i's loss; `logits`,
+    `grads` and `dx` hold the last batch's. Modes forward and grads run one batch (k = 1)
+    and leave p, m, v untouched. Targets must already be checked to lie in [0, O)."""
+    var s = StepScratch(d, rows)
+    for i in range(k):
+        var xb = x.unsafe_offset(i * rows * d.inputs)
+        var yb = y.unsafe_offset(i * rows)
+        mlp_forward(d, xb, p, s.hp(), logits, rows)
+        if mode == MODE_FORWARD:
+            return
+        losses[unsafe_offset=i] = mean_cross_entropy(logits, yb, rows, d.classes, s.dlp(), True)
+        mlp_backward(d, xb, p, s.hp(), s.dlp(), s.dhp(), grads, dx, rows, want_dx)
+        if mode == MODE_TRAIN:
+            adamw_flat(p, grads, m, v, d.total(), t0 + i, lr, beta1, beta2, eps, weight_decay)

@@ -1,0 +1,245 @@
+"""The SmallMLPTrainer state: names, shapes and the checks every way in goes through.
+
+The constructor, `load_state_dict` and the checkpoint loader share these checks, so a state
+refused by one is refused by all, with the same message. Nothing here touches the binding:
+the checkpoint loader (and a fuzzer feeding it bytes) runs without it.
+"""
+import array as _pyarray
+import json
+import math
+import operator
+import struct
+
+from ._array import Array
+from ._buffer import as_f32_c, as_i32_c
+from ._bufcheck import dtype_name, is_native_f32, is_int32, probe
+
+NAMES = ("weight1", "bias1", "weight2", "bias2")
+SHAPES = ((16, 8), (16,), (3, 16), (3,))
+OFFSETS = (0, 128, 144, 192)
+TOTAL = 195
+ARCHITECTURE = [8, 16, 3]
+SCHEMA = "mojolearn.small-mlp-trainer.v1"
+OPTIMIZER = "AdamW"
+MAX_STEP = (1 << 31) - 1
+CONFIG_KEYS = ("lr", "beta1", "beta2", "eps", "weight_decay")
+STATE_KEYS = frozenset(("schema", "architecture", "numeric_mode", "parameter_order", "weights",
+                        "optimizer", "config", "data_schedule"))
+OPTIMIZER_KEYS = frozenset(("kind", "step", "m", "v", "flags"))
+MODES = ("identical", "fast")
+
+_F32 = struct.Struct("<f")
+# Values at or above this round to infinity in binary32 (halfway between FLT_MAX and 2**128).
+_F32_OVERFLOW = 3.4028235677973366e38
+_SCHEDULE_NODES = 128
+_SCHEDULE_DEPTH = 8
+_SCHEDULE_STRING = 2048
+_SCHEDULE_BYTES = 2048
+
+
+def round_f32(x):
+    """`x` rounded once to binary32 (ties to even), as a Python float; None when it overflows."""
+    if not math.isfinite(x) or abs(x) >= _F32_OVERFLOW:
+        return None
+    return _F32.unpack(_F32.pack(x))[0]
+
+
+def canonical(value):
+    """Canonical JSON bytes: sorted keys, no spaces, ASCII, NaN/Infinity refused."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                      allow_nan=False).encode("ascii")
+
+
+def _scalar(value, name):
+    if isinstance(value, (bool, str, bytes)) or type(value).__name__ == "bool_":
+        raise ValueError(f"SmallMLPTrainer: {name} must be a real number, got {value!r}")
+    try:
+        x = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"SmallMLPTrainer: {name} must be a real number, got "
+                         f"{type(value).__name__}") from None
+    r = round_f32(x)
+    if r is None:
+        raise ValueError(f"SmallMLPTrainer: {name} must be a finite float32, got {x!r}")
+    return r
+
+
+def check_config(lr, betas, eps, weight_decay):
+    """The five hyperparameters rounded to float32, then checked (torch's rules)."""
+    if isinstance(betas, (str, bytes)):
+        raise ValueError(f"SmallMLPTrainer: betas must be a pair of numbers, got {betas!r}")
+    try:
+        beta1, beta2 = betas
+    except (TypeError, ValueError):
+        raise ValueError(f"SmallMLPTrainer: betas must be a pair of numbers, got {betas!r}") from None
+    cfg = {"lr": _scalar(lr, "lr"), "beta1": _scalar(beta1, "betas[0]"),
+           "beta2": _scalar(beta2, "betas[1]"), "eps": _scalar(eps, "eps"),
+           "weight_decay": _scalar(weight_decay, "weight_decay")}
+    if not cfg["lr"] > 0:
+        raise ValueError(f"SmallMLPTrainer: invalid learning rate {lr!r} (must be > 0 in float32)")
+    if not cfg["eps"] > 0:
+        raise ValueError(f"SmallMLPTrainer: invalid eps {eps!r} (must be > 0 in float32)")
+    if not cfg["weight_decay"] >= 0:
+        raise ValueError(f"SmallMLPTrainer: invalid weight_decay {weight_decay!r} (must be >= 0)")
+    for i, key in enumerate(("beta1", "beta2")):
+        if not 0 <= cfg[key] < 1:
+            raise ValueError(f"SmallMLPTrainer: invalid beta at index {i}: {betas[i]!r} "
+                             f"(must be in [0, 1) in float32)")
+    return cfg
+
+
+def check_schedule(value):
+    """A bounded, canonical deep copy of the data_schedule JSON object."""
+    if type(value) is not dict or not value:
+        raise ValueError("SmallMLPTrainer: data_schedule must be a non-empty JSON object (dict), "
+                         f"got {type(value).__name__ if type(value) is not dict else 'an empty dict'}")
+    nodes = [0]
+
+    def visit(item, depth):
+        nodes[0] += 1
+        if nodes[0] > _SCHEDULE_NODES:
+            raise ValueError(f"SmallMLPTrainer: data_schedule has more than {_SCHEDULE_NODES} values")
+        if depth > _SCHEDULE_DEPTH:
+            raise ValueError(f"SmallMLPTrainer: data_schedule nests deeper than {_SCHEDULE_DEPTH}")
+        if type(item) is dict:
+            for key, child in item.items():
+                if type(key) is not str:
+                    raise ValueError(f"SmallMLPTrainer: data_schedule keys must be strings, "
+                                     f"got {key!r}")
+                if len(key) > _SCHEDULE_STRING:
+                    raise ValueError(f"SmallMLPTrainer: data_schedule key longer than "
+                                     f"{_SCHEDULE_STRING} characters")
+                visit(child, depth + 1)
+        elif type(item) is list:
+            for child in item:
+                visit(child, depth + 1)
+        elif type(item) is str:
+            if len(item) > _SCHEDULE_STRING:
+                raise ValueError(f"SmallMLPTrainer: data_schedule string longer than "
+                                 f"{_SCHEDULE_STRING} characters")
+        elif type(item) is int:
+            if item.bit_length() > 64:
+                raise ValueError("SmallMLPTrainer: data_schedule integers must fit in 64 bits")
+        elif type(item) is float:
+            if not math.isfinite(item):
+                raise ValueError(f"SmallMLPTrainer: data_schedule numbers must be finite, got {item!r}")
+        elif item is not None and type(item) is not bool:
+            raise ValueError(f"SmallMLPTrainer: data_schedule must hold JSON values only, got "
+                             f"{type(item).__name__}")
+
+    visit(value, 0)
+    encoded = canonical(value)
+    if len(encoded) > _SCHEDULE_BYTES:
+        raise ValueError(f"SmallMLPTrainer: data_schedule is {len(encoded)} bytes of canonical "
+                         f"JSON, more than {_SCHEDULE_BYTES}")
+    return json.loads(encoded)
+
+
+def tensor(value, shape, name, dtype="<f4"):
+    """An owned, C-contiguous copy of `value` with exactly `shape`; float32 values finite.
+
+    TypeError for anything that is not a buffer of the dtype (lists included: no guessing),
+    ValueError for a wrong shape or a non-finite value."""
+    kind = "float32" if dtype == "<f4" else "int32"
+    try:
+        pb = probe(value)
+    except TypeError:
+        raise TypeError(f"SmallMLPTrainer: {name} must be a {kind} buffer (NumPy array, "
+                        f"array.array, memoryview or mojolearn.Array), got "
+                        f"{type(value).__name__}") from None
+    ok = is_native_f32(pb.format, pb.itemsize) if dtype == "<f4" else is_int32(pb.format, pb.itemsize)
+    if not ok:
+        raise TypeError(f"SmallMLPTrainer: {name} must be {kind}, got "
+                        f"{dtype_name(pb.format, pb.itemsize)}")
+    if tuple(pb.shape) != tuple(shape):
+        raise ValueError(f"SmallMLPTrainer: {name} must have shape {tuple(shape)}, got "
+                         f"{tuple(pb.shape)}")
+    arr, copied = (as_f32_c if dtype == "<f4" else as_i32_c)(value, name=name)
+    if not copied:
+        arr = arr.copy()
+    if dtype == "<f4":
+        bad = next((i for i, x in enumerate(arr._mv.tolist()) if not math.isfinite(x)), None)
+        if bad is not None:
+            raise ValueError(f"SmallMLPTrainer: {name} must be finite (flat index {bad} is "
+                             f"{arr._mv[bad]!r})")
+    return arr
+
+
+def check_step(step):
+    if isinstance(step, bool):
+        raise ValueError("SmallMLPTrainer: optimizer step must be an integer, got a bool")
+    try:
+        step = operator.index(step)
+    except TypeError:
+        raise ValueError(f"SmallMLPTrainer: optimizer step must be an integer, got "
+                         f"{type(step).__name__}") from None
+    if not 0 <= step <= MAX_STEP:
+        raise ValueError(f"SmallMLPTrainer: optimizer step must be in [0, 2**31-1], got {step}")
+    return step
+
+
+def _fields(obj, keys, what):
+    if type(obj) is not dict:
+        raise ValueError(f"SmallMLPTrainer: {what} must be a dict, got {type(obj).__name__}")
+    missing, unknown = sorted(set(keys) - set(obj)), sorted(set(obj) - set(keys), key=repr)
+    if missing or unknown:
+        raise ValueError(f"SmallMLPTrainer: {what} has missing fields {missing} / unknown "
+                         f"fields {unknown}")
+
+
+def validate_state(state, mode=None):
+    """Check a whole state (`state_dict()` form, tensors as buffers) and copy it.
+
+    Returns (params, m, v, flags, step, config, schedule, numeric_mode): params, m, v flat
+    owned float32 Arrays of 195, flags an int32 Array of 4. `mode`, when given, is the
+    process's numeric mode, which the state must have been saved under."""
+    _fields(state, STATE_KEYS, "state")
+    if state["schema"] != SCHEMA:
+        raise ValueError(f"SmallMLPTrainer: state schema must be {SCHEMA!r}, got {state['schema']!r}")
+    if state["architecture"] != ARCHITECTURE:
+        raise ValueError(f"SmallMLPTrainer: architecture must be {ARCHITECTURE}, got "
+                         f"{state['architecture']!r}")
+    if state["numeric_mode"] not in MODES:
+        raise ValueError(f"SmallMLPTrainer: numeric_mode must be one of {MODES}, got "
+                         f"{state['numeric_mode']!r}")
+    if mode is not None and state["numeric_mode"] != mode:
+        raise ValueError(f"SmallMLPTrainer: the state was saved in numeric mode "
+                         f"{state['numeric_mode']!r} but this process runs {mode!r}")
+    if state["parameter_order"] != list(NAMES):
+        raise ValueError(f"SmallMLPTrainer: parameter_order must be {list(NAMES)}, got "
+                         f"{state['parameter_order']!r}")
+    _fields(state["weights"], NAMES, "state weights")
+    weights = [tensor(state["weights"][n], s, n) for n, s in zip(NAMES, SHAPES)]
+    opt = state["optimizer"]
+    _fields(opt, OPTIMIZER_KEYS, "state optimizer")
+    if opt["kind"] != OPTIMIZER:
+        raise ValueError(f"SmallMLPTrainer: optimizer kind must be 'AdamW', got {opt['kind']!r}")
+    step = check_step(opt["step"])
+    m = tensor(opt["m"], (TOTAL,), "optimizer m")
+    v = tensor(opt["v"], (TOTAL,), "optimizer v")
+    flags = tensor(opt["flags"], (4,), "optimizer flags", "<i4")
+    if min(v._mv.tolist()) < 0:
+        raise ValueError("SmallMLPTrainer: optimizer v (second moments) must be >= 0")
+    if any(f not in (0, 1) for f in flags._mv.tolist()):
+        raise ValueError(f"SmallMLPTrainer: optimizer flags must be 0 or 1, got {flags.tolist()}")
+    cfg = state["config"]
+    _fields(cfg, CONFIG_KEYS, "state config")
+    config = check_config(cfg["lr"], (cfg["beta1"], cfg["beta2"]), cfg["eps"],
+                          cfg["weight_decay"])
+    schedule = check_schedule(state["data_schedule"])
+    return flat(weights), m, v, flags, step, config, schedule, state["numeric_mode"]
+
+
+def flat(weights):
+    """The four parameter tensors (owned Arrays) as one flat float32 Array of 195."""
+    raw = b"".join(w.tobytes() for w in weights)
+    return Array(memoryview(raw).cast("f"), "<f4", (TOTAL,))
+
+
+def split(flat_array):
+    """Fresh Arrays of the four tensors held in a flat buffer of 195 (copies)."""
+    mv = flat_array._mv
+    out = {}
+    for name, shape, off in zip(NAMES, SHAPES, OFFSETS):
+        out[name] = Array._wrap(_pyarray.array("f", mv[off:off + math.prod(shape)]), shape, "<f4")
+    return out

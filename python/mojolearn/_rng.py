@@ -1,0 +1,120 @@
+"""The project's seeded generator: SplitMix64 in Python integer arithmetic.
+
+Never `random`, never NumPy: the same seed gives the same numbers on every Python version,
+platform and vendor, which is what golden hashes and the command line's data order rely on.
+This recipe is a stable contract (docs/ARITHMETIC.md, "Randomness"); changing any draw changes
+goldens.
+
+Recipe
+------
+- state: an unsigned 64-bit integer, initially `seed` (an int in [0, 2**64)).
+- `next_u64()`: state = (state + 0x9E3779B97F4A7C15) mod 2**64; z = state;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9 mod 2**64; z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+  mod 2**64; return z ^ (z >> 31)   (Steele, Lea, Flood 2014; Vigna's splitmix64.c).
+- `uniform()`: (next_u64() >> 40) / 2**24, the top 24 bits; exact in binary32 and in [0, 1).
+- `randbelow(n)`: draws u = next_u64() until u < n * floor(2**64 / n), returns u mod n
+  (unbiased rejection).
+- `shuffle(items)`: Fisher–Yates from the end: for i = len-1 down to 1: j = randbelow(i + 1),
+  swap items[i], items[j].
+- `init_small_mlp(seed)`: one generator seeded with `seed`; tensors drawn in the order weight1
+  (16, 8), bias1 (16,), weight2 (3, 16), bias2 (3,), each row-major; torch's `nn.Linear`
+  default U(-b, b) for weights and biases alike, b = 1 / math.sqrt(fan_in) in double
+  (fan_in 8 for layer 1, 16 for layer 2); value = (2 * uniform() - 1) * b in double, rounded
+  once to float32.
+- `batches(seed, rows, count)`: one generator seeded with `seed`; for each batch in turn, X
+  (rows, 8) row-major as 2 * uniform() - 1 (exact in binary32), then the targets as
+  randbelow(3), row by row.
+"""
+import array as _pyarray
+import math
+import operator
+import struct
+
+_MASK = (1 << 64) - 1
+_GAMMA = 0x9E3779B97F4A7C15
+_SHAPES = ((16, 8), (16,), (3, 16), (3,))
+_FAN_IN = (8, 8, 16, 16)
+
+
+def _check_seed(seed, name="seed"):
+    if isinstance(seed, bool):
+        raise TypeError(f"{name} must be an int in [0, 2**64), got a bool")
+    try:
+        seed = operator.index(seed)
+    except TypeError:
+        raise TypeError(f"{name} must be an int in [0, 2**64), got {type(seed).__name__}") from None
+    if not 0 <= seed <= _MASK:
+        raise ValueError(f"{name} must be an int in [0, 2**64), got {seed}")
+    return seed
+
+
+class SplitMix64:
+    """A SplitMix64 generator (see the module docstring for the exact recipe)."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, seed):
+        self.state = _check_seed(seed)
+
+    def next_u64(self):
+        self.state = (self.state + _GAMMA) & _MASK
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+        return z ^ (z >> 31)
+
+    def uniform(self):
+        """A float in [0, 1) with 24 random bits (k / 2**24, exact)."""
+        return (self.next_u64() >> 40) / 16777216.0
+
+    def randbelow(self, n):
+        """An int uniform in [0, n), unbiased (rejection of the incomplete last block)."""
+        if isinstance(n, bool) or type(n) is not int or not 1 <= n <= _MASK:
+            raise ValueError(f"randbelow: n must be an int in [1, 2**64), got {n!r}")
+        limit = ((1 << 64) // n) * n
+        while True:
+            u = self.next_u64()
+            if u < limit:
+                return u % n
+
+    def shuffle(self, items):
+        """Shuffle a list in place, Fisher–Yates from the end."""
+        for i in range(len(items) - 1, 0, -1):
+            j = self.randbelow(i + 1)
+            items[i], items[j] = items[j], items[i]
+
+
+def _f32(x):
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def init_small_mlp(seed):
+    """Initial (weight1, bias1, weight2, bias2) of the 8→16→3 network as float32 Arrays."""
+    from ._array import Array
+
+    rng = SplitMix64(seed)
+    out = []
+    for shape, fan_in in zip(_SHAPES, _FAN_IN):
+        bound = 1.0 / math.sqrt(fan_in)
+        values = [_f32((2.0 * rng.uniform() - 1.0) * bound) for _ in range(math.prod(shape))]
+        out.append(Array._wrap(_pyarray.array("f", values), shape, "<f4"))
+    return tuple(out)
+
+
+def batches(seed, rows, count=1, features=8, classes=3):
+    """`count` batches [(X (rows, features) float32 Array, targets (rows,) int32 Array), ...]
+    with X uniform in [-1, 1) and targets uniform in [0, classes)."""
+    from ._array import Array, _CODES
+
+    for name, value, lo in (("rows", rows, 1), ("count", count, 1), ("features", features, 1),
+                            ("classes", classes, 1)):
+        if isinstance(value, bool) or type(value) is not int or value < lo:
+            raise ValueError(f"batches: {name} must be an int >= {lo}, got {value!r}")
+    rng = SplitMix64(seed)
+    out = []
+    for _ in range(count):
+        x = [2.0 * rng.uniform() - 1.0 for _ in range(rows * features)]
+        y = [rng.randbelow(classes) for _ in range(rows)]
+        out.append((Array._wrap(_pyarray.array("f", x), (rows, features), "<f4"),
+                    Array._wrap(_pyarray.array(_CODES["<i4"], y), (rows,), "<i4")))
+    return out

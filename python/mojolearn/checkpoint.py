@@ -1,0 +1,246 @@
+"""SmallMLPTrainer checkpoint files: canonical JSON envelope, atomic save, bounded loader.
+
+Format `mojolearn.small-mlp-checkpoint.v1` (the reference's v1 layout):
+
+- The file MUST be the canonical JSON of the envelope (keys sorted, separators `,` and `:`,
+  ASCII only, no NaN/Infinity) followed by exactly one `\\n`, and MUST NOT exceed 32768 bytes.
+- The envelope MUST hold exactly `schema` (= "mojolearn.small-mlp-checkpoint.v1"), `payload`,
+  `payload_sha256` and MAY hold `arithmetic_profile`; files written by mojolearn always hold
+  it ("mojolearn.portable-fp32.v1"). A missing profile means the reference's default
+  ("mojolearn.neural-training.fp32.v1").
+- `payload_sha256` MUST be the lowercase hex SHA-256 of the payload's canonical JSON. That hash
+  is also the state hash (`SmallMLPTrainer.state_hash()`).
+- The payload MUST hold exactly: schema ("mojolearn.small-mlp-trainer.v1"), architecture
+  [8, 16, 3], numeric_mode ("identical" | "fast"), parameter_order [weight1, bias1, weight2,
+  bias2], weights {name: tensor}, optimizer {kind "AdamW", step (int, 0..2**31-1), m, v
+  (tensors of 195 in parameter order), flags (int32 tensor of 4)}, config {lr, beta1, beta2,
+  eps, weight_decay} (float32 values as JSON numbers), data_schedule (a bounded JSON object).
+- A tensor MUST be {"dtype": "<f4" | "<i4", "shape": [...], "hex": ...}: the C-order
+  little-endian bytes as lowercase or uppercase hex, exactly 8 hex digits per value.
+- Readers MUST refuse duplicate keys, unknown or missing fields, bad hex, wrong lengths,
+  non-finite floats, a hash mismatch and (unless asked to migrate) a different profile, with
+  ValueError, before any trainer state changes. Nothing is evaluated; there is no pickle.
+- Writers MUST write a temporary file in the target's folder, flush and fsync it, `os.replace`
+  it over the target and fsync the folder; a failed save leaves the old file and no temporary.
+"""
+import hashlib
+import json
+import os
+import tempfile
+
+from . import _mlp_state as S
+from ._buffer import frombytes
+
+FILE_SCHEMA = "mojolearn.small-mlp-checkpoint.v1"
+PROFILE = "mojolearn.portable-fp32.v1"
+REFERENCE_PROFILE = "mojolearn.neural-training.fp32.v1"
+MAX_BYTES = 32768
+_ENVELOPE = frozenset(("schema", "payload", "payload_sha256"))
+_TENSOR = frozenset(("dtype", "shape", "hex"))
+
+
+# ---------------------------------------------------------------- encoding
+
+
+def encode_tensor(arr):
+    return {"dtype": arr.dtype, "shape": list(arr.shape), "hex": arr.tobytes().hex()}
+
+
+def encode_state(state):
+    """The payload (JSON-ready dict) of a `state_dict()` holding mojolearn Arrays."""
+    payload = dict(state)
+    payload["weights"] = {n: encode_tensor(state["weights"][n]) for n in S.NAMES}
+    opt = dict(state["optimizer"])
+    for key in ("m", "v", "flags"):
+        opt[key] = encode_tensor(opt[key])
+    payload["optimizer"] = opt
+    payload["config"] = dict(state["config"])
+    return payload
+
+
+def state_hash(payload):
+    """SHA-256 (hex) of the payload's canonical JSON: the state hash."""
+    return hashlib.sha256(S.canonical(payload)).hexdigest()
+
+
+def dumps(state, profile=PROFILE):
+    """The checkpoint file bytes of a `state_dict()`. ValueError when over the size bound."""
+    payload = encode_state(state)
+    envelope = {"schema": FILE_SCHEMA, "payload": payload, "payload_sha256": state_hash(payload)}
+    if profile != REFERENCE_PROFILE:
+        envelope["arithmetic_profile"] = profile
+    data = S.canonical(envelope) + b"\n"
+    if len(data) > MAX_BYTES:
+        raise ValueError(f"checkpoint: {len(data)} bytes exceed the {MAX_BYTES}-byte bound "
+                         f"(the data_schedule is the only part that can grow)")
+    return data
+
+
+# ---------------------------------------------------------------- decoding
+
+
+def _unique(pairs):
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"checkpoint: duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def _no_constant(name):
+    raise ValueError(f"checkpoint: {name} is not allowed (finite numbers only)")
+
+
+def _finite_float(text):
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"checkpoint: number {text[:40]} is out of range (finite numbers only)")
+    return value
+
+
+def _decode_tensor(desc, shape, dtype, name):
+    if type(desc) is not dict or set(desc) != _TENSOR:
+        raise ValueError(f"checkpoint: tensor {name} must be an object with exactly dtype, shape, hex")
+    if desc["dtype"] != dtype:
+        raise ValueError(f"checkpoint: tensor {name} dtype must be {dtype!r}, got {desc['dtype']!r}")
+    if desc["shape"] != list(shape) or any(type(d) is not int for d in desc["shape"]):
+        raise ValueError(f"checkpoint: tensor {name} shape must be {list(shape)}, got "
+                         f"{desc['shape']!r}")
+    text = desc["hex"]
+    count = 1
+    for d in shape:
+        count *= d
+    if type(text) is not str or len(text) != 8 * count:
+        got = len(text) if type(text) is str else type(text).__name__
+        raise ValueError(f"checkpoint: tensor {name} needs {8 * count} hex digits, got {got}")
+    if not all(c in "0123456789abcdefABCDEF" for c in text):
+        raise ValueError(f"checkpoint: tensor {name} is not hexadecimal")
+    return frombytes(bytes.fromhex(text), dtype, tuple(shape))
+
+
+def _decode_payload(payload):
+    if type(payload) is not dict:
+        raise ValueError("checkpoint: payload must be an object")
+    missing, unknown = S.STATE_KEYS - set(payload), set(payload) - S.STATE_KEYS
+    if missing or unknown:
+        raise ValueError(f"checkpoint: payload has missing fields {sorted(missing)} / unknown "
+                         f"fields {sorted(unknown)}")
+    state = dict(payload)
+    weights = payload["weights"]
+    if type(weights) is not dict or set(weights) != set(S.NAMES):
+        raise ValueError(f"checkpoint: weights must hold exactly {list(S.NAMES)}")
+    state["weights"] = {n: _decode_tensor(weights[n], s, "<f4", n)
+                        for n, s in zip(S.NAMES, S.SHAPES)}
+    opt = payload["optimizer"]
+    if type(opt) is not dict or set(opt) != S.OPTIMIZER_KEYS:
+        raise ValueError(f"checkpoint: optimizer must hold exactly {sorted(S.OPTIMIZER_KEYS)}")
+    opt = dict(opt)
+    opt["m"] = _decode_tensor(opt["m"], (S.TOTAL,), "<f4", "m")
+    opt["v"] = _decode_tensor(opt["v"], (S.TOTAL,), "<f4", "v")
+    opt["flags"] = _decode_tensor(opt["flags"], (4,), "<i4", "flags")
+    state["optimizer"] = opt
+    if type(payload["config"]) is dict and any(
+            type(x) not in (int, float) for x in payload["config"].values()):
+        raise ValueError("checkpoint: config values must be numbers")
+    # Every semantic rule (finite values, v >= 0, ranges, schedule bounds) is the trainer's.
+    S.validate_state(state)
+    return state
+
+
+def loads(data, allow_profile_change=False):
+    """The state (`state_dict()` form) held by checkpoint bytes. Raises ValueError only.
+
+    `allow_profile_change=True` accepts a file written under another arithmetic profile (the
+    reference's default included): a migration after which bits follow our arithmetic."""
+    if not isinstance(data, (bytes, bytearray)):
+        raise ValueError(f"checkpoint: expected bytes, got {type(data).__name__}")
+    if len(data) > MAX_BYTES:
+        raise ValueError(f"checkpoint: {len(data)} bytes exceed the {MAX_BYTES}-byte bound")
+    if not data.endswith(b"\n") or data.endswith(b"\n\n") or data.count(b"\n") != 1:
+        raise ValueError("checkpoint: the file must be one line of JSON ended by exactly one newline")
+    try:
+        envelope = json.loads(data[:-1].decode("ascii"), object_pairs_hook=_unique,
+                              parse_constant=_no_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise ValueError("checkpoint: JSON nests too deeply") from None
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ValueError(f"checkpoint: not valid ASCII JSON ({exc})") from None
+    if type(envelope) is not dict:
+        raise ValueError("checkpoint: the envelope must be a JSON object")
+    keys = set(envelope) - {"arithmetic_profile"}
+    if keys != _ENVELOPE:
+        raise ValueError(f"checkpoint: envelope fields must be {sorted(_ENVELOPE)} and optionally "
+                         f"arithmetic_profile, got {sorted(envelope)}")
+    if envelope["schema"] != FILE_SCHEMA:
+        raise ValueError(f"checkpoint: schema must be {FILE_SCHEMA!r}, got {envelope['schema']!r}")
+    if S.canonical(envelope) + b"\n" != bytes(data):
+        raise ValueError("checkpoint: the file is not canonical JSON (sorted keys, no spaces, ASCII)")
+    payload = envelope["payload"]
+    if type(envelope["payload_sha256"]) is not str or \
+            state_hash(payload) != envelope["payload_sha256"]:
+        raise ValueError("checkpoint: payload_sha256 does not match the payload (corrupted or edited)")
+    profile = envelope.get("arithmetic_profile", REFERENCE_PROFILE)
+    if type(profile) is not str:
+        raise ValueError("checkpoint: arithmetic_profile must be a string")
+    if profile != PROFILE and not allow_profile_change:
+        named = "none (the reference's default " + REFERENCE_PROFILE + ")" \
+            if "arithmetic_profile" not in envelope else repr(profile)
+        raise ValueError(f"checkpoint: arithmetic profile is {named}, this mojolearn computes "
+                         f"{PROFILE!r}; resuming would not reproduce the original run's bits. "
+                         f"Pass allow_profile_change=True to migrate (bits then follow {PROFILE!r})")
+    return _decode_payload(payload)
+
+
+# ---------------------------------------------------------------- files
+
+
+def read_bounded(path):
+    """The file's bytes, reading at most MAX_BYTES + 1 (the bound applies before parsing)."""
+    with open(path, "rb") as f:
+        data = f.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise ValueError(f"checkpoint: {os.fspath(path)!r} is larger than {MAX_BYTES} bytes")
+    return data
+
+
+def load(path, allow_profile_change=False):
+    return loads(read_bounded(path), allow_profile_change)
+
+
+def write_atomic(path, data):
+    """Write `data` to `path` atomically: temporary in the same folder, fsync, replace, fsync
+    of the folder. On failure the old file is untouched and no temporary is left."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    try:
+        dfd = os.open(folder, os.O_RDONLY)
+    except OSError:  # some platforms cannot open folders; the rename is done already
+        return
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def verify(path, allow_profile_change=False):
+    """Check a checkpoint file fully; return {step, schema, profile, numeric_mode, state_hash}."""
+    data = read_bounded(path)
+    state = loads(data, allow_profile_change)
+    envelope = json.loads(data)
+    return {"step": state["optimizer"]["step"], "schema": envelope["schema"],
+            "profile": envelope.get("arithmetic_profile", REFERENCE_PROFILE),
+            "numeric_mode": state["numeric_mode"], "state_hash": envelope["payload_sha256"]}

@@ -1,0 +1,115 @@
+"""Write tests/golden/small_mlp_identical.json: SmallMLPTrainer state hashes in identical mode.
+
+    python tools/make_golden.py            # compute, cross-check, write
+    python tools/make_golden.py --check    # compute, cross-check, compare with the file
+
+The hashes come from the pure-Python reference (tests/reference/mlp.py), which is the
+executable form of docs/ARITHMETIC.md; before writing, the same run is made with the compiled
+binding (identical mode) and the script refuses to write when any hash differs. Regenerate
+only when the arithmetic profile changes on purpose (new profile version, new goldens).
+"""
+import argparse
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+GOLDEN = os.path.join(ROOT, "tests", "golden", "small_mlp_identical.json")
+FORMAT = "mojolearn.small-mlp-golden.v1"
+INIT_SEED, DATA_SEED = 1, 2
+BATCHES = (1, 32)
+CHECKPOINTS = (1, 10, 100)
+RECIPE = {
+    "init": f"mojolearn._rng.init_small_mlp({INIT_SEED})",
+    "data": f"mojolearn._rng.batches({DATA_SEED}, batch, {max(CHECKPOINTS)}); step i "
+            f"(one-based) trains on batch i-1",
+    "trainer": "SmallMLPTrainer(*init, data_schedule=schedule) with the default lr, betas, eps, "
+               "weight_decay; schedule = {\"batch\": batch, \"generator\": \"mojolearn._rng."
+               "batches\", \"seed\": 2}",
+    "hash": "SmallMLPTrainer.state_hash(): SHA-256 of the canonical checkpoint payload",
+}
+
+
+def schedule(batch):
+    return {"batch": batch, "generator": "mojolearn._rng.batches", "seed": DATA_SEED}
+
+
+def reference_hashes(batch):
+    from mojolearn import _mlp_state as S
+    from mojolearn import _rng, checkpoint
+    from mojolearn._array import Array
+    from tests.reference import mlp as R
+
+    init = _rng.init_small_mlp(INIT_SEED)
+    cfg = S.check_config(1e-3, (0.9, 0.999), 1e-8, 0.01)
+    p = [x for w in init for x in w._mv.tolist()]
+    m, v, step = [0.0] * S.TOTAL, [0.0] * S.TOTAL, 0
+    out = {}
+    for X, y in _rng.batches(DATA_SEED, batch, max(CHECKPOINTS)):
+        r = R.train_step(p, m, v, step, X.tolist(), y.tolist(), cfg["lr"], cfg["beta1"],
+                         cfg["beta2"], cfg["eps"], cfg["weight_decay"])
+        p, m, v, step = r["params"], r["m"], r["v"], r["step"]
+        if step in CHECKPOINTS:
+            f = lambda xs: Array(xs, "<f4", (S.TOTAL,))
+            state = {"schema": S.SCHEMA, "architecture": S.ARCHITECTURE,
+                     "numeric_mode": "identical", "parameter_order": list(S.NAMES),
+                     "weights": S.split(f(p)),
+                     "optimizer": {"kind": S.OPTIMIZER, "step": step, "m": f(m), "v": f(v),
+                                   "flags": Array([0, 0, 0, 0], "<i4", (4,))},
+                     "config": cfg, "data_schedule": schedule(batch)}
+            out[str(step)] = checkpoint.state_hash(checkpoint.encode_state(state))
+    return out
+
+
+def binding_hashes(batch):
+    import mojolearn as ml
+    from mojolearn import _rng
+
+    ml.set_numeric_mode("identical")
+    trainer = ml.SmallMLPTrainer(*_rng.init_small_mlp(INIT_SEED), data_schedule=schedule(batch))
+    out = {}
+    for X, y in _rng.batches(DATA_SEED, batch, max(CHECKPOINTS)):
+        step = trainer.train_step(X, y)["step"]
+        if step in CHECKPOINTS:
+            out[str(step)] = trainer.state_hash()
+    return out
+
+
+def build():
+    from mojolearn import _mlp_state as S
+    from mojolearn.checkpoint import PROFILE
+
+    cases = []
+    for batch in BATCHES:
+        ref = reference_hashes(batch)
+        got = binding_hashes(batch)
+        if ref != got:
+            sys.exit(f"make_golden: the binding disagrees with the pure-Python reference at "
+                     f"batch {batch}:\n  reference {ref}\n  binding   {got}\nnot writing goldens")
+        cases.append({"batch": batch, "state_hash_after_steps": ref})
+    doc = {"format": FORMAT, "profile": PROFILE, "numeric_mode": "identical", "recipe": RECIPE,
+           "cases": cases}
+    return S.canonical(doc) + b"\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="compare with the file, write nothing")
+    args = parser.parse_args()
+    data = build()
+    if args.check:
+        with open(GOLDEN, "rb") as f:
+            same = f.read() == data
+        print("goldens match" if same else "goldens DIFFER from a fresh computation")
+        return 0 if same else 1
+    os.makedirs(os.path.dirname(GOLDEN), exist_ok=True)
+    with open(GOLDEN, "wb") as f:
+        f.write(data)
+    print(f"wrote {os.path.relpath(GOLDEN, ROOT)}")
+    print(data.decode())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
