@@ -2,13 +2,44 @@
 
 Dimensions: m rows of C, n columns of C, k the contracted dimension.
 op(A) = A (m×k, row stride k) or Aᵀ (A stored k×m); op(B) = B (k×n) or Bᵀ (B stored n×k).
+Every function computes only rows [row_begin, row_end) of C, so Python threads can split rows.
 
 Identical mode, every target (ARITHMETIC.md "Reductions"): each output is
     acc = +0.0; for p in 0..k-1: acc = acc + a[i,p] * b[p,j]     (product rounded, sum rounded)
 then C[i,j] = acc, or C[i,j] = C[i,j] + acc when accumulating. SIMD and threads only run
 across outputs (i, j), never along p, so every schedule gives these bits.
+
+Fast mode: acc starts at +0.0 (or at C[i,j] when accumulating) and each step is one fused
+`acc = fma(a[i,p], b[p,j], acc)`, p ascending. The k-blocking stores acc in C between blocks
+(exact: it is a float32), so the result does not depend on the tiling or the thread count
+either; it differs from identical mode by the rounding of the products and the final add.
+
+Public kernels (other families import them; keep these signatures stable):
+    gemm_naive(a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end)
+        the algorithmic reference, one output at a time (identical-mode arithmetic).
+    gemm_identical[W](same arguments)   identical-mode arithmetic, SIMD width W (any W gives
+        the same bits; W = 8 is the production width).
+    gemm_fast(same arguments)           fast-mode arithmetic (FMA, packing, tiling).
+    gemm(same arguments)                the build's mode: gemm_identical[8] or gemm_fast.
+
+Blocking (both modes, after BLIS): B is packed into k×NR column panels and A into MR×k row
+panels (copies only: no arithmetic), zero padded at the edges; a micro-kernel keeps an MR×NR
+tile of C in registers. Identical mode never splits k (the tile is stored once, after the
+whole chain, so `C + acc` stays one add); fast mode splits k into KC blocks for the caches.
 """
-from training.config import F32P
+from std.math import fma
+from std.sys import simd_width_of
+
+from training.config import F32P, IDENTICAL
+
+comptime IDENTICAL_W = 8  # production width of the identical kernel (one AVX2 register)
+comptime FAST_W = simd_width_of[DType.float32]()
+comptime MC = 96  # rows of A packed at once (a multiple of every MR used)
+comptime FAST_KC = 256  # fast mode k block: an MR×KC A panel stays in L1, KC×NR B in L2
+comptime NC = 512  # columns of B packed at once
+
+
+# ---------------------------------------------------------------- reference
 
 
 @always_inline
@@ -33,3 +64,185 @@ def gemm_naive(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: 
                 c[unsafe_offset=i * n + j] = c[unsafe_offset=i * n + j] + acc
             else:
                 c[unsafe_offset=i * n + j] = acc
+
+
+# ---------------------------------------------------------------- packing (copies only)
+
+
+def _pack_b[NR: Int](b: F32P, n: Int, k: Int, tb: Bool, p0: Int, kc: Int, j0: Int, nc: Int,
+                     dst: F32P):
+    """op(B)[p0:p0+kc, j0:j0+nc] as ceil(nc/NR) panels of kc rows × NR columns, zero padded."""
+    var panels = (nc + NR - 1) // NR
+    for jp in range(panels):
+        var out = dst.unsafe_offset(jp * kc * NR)
+        var jb = j0 + jp * NR
+        var cols = min(NR, j0 + nc - jb)
+        if tb:  # B stored n×k: column j of op(B) is contiguous
+            for jj in range(cols):
+                var src = b.unsafe_offset((jb + jj) * k + p0)
+                for p in range(kc):
+                    out[unsafe_offset=p * NR + jj] = src[unsafe_offset=p]
+        else:
+            for p in range(kc):
+                var src = b.unsafe_offset((p0 + p) * n + jb)
+                for jj in range(cols):
+                    out[unsafe_offset=p * NR + jj] = src[unsafe_offset=jj]
+        for jj in range(cols, NR):
+            for p in range(kc):
+                out[unsafe_offset=p * NR + jj] = 0.0
+
+
+def _pack_a[MR: Int](a: F32P, m: Int, k: Int, ta: Bool, i0: Int, mc: Int, p0: Int, kc: Int,
+                     dst: F32P):
+    """op(A)[i0:i0+mc, p0:p0+kc] as ceil(mc/MR) panels of kc steps × MR rows, zero padded."""
+    var panels = (mc + MR - 1) // MR
+    for ip in range(panels):
+        var out = dst.unsafe_offset(ip * kc * MR)
+        var ib = i0 + ip * MR
+        var rows = min(MR, i0 + mc - ib)
+        if ta:  # A stored k×m: row p of A holds op(A)[:, p]
+            for p in range(kc):
+                var src = a.unsafe_offset((p0 + p) * m + ib)
+                for ii in range(rows):
+                    out[unsafe_offset=p * MR + ii] = src[unsafe_offset=ii]
+        else:
+            for ii in range(rows):
+                var src = a.unsafe_offset((ib + ii) * k + p0)
+                for p in range(kc):
+                    out[unsafe_offset=p * MR + ii] = src[unsafe_offset=p]
+        for ii in range(rows, MR):
+            for p in range(kc):
+                out[unsafe_offset=p * MR + ii] = 0.0
+
+
+# ---------------------------------------------------------------- micro-kernel
+
+
+def _pow2_at_least(x: Int) -> Int:
+    var p = 1
+    while p < x:
+        p *= 2
+    return p
+
+# How a tile meets C: overwrite, add the finished sum (identical accumulate), or start the
+# chain from C (fast mode: accumulating, or a later k block).
+comptime STORE = 0
+comptime ADD = 1
+comptime CHAIN = 2
+
+
+@always_inline
+def _micro[FUSED: Bool, W: Int, MR: Int, NV: Int](kc: Int, ap: F32P, bp: F32P, c: F32P,
+                                                  ldc: Int, rows: Int, cols: Int, how: Int):
+    """The MR × (NV·W) tile of C at `c` from packed panels; only rows×cols of it are real."""
+    comptime NR = NV * W
+    # SIMD lengths are powers of two; lanes past MR·NR are never touched and optimized away.
+    comptime T = _pow2_at_least(MR * NR)
+    var acc = SIMD[DType.float32, T](0.0)
+    var full = rows == MR and cols == NR
+    if how == CHAIN:
+        if full:
+            comptime for r in range(MR):
+                comptime for v in range(NV):
+                    acc = acc.insert[offset=(r * NV + v) * W](
+                        c.unsafe_load[width=W](r * ldc + v * W))
+        else:
+            for r in range(rows):
+                for j in range(cols):
+                    acc[r * NR + j] = c[unsafe_offset=r * ldc + j]
+    for p in range(kc):
+        var brow = bp.unsafe_offset(p * NR)
+        var arow = ap.unsafe_offset(p * MR)
+        comptime for r in range(MR):
+            var av = SIMD[DType.float32, W](arow[unsafe_offset=r])
+            comptime for v in range(NV):
+                comptime off = (r * NV + v) * W
+                var bv = brow.unsafe_load[width=W](v * W)
+                comptime if FUSED:
+                    acc = acc.insert[offset=off](fma(av, bv, acc.slice[W, offset=off]()))
+                else:
+                    acc = acc.insert[offset=off](acc.slice[W, offset=off]() + av * bv)
+    if full:
+        comptime for r in range(MR):
+            comptime for v in range(NV):
+                var out = c.unsafe_offset(r * ldc + v * W)
+                var tile = acc.slice[W, offset=(r * NV + v) * W]()
+                if how == ADD:
+                    tile = out.unsafe_load[width=W]() + tile
+                out.unsafe_store(tile)
+    else:
+        for r in range(rows):
+            for j in range(cols):
+                var x = acc[r * NR + j]
+                if how == ADD:
+                    x = c[unsafe_offset=r * ldc + j] + x
+                c[unsafe_offset=r * ldc + j] = x
+
+
+# ---------------------------------------------------------------- blocked driver
+
+
+def _gemm_blocked[FUSED: Bool, W: Int, MR: Int, NV: Int](
+    a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool, accumulate: Bool,
+    row_begin: Int, row_end: Int, kc_max: Int,
+):
+    comptime NR = NV * W
+    if row_begin >= row_end or n == 0:
+        return
+    if k == 0:  # no products: acc is +0.0 (identical), or C itself (fast, accumulating)
+        if not (FUSED and accumulate):
+            gemm_naive(a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end)
+        return
+    var ncb = min(NC, n)
+    var kcb = min(kc_max, k)
+    var mcb = min(MC, row_end - row_begin)
+    var bbuf = List[Float32](length=kcb * ((ncb + NR - 1) // NR) * NR, fill=0.0)
+    var abuf = List[Float32](length=kcb * ((mcb + MR - 1) // MR) * MR, fill=0.0)
+    var bp = F32P(unsafe_from_address=Int(bbuf.unsafe_ptr()))
+    var ap = F32P(unsafe_from_address=Int(abuf.unsafe_ptr()))
+    for jc in range(0, n, NC):
+        var nc = min(NC, n - jc)
+        for pc in range(0, k, kcb):
+            var kc = min(kcb, k - pc)
+            _pack_b[NR](b, n, k, tb, pc, kc, jc, nc, bp)
+            var how = STORE
+            if pc > 0 or (FUSED and accumulate):
+                how = CHAIN
+            elif accumulate:
+                how = ADD
+            for ic in range(row_begin, row_end, MC):
+                var mc = min(MC, row_end - ic)
+                _pack_a[MR](a, m, k, ta, ic, mc, pc, kc, ap)
+                for jr in range(0, nc, NR):
+                    var bpanel = bp.unsafe_offset(jr * kc)
+                    for ir in range(0, mc, MR):
+                        _micro[FUSED, W, MR, NV](
+                            kc, ap.unsafe_offset(ir * kc), bpanel,
+                            c.unsafe_offset((ic + ir) * n + jc + jr), n,
+                            min(MR, mc - ir), min(NR, nc - jr), how)
+    _ = bbuf^
+    _ = abuf^
+
+
+def gemm_identical[W: Int](a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool,
+                           tb: Bool, accumulate: Bool, row_begin: Int, row_end: Int):
+    """Identical-mode GEMM with SIMD width W across output columns: the bits of `gemm_naive`."""
+    comptime NV = 1 if W >= 16 else 16 // W
+    _gemm_blocked[False, W, 4, NV](a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end,
+                                   max(k, 1))
+
+
+def gemm_fast(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
+              accumulate: Bool, row_begin: Int, row_end: Int):
+    """Fast-mode GEMM: FMA chains, packed panels, a 6 × 2W register tile, k blocked by KC."""
+    _gemm_blocked[True, FAST_W, 6, 2](a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end,
+                                      FAST_KC)
+
+
+def gemm(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
+         accumulate: Bool, row_begin: Int, row_end: Int):
+    """The GEMM of this build's numeric mode."""
+    comptime if IDENTICAL:
+        gemm_identical[IDENTICAL_W](a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end)
+    else:
+        gemm_fast(a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end)

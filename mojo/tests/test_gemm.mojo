@@ -1,0 +1,278 @@
+# Checks: C (+)= op(A)·op(B), float32, all four transpose combinations, on shapes that break the
+# tiling (1×1×1, 1×N×1, 15×16×17, 61×73×79, 2×65×1200, the MLP's shapes, one large):
+#  - gemm_naive and gemm_identical[W] for W in 1, 4, 8, 16 equal a plain scalar reference written
+#    here, bit for bit, overwriting and accumulating, and on any split of the rows;
+#  - gemm_fast is within FAST_BOUND of a float64 reference, gives the same bits twice and on any
+#    row split;
+#  - no kernel writes outside the rows it was given or outside C (guard words).
+# Inputs are fresh random bit patterns each run (±0, subnormals, tiny and large magnitudes); the
+# seed is printed in every failure message. Run with --fp-mode contract=off (as identical builds).
+from std.memory import bitcast
+from std.random import random_ui64, seed
+from std.testing import TestSuite, assert_equal, assert_true
+from std.time import perf_counter_ns
+
+from training.config import F32P
+from training.gemm import gemm_fast, gemm_identical, gemm_naive
+
+comptime GUARD = 16  # guard words on each side of C
+comptime SENTINEL = UInt32(0x7FA5A5A5)  # a NaN pattern no kernel produces
+# Fast mode: |c - exact| <= FAST_BOUND * (k + 1) * 2^-24 * (sum_p |a_ip b_pj| + |c_old|)
+#            + (k + 1) * 2^-149. The classic bound for a recursive dot product is γ_(k+1) ≈ (k+1)u.
+comptime FAST_BOUND = 1.01
+
+
+struct Case(Copyable, Movable):
+    var m: Int
+    var n: Int
+    var k: Int
+
+    def __init__(out self, m: Int, n: Int, k: Int):
+        self.m = m
+        self.n = n
+        self.k = k
+
+
+def shapes() -> List[Case]:
+    var out = List[Case]()
+    out.append(Case(1, 1, 1))
+    out.append(Case(1, 37, 1))
+    out.append(Case(15, 16, 17))
+    out.append(Case(61, 73, 79))
+    out.append(Case(2, 65, 1200))
+    out.append(Case(7, 3, 0))  # empty sum
+    for batch in [1, 32, 256]:  # the 8→16→3 MLP: forward, then backward
+        out.append(Case(batch, 16, 8))
+        out.append(Case(batch, 3, 16))
+        out.append(Case(3, 16, batch))
+        out.append(Case(batch, 16, 3))
+        out.append(Case(16, 8, batch))
+        out.append(Case(batch, 8, 16))
+    return out^
+
+
+def run_seed() -> UInt64:
+    var s = UInt64(perf_counter_ns())
+    seed(Int(s))
+    return s
+
+
+def random_f32() -> Float32:
+    """A random float32 bit pattern: ±0, subnormals, and normals over 2^-70 .. 2^30."""
+    var sign = UInt32(random_ui64(0, 1)) << 31
+    var kind = random_ui64(0, 19)
+    var mant = UInt32(random_ui64(0, (1 << 23) - 1))
+    if kind == 0:
+        return bitcast[DType.float32, 1](sign)
+    if kind == 1:
+        return bitcast[DType.float32, 1](sign | mant | 1)
+    var e = UInt32(random_ui64(127 - 70, 127 + 30))
+    return bitcast[DType.float32, 1](sign | (e << 23) | mant)
+
+
+def fill_random(mut v: List[Float32]):
+    for i in range(len(v)):
+        v[i] = random_f32()
+
+
+def ptr(v: List[Float32]) -> F32P:
+    return F32P(unsafe_from_address=Int(v.unsafe_ptr()))
+
+
+def guarded(count: Int) -> List[Float32]:
+    var v = List[Float32](length=count + 2 * GUARD, fill=0.0)
+    for i in range(GUARD):
+        v[i] = bitcast[DType.float32, 1](SENTINEL)
+        v[GUARD + count + i] = bitcast[DType.float32, 1](SENTINEL)
+    return v^
+
+
+def bits(x: Float32) -> UInt32:
+    return bitcast[DType.uint32, 1](x)
+
+
+def scalar_ref(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
+               accumulate: Bool):
+    """The contract, as plainly as it can be written."""
+    for i in range(m):
+        for j in range(n):
+            var acc = Float32(0.0)
+            for p in range(k):
+                var x = a[unsafe_offset=p * m + i] if ta else a[unsafe_offset=i * k + p]
+                var y = b[unsafe_offset=j * k + p] if tb else b[unsafe_offset=p * n + j]
+                var prod = x * y
+                acc = acc + prod
+            c[unsafe_offset=i * n + j] = c[unsafe_offset=i * n + j] + acc if accumulate else acc
+
+
+def check_guards(v: List[Float32], count: Int, what: String) raises:
+    for i in range(GUARD):
+        assert_equal(bits(v[i]), SENTINEL, String(what, ": wrote before C"))
+        assert_equal(bits(v[GUARD + count + i]), SENTINEL, String(what, ": wrote after C"))
+
+
+def assert_bits_equal(got: List[Float32], want: List[Float32], count: Int, what: String) raises:
+    for i in range(count):
+        var g = got[GUARD + i]
+        var w = want[GUARD + i]
+        if bits(g) != bits(w):
+            assert_true(False, String(what, ": output ", i, " got ", hex(bits(g)), " want ",
+                                      hex(bits(w))))
+
+
+def run_identical[W: Int](a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool,
+                          tb: Bool, acc: Bool, r0: Int, r1: Int):
+    gemm_identical[W](a, b, c, m, n, k, ta, tb, acc, r0, r1)
+
+
+def check_case_identical(m: Int, n: Int, k: Int, s: UInt64) raises:
+    var a = List[Float32](length=max(m * k, 1), fill=0.0)
+    var b = List[Float32](length=max(k * n, 1), fill=0.0)
+    var c0 = List[Float32](length=m * n + 2 * GUARD, fill=0.0)
+    fill_random(a)
+    fill_random(b)
+    fill_random(c0)
+    for t in range(4):
+        var ta = (t & 1) == 1
+        var tb = (t & 2) == 2
+        for accumulate in [False, True]:
+            var what = String("seed ", s, " shape ", m, "x", n, "x", k, " ta=", ta, " tb=", tb,
+                              " acc=", accumulate)
+            var want = guarded(m * n)
+            for i in range(m * n):
+                want[GUARD + i] = c0[GUARD + i]
+            scalar_ref(ptr(a), ptr(b), ptr(want).unsafe_offset(GUARD), m, n, k, ta, tb,
+                       accumulate)
+            for variant in range(6):
+                var got = guarded(m * n)
+                for i in range(m * n):
+                    got[GUARD + i] = c0[GUARD + i]
+                var cp = ptr(got).unsafe_offset(GUARD)
+                # Rows in two calls split at a random row: threads may split anywhere.
+                var split = Int(random_ui64(0, UInt64(m)))
+                for part in range(2):
+                    var r0 = 0 if part == 0 else split
+                    var r1 = split if part == 0 else m
+                    if variant == 0:
+                        gemm_naive(ptr(a), ptr(b), cp, m, n, k, ta, tb, accumulate, r0, r1)
+                    elif variant == 1:
+                        run_identical[1](ptr(a), ptr(b), cp, m, n, k, ta, tb, accumulate, r0, r1)
+                    elif variant == 2:
+                        run_identical[4](ptr(a), ptr(b), cp, m, n, k, ta, tb, accumulate, r0, r1)
+                    elif variant == 3:
+                        run_identical[8](ptr(a), ptr(b), cp, m, n, k, ta, tb, accumulate, r0, r1)
+                    elif variant == 4:
+                        run_identical[16](ptr(a), ptr(b), cp, m, n, k, ta, tb, accumulate, r0, r1)
+                    else:  # the whole matrix in one call
+                        if part == 0:
+                            run_identical[8](ptr(a), ptr(b), cp, m, n, k, ta, tb, accumulate, 0,
+                                             m)
+                var label = String(what, " variant ", variant, " (naive, W=1, 4, 8, 16, whole)",
+                                   " split ", split)
+                check_guards(got, m * n, label)
+                assert_bits_equal(got, want, m * n, label)
+
+
+def test_identical_kernels_equal_scalar_reference_bit_for_bit() raises:
+    var s = run_seed()
+    var cases = shapes()
+    for i in range(len(cases)):
+        check_case_identical(cases[i].m, cases[i].n, cases[i].k, s)
+
+
+def test_identical_large_shape_in_full() raises:
+    var s = run_seed()
+    check_case_identical(131, 263, 517, s)
+
+
+def test_fast_within_bound_deterministic_and_split_invariant() raises:
+    var s = run_seed()
+    var cases = shapes()
+    cases.append(Case(97, 130, 600))  # more than one k block and column panel edge
+    for ci in range(len(cases)):
+        var m = cases[ci].m
+        var n = cases[ci].n
+        var k = cases[ci].k
+        var a = List[Float32](length=max(m * k, 1), fill=0.0)
+        var b = List[Float32](length=max(k * n, 1), fill=0.0)
+        var c0 = List[Float32](length=m * n + 2 * GUARD, fill=0.0)
+        fill_random(a)
+        fill_random(b)
+        fill_random(c0)
+        for t in range(4):
+            var ta = (t & 1) == 1
+            var tb = (t & 2) == 2
+            for accumulate in [False, True]:
+                var what = String("seed ", s, " shape ", m, "x", n, "x", k, " ta=", ta, " tb=",
+                                  tb, " acc=", accumulate)
+                var once = guarded(m * n)
+                var twice = guarded(m * n)
+                var split = guarded(m * n)
+                for i in range(m * n):
+                    once[GUARD + i] = c0[GUARD + i]
+                    twice[GUARD + i] = c0[GUARD + i]
+                    split[GUARD + i] = c0[GUARD + i]
+                gemm_fast(ptr(a), ptr(b), ptr(once).unsafe_offset(GUARD), m, n, k, ta, tb,
+                          accumulate, 0, m)
+                gemm_fast(ptr(a), ptr(b), ptr(twice).unsafe_offset(GUARD), m, n, k, ta, tb,
+                          accumulate, 0, m)
+                var r = Int(random_ui64(0, UInt64(m)))
+                gemm_fast(ptr(a), ptr(b), ptr(split).unsafe_offset(GUARD), m, n, k, ta, tb,
+                          accumulate, 0, r)
+                gemm_fast(ptr(a), ptr(b), ptr(split).unsafe_offset(GUARD), m, n, k, ta, tb,
+                          accumulate, r, m)
+                check_guards(once, m * n, what)
+                check_guards(split, m * n, what)
+                assert_bits_equal(twice, once, m * n, String(what, " (run twice)"))
+                assert_bits_equal(split, once, m * n, String(what, " (rows split at ", r, ")"))
+                for i in range(m):
+                    for j in range(n):
+                        var exact = Float64(0.0)
+                        var mag = Float64(0.0)
+                        for p in range(k):
+                            var x = Float64(a[p * m + i] if ta else a[i * k + p])
+                            var y = Float64(b[j * k + p] if tb else b[p * n + j])
+                            exact += x * y
+                            mag += abs(x * y)
+                        if accumulate:
+                            var old = Float64(c0[GUARD + i * n + j])
+                            exact += old
+                            mag += abs(old)
+                        var kk = Float64(k + 1)
+                        # 2^-24 per rounding, 2^-149 the subnormal spacing
+                        var bound = (FAST_BOUND * kk * 5.960464477539063e-08 * mag
+                                     + kk * 1.401298464324817e-45)
+                        var got = Float64(once[GUARD + i * n + j])
+                        if not abs(got - exact) <= bound:
+                            assert_true(False, String(what, ": C[", i, ",", j, "] = ", got,
+                                                      " exact ", exact, " bound ", bound))
+
+
+def test_rows_outside_range_untouched() raises:
+    # A kernel given rows [r0, r1) leaves every other row of C exactly as it was.
+    var s = run_seed()
+    var m = 23
+    var n = 37
+    var k = 19
+    var a = List[Float32](length=m * k, fill=0.0)
+    var b = List[Float32](length=k * n, fill=0.0)
+    fill_random(a)
+    fill_random(b)
+    for variant in range(2):
+        var c = guarded(m * n)
+        for i in range(m * n):
+            c[GUARD + i] = bitcast[DType.float32, 1](SENTINEL)
+        var cp = ptr(c).unsafe_offset(GUARD)
+        if variant == 0:
+            gemm_identical[8](ptr(a), ptr(b), cp, m, n, k, False, True, False, 5, 11)
+        else:
+            gemm_fast(ptr(a), ptr(b), cp, m, n, k, True, False, False, 5, 11)
+        for i in range(m * n):
+            var inside = i >= 5 * n and i < 11 * n
+            assert_equal(bits(c[GUARD + i]) == SENTINEL, not inside,
+                         String("seed ", s, " variant ", variant, " output ", i))
+        check_guards(c, m * n, String("seed ", s))
+
+
+def main() raises:
+    TestSuite.discover_tests[__functions_in_module()]().run()

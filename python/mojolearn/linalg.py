@@ -1,0 +1,170 @@
+"""`mojolearn.matmul`: float32 matrix products computed by the binding's `neural_gemm`.
+
+The arithmetic is the numeric mode's (docs/ARITHMETIC.md, "GEMM"): in `identical` mode every
+output is the k-ascending sum of rounded products starting from +0.0, the same bits for any
+thread count; in `fast` mode FMA chains, deterministic for a build, machine and thread count.
+
+Threads: MOJOLEARN_NUM_THREADS (a positive integer, default 1) Python threads split the rows
+of C; the kernel releases the GIL, so they run in parallel. Small products run on the calling
+thread whatever the setting (a thread hand-off costs more than they take). The variable is
+read once per process, at the first call.
+"""
+import array as _pyarray
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from . import _backend
+from ._array import Array
+from ._buffer import as_f32_c
+
+_ENV_THREADS = "MOJOLEARN_NUM_THREADS"
+_ZERO_F32 = _pyarray.array("f", (0.0,))  # repeated to allocate zeroed outputs quickly
+_MAX_THREADS = 256
+# Rows go to extra threads only when each thread gets at least this many multiply-adds.
+_MIN_MACS_PER_THREAD = 1 << 18
+
+_pool_lock = threading.Lock()
+_pool = None
+_pool_size = 0
+_threads = None  # MOJOLEARN_NUM_THREADS, parsed once per process (like the numeric mode)
+_raw = None  # the loaded binding module
+_tls = threading.local()  # per thread: the packed address block [3, a, b, c]
+_params_cache = {}  # (m, n, k, ta, tb) -> (float64 params block, its address)
+
+
+def num_threads():
+    """The thread count MOJOLEARN_NUM_THREADS asks for (default 1), read once per process at
+    first use. ValueError (on every call) while the value is invalid."""
+    global _threads
+    if _threads is None:
+        raw = os.environ.get(_ENV_THREADS)
+        value = 1
+        if raw is not None and raw.strip() != "":
+            try:
+                value = int(raw.strip(), 10)
+            except ValueError:
+                value = 0
+            if not 1 <= value <= _MAX_THREADS:
+                raise ValueError(f"{_ENV_THREADS} must be an integer in [1, {_MAX_THREADS}], "
+                                 f"got {raw!r}")
+        _threads = value
+    return _threads
+
+
+def _load():
+    global _raw
+    _raw = _backend.binding().raw  # the binding never changes once loaded
+    return _raw
+
+
+def _addr_block():
+    try:
+        return _tls.block
+    except AttributeError:
+        q = _pyarray.array("q", (3, 0, 0, 0))
+        _tls.block = (q, q.buffer_info()[0])
+        return _tls.block
+
+
+def _params_block(m, n, k, ta, tb):
+    """The packed params of a whole-matrix call; cached, since layers repeat their shapes.
+    The caller holds the returned tuple until the call ends (a clear must not free it)."""
+    key = (m, n, k, ta, tb)
+    block = _params_cache.get(key)
+    if block is None:
+        if len(_params_cache) >= 1024:
+            _params_cache.clear()
+        d = _pyarray.array("d", (8, m, n, k, int(ta), int(tb), 0, 0, m))
+        block = _params_cache[key] = (d, d.buffer_info()[0])
+    return block
+
+
+def _operand(x, name):
+    return as_f32_c(x, ndim=2, name=name)[0]
+
+
+def _flag(value, name):
+    if type(value) is not bool:
+        raise TypeError(f"matmul: {name} must be True or False, got {type(value).__name__} "
+                        f"{value!r}")
+    return value
+
+
+def matmul(a, b, *, transpose_a=False, transpose_b=False):
+    """op(a) @ op(b) as a new float32 `Array` of shape (m, n).
+
+    Args:
+        a: float32 2-D buffer, (m, k), or (k, m) when `transpose_a`.
+        b: float32 2-D buffer, (k, n), or (n, k) when `transpose_b`.
+        transpose_a, transpose_b: use the transpose of the stored matrix (bool only).
+
+    Raises:
+        TypeError: an operand is not a float32 buffer, or a flag is not a bool.
+        ValueError: an operand is not 2-D, the contracted dimensions differ, or
+            MOJOLEARN_NUM_THREADS is invalid.
+        RuntimeError: the product holds a NaN or an infinity.
+    """
+    ta, tb = transpose_a, transpose_b
+    if type(ta) is not bool or type(tb) is not bool:
+        _flag(ta, "transpose_a")
+        _flag(tb, "transpose_b")
+    # The hot path (our own 2-D float32 Arrays) skips the generic buffer probe.
+    A = a if type(a) is Array and a._dtype == "<f4" and len(a._shape) == 2 else _operand(a, "a")
+    B = b if type(b) is Array and b._dtype == "<f4" and len(b._shape) == 2 else _operand(b, "b")
+    threads = num_threads()
+    k, m = A._shape if ta else A._shape[::-1]
+    n, kb = B._shape if tb else B._shape[::-1]
+    if k != kb:
+        raise ValueError(
+            f"matmul: contracted dimensions disagree: a has shape {A._shape}"
+            f"{' (transposed)' if ta else ''} and b has shape {B._shape}"
+            f"{' (transposed)' if tb else ''}, so op(a) is {m}x{k} but op(b) is {kb}x{n}")
+    out = Array._wrap(_ZERO_F32 * (m * n), (m, n), "<f4")
+    if m == 0 or n == 0 or k == 0:
+        return out  # the empty sum is +0.0 (and zero-size buffers have no address to pass)
+    raw = _raw if _raw is not None else _load()
+    parts = min(threads, m, max(1, m * n * k // _MIN_MACS_PER_THREAD))
+    try:
+        if parts == 1:
+            q, qaddr = _addr_block()
+            q[1] = A._addr
+            q[2] = B._addr
+            q[3] = out._addr
+            params = _params_block(m, n, k, ta, tb)
+            raw.neural_gemm_packed(qaddr, params[1])
+        else:
+            _run_split(raw.neural_gemm, [A._addr, B._addr, out._addr], m, n, k, ta, tb, parts)
+    except Exception as exc:
+        raise _backend.translate(exc) from None
+    return out
+
+
+def _run_split(entry, addrs, m, n, k, ta, tb, parts):
+    """Rows of C in `parts` contiguous blocks, the first on this thread, the rest pooled."""
+    bounds = [m * i // parts for i in range(parts + 1)]
+    jobs = [[m, n, k, int(ta), int(tb), 0, bounds[i], bounds[i + 1]] for i in range(parts)]
+    pool = _executor(parts - 1)
+    futures = [pool.submit(entry, addrs, params) for params in jobs[1:]]
+    first = None
+    try:
+        entry(addrs, jobs[0])
+    except Exception as exc:
+        first = exc
+    for future in futures:  # wait for every block before returning or raising
+        exc = future.exception()
+        if first is None and exc is not None:
+            first = exc
+    if first is not None:
+        raise first
+
+
+def _executor(workers):
+    global _pool, _pool_size
+    with _pool_lock:
+        if _pool is None or _pool_size < workers:
+            if _pool is not None:
+                _pool.shutdown(wait=False)
+            _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mojolearn-gemm")
+            _pool_size = workers
+        return _pool
