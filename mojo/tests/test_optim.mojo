@@ -1,0 +1,272 @@
+# Optimizer math: Adam/AdamW and SGD SIMD updates against plain scalar loops written from
+# docs/ARITHMETIC.md (bit patterns, zero tolerance), on random sizes that leave SIMD tails,
+# random hyperparameters including 0, tiny eps and subnormal gradients; bias corrections,
+# sum of squares, clip coefficient and the balanced tree sum against scalar references.
+# Run: mojo run -I mojo --fp-mode contract=off mojo/tests/test_optim.mojo
+from std.math import sqrt
+from std.memory import bitcast
+from std.random import random_float64, random_ui64, seed
+from std.testing import TestSuite, assert_equal, assert_true
+from std.time import perf_counter_ns
+
+from training.config import F32P, I64P
+from training.optim import (adam_scalars, adam_update, adam_update_into, bias_correction,
+                            clip_coefficient, pow_by_squaring, sgd_update, sum_squares,
+                            tree_sum)
+
+
+def fresh_seed() -> Int:
+    var s = Int(perf_counter_ns() % 1000000007)
+    seed(s)
+    return s
+
+
+def rnd(scale: Float64) -> Float32:
+    """A random float32 in (-scale, scale); one in 16 is a subnormal or a signed zero."""
+    var pick = random_ui64(0, 15)
+    if pick == 0:
+        return bitcast[DType.float32, 1](UInt32(random_ui64(1, 0x7FFFFF)))
+    if pick == 1:
+        return Float32(-0.0) if random_ui64(0, 1) == 1 else Float32(0.0)
+    return Float32((random_float64() * 2.0 - 1.0) * scale)
+
+
+def bits(x: Float32) -> UInt32:
+    return bitcast[DType.uint32, 1](x)
+
+
+def fill(mut xs: List[Float32], scale: Float64, nonneg: Bool = False):
+    for i in range(len(xs)):
+        var x = rnd(scale)
+        xs[i] = abs(x) if nonneg else x
+
+
+def ptr(xs: List[Float32]) -> F32P:
+    return F32P(unsafe_from_address=Int(xs.unsafe_ptr()))
+
+
+def ref_adam(mut p: Float32, g0: Float32, mut m: Float32, mut v: Float32, lr: Float32,
+             b1: Float32, b2: Float32, eps: Float32, wd: Float32, decoupled: Bool,
+             maximize: Bool, bc1: Float32, bc2: Float32):
+    var g = -g0 if maximize else g0
+    if wd != 0:
+        if decoupled:
+            var decay: Float32 = Float32(1.0) - lr * wd
+            p = p * decay
+        else:
+            var d: Float32 = wd * p
+            g = g + d
+    var a: Float32 = b1 * m
+    var b: Float32 = (Float32(1.0) - b1) * g
+    m = a + b
+    var gg: Float32 = g * g
+    var c: Float32 = b2 * v
+    var e: Float32 = (Float32(1.0) - b2) * gg
+    v = c + e
+    var step_size: Float32 = lr / bc1
+    var sv: Float32 = sqrt(v)
+    var sb: Float32 = sqrt(bc2)
+    var q: Float32 = sv / sb
+    var denom: Float32 = q + eps
+    var r: Float32 = m / denom
+    var upd: Float32 = step_size * r
+    p = p - upd
+
+
+def ref_sgd(mut p: Float32, g0: Float32, mut buf: Float32, lr: Float32, mu: Float32,
+            damp: Float32, wd: Float32, nesterov: Bool, maximize: Bool, initialized: Bool):
+    var g = -g0 if maximize else g0
+    if wd != 0:
+        var d: Float32 = wd * p
+        g = g + d
+    if mu != 0:
+        if initialized:
+            var a: Float32 = mu * buf
+            var b: Float32 = (Float32(1.0) - damp) * g
+            buf = a + b
+        else:
+            buf = g
+        if nesterov:
+            var c: Float32 = mu * buf
+            g = g + c
+        else:
+            g = buf
+    var u: Float32 = lr * g
+    p = p - u
+
+
+def pick_hyper(choices: List[Float32]) -> Float32:
+    return choices[Int(random_ui64(0, UInt64(len(choices) - 1)))]
+
+
+def test_adam_matches_scalar_reference() raises:
+    var s = fresh_seed()
+    for trial in range(300):
+        var n = Int(random_ui64(0, 37))
+        var p = List[Float32](length=n, fill=0)
+        var g = List[Float32](length=n, fill=0)
+        var m = List[Float32](length=n, fill=0)
+        var v = List[Float32](length=n, fill=0)
+        fill(p, 3.0)
+        fill(g, 1.0)
+        fill(m, 0.5)
+        fill(v, 0.5, nonneg=True)
+        var lr = pick_hyper([Float32(0.0), Float32(1e-3), Float32(0.1), Float32(3.0)])
+        var b1 = pick_hyper([Float32(0.0), Float32(0.9), Float32(0.5)])
+        var b2 = pick_hyper([Float32(0.0), Float32(0.999), Float32(0.9)])
+        var eps = pick_hyper([Float32(1e-8), Float32(1e-30), Float32(0.1)])
+        var wd = pick_hyper([Float32(0.0), Float32(0.01), Float32(10.0)])
+        var decoupled = random_ui64(0, 1) == 1
+        var maximize = random_ui64(0, 1) == 1
+        var t = Int(random_ui64(1, 3000))
+        var bc1 = bias_correction(b1, t)
+        var bc2 = bias_correction(b2, t)
+        var ep = p.copy()
+        var em = m.copy()
+        var ev = v.copy()
+        for i in range(n):
+            ref_adam(ep[i], g[i], em[i], ev[i], lr, b1, b2, eps, wd, decoupled, maximize,
+                     bc1, bc2)
+        var g_before = g.copy()
+        adam_update(ptr(p), ptr(g), ptr(m), ptr(v), n, lr, b1, b2, eps, wd, decoupled,
+                    maximize, bc1, bc2)
+        for i in range(n):
+            var where = String("seed ", s, " trial ", trial, " n ", n, " index ", i)
+            assert_equal(bits(p[i]), bits(ep[i]), String("p: ", where))
+            assert_equal(bits(m[i]), bits(em[i]), String("m: ", where))
+            assert_equal(bits(v[i]), bits(ev[i]), String("v: ", where))
+            assert_equal(bits(g[i]), bits(g_before[i]), String("g was written: ", where))
+
+
+def test_adam_into_separate_outputs_equals_in_place() raises:
+    var s = fresh_seed()
+    var n = 29
+    var p = List[Float32](length=n, fill=0)
+    var g = List[Float32](length=n, fill=0)
+    var m = List[Float32](length=n, fill=0)
+    var v = List[Float32](length=n, fill=0)
+    fill(p, 2.0)
+    fill(g, 2.0)
+    fill(m, 1.0)
+    fill(v, 1.0, nonneg=True)
+    var po = List[Float32](length=n, fill=0)
+    var mo = List[Float32](length=n, fill=0)
+    var vo = List[Float32](length=n, fill=0)
+    var bc1 = bias_correction(Float32(0.9), 7)
+    var bc2 = bias_correction(Float32(0.999), 7)
+    var sc = adam_scalars(Float32(0.01), Float32(0.9), Float32(0.999), Float32(1e-8),
+                          Float32(0.1), True, False, bc1, bc2)
+    adam_update_into(ptr(p), ptr(g), ptr(m), ptr(v), ptr(po), ptr(mo), ptr(vo), n, sc)
+    adam_update(ptr(p), ptr(g), ptr(m), ptr(v), n, Float32(0.01), Float32(0.9),
+                Float32(0.999), Float32(1e-8), Float32(0.1), True, False, bc1, bc2)
+    for i in range(n):
+        assert_equal(bits(po[i]), bits(p[i]), String("seed ", s, " index ", i))
+        assert_equal(bits(mo[i]), bits(m[i]), String("seed ", s, " index ", i))
+        assert_equal(bits(vo[i]), bits(v[i]), String("seed ", s, " index ", i))
+
+
+def test_sgd_matches_scalar_reference() raises:
+    var s = fresh_seed()
+    for trial in range(300):
+        var n = Int(random_ui64(0, 37))
+        var p = List[Float32](length=n, fill=0)
+        var g = List[Float32](length=n, fill=0)
+        var buf = List[Float32](length=n, fill=0)
+        fill(p, 3.0)
+        fill(g, 1.0)
+        fill(buf, 1.0)
+        var lr = pick_hyper([Float32(0.0), Float32(1e-3), Float32(0.5)])
+        var mu = pick_hyper([Float32(0.0), Float32(0.9), Float32(0.5)])
+        var damp = pick_hyper([Float32(0.0), Float32(0.1), Float32(0.9)])
+        var wd = pick_hyper([Float32(0.0), Float32(1e-4), Float32(5.0)])
+        var nesterov = random_ui64(0, 1) == 1
+        var maximize = random_ui64(0, 1) == 1
+        var initialized = random_ui64(0, 1) == 1
+        var ep = p.copy()
+        var eb = buf.copy()
+        for i in range(n):
+            ref_sgd(ep[i], g[i], eb[i], lr, mu, damp, wd, nesterov, maximize, initialized)
+        sgd_update(ptr(p), ptr(g), ptr(buf), n, lr, mu, damp, wd, nesterov, maximize,
+                   initialized)
+        for i in range(n):
+            var where = String("seed ", s, " trial ", trial, " n ", n, " index ", i)
+            assert_equal(bits(p[i]), bits(ep[i]), String("p: ", where))
+            assert_equal(bits(buf[i]), bits(eb[i]), String("buf: ", where))
+
+
+def test_bias_correction_by_squaring() raises:
+    var s = fresh_seed()
+    # Powers of 1/2 are exact, so every t has one right answer.
+    for t in range(1, 120):
+        var expect = Float32(1.0)
+        for _ in range(t):
+            expect = expect * Float32(0.5)
+        assert_equal(bits(pow_by_squaring(Float32(0.5), t)), bits(expect))
+    assert_equal(bias_correction(Float32(0.9), 1), Float32(1.0) - Float32(0.9))
+    assert_equal(bias_correction(Float32(0.0), 5), Float32(1.0))
+    # A scalar loop over the bits from the least significant, against random beta and t.
+    for _ in range(200):
+        var beta = Float32(random_float64())
+        var t = Int(random_ui64(1, 1 << 20))
+        var r = Float32(1.0)
+        var b = beta
+        var k = t
+        while k != 0:
+            if k % 2 == 1:
+                r = r * b
+            b = b * b
+            k = k // 2
+        assert_equal(bits(bias_correction(beta, t)), bits(Float32(1.0) - r),
+                     String("seed ", s, " beta ", beta, " t ", t))
+
+
+def test_sum_squares_is_sequential() raises:
+    var s = fresh_seed()
+    for n in range(0, 70):
+        var g = List[Float32](length=n, fill=0)
+        fill(g, 10.0)
+        var acc = Float32(0.0)
+        for i in range(n):
+            var sq: Float32 = g[i] * g[i]
+            acc = acc + sq
+        assert_equal(bits(sum_squares(ptr(g), n)), bits(acc), String("seed ", s, " n ", n))
+
+
+def test_clip_coefficient_clamps() raises:
+    assert_equal(clip_coefficient(Float32(1.0), Float32(0.5)), Float32(1.0))
+    var expect: Float32 = Float32(1.0) / (Float32(4.0) + Float32(1e-6))
+    assert_equal(bits(clip_coefficient(Float32(1.0), Float32(4.0))), bits(expect))
+    assert_equal(clip_coefficient(Float32(0.0), Float32(4.0)), Float32(0.0))
+
+
+def ref_tree(vals: List[Float32], lo: Int, hi: Int) -> Float32:
+    if hi - lo == 1:
+        return vals[lo]
+    var mid = (lo + hi) // 2
+    return ref_tree(vals, lo, mid) + ref_tree(vals, mid, hi)
+
+
+def test_tree_sum_matches_recursive_halves() raises:
+    var s = fresh_seed()
+    for count in [1, 2, 4, 8, 16]:
+        var n = Int(random_ui64(1, 21))
+        var srcs = List[List[Float32]]()
+        var table = List[Int64]()
+        for _ in range(count):
+            var x = List[Float32](length=n, fill=0)
+            fill(x, 1e3)
+            srcs.append(x^)
+        for k in range(count):
+            table.append(Int64(Int(srcs[k].unsafe_ptr())))
+        var out = List[Float32](length=n, fill=0)
+        tree_sum(I64P(unsafe_from_address=Int(table.unsafe_ptr())), count, ptr(out), n)
+        for i in range(n):
+            var col = List[Float32]()
+            for k in range(count):
+                col.append(srcs[k][i])
+            assert_equal(bits(out[i]), bits(ref_tree(col, 0, count)),
+                         String("seed ", s, " count ", count, " index ", i))
+
+
+def main() raises:
+    TestSuite.discover_tests[__functions_in_module()]().run()

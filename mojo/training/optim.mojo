@@ -1,0 +1,304 @@
+"""Optimizer math: Adam / AdamW / SGD elementwise updates, bias corrections, the global L2
+gradient norm and clip coefficient, and the balanced-tree microbatch combination.
+
+Specs: https://pytorch.org/docs/stable/generated/torch.optim.Adam.html, `AdamW`, `SGD`, and
+`torch.nn.utils.clip_grad_norm_`. The operation order is ours, fixed by docs/ARITHMETIC.md
+("Optimizers ..."); `tests/reference/optim.py` is its executable form.
+
+Public signatures (the fused MLP step imports the first two; keep them stable):
+    bias_correction(beta: Float32, t: Int) -> Float32            1 - beta^t, t one-based
+    adam_update(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, decoupled, maximize,
+                bc1, bc2)                                         in place on p, m, v; reads g
+    sgd_update(p, g, buf, n, lr, momentum, dampening, weight_decay, nesterov, maximize,
+               buf_initialized)                                   in place on p, buf; reads g
+    sum_squares(g, n) -> Float32                                 sequential, ascending, from +0
+    clip_coefficient(max_norm, norm) -> Float32                  min(max_norm / (norm + 1e-6), 1)
+    scale_inplace(g, n, c)                                       g = g * c
+    tree_sum(srcs, count, dst, n)                                balanced tree over `count` sources
+
+Per element, in this order (identical mode: one IEEE binary32 operation each, no FMA):
+    g = g * clip_coef          (only when the step clips; the caller's array gets the same bits)
+    g = -g                     (maximize)
+    Adam:  g = g + wd * p                      (coupled; skipped when wd == 0, as torch)
+    AdamW: p = p * (1 - lr * wd)               (decoupled; scalar formed in float32; skipped at 0)
+    m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * (g * g)
+    p = p - (lr / bc1) * (m / (sqrt(v) / sqrt(bc2) + eps))
+    SGD:   g = g + wd * p (skipped at 0); with momentum != 0: buf = g on the first step of a
+           tensor, else buf = mu * buf + (1 - dampening) * g; nesterov g = g + mu * buf, else
+           g = buf; then p = p - lr * g
+Every update is elementwise, so SIMD across elements gives the scalar loop's bits. Only the
+reductions (`sum_squares`) differ between modes: sequential in identical, SIMD lanes in fast.
+These run on the host in every vendor build, so `sqrt` is the correctly rounded `sqrtss`.
+"""
+from std.math import sqrt
+
+from training.config import F32P, I64P, IDENTICAL
+
+comptime W = 8
+comptime CLIP_EPS = Float32(1e-6)
+
+
+# ------------------------------------------------------------------------------------------
+# Scalars
+
+
+def pow_by_squaring(beta: Float32, t: Int) -> Float32:
+    """`beta^t` in float32 by squaring over the bits of `t` from the least significant."""
+    var r = Float32(1.0)
+    var b = beta
+    var k = t
+    while k > 0:
+        if k & 1:
+            r = r * b
+        b = b * b
+        k >>= 1
+    return r
+
+
+def bias_correction(beta: Float32, t: Int) -> Float32:
+    """`1 - beta^t` with `beta^t` from `pow_by_squaring`; `t` is one-based."""
+    return Float32(1.0) - pow_by_squaring(beta, t)
+
+
+def clip_coefficient(max_norm: Float32, norm: Float32) -> Float32:
+    """`max_norm / (norm + 1e-6)` clamped to at most 1 (a NaN stays NaN, as torch's clamp)."""
+    var c = max_norm / (norm + CLIP_EPS)
+    if c > Float32(1.0):
+        c = Float32(1.0)
+    return c
+
+
+# ------------------------------------------------------------------------------------------
+# Adam / AdamW
+
+
+@fieldwise_init
+struct AdamScalars(ImplicitlyCopyable):
+    """The per-step float32 scalars of an Adam/AdamW update, formed once per call."""
+
+    var beta1: Float32
+    var beta2: Float32
+    var one_minus_beta1: Float32
+    var one_minus_beta2: Float32
+    var eps: Float32
+    var weight_decay: Float32
+    var decay: Float32  # 1 - lr*wd (decoupled)
+    var step_size: Float32  # lr / bc1
+    var sqrt_bc2: Float32
+    var decoupled: Bool
+    var maximize: Bool
+    var clip: Bool
+    var clip_coef: Float32
+
+
+def adam_scalars(lr: Float32, beta1: Float32, beta2: Float32, eps: Float32,
+                 weight_decay: Float32, decoupled: Bool, maximize: Bool, bc1: Float32,
+                 bc2: Float32, clip: Bool = False,
+                 clip_coef: Float32 = Float32(1.0)) -> AdamScalars:
+    """Forms the scalars of one step in the documented order."""
+    return AdamScalars(beta1, beta2, Float32(1.0) - beta1, Float32(1.0) - beta2, eps,
+                       weight_decay, Float32(1.0) - lr * weight_decay, lr / bc1, sqrt(bc2),
+                       decoupled, maximize, clip, clip_coef)
+
+
+@always_inline
+def _adam_lanes[w: Int](mut p: SIMD[DType.float32, w], g_in: SIMD[DType.float32, w],
+                        mut m: SIMD[DType.float32, w], mut v: SIMD[DType.float32, w],
+                        s: AdamScalars):
+    var g = g_in
+    if s.clip:
+        g = g * s.clip_coef
+    if s.maximize:
+        g = -g
+    if s.weight_decay != Float32(0.0):
+        if s.decoupled:
+            p = p * s.decay
+        else:
+            g = g + s.weight_decay * p
+    m = s.beta1 * m + s.one_minus_beta1 * g
+    v = s.beta2 * v + s.one_minus_beta2 * (g * g)
+    var denom = sqrt(v) / s.sqrt_bc2 + s.eps
+    p = p - s.step_size * (m / denom)
+
+
+def adam_update_into(p_in: F32P, g: F32P, m_in: F32P, v_in: F32P, p_out: F32P, m_out: F32P,
+                     v_out: F32P, n: Int, s: AdamScalars):
+    """One Adam/AdamW step for `n` elements, written to the `_out` buffers (which may be the
+    `_in` buffers: each chunk is loaded before it is stored)."""
+    var i = 0
+    while i + W <= n:
+        var p = p_in.unsafe_load[width=W](i)
+        var m = m_in.unsafe_load[width=W](i)
+        var v = v_in.unsafe_load[width=W](i)
+        _adam_lanes[W](p, g.unsafe_load[width=W](i), m, v, s)
+        p_out.unsafe_offset(i).unsafe_store(p)
+        m_out.unsafe_offset(i).unsafe_store(m)
+        v_out.unsafe_offset(i).unsafe_store(v)
+        i += W
+    while i < n:
+        var p = SIMD[DType.float32, 1](p_in[unsafe_offset=i])
+        var m = SIMD[DType.float32, 1](m_in[unsafe_offset=i])
+        var v = SIMD[DType.float32, 1](v_in[unsafe_offset=i])
+        _adam_lanes[1](p, SIMD[DType.float32, 1](g[unsafe_offset=i]), m, v, s)
+        p_out[unsafe_offset=i] = p[0]
+        m_out[unsafe_offset=i] = m[0]
+        v_out[unsafe_offset=i] = v[0]
+        i += 1
+
+
+def adam_update(p: F32P, g: F32P, m: F32P, v: F32P, n: Int, lr: Float32, beta1: Float32,
+                beta2: Float32, eps: Float32, weight_decay: Float32, decoupled: Bool,
+                maximize: Bool, bc1: Float32, bc2: Float32):
+    """One Adam (coupled L2) or AdamW (decoupled) step in place on p, m, v; g is only read."""
+    var s = adam_scalars(lr, beta1, beta2, eps, weight_decay, decoupled, maximize, bc1, bc2)
+    adam_update_into(p, g, m, v, p, m, v, n, s)
+
+
+# ------------------------------------------------------------------------------------------
+# SGD
+
+
+@fieldwise_init
+struct SgdScalars(ImplicitlyCopyable):
+    """The per-step float32 scalars of an SGD update."""
+
+    var lr: Float32
+    var momentum: Float32
+    var one_minus_dampening: Float32
+    var weight_decay: Float32
+    var nesterov: Bool
+    var maximize: Bool
+    var clip: Bool
+    var clip_coef: Float32
+
+
+def sgd_scalars(lr: Float32, momentum: Float32, dampening: Float32, weight_decay: Float32,
+                nesterov: Bool, maximize: Bool, clip: Bool = False,
+                clip_coef: Float32 = Float32(1.0)) -> SgdScalars:
+    """Forms the scalars of one SGD step."""
+    return SgdScalars(lr, momentum, Float32(1.0) - dampening, weight_decay, nesterov, maximize,
+                      clip, clip_coef)
+
+
+@always_inline
+def _sgd_lanes[w: Int](mut p: SIMD[DType.float32, w], g_in: SIMD[DType.float32, w],
+                       mut buf: SIMD[DType.float32, w], s: SgdScalars, initialized: Bool):
+    var g = g_in
+    if s.clip:
+        g = g * s.clip_coef
+    if s.maximize:
+        g = -g
+    if s.weight_decay != Float32(0.0):
+        g = g + s.weight_decay * p
+    if s.momentum != Float32(0.0):
+        if initialized:
+            buf = s.momentum * buf + s.one_minus_dampening * g
+        else:
+            buf = g
+        if s.nesterov:
+            g = g + s.momentum * buf
+        else:
+            g = buf
+    p = p - s.lr * g
+
+
+def sgd_update_into(p_in: F32P, g: F32P, buf_in: F32P, p_out: F32P, buf_out: F32P, n: Int,
+                    s: SgdScalars, buf_initialized: Bool):
+    """One SGD step for `n` elements into the `_out` buffers (may alias the `_in` ones).
+    With momentum 0 the buffer is neither read nor written."""
+    var i = 0
+    while i + W <= n:
+        var p = p_in.unsafe_load[width=W](i)
+        var b = buf_in.unsafe_load[width=W](i)
+        _sgd_lanes[W](p, g.unsafe_load[width=W](i), b, s, buf_initialized)
+        p_out.unsafe_offset(i).unsafe_store(p)
+        if s.momentum != Float32(0.0):
+            buf_out.unsafe_offset(i).unsafe_store(b)
+        i += W
+    while i < n:
+        var p = SIMD[DType.float32, 1](p_in[unsafe_offset=i])
+        var b = SIMD[DType.float32, 1](buf_in[unsafe_offset=i])
+        _sgd_lanes[1](p, SIMD[DType.float32, 1](g[unsafe_offset=i]), b, s, buf_initialized)
+        p_out[unsafe_offset=i] = p[0]
+        if s.momentum != Float32(0.0):
+            buf_out[unsafe_offset=i] = b[0]
+        i += 1
+
+
+def sgd_update(p: F32P, g: F32P, buf: F32P, n: Int, lr: Float32, momentum: Float32,
+               dampening: Float32, weight_decay: Float32, nesterov: Bool, maximize: Bool,
+               buf_initialized: Bool):
+    """One SGD step in place on p and buf (the caller flips its `buf_initialized` after)."""
+    var s = sgd_scalars(lr, momentum, dampening, weight_decay, nesterov, maximize)
+    sgd_update_into(p, g, buf, p, buf, n, s, buf_initialized)
+
+
+# ------------------------------------------------------------------------------------------
+# Gradient norm, clipping
+
+
+def sum_squares(g: F32P, n: Int) -> Float32:
+    """Σ g[i]·g[i]. Identical: `acc = +0; acc = acc + g*g`, i ascending. Fast: SIMD lanes."""
+    comptime if IDENTICAL:
+        var acc = Float32(0.0)
+        for i in range(n):
+            var x = g[unsafe_offset=i]
+            acc = acc + x * x
+        return acc
+    else:
+        var lanes = SIMD[DType.float32, W](0.0)
+        var i = 0
+        while i + W <= n:
+            var x = g.unsafe_load[width=W](i)
+            lanes = lanes + x * x
+            i += W
+        var acc = lanes.reduce_add()
+        while i < n:
+            var x = g[unsafe_offset=i]
+            acc = acc + x * x
+            i += 1
+        return acc
+
+
+def scale_inplace(g: F32P, n: Int, c: Float32):
+    """g = g * c, elementwise."""
+    var i = 0
+    while i + W <= n:
+        g.unsafe_offset(i).unsafe_store(g.unsafe_load[width=W](i) * c)
+        i += W
+    while i < n:
+        g[unsafe_offset=i] = g[unsafe_offset=i] * c
+        i += 1
+
+
+# ------------------------------------------------------------------------------------------
+# Microbatch combination
+
+
+def tree_sum(srcs: I64P, count: Int, dst: F32P, n: Int):
+    """dst = the balanced-tree SUM of the `count` (a power of two) float32 buffers whose
+    addresses are srcs[0:count]: level by level (s0+s1), (s2+s3), ..., ascending index.
+    `dst` may be one of the sources."""
+    var vec = List[SIMD[DType.float32, W]](length=count, fill=SIMD[DType.float32, W](0.0))
+    var one = List[Float32](length=count, fill=Float32(0.0))
+    var i = 0
+    while i + W <= n:
+        for k in range(count):
+            vec[k] = F32P(unsafe_from_address=Int(srcs[unsafe_offset=k])).unsafe_load[width=W](i)
+        var width = count
+        while width > 1:
+            width >>= 1
+            for k in range(width):
+                vec[k] = vec[2 * k] + vec[2 * k + 1]
+        dst.unsafe_offset(i).unsafe_store(vec[0])
+        i += W
+    while i < n:
+        for k in range(count):
+            one[k] = F32P(unsafe_from_address=Int(srcs[unsafe_offset=k]))[unsafe_offset=i]
+        var width = count
+        while width > 1:
+            width >>= 1
+            for k in range(width):
+                one[k] = one[2 * k] + one[2 * k + 1]
+        dst[unsafe_offset=i] = one[0]
+        i += 1

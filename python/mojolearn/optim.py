@@ -1,0 +1,687 @@
+"""Adam, AdamW and SGD over float32 buffers, with torch.optim semantics; `clip_grad_norm_`.
+
+Python validates and packs; every float operation that lands in a result runs in the binding
+(`optim_step`, one transactional call over all tensors), in the order docs/ARITHMETIC.md fixes:
+
+    t = t + 1;  lr = lr_schedule.lr_at(t) if a schedule is set
+    if max_norm: norm = sqrt(sum of g*g over all tensors, in order); coef = min(max_norm /
+                 (norm + 1e-6), 1); g = g * coef (the caller's arrays, as clip_grad_norm_)
+    g = -g if maximize
+    Adam:  g = g + wd*p          AdamW: p = p * (1 - lr*wd)          (both skipped at wd = 0)
+           m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g
+           p = p - (lr / (1 - b1^t)) * (m / (sqrt(v) / sqrt(1 - b2^t) + eps))
+    SGD:   g = g + wd*p (skipped at 0); momentum: buf = g on a tensor's first step, else
+           buf = mu*buf + (1-dampening)*g; g = g + mu*buf (nesterov) or buf;  p = p - lr*g
+
+Hyperparameters are rounded to float32 when set. A step either completes or changes nothing:
+every argument is checked first, and the binding computes into scratch, checks the results
+and only then commits.
+
+Device-resident state: with `resident=None` (default) or True the moments live in
+binding-owned memory (on cpu, memory the binding allocated; on a GPU vendor, the same host-side
+buffers: the optimizer math runs on the host in every build). `params_to_device()` moves the
+parameters there too; `step_device()` then updates them with no host copy of parameters or
+moments.
+"""
+import array as _pyarray
+import math
+import numbers
+import weakref
+
+from . import _backend
+from ._array import Array
+from ._bufcheck import dtype_name, is_native_f32, probe
+from ._portable import round_f32
+
+_REFUSED = ("foreach", "fused", "capturable", "differentiable", "amsgrad")
+_ADAM, _ADAMW, _SGD = 0, 1, 2
+
+
+def _binding():
+    return _backend.binding()
+
+
+# -- argument checks ---------------------------------------------------------------------------
+
+
+def _refuse_kwargs(cls, kwargs):
+    for key in kwargs:
+        if key in _REFUSED:
+            raise TypeError(f"{cls}: {key!r} is not supported (mojolearn has one fixed, "
+                            f"single-tensor-per-call implementation)")
+        raise TypeError(f"{cls}() got an unexpected keyword argument {key!r}")
+
+
+def _real(name, value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    return float(value)
+
+
+def _f32_hyper(name, value, lo=0.0, lo_open=False, hi=None, hi_open=True):
+    """`value` checked against [lo, hi) (or the open variants) before AND after rounding to
+    float32: 0.99999999 rounds to 1.0 and 1e-50 to 0.0, both refused by name."""
+    v = _real(name, value)
+    r = round_f32(v) if math.isfinite(v) else v
+    for x in (v, r):
+        bad = not math.isfinite(x) or x < lo or (lo_open and x == lo)
+        if hi is not None:
+            bad = bad or x > hi or (hi_open and x == hi)
+        if bad:
+            rng = f"{'(' if lo_open else '['}{lo}, {hi if hi is not None else 'inf'}" \
+                  f"{')' if hi_open or hi is None else ']'}"
+            why = "" if x is v else f" (it rounds to {r!r} in float32)"
+            raise ValueError(f"Invalid {name}: {value!r}{why}; expected a finite value in {rng}")
+    return r
+
+
+def _bool(name, value):
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return value
+
+
+def _accumulation_steps(value):
+    ok = type(value) is int and value >= 1 and value & (value - 1) == 0
+    if not ok:
+        raise ValueError(f"Invalid accumulation_steps: {value!r}; expected an int power of two "
+                         f">= 1 (1, 2, 4, ...)")
+    return value
+
+
+def _schedule(value):
+    if value is not None and not callable(getattr(value, "lr_at", None)):
+        raise TypeError(f"lr_schedule must have a one-based lr_at(t) method, got "
+                        f"{type(value).__name__}")
+    return value
+
+
+def _is_sparse(obj):
+    return getattr(obj, "is_sparse", False) is True or hasattr(obj, "tocsr")
+
+
+def _is_buffer(obj):
+    if type(obj) is Array:
+        return True
+    try:
+        memoryview(obj).release()
+        return True
+    except TypeError:
+        return False
+
+
+def _f32_tensor(obj, name, writable):
+    """(Array borrowing obj, shape): a C-contiguous float32 buffer, refused otherwise."""
+    if _is_sparse(obj):
+        raise TypeError(f"{name}: sparse tensors are not supported")
+    if isinstance(obj, dict):
+        raise TypeError(f"{name}: parameter groups (dicts) are not supported; pass the "
+                        f"tensors themselves")
+    try:
+        pb = probe(obj)
+    except TypeError:
+        raise TypeError(f"{name} must be a float32 buffer (NumPy array, array.array, "
+                        f"memoryview or mojolearn.Array), got {type(obj).__name__}") from None
+    if not is_native_f32(pb.format, pb.itemsize):
+        raise TypeError(f"{name} must be float32, got {dtype_name(pb.format, pb.itemsize)}")
+    if not pb.c_contiguous:
+        raise ValueError(f"{name} must be C-contiguous")
+    if writable and pb.readonly:
+        raise ValueError(f"{name} is read-only; it is updated in place, so it must be writable")
+    return Array.from_buffer(obj), pb.shape
+
+
+def _tensor_list(obj, name):
+    """A buffer means one tensor; any other iterable (not a dict) is a list of tensors."""
+    if _is_buffer(obj) or _is_sparse(obj):
+        return [obj]
+    if isinstance(obj, dict):
+        raise TypeError(f"{name}: parameter groups (dicts) are not supported; pass a list of "
+                        f"float32 buffers")
+    try:
+        return list(obj)
+    except TypeError:
+        raise TypeError(f"{name} must be a float32 buffer or a list of them, got "
+                        f"{type(obj).__name__}") from None
+
+
+def _addresses(values):
+    return _pyarray.array("q", values)
+
+
+# -- binding-owned or host memory ---------------------------------------------------------------
+
+
+class _Buf:
+    """n float32 of zero-filled working memory: binding-owned (resident) or an owned Array."""
+
+    def __init__(self, n, resident):
+        self.n = n
+        self.resident = resident
+        if resident:
+            b = _binding()
+            self.addr = b.optim_resident_alloc([], [n])
+            self._free = weakref.finalize(self, b.raw.optim_resident_free, [self.addr], [])
+            self.array = None
+        else:
+            self.array = Array._wrap(_pyarray.array("f", bytes(4 * max(n, 1))), (max(n, 1),),
+                                     "<f4")
+            self.addr = self.array._addr
+
+    def __reduce_ex__(self, protocol):
+        # A copy would share (and later double-free) the binding-owned memory.
+        raise TypeError("optimizer state cannot be copied or pickled directly; use "
+                        "state_dict() / load_state_dict()")
+
+    def at(self, offset):
+        return self.addr + 4 * offset
+
+    def download(self, offset=0, n=None):
+        n = self.n - offset if n is None else n
+        out = Array._wrap(_pyarray.array("f", bytes(4 * n)), (n,), "<f4")
+        _copy(out._addr, self.at(offset), n)
+        return out
+
+    def upload(self, src_addr, offset, n):
+        _copy(self.at(offset), src_addr, n)
+
+
+def _copy(dst, src, n):
+    if n > 0:
+        _binding().optim_copy([dst, src], [n])
+
+
+class DeviceArray:
+    """A float32 tensor in binding-owned memory (a copy): `shape`, `dtype`, `vendor`,
+    `to_host()`."""
+
+    def __init__(self, buf, shape, vendor):
+        self._buf = buf
+        self.shape = tuple(shape)
+        self.dtype = "float32"
+        self.vendor = vendor
+
+    @property
+    def size(self):
+        return self._buf.n
+
+    def to_host(self):
+        """A new host `mojolearn.Array` with this tensor's values and shape."""
+        return self._buf.download().reshape(self.shape)
+
+    def __repr__(self):
+        return f"DeviceArray(shape={self.shape}, dtype='float32', vendor={self.vendor!r})"
+
+
+# -- the optimizers -----------------------------------------------------------------------------
+
+
+class _Optimizer:
+    _KIND = None
+
+    def _setup(self, ctor, params, hyper):
+        self._ctor = ctor
+        tensors = _tensor_list(params, "params")
+        if not tensors:
+            raise ValueError("params is an empty list; the optimizer needs at least one tensor")
+        self._params, self._shapes, self._sizes, self._offsets = [], [], [], []
+        off = 0
+        for j, obj in enumerate(tensors):
+            arr, shape = _f32_tensor(obj, f"params[{j}]", writable=True)
+            self._params.append(arr)
+            self._shapes.append(shape)
+            self._sizes.append(arr._size)
+            self._offsets.append(off)
+            off += arr._size
+        self._check_no_overlap()
+        self._objects = tensors
+        self._n_total = off
+        self._hyper = hyper
+        self._lr = hyper["lr"]
+        self._schedule = _schedule(ctor["lr_schedule"])
+        self._accumulation = _accumulation_steps(ctor["accumulation_steps"])
+        self._maximize = _bool("maximize", ctor["maximize"])
+        res = ctor["resident"]
+        if res is not None and not isinstance(res, bool):
+            raise TypeError(f"resident must be None or a bool, got {type(res).__name__}")
+        self._resident = res is not False
+        self._t = 0
+        n = self._n_total
+        self._m = _Buf(n, self._resident)
+        self._v = _Buf(n, self._resident)
+        self._scratch = _Buf(3 * max(n, 1), self._resident)
+        self._flags = Array._wrap(_pyarray.array("i", bytes(4 * len(tensors))),
+                                  (len(tensors),), "<i4")
+        self._acc = None   # combined microbatch gradient (step_accumulated)
+        self._pdev = None  # device-resident parameters (params_to_device)
+        self._gdev = None  # device gradient (grads_to_device)
+        self.total_norm_ = None
+        self.clip_coef_ = None
+
+    def _check_no_overlap(self):
+        spans = sorted((a._addr, a._addr + 4 * a._size, j)
+                       for j, a in enumerate(self._params) if a._size)
+        for (_, end, i), (start, _, j) in zip(spans, spans[1:]):
+            if start < end:
+                raise ValueError(f"params[{min(i, j)}] and params[{max(i, j)}] share memory; "
+                                 f"each parameter must be its own buffer")
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError(f"{type(self).__name__} cannot be copied or pickled (it owns binding "
+                        f"memory); use state_dict() / load_state_dict() and get_params()")
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items() if k != "params")
+        return f"{type(self).__name__}({len(self._params)} tensors, {args})"
+
+    # -- hyperparameters ----------------------------------------------------------------------
+
+    @property
+    def lr(self):
+        """The float32 learning rate of the next step (a schedule overwrites it each step)."""
+        return self._lr
+
+    @lr.setter
+    def lr(self, value):
+        self._lr = _f32_hyper("learning rate", value)
+        self._ctor["lr"] = value
+
+    @property
+    def t(self):
+        """Steps taken. ONE-BASED: the first step runs with t = 1."""
+        return self._t
+
+    @property
+    def accumulation_steps(self):
+        return self._accumulation
+
+    @property
+    def exp_avg(self):
+        """Adam's first moment / SGD's momentum buffer: a flat float32 `Array` copy."""
+        return self._m.download()
+
+    @property
+    def exp_avg_sq(self):
+        """Adam's second moment (zeros for SGD): a flat float32 `Array` copy."""
+        return self._v.download()
+
+    @property
+    def buf_initialized(self):
+        """Per-tensor flags (int32 `Array` copy): 1 once a tensor's momentum buffer holds
+        state; SGD's first step with momentum copies the gradient in instead."""
+        return self._flags.copy()
+
+    @property
+    def resident_(self):
+        """True when the moments live in binding-owned (device) memory."""
+        return self._resident
+
+    def get_params(self, deep=True):
+        """The constructor arguments (scikit-learn style)."""
+        return dict(self._ctor)
+
+    def set_params(self, **params):
+        """Rebuild through the constructor with these arguments changed; state is dropped."""
+        for key in params:
+            if key not in self._ctor:
+                raise ValueError(f"Invalid parameter {key!r} for {type(self).__name__}; valid "
+                                 f"parameters: {sorted(self._ctor)}")
+        fresh = type(self)(**{**self._ctor, **params})
+        self.__dict__.clear()
+        self.__dict__.update(fresh.__dict__)
+        return self
+
+    def numeric_mode_used(self):
+        """'identical' or 'fast', read from the loaded binary."""
+        return _backend.numeric_mode_used()
+
+    def vendor_used(self):
+        """'cpu', 'cuda' or 'hip', read from the loaded binary."""
+        return _backend.vendor_used()
+
+    # -- gradients ----------------------------------------------------------------------------
+
+    def _grads(self, grads, name, writable):
+        tensors = _tensor_list(grads, name)
+        if len(tensors) != len(self._params):
+            raise ValueError(f"{name}: expected {len(self._params)} gradients (one per "
+                             f"parameter, same order), got {len(tensors)}")
+        arrays = []
+        for j, obj in enumerate(tensors):
+            arr, shape = _f32_tensor(obj, f"{name}[{j}]", writable)
+            if shape != self._shapes[j]:
+                raise ValueError(f"{name}[{j}] has shape {shape}, but params[{j}] has shape "
+                                 f"{self._shapes[j]}")
+            arrays.append(arr)
+        return tensors, arrays
+
+    def _max_norm(self, max_norm):
+        return None if max_norm is None else _f32_hyper("max_norm", max_norm)
+
+    def _next_lr(self, t):
+        if self._schedule is None:
+            return self._lr
+        value = self._schedule.lr_at(t)
+        return _f32_hyper(f"lr_schedule.lr_at({t})", value)
+
+    def _run(self, g_addrs, max_norm):
+        """One transactional binding step with gradients at `g_addrs`; commits host state."""
+        t = self._t + 1
+        lr = self._next_lr(t)
+        clip = max_norm is not None
+        if self._pdev is not None:
+            p_addrs = [self._pdev.at(o) for o in self._offsets]
+        else:
+            p_addrs = [a._addr for a in self._params]
+        table = []
+        for p, g, n in zip(p_addrs, g_addrs, self._sizes):
+            table += (p, g, n)
+        table = _addresses(table)
+        h = self._hyper
+        norm, coef = _binding().optim_step(
+            [table.buffer_info()[0], self._m.addr, self._v.addr, self._flags._addr,
+             self._scratch.addr],
+            [self._KIND, len(self._sizes), self._n_total, t, lr, h["beta1"], h["beta2"],
+             h["eps"], h["weight_decay"], h["momentum"], h["dampening"], int(h["nesterov"]),
+             int(self._maximize), int(clip), 0.0 if max_norm is None else max_norm])
+        self._t = t
+        self._lr = lr
+        self.total_norm_ = norm if clip else None
+        self.clip_coef_ = coef if clip else None
+        return norm if clip else None
+
+    def _sync_params_to_host(self):
+        for arr, off, n in zip(self._params, self._offsets, self._sizes):
+            _copy(arr._addr, self._pdev.at(off), n)
+
+    def step(self, grads, max_norm=None):
+        """One step. `grads` matches params in count, shape and order. With `max_norm` the
+        global L2 norm is clipped first, scaling the caller's gradient arrays in place, and the
+        pre-clip norm is returned; without it the gradients are untouched and None returned.
+        A non-finite gradient is a ValueError naming it; nothing changes then."""
+        max_norm = self._max_norm(max_norm)
+        _, arrays = self._grads(grads, "grads", writable=max_norm is not None)
+        result = self._run([a._addr for a in arrays], max_norm)
+        if self._pdev is not None:
+            self._sync_params_to_host()
+        return result
+
+    def step_accumulated(self, microbatch_grads, tokens, max_norm=None):
+        """One step from exactly `accumulation_steps` gradient lists, combined by a balanced
+        binary tree in ascending microbatch index ((g0+g1)+(g2+g3))... into their SUM, as
+        torch's `.grad` accumulation. `tokens` is the full step's token count, the number each
+        microbatch loss was normalized by (so the sum is the full-step mean): a positive int
+        divisible by `accumulation_steps`. Clipping scales the combined gradient (the
+        microbatch arrays are never written). Returns what `step` returns."""
+        a = self._accumulation
+        max_norm = self._max_norm(max_norm)
+        if isinstance(microbatch_grads, dict) or _is_buffer(microbatch_grads):
+            raise TypeError("microbatch_grads must be a list of gradient lists")
+        batches = list(microbatch_grads)
+        if len(batches) != a:
+            raise ValueError(f"microbatch_grads: expected accumulation_steps={a} gradient "
+                             f"lists, got {len(batches)}")
+        if type(tokens) is not int or tokens < 1 or tokens % a:
+            raise ValueError(f"Invalid tokens: {tokens!r}; expected a positive int divisible by "
+                             f"accumulation_steps={a} (the full step's token count)")
+        arrays = [self._grads(g, f"microbatch_grads[{k}]", writable=False)[1]
+                  for k, g in enumerate(batches)]
+        if self._acc is None:
+            self._acc = _Buf(self._n_total, self._resident)
+        b = _binding()
+        for j, (off, n) in enumerate(zip(self._offsets, self._sizes)):
+            srcs = _addresses([arrays[k][j]._addr for k in range(a)])
+            try:
+                b.optim_tree_sum([srcs.buffer_info()[0], self._acc.at(off)], [a, n])
+            except ValueError as exc:
+                raise ValueError(f"step_accumulated: tensor {j}: {exc}") from None
+        result = self._run([self._acc.at(o) for o in self._offsets], max_norm)
+        if self._pdev is not None:
+            self._sync_params_to_host()
+        return result
+
+    def zero_grad(self, grads):
+        """torch's `zero_grad` over arrays the caller owns: writes +0.0 (all-zero bytes)."""
+        _, arrays = self._grads(grads, "grads", writable=True)
+        for arr in arrays:
+            if arr._size:
+                view = arr._mv.cast("B")
+                view[:] = bytes(len(view))
+
+    # -- state --------------------------------------------------------------------------------
+
+    def state_dict(self):
+        """`t` (one-based step count), `exp_avg`, `exp_avg_sq` (flat float32 copies) and
+        `buf_initialized` (int32 per tensor): everything a resumed run needs."""
+        return {"t": self._t, "exp_avg": self._m.download(), "exp_avg_sq": self._v.download(),
+                "buf_initialized": self._flags.copy()}
+
+    def load_state_dict(self, state):
+        """Restore a `state_dict`. Every field is checked before anything changes; the
+        optimizer keeps its own copy."""
+        if not isinstance(state, dict):
+            raise TypeError(f"state must be a dict from state_dict(), got {type(state).__name__}")
+        keys = {"t", "exp_avg", "exp_avg_sq", "buf_initialized"}
+        missing, extra = keys - set(state), set(state) - keys
+        if missing:
+            raise ValueError(f"state is missing {sorted(missing)}")
+        if extra:
+            raise ValueError(f"state has unknown keys {sorted(extra)}")
+        t = state["t"]
+        if type(t) is not int or t < 0:
+            raise ValueError(f"state['t'] must be an int >= 0, got {t!r}")
+        m = _state_f32(state["exp_avg"], "exp_avg", self._n_total)
+        v = _state_f32(state["exp_avg_sq"], "exp_avg_sq", self._n_total)
+        if self._KIND != _SGD and v._size and min(v.tolist()) < 0:
+            raise ValueError("state['exp_avg_sq'] holds a negative value; a second moment "
+                             "is >= 0")
+        flags = _state_flags(state["buf_initialized"], len(self._sizes))
+        self._m.upload(m._addr, 0, self._n_total)
+        self._v.upload(v._addr, 0, self._n_total)
+        for j, f in enumerate(flags):
+            self._flags[j] = f
+        self._t = t
+
+    # -- device-resident parameters ------------------------------------------------------------
+
+    def params_resident_available(self):
+        """Whether `params_to_device` works on this build (binding-owned memory: always)."""
+        return True
+
+    def params_to_device(self):
+        """Copy the parameters into binding-owned memory and keep them there: `step_device`
+        neither uploads nor downloads them. Call again after editing the host arrays."""
+        if self._pdev is None:
+            self._pdev = _Buf(self._n_total, True)
+        for arr, off, n in zip(self._params, self._offsets, self._sizes):
+            self._pdev.upload(arr._addr, off, n)
+        return self
+
+    def _need_pdev(self, what):
+        if self._pdev is None:
+            raise RuntimeError(f"{what}: the parameters are not on the device; call "
+                               f"params_to_device() first")
+
+    def params_to_host(self):
+        """Copy the device parameters into the caller's arrays (they stay resident)."""
+        self._need_pdev("params_to_host")
+        self._sync_params_to_host()
+        return self._objects
+
+    def param_device(self, j):
+        """Parameter `j` as a `DeviceArray` (a device copy of the resident values)."""
+        self._need_pdev("param_device")
+        if isinstance(j, bool) or not isinstance(j, int):
+            raise TypeError(f"param_device(j): j must be an int, got {type(j).__name__}")
+        if not 0 <= j < len(self._params):
+            raise IndexError(f"param_device(j): j={j} outside [0, {len(self._params)})")
+        buf = _Buf(self._sizes[j], True)
+        _copy(buf.addr, self._pdev.at(self._offsets[j]), self._sizes[j])
+        return DeviceArray(buf, self._shapes[j], self.vendor_used())
+
+    def grads_to_device(self, grads):
+        """Copy a gradient list into the device gradient buffer, for `step_device()`."""
+        _, arrays = self._grads(grads, "grads", writable=False)
+        if self._gdev is None:
+            self._gdev = _Buf(self._n_total, True)
+        for arr, off, n in zip(arrays, self._offsets, self._sizes):
+            self._gdev.upload(arr._addr, off, n)
+        return self
+
+    def grads_to_host(self, grads):
+        """Copy the device gradient (clipped, if the last device step clipped) into `grads`."""
+        if self._gdev is None:
+            raise RuntimeError("grads_to_host: no device gradient; call grads_to_device first")
+        _, arrays = self._grads(grads, "grads", writable=True)
+        for arr, off, n in zip(arrays, self._offsets, self._sizes):
+            _copy(arr._addr, self._gdev.at(off), n)
+        return grads
+
+    def step_device(self, grads=None, max_norm=None):
+        """`step` on the device-resident parameters. `grads` given: used directly and copied
+        into the device gradient buffer after the step (scaled in place on the host when
+        clipping, as `step`); None: the device gradient from `grads_to_device` is used and
+        clipped there. Returns what `step` returns."""
+        self._need_pdev("step_device")
+        max_norm = self._max_norm(max_norm)
+        if grads is None:
+            if self._gdev is None:
+                raise RuntimeError("step_device: no device gradient; pass grads or call "
+                                   "grads_to_device first")
+            return self._run([self._gdev.at(o) for o in self._offsets], max_norm)
+        _, arrays = self._grads(grads, "grads", writable=max_norm is not None)
+        result = self._run([a._addr for a in arrays], max_norm)
+        if self._gdev is None:
+            self._gdev = _Buf(self._n_total, True)
+        for arr, off, n in zip(arrays, self._offsets, self._sizes):
+            self._gdev.upload(arr._addr, off, n)
+        return result
+
+
+def _state_f32(value, name, n):
+    if isinstance(value, (list, tuple)):
+        for x in value:
+            _real(f"state['{name}'] values", x)
+        arr = Array([float(x) for x in value], "<f4")
+    else:
+        arr, _ = _f32_tensor(value, f"state['{name}']", writable=False)
+    if arr._size != n:
+        raise ValueError(f"state['{name}'] holds {arr._size} values, expected {n}")
+    if n and _binding().all_finite([arr._addr], [n]) != 1:
+        raise ValueError(f"state['{name}'] holds a NaN or an infinity")
+    return arr
+
+
+def _state_flags(value, n):
+    if isinstance(value, (list, tuple)):
+        flags = list(value)
+    else:
+        try:
+            pb = probe(value)
+        except TypeError:
+            raise TypeError(f"state['buf_initialized'] must be a list or an int32 buffer, got "
+                            f"{type(value).__name__}") from None
+        if dtype_name(pb.format, pb.itemsize) not in ("int32", "int64", "uint8", "int8"):
+            raise TypeError(f"state['buf_initialized'] must hold integers, got "
+                            f"{dtype_name(pb.format, pb.itemsize)}")
+        flags = Array.from_buffer(value).tolist() if pb.itemsize in (4, 8) else \
+            list(memoryview(value).cast("B"))
+    if len(flags) != n:
+        raise ValueError(f"state['buf_initialized'] has {len(flags)} flags, expected {n} "
+                         f"(one per tensor)")
+    for f in flags:
+        if type(f) is not int or f not in (0, 1):
+            raise ValueError(f"state['buf_initialized'] flags must be 0 or 1, got {f!r}")
+    return flags
+
+
+class Adam(_Optimizer):
+    """Adam as `torch.optim.Adam`, over float32 buffers; weight decay is coupled (added to
+    the gradient). Bias corrections are float32 (`1 - beta^t` by squaring), so results are
+    close to torch's but not bit-equal. See the module docstring for the exact order."""
+
+    _KIND = _ADAM
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 lr_schedule=None, accumulation_steps=1, maximize=False, resident=None,
+                 **kwargs):
+        _refuse_kwargs(type(self).__name__, kwargs)
+        ctor = dict(params=params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                    lr_schedule=lr_schedule, accumulation_steps=accumulation_steps,
+                    maximize=maximize, resident=resident)
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise ValueError(f"Invalid betas: {betas!r}; expected a pair (beta1, beta2)")
+        hyper = dict(lr=_f32_hyper("learning rate", lr),
+                     beta1=_f32_hyper("beta parameter at index 0", betas[0], hi=1.0),
+                     beta2=_f32_hyper("beta parameter at index 1", betas[1], hi=1.0),
+                     eps=_f32_hyper("epsilon value", eps, lo_open=True),
+                     weight_decay=_f32_hyper("weight_decay value", weight_decay),
+                     momentum=0.0, dampening=0.0, nesterov=False)
+        self._setup(ctor, params, hyper)
+
+
+class AdamW(Adam):
+    """AdamW as `torch.optim.AdamW`: decoupled decay `p = p * (1 - lr*wd)` before the moment
+    update; default `weight_decay=0.01`."""
+
+    _KIND = _ADAMW
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01,
+                 lr_schedule=None, accumulation_steps=1, maximize=False, resident=None,
+                 **kwargs):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                         lr_schedule=lr_schedule, accumulation_steps=accumulation_steps,
+                         maximize=maximize, resident=resident, **kwargs)
+
+
+class SGD(_Optimizer):
+    """SGD as `torch.optim.SGD`: weight decay, momentum with dampening, nesterov, maximize.
+    A tensor's first step with momentum copies the gradient into its buffer
+    (`buf_initialized`). The momentum buffer is `exp_avg`."""
+
+    _KIND = _SGD
+
+    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
+                 nesterov=False, maximize=False, lr_schedule=None, accumulation_steps=1,
+                 resident=None, **kwargs):
+        _refuse_kwargs(type(self).__name__, kwargs)
+        ctor = dict(params=params, lr=lr, momentum=momentum, dampening=dampening,
+                    weight_decay=weight_decay, nesterov=nesterov, maximize=maximize,
+                    lr_schedule=lr_schedule, accumulation_steps=accumulation_steps,
+                    resident=resident)
+        hyper = dict(lr=_f32_hyper("learning rate", lr),
+                     momentum=_f32_hyper("momentum value", momentum),
+                     dampening=_f32_hyper("dampening value", dampening, lo=-math.inf),
+                     weight_decay=_f32_hyper("weight_decay value", weight_decay),
+                     nesterov=_bool("nesterov", nesterov), beta1=0.0, beta2=0.0, eps=1.0)
+        if hyper["nesterov"] and (hyper["momentum"] <= 0 or hyper["dampening"] != 0):
+            raise ValueError("Nesterov momentum requires a momentum > 0 and zero dampening")
+        self._setup(ctor, params, hyper)
+
+
+def clip_grad_norm_(grads, max_norm, norm_type=2.0, error_if_nonfinite=True):
+    """`torch.nn.utils.clip_grad_norm_` over float32 buffers: the global L2 norm over all
+    gradients in order (per tensor a sequential sum of g*g, then a sequential sum over
+    tensors, then sqrt); `coef = min(max_norm / (norm + 1e-6), 1)`; every gradient is
+    multiplied by `coef` in place. Returns the pre-clip norm as a float.
+
+    `error_if_nonfinite=True` (our default; torch's is False) refuses a non-finite gradient or
+    norm with ValueError before anything is written. False behaves as torch: the norm is
+    computed as is (inf or NaN) and the gradients are scaled by the resulting coefficient.
+    Only `norm_type=2.0` is supported."""
+    max_norm = _f32_hyper("max_norm", max_norm)
+    if isinstance(norm_type, bool) or not isinstance(norm_type, numbers.Real) or \
+            float(norm_type) != 2.0:
+        raise ValueError(f"clip_grad_norm_: only norm_type=2.0 is supported, got {norm_type!r}")
+    _bool("error_if_nonfinite", error_if_nonfinite)
+    tensors = _tensor_list(grads, "grads")
+    arrays = [_f32_tensor(g, f"grads[{j}]", writable=True)[0] for j, g in enumerate(tensors)]
+    if not arrays:
+        return 0.0
+    table = []
+    for a in arrays:
+        table += (a._addr, a._size)
+    table = _addresses(table)
+    norm, _ = _binding().optim_clip_grad_norm([table.buffer_info()[0]],
+                                              [len(arrays), max_norm, int(error_if_nonfinite)])
+    return norm

@@ -1,0 +1,145 @@
+"""Pure-Python reference of the optimizer arithmetic (docs/ARITHMETIC.md, "Optimizers").
+
+Every value is a Python float holding a float32; each binary32 operation is one double
+operation rounded by `f32`, which is the correctly rounded float32 result. Tensors are lists
+of floats, a step works on lists of tensors. Refusals mirror the binding: a non-finite
+gradient or norm raises ValueError, a non-finite result RuntimeError, and nothing is returned.
+"""
+import math
+
+from tests.reference.f32 import f32
+
+CLIP_EPS = f32(1e-6)
+
+
+def pow_by_squaring(beta, t):
+    r, b = 1.0, beta
+    while t:
+        if t & 1:
+            r = f32(r * b)
+        b = f32(b * b)
+        t >>= 1
+    return r
+
+
+def bias_correction(beta, t):
+    return f32(1.0 - pow_by_squaring(beta, t))
+
+
+def sum_squares(g):
+    acc = 0.0
+    for x in g:
+        acc = f32(acc + f32(x * x))
+    return acc
+
+
+def global_norm(grads):
+    total = 0.0
+    for g in grads:
+        total = f32(total + sum_squares(g))
+    return f32(math.sqrt(total)) if total != math.inf else math.inf
+
+
+def clip_coefficient(max_norm, norm):
+    c = f32(max_norm / f32(norm + CLIP_EPS))
+    return 1.0 if c > 1.0 else c
+
+
+def tree_sum(sources):
+    """Balanced binary tree, level by level, ascending index; len(sources) a power of two."""
+    level = [list(s) for s in sources]
+    while len(level) > 1:
+        level = [[f32(a + b) for a, b in zip(level[k], level[k + 1])]
+                 for k in range(0, len(level), 2)]
+    return level[0]
+
+
+def _check_grads(grads):
+    for j, g in enumerate(grads):
+        for i, x in enumerate(g):
+            if not math.isfinite(x):
+                raise ValueError(f"gradient {j} is not finite at index {i}")
+
+
+def _clip(grads, max_norm):
+    """(grads to use, norm, coef); grads scaled only when max_norm is not None."""
+    if max_norm is None:
+        return [list(g) for g in grads], None, None
+    norm = global_norm(grads)
+    if not math.isfinite(norm):
+        raise ValueError("the global gradient norm is not finite")
+    coef = clip_coefficient(max_norm, norm)
+    return [[f32(x * coef) for x in g] for g in grads], norm, coef
+
+
+def _check_out(name, tensors):
+    for j, xs in enumerate(tensors):
+        for i, x in enumerate(xs):
+            if not math.isfinite(x):
+                raise RuntimeError(f"output {name} of tensor {j} is not finite at index {i}")
+
+
+def adam_step(params, grads, m, v, t, lr, beta1, beta2, eps, weight_decay, decoupled,
+              maximize, max_norm=None):
+    """One Adam (decoupled=False) or AdamW step. Returns (params, grads as the caller sees
+    them afterwards, m, v, norm, coef) as new lists; norm/coef None without clipping."""
+    _check_grads(grads)
+    used, norm, coef = _clip(grads, max_norm)
+    bc1, bc2 = bias_correction(beta1, t), bias_correction(beta2, t)
+    step_size = f32(lr / bc1)
+    sqrt_bc2 = f32(math.sqrt(bc2))
+    one_b1, one_b2 = f32(1.0 - beta1), f32(1.0 - beta2)
+    decay = f32(1.0 - f32(lr * weight_decay))
+    new_p, new_m, new_v = [], [], []
+    for pj, gj, mj, vj in zip(params, used, m, v):
+        op, om, ov = [], [], []
+        for p, g, mm, vv in zip(pj, gj, mj, vj):
+            if maximize:
+                g = -g
+            if weight_decay != 0.0:
+                if decoupled:
+                    p = f32(p * decay)
+                else:
+                    g = f32(g + f32(weight_decay * p))
+            mm = f32(f32(beta1 * mm) + f32(one_b1 * g))
+            vv = f32(f32(beta2 * vv) + f32(one_b2 * f32(g * g)))
+            denom = f32(f32(f32(math.sqrt(vv)) / sqrt_bc2) + eps)
+            p = f32(p - f32(step_size * f32(mm / denom)))
+            op.append(p)
+            om.append(mm)
+            ov.append(vv)
+        new_p.append(op)
+        new_m.append(om)
+        new_v.append(ov)
+    _check_out("param", new_p)
+    _check_out("moment", new_m)
+    _check_out("moment", new_v)
+    return new_p, used, new_m, new_v, norm, coef
+
+
+def sgd_step(params, grads, buf, flags, lr, momentum, dampening, weight_decay, nesterov,
+             maximize, max_norm=None):
+    """One SGD step. Returns (params, grads afterwards, buf, flags, norm, coef)."""
+    _check_grads(grads)
+    used, norm, coef = _clip(grads, max_norm)
+    one_damp = f32(1.0 - dampening)
+    new_p, new_b = [], []
+    for pj, gj, bj, init in zip(params, used, buf, flags):
+        op, ob = [], []
+        for p, g, b in zip(pj, gj, bj):
+            if maximize:
+                g = -g
+            if weight_decay != 0.0:
+                g = f32(g + f32(weight_decay * p))
+            if momentum != 0.0:
+                b = f32(f32(momentum * b) + f32(one_damp * g)) if init else g
+                g = f32(g + f32(momentum * b)) if nesterov else b
+            op.append(f32(p - f32(lr * g)))
+            ob.append(b)
+        new_p.append(op)
+        new_b.append(ob)
+    _check_out("param", new_p)
+    if momentum != 0.0:
+        _check_out("moment", new_b)
+    new_flags = [1] * len(flags) if momentum != 0.0 else list(flags)
+    return new_p, used, new_b, new_flags, norm, coef
