@@ -7,7 +7,17 @@ to run on any difference (a silent reorder would be a wrong answer, not a crash)
 from std.python import Python, PythonObject
 from std.python.bindings import PythonModuleBuilder
 
-from entries.gemm import NEURAL_GEMM, neural_gemm
+from entries.gemm import (NEURAL_GEMM, NEURAL_GEMM_PACKED, neural_gemm,
+                          neural_gemm_packed)
+from entries.loss import (CROSS_ENTROPY, PORTABLE_MATH_EVAL, cross_entropy_entry,
+                          portable_math_eval)
+from entries.mlp import (MLP_ADAMW, MLP_BIAS_ACTIVATION, MLP_RELU_BACKWARD, MLP_SUM_ROWS,
+                         MLP_TRAIN_STEP, mlp_adamw, mlp_bias_activation, mlp_relu_backward,
+                         mlp_sum_rows, mlp_train_step)
+from entries.optim import (OPTIM_CLIP_GRAD_NORM, OPTIM_COPY, OPTIM_RESIDENT_ALLOC,
+                           OPTIM_RESIDENT_FREE, OPTIM_STEP, OPTIM_TREE_SUM, optim_clip_grad_norm,
+                           optim_copy, optim_resident_alloc, optim_resident_free, optim_step,
+                           optim_tree_sum)
 from entries.util import ALL_FINITE, all_finite
 from training.config import ACCELERATOR, MODE, TARGET_CPU, VENDOR
 
@@ -15,7 +25,11 @@ from training.config import ACCELERATOR, MODE, TARGET_CPU, VENDOR
 def abi_layout() raises -> PythonObject:
     """Entry -> (address names, param names), as 'entry|a,b|p,q' strings."""
     var out = Python.list()
-    comptime for spec in [ALL_FINITE, NEURAL_GEMM]:
+    comptime for spec in [ALL_FINITE, NEURAL_GEMM, NEURAL_GEMM_PACKED,
+                          MLP_BIAS_ACTIVATION, MLP_RELU_BACKWARD,
+                          MLP_SUM_ROWS, MLP_ADAMW, MLP_TRAIN_STEP, OPTIM_STEP, OPTIM_CLIP_GRAD_NORM,
+                          OPTIM_TREE_SUM, OPTIM_RESIDENT_ALLOC, OPTIM_RESIDENT_FREE, OPTIM_COPY,
+                          CROSS_ENTROPY, PORTABLE_MATH_EVAL]:
         out.append(PythonObject(String(spec.name, "|", spec.addrs, "|", spec.params)))
     return out
 
@@ -31,4 +45,18 @@ def build_module(name: StaticString) raises -> PythonObject:
     m.def_function[build_info]("build_info", docstring="[vendor, mode, target_cpu, accelerator]")
     m.def_function[all_finite]("all_finite")
     m.def_function[neural_gemm]("neural_gemm")
+    m.def_function[neural_gemm_packed]("neural_gemm_packed")
+    m.def_function[mlp_bias_activation]("mlp_bias_activation")
+    m.def_function[mlp_relu_backward]("mlp_relu_backward")
+    m.def_function[mlp_sum_rows]("mlp_sum_rows")
+    m.def_function[mlp_adamw]("mlp_adamw")
+    m.def_function[mlp_train_step]("mlp_train_step")
+    m.def_function[optim_step]("optim_step")
+    m.def_function[optim_clip_grad_norm]("optim_clip_grad_norm")
+    m.def_function[optim_tree_sum]("optim_tree_sum")
+    m.def_function[optim_resident_alloc]("optim_resident_alloc")
+    m.def_function[optim_resident_free]("optim_resident_free")
+    m.def_function[optim_copy]("optim_copy")
+    m.def_function[cross_entropy_entry]("cross_entropy")
+    m.def_function[portable_math_eval]("portable_math_eval")
     return m.finalize()
