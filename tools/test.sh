@@ -31,9 +31,9 @@ setup() {
   [ -x "$PY" ] || python3 -m venv "$VENV" || return 1
   "$PY" -m pip install -q --disable-pip-version-check "setuptools>=68" wheel \
       mojo-compiler==1.2.0 max-mojo-libs==26.7.0 "pytest>=7" "hypothesis>=6" numpy \
-      2>&1 | grep -v "is ignored" || true
+      2>&1 | sed '/is ignored/d' || return 1
   "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e . \
-      2>&1 | grep -v "is ignored" || true
+      2>&1 | sed '/is ignored/d' || return 1
   "$PY" -c "import mojolearn; print('built:', mojolearn.vendor_used(), mojolearn.numeric_mode_used())"
 }
 
