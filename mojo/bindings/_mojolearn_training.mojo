@@ -18,7 +18,7 @@ from entries.optim import (OPTIM_CLIP_GRAD_NORM, OPTIM_COPY, OPTIM_RESIDENT_ALLO
                            OPTIM_RESIDENT_FREE, OPTIM_STEP, OPTIM_TREE_SUM, optim_clip_grad_norm,
                            optim_copy, optim_resident_alloc, optim_resident_free, optim_step,
                            optim_tree_sum)
-from entries.util import ALL_FINITE, all_finite
+from entries.util import ALL_FINITE, all_finite, device_count
 from training.config import ACCELERATOR, MODE, TARGET_CPU, VENDOR
 
 
@@ -43,6 +43,7 @@ def build_module(name: StaticString) raises -> PythonObject:
     var m = PythonModuleBuilder(name)
     m.def_function[abi_layout]("abi_layout", docstring="entry layouts: 'entry|addrs|params'")
     m.def_function[build_info]("build_info", docstring="[vendor, mode, target_cpu, accelerator]")
+    m.def_function[device_count]("device_count", docstring="devices found (0 in cpu builds)")
     m.def_function[all_finite]("all_finite")
     m.def_function[neural_gemm]("neural_gemm")
     m.def_function[neural_gemm_packed]("neural_gemm_packed")

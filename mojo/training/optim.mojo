@@ -28,11 +28,11 @@ Per element, in this order (identical mode: one IEEE binary32 operation each, no
            g = buf; then p = p - lr * g
 Every update is elementwise, so SIMD across elements gives the scalar loop's bits. Only the
 reductions (`sum_squares`) differ between modes: sequential in identical, SIMD lanes in fast.
-These run on the host in every vendor build, so `sqrt` is the correctly rounded `sqrtss`.
+The square roots go through `training.fp.sqrt_rn`: correctly rounded on the host and, when a
+GPU kernel (the fused MLP step) calls this code, on the device too.
 """
-from std.math import sqrt
-
 from training.config import F32P, I64P, IDENTICAL
+from training.fp import sqrt_rn
 
 comptime W = 8
 comptime CLIP_EPS = Float32(1e-6)
@@ -97,7 +97,8 @@ def adam_scalars(lr: Float32, beta1: Float32, beta2: Float32, eps: Float32,
                  clip_coef: Float32 = Float32(1.0)) -> AdamScalars:
     """Forms the scalars of one step in the documented order."""
     return AdamScalars(beta1, beta2, Float32(1.0) - beta1, Float32(1.0) - beta2, eps,
-                       weight_decay, Float32(1.0) - lr * weight_decay, lr / bc1, sqrt(bc2),
+                       weight_decay, Float32(1.0) - lr * weight_decay, lr / bc1,
+                       sqrt_rn[1](bc2)[0],
                        decoupled, maximize, clip, clip_coef)
 
 
@@ -117,7 +118,7 @@ def _adam_lanes[w: Int](mut p: SIMD[DType.float32, w], g_in: SIMD[DType.float32,
             g = g + s.weight_decay * p
     m = s.beta1 * m + s.one_minus_beta1 * g
     v = s.beta2 * v + s.one_minus_beta2 * (g * g)
-    var denom = sqrt(v) / s.sqrt_bc2 + s.eps
+    var denom = sqrt_rn[w](v) / s.sqrt_bc2 + s.eps
     p = p - s.step_size * (m / denom)
 
 
