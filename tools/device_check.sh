@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# On a machine with an NVIDIA GPU, no network and no Mojo toolchain (Python 3.10+): run the
+# identical-mode golden-hash check and the training benchmark with the package built here by
+# tools/build_device_package.sh (carried as build/device/). Prints the tables.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH="$PWD/build/device"
+PY=${PYTHON:-python3}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo "(no nvidia-smi)"
+status=0
+for vendor in cuda cpu; do
+  echo "=== golden hashes, vendor $vendor"
+  MOJOLEARN_VENDOR=$vendor MOJOLEARN_NUMERIC_MODE=identical "$PY" tools/device_golden.py || status=1
+done
+echo "=== benchmark (MOJOLEARN_VENDOR=cuda)"
+MOJOLEARN_VENDOR=cuda "$PY" tools/bench_train.py --quick 2>&1 | tail -40 || status=1
+exit $status
