@@ -18,7 +18,8 @@ suite() {  # suite NAME BUDGET_SECONDS CMD...
   local name=$1 budget=$2; shift 2
   echo; echo "=== $name (budget ${budget}s)"
   local t0=$SECONDS rc
-  timeout --kill-after=10 "$budget" "$@"; rc=$?
+  # Functions run in a child bash (exported below) so that `timeout` can bound them.
+  timeout --kill-after=10 "$budget" bash -c '"$@"' _ "$@"; rc=$?
   local dt=$((SECONDS - t0)) result
   if [ $rc -eq 0 ]; then result=passed; passed=$((passed + 1))
   elif [ $rc -eq 77 ]; then result=skipped; skipped=$((skipped + 1))
@@ -65,6 +66,8 @@ gpu_suite() {
   bash tools/gpu_compile_check.sh
 }
 
+export ROOT VENV PY
+export -f setup pytest_suite mojo_suite install_check gpu_suite
 suite "build (pip install -e, Mojo cache reused when unchanged)" 900 setup
 if [ "${RESULTS[0]}" != passed ]; then echo "build failed: nothing else can run"; exit 1; fi
 suite "pytest" 900 pytest_suite
