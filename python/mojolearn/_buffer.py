@@ -52,9 +52,9 @@ def _check_ndim(pb, ndim, name):
                          f"got shape {pb.shape}")
 
 
-def as_f32_c(obj, ndim=None, name="array"):
-    """(Array, copied): `obj` as float32 C-contiguous, borrowed when it already is, else a
-    C-order copy. TypeError for any other dtype (float64 included: no silent rounding)."""
+def probe_f32(obj, name="array"):
+    """The layout of a native float32 buffer; TypeError naming `name` and the dtype seen for
+    anything else (float64 included: no silent rounding)."""
     try:
         pb = probe(obj)
     except TypeError:
@@ -62,6 +62,13 @@ def as_f32_c(obj, ndim=None, name="array"):
                         f"memoryview or mojolearn.Array), got {type(obj).__name__}") from None
     if not is_native_f32(pb.format, pb.itemsize):
         raise TypeError(f"{name} must be float32, got {dtype_name(pb.format, pb.itemsize)}")
+    return pb
+
+
+def as_f32_c(obj, ndim=None, name="array"):
+    """(Array, copied): `obj` as float32 C-contiguous, borrowed when it already is, else a
+    C-order copy. TypeError for any other dtype (float64 included: no silent rounding)."""
+    pb = probe_f32(obj, name)
     _check_ndim(pb, ndim, name)
     if pb.c_contiguous:
         return _as_array(obj, name), False

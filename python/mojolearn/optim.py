@@ -30,7 +30,8 @@ import weakref
 
 from . import _backend
 from ._array import Array
-from ._bufcheck import dtype_name, is_native_f32, probe
+from ._bufcheck import dtype_name, probe
+from ._buffer import probe_f32
 from ._portable import round_f32
 
 _REFUSED = ("foreach", "fused", "capturable", "differentiable", "amsgrad")
@@ -117,13 +118,7 @@ def _f32_tensor(obj, name, writable):
     if isinstance(obj, dict):
         raise TypeError(f"{name}: parameter groups (dicts) are not supported; pass the "
                         f"tensors themselves")
-    try:
-        pb = probe(obj)
-    except TypeError:
-        raise TypeError(f"{name} must be a float32 buffer (NumPy array, array.array, "
-                        f"memoryview or mojolearn.Array), got {type(obj).__name__}") from None
-    if not is_native_f32(pb.format, pb.itemsize):
-        raise TypeError(f"{name} must be float32, got {dtype_name(pb.format, pb.itemsize)}")
+    pb = probe_f32(obj, name)
     if not pb.c_contiguous:
         raise ValueError(f"{name} must be C-contiguous")
     if writable and pb.readonly:
