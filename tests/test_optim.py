@@ -743,10 +743,12 @@ def test_optim_step_writes_nothing_outside_its_buffers(kind, seed):
     scratch, sa = _guarded([0.0] * 3 * n)
     table = array.array("q", [x for (_, pa), (_, ga), k in zip(ps, gs, sizes)
                               for x in (pa, ga, k)])
-    b.optim_step([_addr(table), ma, va, _addr(flags) + 4, sa],
+    step = array.array("q", [-1, 0, -1])
+    b.optim_step([_addr(table), ma, va, _addr(flags) + 4, sa, _addr(step) + 8],
                  [kind, 3, n, 1, 0.1, 0.9, 0.999, 1e-8, 0.1, 0.9, 0.0, 0, 1, 1, 0.5])
     for buf, _ in ps + gs + [(m, 0), (v, 0), (scratch, 0)]:
         assert _guards_intact(buf)
+    assert step.tolist() == [-1, 1, -1]  # the binding commits t with the step
     assert flags[0] == 0 and flags[4] == 0
     assert flags[1:4].tolist() == ([1, 1, 1] if kind == 2 else [0, 0, 0])
 
@@ -759,7 +761,9 @@ def test_optim_step_refuses_bad_tables_and_scalars_by_name(seed):
     flags = array.array("i", [0])
     before = hexes([p, g, m, v])
     good = [0, 1, 4, 1, 0.1, 0.9, 0.999, 1e-8, 0.0, 0.0, 0.0, 0, 0, 0, 0.0]
-    addrs = lambda tab: [_addr(tab), _addr(m), _addr(v), _addr(flags), _addr(s)]  # noqa: E731
+    step = array.array("q", [0])
+    addrs = lambda tab: [_addr(tab), _addr(m), _addr(v), _addr(flags), _addr(s),  # noqa: E731
+                         _addr(step)]
     cases = [
         (array.array("q", [_addr(p), _addr(g), -4]), good, "negative size"),
         (array.array("q", [_addr(p), 0, 4]), good, "null"),
@@ -774,7 +778,7 @@ def test_optim_step_refuses_bad_tables_and_scalars_by_name(seed):
     for tab, params, match in cases:
         with pytest.raises(ValueError, match=f"optim_step: .*{match}"):
             b.optim_step(addrs(tab), params)
-        assert hexes([p, g, m, v]) == before, match
+        assert hexes([p, g, m, v]) == before and step[0] == 0, match
 
 
 def test_tree_sum_and_copy_write_nothing_outside_and_refuse_bad_calls(seed):

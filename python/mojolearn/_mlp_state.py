@@ -88,6 +88,16 @@ def check_config(lr, betas, eps, weight_decay):
     return cfg
 
 
+def _unicode(text, what):
+    # A lone surrogate (`\ud800` in JSON) is no Unicode text: other readers of the file
+    # would refuse or replace it, so the state would not be the same state everywhere.
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"SmallMLPTrainer: data_schedule {what} holds a lone surrogate "
+                         f"(not valid Unicode)") from None
+
+
 def check_schedule(value):
     """A bounded, canonical deep copy of the data_schedule JSON object."""
     if type(value) is not dict or not value:
@@ -109,6 +119,7 @@ def check_schedule(value):
                 if len(key) > _SCHEDULE_STRING:
                     raise ValueError(f"SmallMLPTrainer: data_schedule key longer than "
                                      f"{_SCHEDULE_STRING} characters")
+                _unicode(key, "key")
                 visit(child, depth + 1)
         elif type(item) is list:
             for child in item:
@@ -117,6 +128,7 @@ def check_schedule(value):
             if len(item) > _SCHEDULE_STRING:
                 raise ValueError(f"SmallMLPTrainer: data_schedule string longer than "
                                  f"{_SCHEDULE_STRING} characters")
+            _unicode(item, "string")
         elif type(item) is int:
             if item.bit_length() > 64:
                 raise ValueError("SmallMLPTrainer: data_schedule integers must fit in 64 bits")

@@ -16,17 +16,28 @@ Format `mojolearn.small-mlp-checkpoint.v1` (the reference's v1 layout):
   (tensors of 195 in parameter order), flags (int32 tensor of 4)}, config {lr, beta1, beta2,
   eps, weight_decay} (float32 values as JSON numbers), data_schedule (a bounded JSON object).
 - A tensor MUST be {"dtype": "<f4" | "<i4", "shape": [...], "hex": ...}: the C-order
-  little-endian bytes as lowercase or uppercase hex, exactly 8 hex digits per value.
-- Readers MUST refuse duplicate keys, unknown or missing fields, bad hex, wrong lengths,
-  non-finite floats, a hash mismatch and (unless asked to migrate) a different profile, with
-  ValueError, before any trainer state changes. Nothing is evaluated; there is no pickle.
-- Writers MUST write a temporary file in the target's folder, flush and fsync it, `os.replace`
-  it over the target and fsync the folder; a failed save leaves the old file and no temporary.
+  little-endian bytes as lowercase hex, exactly 8 hex digits per value (what the writer
+  emits: one state has exactly one file, so `dumps(loads(f)) == f` byte for byte).
+- Readers MUST refuse duplicate keys, unknown or missing fields, bad or upper-case hex, wrong
+  lengths, non-finite floats, numbers the writer would not have written (an `architecture`
+  entry 3.0, a `config` value that is not a float32 written as a JSON float), a hash mismatch
+  and (unless asked to migrate) a different profile, with ValueError, before any trainer
+  state changes. Nothing is evaluated; there is no pickle.
+- `load(path)` `stat`s the path before opening it: anything but a regular file (a FIFO, which
+  would block, a folder, a device, a socket) and anything over the size bound is a ValueError
+  without reading; a symlink to a regular file is followed. A missing or unreadable path is
+  the OSError the system gives.
+- Writers MUST write a temporary file `.<name>.<pid>.<random>.mojolearn-tmp` in the target's
+  folder, fsync it, `os.replace` it over the target and fsync the folder; a failed save leaves
+  the old file and no temporary; temporaries of dead processes (a `kill -9` mid-save) are
+  removed by the next save to that target. EINTR is retried at every call.
 """
+import errno
 import hashlib
 import json
 import os
-import tempfile
+import secrets
+import stat as _stat
 
 from . import _mlp_state as S
 from ._buffer import frombytes
@@ -79,23 +90,27 @@ def dumps(state, profile=PROFILE):
 # ---------------------------------------------------------------- decoding
 
 
+class _Refusal(ValueError):
+    """Raised by the JSON hooks, so the parser's wrapper does not relabel it."""
+
+
 def _unique(pairs):
     out = {}
     for key, value in pairs:
         if key in out:
-            raise ValueError(f"checkpoint: duplicate key {key!r}")
+            raise _Refusal(f"checkpoint: duplicate key {key!r}")
         out[key] = value
     return out
 
 
 def _no_constant(name):
-    raise ValueError(f"checkpoint: {name} is not allowed (finite numbers only)")
+    raise _Refusal(f"checkpoint: {name} is not allowed (finite numbers only)")
 
 
 def _finite_float(text):
     value = float(text)
     if value != value or value in (float("inf"), float("-inf")):
-        raise ValueError(f"checkpoint: number {text[:40]} is out of range (finite numbers only)")
+        raise _Refusal(f"checkpoint: number {text[:40]} is out of range (finite numbers only)")
     return value
 
 
@@ -114,8 +129,9 @@ def _decode_tensor(desc, shape, dtype, name):
     if type(text) is not str or len(text) != 8 * count:
         got = len(text) if type(text) is str else type(text).__name__
         raise ValueError(f"checkpoint: tensor {name} needs {8 * count} hex digits, got {got}")
-    if not all(c in "0123456789abcdefABCDEF" for c in text):
-        raise ValueError(f"checkpoint: tensor {name} is not hexadecimal")
+    if not all(c in "0123456789abcdef" for c in text):
+        kind = "upper-case" if all(c in "0123456789abcdefABCDEF" for c in text) else "not"
+        raise ValueError(f"checkpoint: tensor {name} is {kind} hexadecimal (lowercase hex only)")
     return frombytes(bytes.fromhex(text), dtype, tuple(shape))
 
 
@@ -145,6 +161,17 @@ def _decode_payload(payload):
         raise ValueError("checkpoint: config values must be numbers")
     # Every semantic rule (finite values, v >= 0, ranges, schedule bounds) is the trainer's.
     S.validate_state(state)
+    # The trainer would keep 3.0 or rounded config values, so its state (and hash) would no
+    # longer be this file's: refuse what the writer cannot have written.
+    if type(payload["architecture"]) is list and any(
+            type(x) is not int for x in payload["architecture"]):
+        raise ValueError(f"checkpoint: architecture entries must be JSON integers, got "
+                         f"{payload['architecture']!r}"[:200])
+    if type(payload["config"]) is dict:
+        for key, x in payload["config"].items():
+            if type(x) is not float or S.round_f32(x) != x:
+                raise ValueError(f"checkpoint: config {key} must be a float32 value written as "
+                                 f"a JSON float, got {x!r}")
     return state
 
 
@@ -164,6 +191,8 @@ def loads(data, allow_profile_change=False):
                               parse_constant=_no_constant, parse_float=_finite_float)
     except RecursionError:
         raise ValueError("checkpoint: JSON nests too deeply") from None
+    except _Refusal as exc:
+        raise ValueError(str(exc)) from None
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise ValueError(f"checkpoint: not valid ASCII JSON ({exc})") from None
     if type(envelope) is not dict:
@@ -195,12 +224,54 @@ def loads(data, allow_profile_change=False):
 # ---------------------------------------------------------------- files
 
 
+def _kind(mode):
+    for test, name in ((_stat.S_ISDIR, "a folder"), (_stat.S_ISFIFO, "a FIFO"),
+                       (_stat.S_ISCHR, "a character device"), (_stat.S_ISBLK, "a block device"),
+                       (_stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "an unknown kind of file"
+
+
+def _check_regular(st, path):
+    if not _stat.S_ISREG(st.st_mode):
+        raise ValueError(f"checkpoint: {path!r} is {_kind(st.st_mode)}, not a regular file")
+    if st.st_size > MAX_BYTES:
+        raise ValueError(f"checkpoint: {path!r} is larger than {MAX_BYTES} bytes "
+                         f"({st.st_size} bytes)")
+
+
+def _fspath(path):
+    try:
+        return os.fspath(path)
+    except TypeError:
+        raise TypeError(f"checkpoint: path must be a str, bytes or os.PathLike, got "
+                        f"{type(path).__name__}") from None
+
+
 def read_bounded(path):
-    """The file's bytes, reading at most MAX_BYTES + 1 (the bound applies before parsing)."""
-    with open(path, "rb") as f:
-        data = f.read(MAX_BYTES + 1)
+    """The file's bytes, reading at most MAX_BYTES + 1 (the bound applies before parsing).
+
+    The path is `stat`ed first (symlinks followed) and anything but a regular file is refused
+    without opening it, so a FIFO never blocks; the open is non-blocking and re-checked with
+    `fstat`, so a file swapped for a FIFO between the two is refused too."""
+    path = _fspath(path)
+    _check_regular(os.stat(path), path)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        _check_regular(os.fstat(fd), path)
+        chunks, size = [], 0
+        while size <= MAX_BYTES:
+            chunk = os.read(fd, MAX_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
     if len(data) > MAX_BYTES:
-        raise ValueError(f"checkpoint: {os.fspath(path)!r} is larger than {MAX_BYTES} bytes")
+        raise ValueError(f"checkpoint: {path!r} is larger than {MAX_BYTES} bytes")
     return data
 
 
@@ -208,18 +279,85 @@ def load(path, allow_profile_change=False):
     return loads(read_bounded(path), allow_profile_change)
 
 
-def write_atomic(path, data):
-    """Write `data` to `path` atomically: temporary in the same folder, fsync, replace, fsync
-    of the folder. On failure the old file is untouched and no temporary is left."""
+TMP_SUFFIX = ".mojolearn-tmp"
+
+
+def _retry(fn, *args):
+    """`fn(*args)`, again after EINTR (CPython retries most calls itself, PEP 475; a signal
+    handler or an injected fault can still surface InterruptedError)."""
+    while True:
+        try:
+            return fn(*args)
+        except InterruptedError:
+            continue
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        n = _retry(os.write, fd, view)
+        if n <= 0:
+            raise OSError(errno.EIO, "checkpoint: write made no progress")
+        view = view[n:]
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: alive, another user's
+        return True
+    return True
+
+
+def clean_stale_temporaries(path):
+    """Remove the temporaries of `path` left by processes that no longer run (a save killed
+    between creating its temporary and the replace). Returns the names removed."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    prefix = "." + os.path.basename(path) + "."
+    removed = []
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        names = os.listdir(folder)
+    except OSError:
+        return removed
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(TMP_SUFFIX)):
+            continue
+        middle = name[len(prefix):-len(TMP_SUFFIX)].split(".")
+        if len(middle) != 2 or not middle[0].isdigit():
+            continue
+        pid = int(middle[0])
+        if pid == os.getpid() or _pid_alive(pid):
+            continue  # a save in progress (another thread, or another live process)
+        try:
+            os.unlink(os.path.join(folder, name))
+            removed.append(name)
+        except OSError:
+            pass
+    return removed
+
+
+def write_atomic(path, data):
+    """Write `data` to `path` atomically: temporary in the same folder, fsync, replace, fsync
+    of the folder. On failure before the replace the old file is untouched and no temporary
+    is left; a failure of the folder fsync (after the replace) raises with the new file in
+    place. Stale temporaries of dead processes are removed first."""
+    path = _fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    clean_stale_temporaries(path)
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}."
+                               f"{secrets.token_hex(6)}{TMP_SUFFIX}")
+    fd = _retry(os.open, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
+                0o666)
+    try:
+        try:
+            _write_all(fd, data)
+            _retry(os.fsync, fd)
+        finally:
+            os.close(fd)  # a failed close (EIO on some file systems) still frees fd
+        _retry(os.replace, tmp, path)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -227,11 +365,11 @@ def write_atomic(path, data):
             pass
         raise
     try:
-        dfd = os.open(folder, os.O_RDONLY)
+        dfd = _retry(os.open, folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except OSError:  # some platforms cannot open folders; the rename is done already
         return
     try:
-        os.fsync(dfd)
+        _retry(os.fsync, dfd)
     finally:
         os.close(dfd)
 

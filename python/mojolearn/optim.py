@@ -240,7 +240,8 @@ class _Optimizer:
         if res is not None and not isinstance(res, bool):
             raise TypeError(f"resident must be None or a bool, got {type(res).__name__}")
         self._resident = res is not False
-        self._t = 0
+        # The step count lives in memory the binding writes when it commits a step.
+        self._step = Array._wrap(_pyarray.array("q", [0]), (1,), "<i8")
         n = self._n_total
         self._m = _Buf(n, self._resident)
         self._v = _Buf(n, self._resident)
@@ -284,7 +285,7 @@ class _Optimizer:
     @property
     def t(self):
         """Steps taken. ONE-BASED: the first step runs with t = 1."""
-        return self._t
+        return self._step._mv[0]
 
     @property
     def accumulation_steps(self):
@@ -348,7 +349,20 @@ class _Optimizer:
                 raise ValueError(f"{name}[{j}] has shape {shape}, but params[{j}] has shape "
                                  f"{self._shapes[j]}")
             arrays.append(arr)
+        self._check_apart(arrays, name)
         return tensors, arrays
+
+    def _check_apart(self, grads, name):
+        """A gradient sharing memory with a parameter would be scaled (clipping) or read
+        mid-update: refused."""
+        spans = sorted([(a._addr, a._addr + 4 * a._size, "params", j)
+                        for j, a in enumerate(self._params) if a._size]
+                       + [(g._addr, g._addr + 4 * g._size, name, j)
+                          for j, g in enumerate(grads) if g._size])
+        for (_, end, k1, i), (start, _, k2, j) in zip(spans, spans[1:]):
+            if start < end and k1 != k2:
+                raise ValueError(f"{k1}[{i}] and {k2}[{j}] share memory; a gradient must not "
+                                 f"alias a parameter")
 
     def _max_norm(self, max_norm):
         return None if max_norm is None else _f32_hyper("max_norm", max_norm)
@@ -361,7 +375,7 @@ class _Optimizer:
 
     def _run(self, g_addrs, max_norm):
         """One transactional binding step with gradients at `g_addrs`; commits host state."""
-        t = self._t + 1
+        t = self._step._mv[0] + 1
         lr = self._next_lr(t)
         clip = max_norm is not None
         if self._pdev is not None:
@@ -375,11 +389,10 @@ class _Optimizer:
         h = self._hyper
         norm, coef = _binding().optim_step(
             [table.buffer_info()[0], self._m.addr, self._v.addr, self._flags._addr,
-             self._scratch.addr],
+             self._scratch.addr, self._step._addr],
             [self._KIND, len(self._sizes), self._n_total, t, lr, h["beta1"], h["beta2"],
              h["eps"], h["weight_decay"], h["momentum"], h["dampening"], int(h["nesterov"]),
              int(self._maximize), int(clip), 0.0 if max_norm is None else max_norm])
-        self._t = t
         self._lr = lr
         self.total_norm_ = norm if clip else None
         self.clip_coef_ = coef if clip else None
@@ -448,7 +461,7 @@ class _Optimizer:
     def state_dict(self):
         """`t` (one-based step count), `exp_avg`, `exp_avg_sq` (flat float32 copies) and
         `buf_initialized` (int32 per tensor): everything a resumed run needs."""
-        return {"t": self._t, "exp_avg": self._m.download(), "exp_avg_sq": self._v.download(),
+        return {"t": self.t, "exp_avg": self._m.download(), "exp_avg_sq": self._v.download(),
                 "buf_initialized": self._flags.copy()}
 
     def load_state_dict(self, state):
@@ -471,11 +484,14 @@ class _Optimizer:
             raise ValueError("state['exp_avg_sq'] holds a negative value; a second moment "
                              "is >= 0")
         flags = _state_flags(state["buf_initialized"], len(self._sizes))
-        self._m.upload(m._addr, 0, self._n_total)
-        self._v.upload(v._addr, 0, self._n_total)
-        for j, f in enumerate(flags):
-            self._flags[j] = f
-        self._t = t
+        # Fill fresh buffers, then publish them with plain attribute stores (no call in
+        # between, so no interrupt can land between them on CPython 3.11+).
+        new_m, new_v = _Buf(self._n_total, self._resident), _Buf(self._n_total, self._resident)
+        new_m.upload(m._addr, 0, self._n_total)
+        new_v.upload(v._addr, 0, self._n_total)
+        new_flags = Array._wrap(_pyarray.array("i", flags), (len(flags),), "<i4")
+        new_step = Array._wrap(_pyarray.array("q", [t]), (1,), "<i8")
+        self._m, self._v, self._flags, self._step = new_m, new_v, new_flags, new_step
 
     # -- device-resident parameters ------------------------------------------------------------
 

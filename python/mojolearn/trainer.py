@@ -1,33 +1,48 @@
 """`SmallMLPTrainer`: Linear(8, 16) → ReLU → Linear(16, 3), mean cross-entropy, AdamW.
 
-The Python shell validates, copies and packs; the binding computes. A step runs as ONE binding
-call (`mlp_train_step`), or, with MOJOLEARN_MLP_FUSED=0, as the per-operation calls it fuses
-(GEMMs, bias/activation, cross-entropy, ReLU backward, row sums, AdamW): same kernels, same
-order, same bits (`tools/mlp_step_check.py` is the A/B).
-
 State = flat float32 parameters (195: weight1, bias1, weight2, bias2), flat AdamW moments m, v
 (195 each), the step count t and flags (int32 (4,), always 0 for AdamW: kept for the v1
-checkpoint layout). The state lives in one immutable `_State`; a step computes into fresh
-buffers and publishes a new `_State` by one assignment under the trainer's lock, so a failed
-step changes nothing and concurrent calls are serialized.
+checkpoint layout).
+
+The state lives in a resident session (`_mlp_resident.Session`): binding-owned memory that
+every step updates in place, so a step is ONE binding call with no state copies; the
+binding checks the batch (finite X, labels in range), writes the results into one fresh
+buffer and either completes or restores the pre-step state itself. `state_dict`,
+checkpoints and `weights_` download from it; `load_state_dict` and `apply_gradients` open a
+new session and swap it in; the session closes itself when the trainer goes. Calls are
+serialized by the trainer's lock.
+
+With MOJOLEARN_MLP_FUSED=0 a step runs instead as the per-operation calls the fused step
+fuses (GEMMs, bias/activation, cross-entropy, ReLU backward, row sums, AdamW) on a host copy
+of the state, then publishes it as a new session: same kernels, same order, same bits
+(`tools/mlp_step_check.py` is the A/B).
 """
+import array as _pyarray
 import os
 import threading
 
 from . import _backend
 from . import _mlp_state as S
 from . import checkpoint as _ckpt
-from ._array import Array
+from ._array import Array, _result_view
 from ._buffer import all_finite, as_f32_c, as_i32_c, empty, zeros
 from ._bufcheck import dtype_name, is_integer, is_native_f32, probe
+from ._mlp_resident import Session
 
 _MODE_FORWARD, _MODE_GRADS, _MODE_TRAIN = 0, 1, 2
 _IN, _HID, _OUT = S.ARCHITECTURE
 _MAX_ROWS = 256
+_ZERO = _pyarray.array("f", (0.0,))  # repeated: the fastest zeroed float32 allocation
+_W1_SHAPE, _B1_SHAPE, _W2_SHAPE, _B2_SHAPE = S.SHAPES
+# `_results` spells the flat gradient layout out (offsets 0, 128, 144, 192 of 195).
+assert S.OFFSETS == (0, 128, 144, 192) and S.TOTAL == 195 and S.ARCHITECTURE == [8, 16, 3]
+# array.array typecodes of signed 4- and 8-byte integers: labels the binding reads directly.
+_SIGNED_CODES = frozenset(c for c in "ilq" if _pyarray.array(c).itemsize in (4, 8))
+_NDARRAY = [None]  # numpy.ndarray once one has been seen (numpy itself is never imported)
 
 
 class _State:
-    """One published, never-mutated trainer state."""
+    """A host copy of the trainer state (the per-operation path and `tools/`)."""
 
     __slots__ = ("params", "m", "v", "flags", "step")
 
@@ -35,7 +50,19 @@ class _State:
         self.params, self.m, self.v, self.flags, self.step = params, m, v, flags, step
 
 
+# os.environ is re-read on every step (tests and tools flip the path between steps), so read
+# its backing dict directly: os.environ.get costs ~0.3 µs, more than a batch-1 step.
+_ENV = getattr(os.environ, "_data", None)
+try:
+    _FUSED_KEY = os.environ.encodekey("MOJOLEARN_MLP_FUSED")
+    _OFF = os.environ.encodevalue("0")
+except AttributeError:  # not CPython's os.environ: take the slow, portable way
+    _ENV = None
+
+
 def _fused_enabled():
+    if _ENV is not None:
+        return _ENV.get(_FUSED_KEY) != _OFF
     return os.environ.get("MOJOLEARN_MLP_FUSED", "1") != "0"
 
 
@@ -43,9 +70,67 @@ def _binding():
     return _backend.binding()
 
 
+def _is_ndarray(obj):
+    t = type(obj)
+    if t is _NDARRAY[0]:
+        return True
+    if _NDARRAY[0] is None and t.__name__ == "ndarray" and t.__module__ == "numpy":
+        _NDARRAY[0] = t
+        return True
+    return False
+
+
+def _x_input(X, name="X", stacked=False):
+    """(object to keep alive, address, rows) of a float32 C-contiguous (rows, 8) batch.
+
+    mojolearn.Array and NumPy arrays are checked by type and attributes (cheaper than a
+    memoryview); anything else goes through `_batch`. Finiteness is checked by the binding."""
+    if type(X) is Array:
+        shape = X._shape
+        if (X._dtype == "<f4" and len(shape) == 2 and shape[1] == _IN and shape[0] > 0
+                and (stacked or shape[0] <= _MAX_ROWS)):
+            return X, X._addr, shape[0]
+    elif _is_ndarray(X):
+        shape = X.shape
+        dt = X.dtype
+        if (dt.char == "f" and dt.isnative and len(shape) == 2 and shape[1] == _IN
+                and shape[0] > 0 and (stacked or shape[0] <= _MAX_ROWS)
+                and X.flags.c_contiguous):
+            return X, X.__array_interface__["data"][0], shape[0]
+    x = _batch(X, name, stacked)
+    return x, x._addr, x._shape[0]
+
+
+def _y_input(targets, rows):
+    """(object to keep alive, address, itemsize 4 or 8) of `rows` integer labels. Signed
+    int32 / int64 buffers go to the binding as they are (it checks the class range); other
+    integer dtypes are converted to int32 first."""
+    t = type(targets)
+    if t is Array:
+        if targets._shape == (rows,):
+            dt = targets._dtype
+            if dt == "<i4":
+                return targets, targets._addr, 4
+            if dt == "<i8":
+                return targets, targets._addr, 8
+    elif t is _pyarray.array:
+        if targets.typecode in _SIGNED_CODES:
+            addr, n = targets.buffer_info()
+            if n == rows:
+                return targets, addr, targets.itemsize
+    elif _is_ndarray(targets):
+        dt = targets.dtype
+        if (dt.kind == "i" and dt.itemsize in (4, 8) and dt.isnative
+                and targets.shape == (rows,) and targets.flags.c_contiguous):
+            return targets, targets.__array_interface__["data"][0], dt.itemsize
+    y = _targets(targets, rows, check_range=False)
+    return y, y._addr, 4
+
+
 def _batch(X, name="X", stacked=False):
-    """X as an owned float32 (rows, 8) Array with 1 to 256 rows (`stacked`: the caller checks
-    the row count of k stacked batches)."""
+    """X as a float32 C-contiguous (rows, 8) Array (borrowed when it already is one, else a
+    C-order copy) with 1 to 256 rows (`stacked`: the caller checks the row count of k stacked
+    batches)."""
     try:
         pb = probe(X)
     except TypeError:
@@ -60,20 +145,20 @@ def _batch(X, name="X", stacked=False):
     rows = pb.shape[0]
     if not stacked and not 1 <= rows <= _MAX_ROWS:
         raise ValueError(f"SmallMLPTrainer: {name} must have 1 to {_MAX_ROWS} rows, got {rows}")
-    return _copy_f32(X, name)
+    return as_f32_c(X, name=name)[0]
 
 
-def _copy_f32(X, name):
-    arr, copied = as_f32_c(X, name=name)
-    if not copied:
-        arr = arr.copy()
+def _owned_batch(X, name="X", stacked=False):
+    """`_batch` as an owned copy checked finite in Python (the per-operation path)."""
+    arr = _batch(X, name, stacked).copy()
     if arr._size and not all_finite(arr, name):
         raise ValueError(f"SmallMLPTrainer: {name} must be finite")
     return arr
 
 
-def _targets(targets, rows):
-    """targets as an owned int32 (rows,) Array of classes 0..2 (any integer dtype accepted)."""
+def _targets(targets, rows, check_range=True):
+    """targets as an int32 (rows,) Array (any integer dtype accepted); with `check_range`
+    (the per-operation path) also checked to be classes 0..2 here rather than in the binding."""
     try:
         pb = probe(targets)
     except TypeError:
@@ -89,6 +174,8 @@ def _targets(targets, rows):
         y, copied = as_i32_c(targets, name="targets")
     except ValueError:
         raise ValueError(f"SmallMLPTrainer: targets must be classes 0..{_OUT - 1}") from None
+    if not check_range:
+        return y
     if not copied:
         y = y.copy()
     values = y._mv.tolist()
@@ -100,11 +187,33 @@ def _targets(targets, rows):
 
 
 def _translate(exc):
-    """A binding refusal of a non-finite result as the trainer's RuntimeError."""
+    """A binding refusal as the trainer's error: a non-finite result as RuntimeError, a
+    refused input (the resident entries check X and targets) as ValueError naming it."""
     if isinstance(exc, RuntimeError) and "not finite" in str(exc):
         return RuntimeError(f"SmallMLPTrainer: the step produced a non-finite result and was "
                             f"not applied ({exc})")
+    if type(exc) is ValueError and str(exc).startswith("mlp_resident_"):
+        return ValueError("SmallMLPTrainer: " + str(exc).partition(": ")[2])
     return exc
+
+
+def _results(buf, addr, rows, k, want_dx):
+    """(logits, gradients dict, input_grad or None): Arrays viewing the flat result buffer
+    [losses (k) | logits (rows × 3) | grads (195) | input_grad (rows × 8)] (each keeps it
+    alive). Unrolled for the fixed gradient layout: this runs once per step."""
+    mv = memoryview(buf)
+    g = k + rows * _OUT
+    a = addr + 4 * g
+    logits = _result_view(buf, mv[k:g], (rows, _OUT), addr + 4 * k, rows * _OUT)
+    grads = {"weight1": _result_view(buf, mv[g:g + 128], _W1_SHAPE, a, 128),
+             "bias1": _result_view(buf, mv[g + 128:g + 144], _B1_SHAPE, a + 512, 16),
+             "weight2": _result_view(buf, mv[g + 144:g + 192], _W2_SHAPE, a + 576, 48),
+             "bias2": _result_view(buf, mv[g + 192:g + 195], _B2_SHAPE, a + 768, 3)}
+    dx = None
+    if want_dx:
+        at = g + S.TOTAL
+        dx = _result_view(buf, mv[at:at + rows * _IN], (rows, _IN), addr + 4 * at, rows * _IN)
+    return logits, grads, dx
 
 
 class SmallMLPTrainer:
@@ -135,20 +244,23 @@ class SmallMLPTrainer:
         self._schedule = S.check_schedule(data_schedule)
         self._mode = _binding().mode
         self._lock = threading.RLock()
-        self._st = _State(S.flat(weights), zeros((S.TOTAL,)), zeros((S.TOTAL,)),
-                          zeros((4,), "<i4"), 0)
+        self._flags = zeros((4,), "<i4")
+        self._step = 0
+        self._session = Session(S.flat(weights), zeros((S.TOTAL,)), zeros((S.TOTAL,)), 0,
+                                self._config)
 
     # ------------------------------------------------------------ introspection
 
     @property
     def step_(self):
         """Number of optimizer steps taken."""
-        return self._st.step
+        return self._step
 
     @property
     def weights_(self):
         """The current parameters: a dict of fresh Arrays weight1, bias1, weight2, bias2."""
-        return S.split(self._st.params)
+        with self._lock:
+            return S.split(self._session.download()[0])
 
     def numeric_mode_used(self):
         """'identical' or 'fast', read from the loaded binding."""
@@ -160,6 +272,20 @@ class SmallMLPTrainer:
 
     # ------------------------------------------------------------ state
 
+    @property
+    def _st(self):
+        """The whole state as a host `_State` of fresh Arrays (synced from the session)."""
+        with self._lock:
+            p, m, v, t = self._session.download()
+            return _State(p, m, v, self._flags.copy(), t)
+
+    def _publish(self, params, m, v, step, config=None):
+        """Replace the session by one holding (params, m, v, step) — opened before anything
+        changes, so a failure to open leaves the trainer as it was. Caller holds the lock."""
+        new = Session(params, m, v, step, self._config if config is None else config)
+        old, self._session, self._step = self._session, new, step
+        old.close()
+
     def state_dict(self):
         """An independent snapshot of the whole resumable state (fresh Arrays)."""
         with self._lock:
@@ -170,8 +296,8 @@ class SmallMLPTrainer:
             "schema": S.SCHEMA, "architecture": list(S.ARCHITECTURE),
             "numeric_mode": self._mode, "parameter_order": list(S.NAMES),
             "weights": S.split(st.params),
-            "optimizer": {"kind": S.OPTIMIZER, "step": st.step, "m": st.m.copy(),
-                          "v": st.v.copy(), "flags": st.flags.copy()},
+            "optimizer": {"kind": S.OPTIMIZER, "step": st.step, "m": st.m, "v": st.v,
+                          "flags": st.flags},
             "config": dict(self._config),
             "data_schedule": S.check_schedule(self._schedule),
         }
@@ -182,8 +308,8 @@ class SmallMLPTrainer:
         The state must come from the same numeric mode. Returns self."""
         params, m, v, flags, step, config, schedule, _ = S.validate_state(state, self._mode)
         with self._lock:
-            self._config, self._schedule = config, schedule
-            self._st = _State(params, m, v, flags, step)
+            self._publish(params, m, v, step, config)
+            self._config, self._schedule, self._flags = config, schedule, flags
         return self
 
     def state_hash(self):
@@ -211,44 +337,57 @@ class SmallMLPTrainer:
         return trainer.load_state_dict(state)
 
     # ------------------------------------------------------------ steps
+    #
+    # The fused path (default) is ONE resident-session call per public call: the session
+    # holds the state, the binding checks X's finiteness and the label range, runs the step
+    # and writes loss, logits, gradients and input gradient into one fresh result buffer.
+    # A refused step changes nothing inside the binding; anything failing after the binding
+    # returned is undone by `_recover` (the session keeps the pre-step state until the next
+    # step). MOJOLEARN_MLP_FUSED=0 runs the per-operation path on a host copy instead.
 
     def _hyper(self):
         c = self._config
         return [c["lr"], c["beta1"], c["beta2"], c["eps"], c["weight_decay"]]
 
     def _check_room(self, k):
-        if self._st.step + k > S.MAX_STEP:
+        if self._step + k > S.MAX_STEP:
             raise ValueError(f"SmallMLPTrainer: the step counter is exhausted (step "
-                             f"{self._st.step} + {k} would pass 2**31-1)")
+                             f"{self._step} + {k} would pass 2**31-1)")
 
-    def _run(self, x, y, rows, mode, k=1, want_dx=False):
-        """One binding call (fused) or the per-operation calls; returns
-        (new _State or None, losses Array (k,), logits, flat grads, dx)."""
-        st = self._st
-        losses = zeros((k,))
-        logits = empty((rows, _OUT))
-        grads = zeros((S.TOTAL,))
-        dx = empty((rows, _IN)) if want_dx else zeros((1,))
-        train = mode == _MODE_TRAIN
-        new = _State(empty((S.TOTAL,)), empty((S.TOTAL,)), empty((S.TOTAL,)), st.flags,
-                     st.step + k) if train else None
+    def _recover(self, t_before):
+        """After a failure: roll the session back to step `t_before` if the step was applied."""
         try:
-            if _fused_enabled():
-                outs = new if train else st
-                addrs = [x._addr, y._addr, st.params._addr, st.m._addr, st.v._addr,
-                         outs.params._addr, outs.m._addr, outs.v._addr, losses._addr,
-                         logits._addr, grads._addr, dx._addr]
-                params = [rows, _IN, _HID, _OUT, mode, k, st.step + 1 if train else 1, *self._hyper(),
-                          1 if want_dx else 0]
-                _binding().mlp_train_step(addrs, params)
-            else:
-                from . import _mlp_ops
+            self._step = self._session.rollback(t_before)
+        except Exception:  # the session refused: it was never changed
+            pass
 
-                _mlp_ops.steps(_binding(), x, y, rows, mode, k, st, new, losses, logits, grads,
-                               dx, want_dx, self._hyper())
-        except (RuntimeError, ValueError) as exc:
-            raise _translate(exc) from None
-        return new, losses, logits, grads, (dx if want_dx else None)
+    def _pass(self, xa, ya, itemsize, rows, mode, want_dx):
+        """One resident pass (forward / grads / one train step); returns the result buffer and
+        its address. Caller holds the lock."""
+        s = self._session
+        step = self._step
+        buf = _ZERO * (1 + rows * _OUT + S.TOTAL + (rows * _IN if want_dx else 0))
+        out = buf.buffer_info()[0]
+        qa = s.addrs
+        qa[2] = xa
+        qa[3] = ya
+        qa[4] = out
+        dp = s.step_params
+        dp[1] = mode
+        dp[2] = rows
+        dp[3] = itemsize
+        dp[4] = 1 if want_dx else 0
+        dp[5] = step
+        try:
+            self._step = _binding().mlp_resident_step(s.addrs_at, s.step_params_at)
+        except BaseException as exc:
+            if mode == _MODE_TRAIN:
+                self._recover(step)
+            new = _translate(exc)
+            if new is exc:
+                raise
+            raise new from None
+        return buf, out
 
     def train_step(self, X, targets, *, return_input_grad=False):
         """One AdamW step on a batch.
@@ -262,20 +401,44 @@ class SmallMLPTrainer:
             before the update, `gradients` (dict of the four Arrays), and `input_grad` (n, 8)
             when asked.
         """
-        if type(return_input_grad) is not bool:
+        if return_input_grad is not False and return_input_grad is not True:
             raise TypeError(f"SmallMLPTrainer: return_input_grad must be a bool, got "
                             f"{type(return_input_grad).__name__}")
-        x = _batch(X)
-        y = _targets(targets, x.shape[0])
+        x, xa, rows = _x_input(X)
+        y, ya, itemsize = _y_input(targets, rows)
         with self._lock:
-            self._check_room(1)
-            new, losses, logits, grads, dx = self._run(x, y, x.shape[0], _MODE_TRAIN, 1,
-                                                       return_input_grad)
-            result = {"step": new.step, "loss": losses._mv[0], "logits": logits,
-                      "gradients": S.split(grads)}
-            if return_input_grad:
-                result["input_grad"] = dx
-            self._st = new
+            if self._step >= S.MAX_STEP:
+                self._check_room(1)
+            if not _fused_enabled():
+                return self._train_step_ops(X, targets, return_input_grad)
+            # `_pass`, spelled out: this is the hottest path of the library.
+            s = self._session
+            step = self._step
+            buf = _ZERO * (1 + rows * _OUT + S.TOTAL + (rows * _IN if return_input_grad else 0))
+            out = buf.buffer_info()[0]
+            qa = s.addrs
+            qa[2] = xa
+            qa[3] = ya
+            qa[4] = out
+            dp = s.step_params
+            dp[1] = _MODE_TRAIN
+            dp[2] = rows
+            dp[3] = itemsize
+            dp[4] = 1 if return_input_grad else 0
+            dp[5] = step
+            try:
+                self._step = _binding().mlp_resident_step(s.addrs_at, s.step_params_at)
+                logits, grads, dx = _results(buf, out, rows, 1, return_input_grad)
+                result = {"step": self._step, "loss": buf[0], "logits": logits,
+                          "gradients": grads}
+                if return_input_grad:
+                    result["input_grad"] = dx
+            except BaseException as exc:
+                self._recover(step)
+                new = _translate(exc)
+                if new is exc:
+                    raise
+                raise new from None
         return result
 
     def train_steps(self, X, targets, k):
@@ -284,34 +447,55 @@ class SmallMLPTrainer:
         `losses` (k floats), `loss` (the last), `logits` and `gradients` of the last step."""
         if isinstance(k, bool) or type(k) is not int or k < 1:
             raise ValueError(f"SmallMLPTrainer: k must be a positive int, got {k!r}")
-        try:
-            pb = probe(X)
-        except TypeError:
-            pb = None
-        if pb is not None and pb.ndim == 2 and (pb.shape[0] % k or
-                                               not 1 <= pb.shape[0] // k <= _MAX_ROWS):
+        x, xa, total = _x_input(X, stacked=True)
+        if total % k or not 1 <= total // k <= _MAX_ROWS:
             raise ValueError(f"SmallMLPTrainer: X must stack k={k} equal batches of 1 to "
-                             f"{_MAX_ROWS} rows, got {pb.shape[0]} rows")
-        x = _batch(X, stacked=True)
-        y = _targets(targets, x.shape[0])
-        rows = x.shape[0] // k
+                             f"{_MAX_ROWS} rows, got {total} rows")
+        y, ya, itemsize = _y_input(targets, total)
+        rows = total // k
         with self._lock:
             self._check_room(k)
-            new, losses, logits, grads, _ = self._run(x, y, rows, _MODE_TRAIN, k)
-            values = losses._mv.tolist()
-            result = {"step": new.step, "losses": values, "loss": values[-1], "logits": logits,
-                      "gradients": S.split(grads)}
-            self._st = new
-        return result
+            if not _fused_enabled():
+                return self._train_steps_ops(X, targets, k)
+            s = self._session
+            step = self._step
+            buf = _ZERO * (k + rows * _OUT + S.TOTAL)
+            out = buf.buffer_info()[0]
+            qa = s.addrs
+            qa[2] = xa
+            qa[3] = ya
+            qa[4] = out
+            dp = s.steps_params
+            dp[1] = rows
+            dp[2] = k
+            dp[3] = itemsize
+            dp[4] = step
+            try:
+                self._step = _binding().mlp_resident_steps(s.addrs_at, s.steps_params_at)
+                logits, grads, _ = _results(buf, out, rows, k, False)
+                values = buf[:k].tolist()
+            except BaseException as exc:
+                self._recover(step)
+                new = _translate(exc)
+                if new is exc:
+                    raise
+                raise new from None
+            return {"step": self._step, "losses": values, "loss": values[-1], "logits": logits,
+                    "gradients": grads}
 
     def loss_and_grads(self, X, targets):
         """(loss, [dweight1, dbias1, dweight2, dbias2]) of a batch, without a step."""
-        x = _batch(X)
-        y = _targets(targets, x.shape[0])
+        x, xa, rows = _x_input(X)
+        y, ya, itemsize = _y_input(targets, rows)
         with self._lock:
-            _, losses, _, grads, _ = self._run(x, y, x.shape[0], _MODE_GRADS)
-        g = S.split(grads)
-        return losses._mv[0], [g[n] for n in S.NAMES]
+            if not _fused_enabled():
+                x, y = _owned_batch(X), _targets(targets, rows)
+                _, losses, _, grads, _ = self._run_ops(x, y, rows, _MODE_GRADS)
+                g = S.split(grads)
+                return losses._mv[0], [g[n] for n in S.NAMES]
+            buf, out = self._pass(xa, ya, itemsize, rows, _MODE_GRADS, False)
+        grads = _results(buf, out, rows, 1, False)[1]
+        return buf[0], [grads[n] for n in S.NAMES]
 
     def apply_gradients(self, gradients):
         """One AdamW step with already-combined gradients (weight1, bias1, weight2, bias2
@@ -331,21 +515,23 @@ class SmallMLPTrainer:
                     for v, s, n in zip(gradients, S.SHAPES, S.NAMES)])
         with self._lock:
             self._check_room(1)
-            st = self._st
-            new = _State(st.params.copy(), st.m.copy(), st.v.copy(), st.flags, st.step + 1)
+            p, m, v, t = self._session.download()  # fresh copies: the update runs on them
             try:
-                _binding().mlp_adamw([new.params._addr, g._addr, new.m._addr, new.v._addr],
-                                     [S.TOTAL, new.step, *self._hyper()])
+                _binding().mlp_adamw([p._addr, g._addr, m._addr, v._addr],
+                                     [S.TOTAL, t + 1, *self._hyper()])
             except (RuntimeError, ValueError) as exc:
                 raise _translate(exc) from None
-            self._st = new
-            return new.step
+            self._publish(p, m, v, t + 1)
+            return t + 1
 
     def predict_logits(self, X):
         """Logits (n, 3) of X (n, 8) with the current weights."""
-        x = _batch(X)
+        x, xa, rows = _x_input(X)
         with self._lock:
-            return self._forward(x)
+            if not _fused_enabled():
+                return self._forward_ops(_owned_batch(X))
+            buf, out = self._pass(xa, xa, 4, rows, _MODE_FORWARD, False)
+        return _results(buf, out, rows, 1, False)[0]
 
     def predict_logits_sessions(self, inputs):
         """Logits of several batches (a list of float32 (n_i, 8) buffers), concatenated in
@@ -353,20 +539,65 @@ class SmallMLPTrainer:
         if isinstance(inputs, (str, bytes)) or not hasattr(inputs, "__iter__"):
             raise TypeError(f"SmallMLPTrainer: inputs must be a list of float32 (n, 8) buffers, "
                             f"got {type(inputs).__name__}")
-        batches = [_batch(X, name=f"inputs[{i}]") for i, X in enumerate(list(inputs))]
+        batches = [_owned_batch(X, name=f"inputs[{i}]") for i, X in enumerate(list(inputs))]
         if not batches:
             raise ValueError("SmallMLPTrainer: inputs must hold at least one batch")
-        # Rows are independent, so one forward over the stacked batches gives each batch's bits.
-        raw = b"".join(b.tobytes() for b in batches)
-        x = Array(memoryview(raw).cast("f"), "<f4", (len(raw) // (4 * _IN), _IN))
+        # Rows are independent, so forwards over any grouping of the rows give each row's bits.
+        parts = []
         with self._lock:
-            return self._forward(x)
+            for x in batches:
+                parts.append(self.predict_logits(x).tobytes())
+        raw = b"".join(parts)
+        return Array(memoryview(raw).cast("f"), "<f4", (len(raw) // (4 * _OUT), _OUT))
 
-    def _forward(self, x):
+    # ------------------------------------------------------------ per-operation path
+
+    def _run_ops(self, x, y, rows, mode, k=1, want_dx=False):
+        """The per-operation calls on a host copy of the state; returns
+        (new _State or None, losses Array (k,), logits, flat grads, dx). Caller holds the lock."""
+        from . import _mlp_ops
+
+        st = self._st
+        losses = zeros((k,))
+        logits = empty((rows, _OUT))
+        grads = zeros((S.TOTAL,))
+        dx = empty((rows, _IN)) if want_dx else zeros((1,))
+        train = mode == _MODE_TRAIN
+        new = _State(empty((S.TOTAL,)), empty((S.TOTAL,)), empty((S.TOTAL,)), st.flags,
+                     st.step + k) if train else None
+        try:
+            _mlp_ops.steps(_binding(), x, y, rows, mode, k, st, new, losses, logits, grads,
+                           dx, want_dx, self._hyper())
+        except (RuntimeError, ValueError) as exc:
+            raise _translate(exc) from None
+        return new, losses, logits, grads, (dx if want_dx else None)
+
+    def _train_step_ops(self, X, targets, want_dx):
+        x = _owned_batch(X)
+        y = _targets(targets, x.shape[0])
+        new, losses, logits, grads, dx = self._run_ops(x, y, x.shape[0], _MODE_TRAIN, 1, want_dx)
+        self._publish(new.params, new.m, new.v, new.step)
+        result = {"step": new.step, "loss": losses._mv[0], "logits": logits,
+                  "gradients": S.split(grads)}
+        if want_dx:
+            result["input_grad"] = dx
+        return result
+
+    def _train_steps_ops(self, X, targets, k):
+        x = _owned_batch(X, stacked=True)
+        y = _targets(targets, x.shape[0])
+        rows = x.shape[0] // k
+        new, losses, logits, grads, _ = self._run_ops(x, y, rows, _MODE_TRAIN, k)
+        self._publish(new.params, new.m, new.v, new.step)
+        values = losses._mv.tolist()
+        return {"step": new.step, "losses": values, "loss": values[-1], "logits": logits,
+                "gradients": S.split(grads)}
+
+    def _forward_ops(self, x):
         rows = x.shape[0]
         y = zeros((rows,), "<i4")
-        return self._run(x, y, rows, _MODE_FORWARD)[2]
+        return self._run_ops(x, y, rows, _MODE_FORWARD)[2]
 
     def __repr__(self):
-        return (f"SmallMLPTrainer(step={self._st.step}, lr={self._config['lr']}, "
+        return (f"SmallMLPTrainer(step={self._step}, lr={self._config['lr']}, "
                 f"mode={self._mode!r})")

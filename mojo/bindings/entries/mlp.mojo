@@ -10,7 +10,23 @@ from std.ffi import external_call
 from std.python import PythonObject
 
 from entries.args import Args, Layout, refuse_nonfinite
-from training.config import F32P, I32P
+from training.checks import first_nonfinite
+from training.config import F32P, F64P, I32P, I64P
+from training.mlp_resident import (
+    BAD_TARGET,
+    BAD_X,
+    NONFINITE,
+    Outcome,
+    Outputs,
+    Session,
+    is_session,
+    read_label,
+    run_steps,
+    session_close,
+    session_download,
+    session_open,
+    session_rollback,
+)
 from training.mlp import (
     MLPDims,
     MODE_FORWARD,
@@ -167,3 +183,186 @@ def mlp_train_step(addrs: PythonObject, params: PythonObject) raises -> PythonOb
         refuse_nonfinite(E, "new_m", m, n)
         refuse_nonfinite(E, "new_v", v, n)
     return PythonObject(rows * d.classes)
+
+
+# ---------------------------------------------------------------- the resident session
+# A session is the address of a binding-owned block (training/mlp_resident.mojo) holding the
+# parameters, AdamW moments, step count and scratch between calls. The hot entries (`_step`,
+# `_steps`) take the packed form: the addresses of an int64 array [count, a0, ...] and a
+# float64 array [count, p0, ...] that the caller keeps between calls (no Python list reads).
+# Results go to ONE flat float32 buffer `out`: [losses (k) | logits (rows × O) | grads (195)
+# | input_grad (rows × I, when asked)].
+
+comptime MLP_RESIDENT_OPEN = Layout(
+    "mlp_resident_open", "params,m,v",
+    "inputs,hidden,classes,capacity_rows,t,lr,beta1,beta2,eps,weight_decay")
+comptime MLP_RESIDENT_STEP = Layout("mlp_resident_step", "session,x,targets,out",
+                                    "mode,rows,target_itemsize,want_input_grad,t")
+comptime MLP_RESIDENT_STEPS = Layout("mlp_resident_steps", "session,x,targets,out",
+                                     "rows,k,target_itemsize,t")
+comptime MLP_RESIDENT_DOWNLOAD = Layout("mlp_resident_download", "session,params,m,v", "")
+comptime MLP_RESIDENT_ROLLBACK = Layout("mlp_resident_rollback", "session", "t_before")
+comptime MLP_RESIDENT_CLOSE = Layout("mlp_resident_close", "session", "")
+
+# Below this many rows × steps (~2 µs of work) the GIL round trip (~0.1 µs) is a noticeable
+# part of the call and frees too little time for another thread to use.
+comptime _GIL_RELEASE_ROWS = 64
+comptime _MAX_CAPACITY = 1 << 20
+
+
+def _session(entry: StaticString, addr: Int) raises -> Session:
+    if not is_session(addr):
+        raise Error("ValueError: ", entry, ": not an open session (closed or never opened)")
+    return Session(addr)
+
+
+def mlp_resident_open(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
+    """A new session (its address, the handle) holding copies of params, m, v and step t,
+    with scratch for up to capacity_rows rows per step."""
+    comptime E = MLP_RESIDENT_OPEN.name
+    var args = Args(MLP_RESIDENT_OPEN, addrs, params)
+    var d = MLPDims(args.int(0, "inputs", 1, _MAX_WIDTH), args.int(1, "hidden", 1, _MAX_WIDTH),
+                    args.int(2, "classes", 1, _MAX_WIDTH))
+    var capacity = args.int(3, "capacity_rows", 1, _MAX_CAPACITY)
+    var t = args.int(4, "t", 0, _MAX_STEP)
+    _check_hyper(E, args, 5)
+    var n = d.total()
+    var names: List[StaticString] = ["params", "m", "v"]
+    for i in range(3):
+        var bad = first_nonfinite(args.f32(i), n)
+        if bad >= 0:
+            raise Error("ValueError: ", E, ": ", names[i], " must be finite (index ", bad,
+                        " is ", args.f32(i)[unsafe_offset=bad], ")")
+    var addr = session_open(d, capacity, t, args.f32param(5), args.f32param(6),
+                            args.f32param(7), args.f32param(8), args.f32param(9), args.f32(0),
+                            args.f32(1), args.f32(2))
+    if addr == 0:
+        raise Error("MemoryError: ", E, ": cannot allocate a session for ", capacity, " rows")
+    return PythonObject(addr)
+
+
+def mlp_resident_close(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
+    """Free a session; returns 0."""
+    var args = Args(MLP_RESIDENT_CLOSE, addrs, params)
+    _ = _session(MLP_RESIDENT_CLOSE.name, args.addrs[0])
+    session_close(args.addrs[0])
+    return PythonObject(0)
+
+
+def mlp_resident_download(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
+    """Copy the session's params, m, v into the given buffers; returns its step count."""
+    var args = Args(MLP_RESIDENT_DOWNLOAD, addrs, params)
+    var s = _session(MLP_RESIDENT_DOWNLOAD.name, args.addrs[0])
+    return PythonObject(session_download(s, args.f32(1), args.f32(2), args.f32(3)))
+
+
+def mlp_resident_rollback(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
+    """Undo the last training run when it started at step t_before (and only then); returns
+    the session's step count afterwards."""
+    var args = Args(MLP_RESIDENT_ROLLBACK, addrs, params)
+    var s = _session(MLP_RESIDENT_ROLLBACK.name, args.addrs[0])
+    _ = session_rollback(s, args.int(0, "t_before", 0, _MAX_STEP))
+    return PythonObject(s.t())
+
+
+struct _Packed(ImplicitlyCopyable):
+    """The packed arguments of a hot entry, read in place (no lists, no allocation)."""
+
+    var entry: StaticString
+    var qa: Int
+    var dp: Int
+
+    def __init__(out self, layout: Layout, packed_addrs: PythonObject,
+                 packed_params: PythonObject) raises:
+        self.entry = layout.name
+        var qa = Int(py=packed_addrs)
+        var dp = Int(py=packed_params)
+        if qa == 0 or dp == 0:
+            raise Error("ValueError: ", layout.name,
+                        ": the packed argument arrays must not be null")
+        self.qa = qa
+        self.dp = dp
+        var na = Int(self.a()[unsafe_offset=0])
+        var np = Int(self.p()[unsafe_offset=0])
+        if na != layout.n_addrs() or np != layout.n_params():
+            raise Error("ValueError: ", layout.name, ": expected ", layout.n_addrs(),
+                        " addresses and ", layout.n_params(), " params, got ", na, " and ", np)
+        for i in range(na):
+            if self.a()[unsafe_offset=i + 1] == 0:
+                raise Error("ValueError: ", layout.name, ": address ", i, " is null")
+
+    def a(self) -> I64P:
+        return I64P(unsafe_from_address=self.qa)
+
+    def p(self) -> F64P:
+        return F64P(unsafe_from_address=self.dp)
+
+    def addr(self, i: Int) -> Int:
+        return Int(self.a()[unsafe_offset=i + 1])
+
+    def int(self, i: Int, name: StaticString, lo: Int, hi: Int) raises -> Int:
+        var v = self.p()[unsafe_offset=i + 1]
+        if not (v >= Float64(lo) and v <= Float64(hi)) or Float64(Int(v)) != v:
+            raise Error("ValueError: ", self.entry, ": ", name, " must be an integer in [", lo,
+                        ", ", hi, "], got ", v)
+        return Int(v)
+
+
+def _resident_run(a: _Packed, mode: Int, rows: Int, k: Int, itemsize: Int, want_dx: Bool,
+                  t: Int) raises -> PythonObject:
+    var E = a.entry
+    var s = _session(E, a.addr(0))
+    var d = s.dims
+    if rows > s.capacity:
+        raise Error("ValueError: ", E, ": rows = ", rows, " exceeds the session's capacity of ",
+                    s.capacity, " rows")
+    if itemsize != 4 and itemsize != 8:
+        raise Error("ValueError: ", E, ": target_itemsize must be 4 or 8, got ", itemsize)
+    if t != s.t():
+        raise Error("RuntimeError: ", E, ": the caller expects step ", t,
+                    " but the session is at step ", s.t())
+    if mode == MODE_TRAIN and t + k > _MAX_STEP:
+        raise Error("ValueError: ", E, ": steps ", t + 1, "..", t + k,
+                    " pass the step limit 2**31-1")
+    var o = Outputs.packed(a.addr(3), d, rows, k)
+    var x = F32P(unsafe_from_address=a.addr(1))
+    var y = a.addr(2)
+    var outcome: Outcome
+    if rows * k >= _GIL_RELEASE_ROWS:
+        var ts = external_call["PyEval_SaveThread", Int]()  # pure Mojo until restored
+        outcome = run_steps(s, x, y, itemsize, o, rows, k, mode, want_dx)
+        external_call["PyEval_RestoreThread", NoneType](ts)
+    else:
+        outcome = run_steps(s, x, y, itemsize, o, rows, k, mode, want_dx)
+    if outcome.status == BAD_TARGET:
+        raise Error("ValueError: ", E, ": targets must be classes 0..", d.classes - 1,
+                    "; targets[", outcome.detail, "] = ", read_label(y, itemsize, outcome.detail))
+    if outcome.status == BAD_X:
+        raise Error("ValueError: ", E, ": X must be finite (flat index ", outcome.detail, " is ",
+                    x[unsafe_offset=outcome.detail], ")")
+    if outcome.status == NONFINITE:
+        var names: List[StaticString] = ["logits", "losses", "grads", "input_grad", "params",
+                                         "m", "v"]
+        raise Error("RuntimeError: ", E, ": output '", names[outcome.detail],
+                    "' is not finite at index ", outcome.index, " (the session is unchanged)")
+    return PythonObject(s.t())
+
+
+def mlp_resident_step(packed_addrs: PythonObject, packed_params: PythonObject) raises -> PythonObject:
+    """One pass on a session: mode 0 forward (logits), 1 gradients (loss, logits, grads,
+    input_grad), 2 one training step. Returns the session's step count afterwards."""
+    var a = _Packed(MLP_RESIDENT_STEP, packed_addrs, packed_params)
+    var mode = a.int(0, "mode", 0, 2)
+    var rows = a.int(1, "rows", 1, _MAX_CAPACITY)
+    return _resident_run(a, mode, rows, 1, a.int(2, "target_itemsize", 4, 8),
+                         a.int(3, "want_input_grad", 0, 1) == 1, a.int(4, "t", 0, _MAX_STEP))
+
+
+def mlp_resident_steps(packed_addrs: PythonObject, packed_params: PythonObject) raises -> PythonObject:
+    """k training steps in one call over k batches of `rows` rows stacked in x / targets; out
+    holds the k losses and the last step's logits and grads. Returns the new step count."""
+    var a = _Packed(MLP_RESIDENT_STEPS, packed_addrs, packed_params)
+    var rows = a.int(0, "rows", 1, _MAX_CAPACITY)
+    var k = a.int(1, "k", 1, _MAX_STEP)
+    return _resident_run(a, MODE_TRAIN, rows, k, a.int(2, "target_itemsize", 4, 8), False,
+                         a.int(3, "t", 0, _MAX_STEP))

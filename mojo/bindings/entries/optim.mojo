@@ -28,7 +28,7 @@ from training.optim import (adam_scalars, adam_update_into, bias_correction,
                             sum_squares, tree_sum)
 
 comptime OPTIM_STEP = Layout(
-    "optim_step", "table,exp_avg,exp_avg_sq,buf_initialized,scratch",
+    "optim_step", "table,exp_avg,exp_avg_sq,buf_initialized,scratch,step",
     "kind,n_tensors,n_total,t,lr,beta1,beta2,eps,weight_decay,momentum,dampening,nesterov,maximize,clip,max_norm")
 comptime OPTIM_CLIP_GRAD_NORM = Layout("optim_clip_grad_norm", "table",
                                        "n_tensors,max_norm,error_if_nonfinite")
@@ -227,6 +227,10 @@ def optim_step(addrs: PythonObject, params: PythonObject) raises -> PythonObject
     var ts = external_call["PyEval_SaveThread", Int]()
     var out = _run_step(table, sizes, args.f32(1), args.f32(2), args.i32(3), args.f32(4),
                         n_total, plan)
+    if out.code == OK:
+        # The step count is committed with the parameters and moments, before control is
+        # back in Python: an interrupt arriving after this call cannot tear the state.
+        I64P(unsafe_from_address=args.addrs[5])[unsafe_offset=0] = Int64(t)
     external_call["PyEval_RestoreThread", NoneType](ts)
     if out.code == BAD_GRAD:
         raise Error("ValueError: ", E, ": gradient ", out.tensor, " is not finite at index ",

@@ -1,0 +1,380 @@
+"""The resident MLP session: parameters, AdamW moments, their pre-step backup, the step count
+and the step's scratch in ONE binding-owned memory block, kept between calls.
+
+The session is an address (the handle Python holds): `session_open` callocs the block and
+fills it, `session_close` clears the magic word and frees it. Every entry checks the magic
+word first, so a closed or foreign handle is refused instead of trusted (Python's
+`_mlp_resident.Session` makes sure a handle is closed exactly once and never used after).
+
+Block layout: 16 int64 header slots (below), then float32 regions, each rounded up to 16
+floats: hyperparameters (lr, beta1, beta2, eps, weight_decay), params, m, v, their backups
+bp, bm, bv, per-row scratch for `capacity` rows: h (rows × H), dlogits (rows × O),
+dh (rows × H), int32 labels (rows), and the transposed weights of training/mlp_lanes.mojo.
+
+A training run copies (params, m, v, t) to the backup first; a refused run (non-finite
+output) copies it back before returning, and `session_rollback` can undo the last completed
+run (the Python side uses it when something fails after the binding returned).
+
+The arithmetic is training/mlp.mojo's (`mlp_forward`, `mean_cross_entropy`, `mlp_backward`,
+`adamw_flat`); the trainer's 8→16→3 network runs training/mlp_lanes.mojo's compile-time
+specialization of the same operations in the same order, so a resident step has the bits of
+`mlp_train_step` and of the per-operation path (tests/test_resident.py compares them). On GPU vendors the block lives in device
+memory; `run_steps` is the one place that dispatches to the device kernels.
+"""
+from std.ffi import external_call
+
+from training.checks import first_nonfinite, is_finite32
+from training.config import F32P, I32P, I64P
+from training.loss import mean_cross_entropy
+from training.mlp import (MLPDims, MODE_FORWARD, MODE_GRADS, MODE_TRAIN, adamw_flat,
+                          mlp_backward, mlp_forward)
+from training.mlp_lanes import lanes_backward, lanes_cross_entropy, lanes_forward
+
+comptime MAGIC = 0x314E4F4953534553  # "SESSION1", little-endian
+comptime HEADER_SLOTS = 16
+comptime S_MAGIC = 0
+comptime S_INPUTS = 1
+comptime S_HIDDEN = 2
+comptime S_CLASSES = 3
+comptime S_CAPACITY = 4
+comptime S_T = 5
+comptime S_BACKUP_T = 6  # -1: no backup to roll back to
+comptime S_TOTAL_FLOATS = 7
+
+# Outcomes of a run (the entry turns them into Python errors).
+comptime OK = 0
+comptime BAD_TARGET = 1  # detail: flat index of the first label outside [0, O)
+comptime BAD_X = 2  # detail: flat index of the first non-finite input
+comptime NONFINITE = 3  # detail: which output (NF_* below), index in `index`
+comptime NF_LOGITS = 0
+comptime NF_LOSSES = 1
+comptime NF_GRADS = 2
+comptime NF_INPUT_GRAD = 3
+comptime NF_PARAMS = 4
+comptime NF_M = 5
+comptime NF_V = 6
+
+
+def _round16(n: Int) -> Int:
+    return (n + 15) // 16 * 16
+
+
+@fieldwise_init
+struct Regions(ImplicitlyCopyable):
+    """Float offsets of a session's regions from the first float after the header."""
+
+    var hyper: Int
+    var p: Int
+    var m: Int
+    var v: Int
+    var bp: Int
+    var bm: Int
+    var bv: Int
+    var h: Int
+    var dl: Int
+    var dh: Int
+    var y: Int
+    var wt: Int
+    var end: Int
+
+    @staticmethod
+    def of(d: MLPDims, capacity: Int) -> Regions:
+        var n = _round16(d.total())
+        var p = 16
+        var h = p + 6 * n
+        var dl = h + _round16(capacity * d.hidden)
+        var dh = dl + _round16(capacity * d.classes)
+        var y = dh + _round16(capacity * d.hidden)
+        var wt = y + _round16(capacity)
+        var padded = 1
+        while padded < d.classes:
+            padded *= 2
+        return Regions(0, p, p + n, p + 2 * n, p + 3 * n, p + 4 * n, p + 5 * n, h, dl, dh, y,
+                       wt, wt + _round16(d.inputs * d.hidden + d.hidden * padded))
+
+
+struct Session(ImplicitlyCopyable):
+    """A view of an open session block (no ownership: `session_close` frees the block)."""
+
+    var addr: Int
+    var dims: MLPDims
+    var capacity: Int
+    var r: Regions
+
+    def __init__(out self, addr: Int):
+        var hdr = I64P(unsafe_from_address=addr)
+        self.addr = addr
+        self.dims = MLPDims(Int(hdr[unsafe_offset=S_INPUTS]), Int(hdr[unsafe_offset=S_HIDDEN]),
+                            Int(hdr[unsafe_offset=S_CLASSES]))
+        self.capacity = Int(hdr[unsafe_offset=S_CAPACITY])
+        self.r = Regions.of(self.dims, self.capacity)
+
+    def header(self) -> I64P:
+        return I64P(unsafe_from_address=self.addr)
+
+    def f(self, offset: Int) -> F32P:
+        return F32P(unsafe_from_address=self.addr + 8 * HEADER_SLOTS + 4 * offset)
+
+    def t(self) -> Int:
+        return Int(self.header()[unsafe_offset=S_T])
+
+    def set_t(self, t: Int):
+        self.header()[unsafe_offset=S_T] = Int64(t)
+
+    def backup_t(self) -> Int:
+        return Int(self.header()[unsafe_offset=S_BACKUP_T])
+
+    def params(self) -> F32P:
+        return self.f(self.r.p)
+
+    def m(self) -> F32P:
+        return self.f(self.r.m)
+
+    def v(self) -> F32P:
+        return self.f(self.r.v)
+
+    def hyper(self, i: Int) -> Float32:
+        return self.f(self.r.hyper)[unsafe_offset=i]
+
+
+def is_session(addr: Int) -> Bool:
+    """True when `addr` is an open session block (its magic word is set)."""
+    return addr != 0 and I64P(unsafe_from_address=addr)[unsafe_offset=S_MAGIC] == MAGIC
+
+
+def copy_floats(src: F32P, dst: F32P, n: Int):
+    comptime W = 8
+    var i = 0
+    while i + W <= n:
+        dst.unsafe_offset(i).unsafe_store(src.unsafe_load[width=W](i))
+        i += W
+    while i < n:
+        dst[unsafe_offset=i] = src[unsafe_offset=i]
+        i += 1
+
+
+def session_open(d: MLPDims, capacity: Int, t: Int, lr: Float32, beta1: Float32, beta2: Float32,
+                 eps: Float32, weight_decay: Float32, p: F32P, m: F32P, v: F32P) -> Int:
+    """A new session holding copies of p, m, v (d.total() each) and step count t; 0 when the
+    allocation fails."""
+    var r = Regions.of(d, capacity)
+    var addr = external_call["calloc", Int](8 * HEADER_SLOTS + 4 * r.end, 1)
+    if addr == 0:
+        return 0
+    var hdr = I64P(unsafe_from_address=addr)
+    hdr[unsafe_offset=S_INPUTS] = Int64(d.inputs)
+    hdr[unsafe_offset=S_HIDDEN] = Int64(d.hidden)
+    hdr[unsafe_offset=S_CLASSES] = Int64(d.classes)
+    hdr[unsafe_offset=S_CAPACITY] = Int64(capacity)
+    hdr[unsafe_offset=S_T] = Int64(t)
+    hdr[unsafe_offset=S_BACKUP_T] = -1
+    hdr[unsafe_offset=S_TOTAL_FLOATS] = Int64(r.end)
+    var s = Session(addr)
+    var hy = s.f(r.hyper)
+    hy[unsafe_offset=0] = lr
+    hy[unsafe_offset=1] = beta1
+    hy[unsafe_offset=2] = beta2
+    hy[unsafe_offset=3] = eps
+    hy[unsafe_offset=4] = weight_decay
+    var n = d.total()
+    copy_floats(p, s.params(), n)
+    copy_floats(m, s.m(), n)
+    copy_floats(v, s.v(), n)
+    hdr[unsafe_offset=S_MAGIC] = MAGIC
+    return addr
+
+
+def session_close(addr: Int):
+    """Free an open session (the magic word is cleared first, so a stale handle is refused)."""
+    I64P(unsafe_from_address=addr)[unsafe_offset=S_MAGIC] = 0
+    external_call["free", NoneType](addr)
+
+
+def session_download(s: Session, p: F32P, m: F32P, v: F32P) -> Int:
+    """Copy the current params, m, v out; returns the step count."""
+    var n = s.dims.total()
+    copy_floats(s.params(), p, n)
+    copy_floats(s.m(), m, n)
+    copy_floats(s.v(), v, n)
+    return s.t()
+
+
+def _backup(s: Session):
+    var n = s.dims.total()
+    copy_floats(s.params(), s.f(s.r.bp), n)
+    copy_floats(s.m(), s.f(s.r.bm), n)
+    copy_floats(s.v(), s.f(s.r.bv), n)
+    s.header()[unsafe_offset=S_BACKUP_T] = Int64(s.t())
+
+
+def _restore(s: Session):
+    var n = s.dims.total()
+    copy_floats(s.f(s.r.bp), s.params(), n)
+    copy_floats(s.f(s.r.bm), s.m(), n)
+    copy_floats(s.f(s.r.bv), s.v(), n)
+    s.set_t(s.backup_t())
+
+
+def session_rollback(s: Session, t_before: Int) -> Bool:
+    """Undo the last completed training run when it started at step `t_before` and the session
+    has moved on since; returns whether it did."""
+    if s.t() == t_before or s.backup_t() != t_before:
+        return False
+    _restore(s)
+    return True
+
+
+def first_bad_label(y: Int, itemsize: Int, n: Int, classes: Int) -> Int:
+    """Index of the first of n labels (int32 or int64 at address y) outside [0, classes)."""
+    if itemsize == 8:
+        var q = I64P(unsafe_from_address=y)
+        for i in range(n):
+            var c = q[unsafe_offset=i]
+            if c < 0 or c >= Int64(classes):
+                return i
+    else:
+        var w = I32P(unsafe_from_address=y)
+        for i in range(n):
+            var c = w[unsafe_offset=i]
+            if c < 0 or c >= Int32(classes):
+                return i
+    return -1
+
+
+def read_label(y: Int, itemsize: Int, i: Int) -> Int:
+    if itemsize == 8:
+        return Int(I64P(unsafe_from_address=y)[unsafe_offset=i])
+    return Int(I32P(unsafe_from_address=y)[unsafe_offset=i])
+
+
+@fieldwise_init
+struct Outcome(ImplicitlyCopyable):
+    var status: Int
+    var detail: Int
+    var index: Int
+
+
+@fieldwise_init
+struct Outputs(ImplicitlyCopyable):
+    """Where a run writes: losses (k), logits (rows × O), grads (n), input_grad (rows × I)."""
+
+    var losses_at: Int
+    var logits_at: Int
+    var grads_at: Int
+    var dx_at: Int
+
+    @staticmethod
+    def packed(out_addr: Int, d: MLPDims, rows: Int, k: Int) -> Outputs:
+        """The layout of one flat result buffer: [losses | logits | grads | input_grad]."""
+        var logits = out_addr + 4 * k
+        var grads = logits + 4 * rows * d.classes
+        return Outputs(out_addr, logits, grads, grads + 4 * d.total())
+
+    def losses(self) -> F32P:
+        return F32P(unsafe_from_address=self.losses_at)
+
+    def logits(self) -> F32P:
+        return F32P(unsafe_from_address=self.logits_at)
+
+    def grads(self) -> F32P:
+        return F32P(unsafe_from_address=self.grads_at)
+
+    def dx(self) -> F32P:
+        return F32P(unsafe_from_address=self.dx_at)
+
+
+def packed_floats(d: MLPDims, rows: Int, k: Int, want_dx: Bool) -> Int:
+    """Size of the flat result buffer of `Outputs.packed`."""
+    return k + rows * d.classes + d.total() + (rows * d.inputs if want_dx else 0)
+
+
+def run_steps(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: Int, k: Int,
+              mode: Int, want_dx: Bool) -> Outcome:
+    """Check the inputs, then run `k` steps (mode train) or one forward / gradient pass on the
+    session, all or nothing. Pure Mojo (no Python API): the caller may release the GIL."""
+    var d = s.dims
+    if mode != MODE_FORWARD:
+        var bad = first_bad_label(y, y_itemsize, k * rows, d.classes)
+        if bad >= 0:
+            return Outcome(BAD_TARGET, bad, 0)
+    var bad_x = first_nonfinite(x, k * rows * d.inputs)
+    if bad_x >= 0:
+        return Outcome(BAD_X, bad_x, 0)
+    var train = mode == MODE_TRAIN
+    if train:
+        _backup(s)
+    var t0 = s.t() + 1
+    var p = s.params()
+    var h = s.f(s.r.h)
+    var dl = s.f(s.r.dl)
+    var dh = s.f(s.r.dh)
+    var y32 = I32P(unsafe_from_address=Int(s.f(s.r.y)))
+    var lr = s.hyper(0)
+    var b1 = s.hyper(1)
+    var b2 = s.hyper(2)
+    var eps = s.hyper(3)
+    var wd = s.hyper(4)
+    var small = d.inputs == 8 and d.hidden == 16 and d.classes == 3
+    var wt = s.f(s.r.wt)
+    for i in range(k):
+        var xb = x.unsafe_offset(i * rows * d.inputs)
+        if small:
+            lanes_forward[8, 16, 3](xb, p, h, o.logits(), wt, rows)
+        else:
+            mlp_forward(d, xb, p, h, o.logits(), rows)
+        if mode == MODE_FORWARD:
+            break
+        var yb = I32P(unsafe_from_address=y + i * rows * y_itemsize)
+        if y_itemsize != 4:
+            for r in range(rows):
+                y32[unsafe_offset=r] = Int32(read_label(y, y_itemsize, i * rows + r))
+            yb = y32
+        if small:
+            o.losses()[unsafe_offset=i] = lanes_cross_entropy[3](o.logits(), yb, dl, rows)
+            lanes_backward[8, 16, 3](xb, p, h, dl, dh, o.grads(), o.dx(), rows, want_dx)
+        else:
+            o.losses()[unsafe_offset=i] = mean_cross_entropy(o.logits(), yb, rows, d.classes,
+                                                             dl, True)
+            mlp_backward(d, xb, p, h, dl, dh, o.grads(), o.dx(), rows, want_dx)
+        if train:
+            adamw_flat(p, o.grads(), s.m(), s.v(), d.total(), t0 + i, lr, b1, b2, eps, wd)
+    var which = _first_nonfinite_output(s, o, rows, k, mode, want_dx)
+    if which.status != OK:
+        if train:
+            _restore(s)
+        return which
+    if train:
+        s.set_t(s.t() + k)
+    return Outcome(OK, 0, 0)
+
+
+def _first_nonfinite_output(s: Session, o: Outputs, rows: Int, k: Int, mode: Int,
+                            want_dx: Bool) -> Outcome:
+    var d = s.dims
+    var n = d.total()
+    var at = first_nonfinite(o.logits(), rows * d.classes)
+    if at >= 0:
+        return Outcome(NONFINITE, NF_LOGITS, at)
+    if mode == MODE_FORWARD:
+        return Outcome(OK, 0, 0)
+    at = first_nonfinite(o.losses(), k)
+    if at >= 0:
+        return Outcome(NONFINITE, NF_LOSSES, at)
+    at = first_nonfinite(o.grads(), n)
+    if at >= 0:
+        return Outcome(NONFINITE, NF_GRADS, at)
+    if want_dx:
+        at = first_nonfinite(o.dx(), rows * d.inputs)
+        if at >= 0:
+            return Outcome(NONFINITE, NF_INPUT_GRAD, at)
+    if mode == MODE_TRAIN:
+        at = first_nonfinite(s.params(), n)
+        if at >= 0:
+            return Outcome(NONFINITE, NF_PARAMS, at)
+        at = first_nonfinite(s.m(), n)
+        if at >= 0:
+            return Outcome(NONFINITE, NF_M, at)
+        at = first_nonfinite(s.v(), n)
+        if at >= 0:
+            return Outcome(NONFINITE, NF_V, at)
+    return Outcome(OK, 0, 0)

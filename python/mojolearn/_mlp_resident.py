@@ -1,0 +1,79 @@
+"""A resident MLP session: the trainer's parameters, AdamW moments and step count living in
+binding-owned memory between calls (device memory on a GPU vendor).
+
+The handle is the address of the session block the binding allocated (`mlp_resident_open`);
+the binding checks its magic word on every call, and this class makes sure it is closed
+exactly once: by `close()`, or by `weakref.finalize` when the Session is collected (an
+exception between open and publish cannot leak it either: the finalizer is armed right
+after the open). Callers serialize their use (the trainer holds its lock around every call).
+
+The hot entries take packed arguments: the addresses of two arrays this object keeps,
+int64 `[4, session, x, targets, out]` and float64 `[n, params...]`; the trainer writes the
+per-call slots and passes the two addresses (a Python list item costs ~60 ns to read in
+Mojo, a packed slot ~1 ns).
+"""
+import array as _pyarray
+import weakref
+
+from . import _backend
+from . import _mlp_state as S
+from ._buffer import zeros
+
+CAPACITY_ROWS = 256  # rows per step the session's scratch holds (the trainer's batch limit)
+
+
+def _raw():
+    # Plumbing (open, download, rollback, close) goes to the loaded module directly: it must
+    # work even while a caller has wrapped or replaced the computing entries.
+    return _backend.binding().raw
+
+
+def _call(entry, *args):
+    try:
+        return entry(*args)
+    except Exception as exc:
+        raise _backend.translate(exc) from None
+
+
+def _close(raw, handle):
+    try:
+        raw.mlp_resident_close([handle], [])
+    except Exception:  # already refused as closed: nothing to free
+        pass
+
+
+class Session:
+    """An open resident session holding (params, m, v, t) and the step's scratch."""
+
+    def __init__(self, params, m, v, t, config):
+        raw = _raw()
+        hyper = [config[k] for k in S.CONFIG_KEYS]
+        self.handle = _call(raw.mlp_resident_open, [params._addr, m._addr, v._addr],
+                            [*S.ARCHITECTURE, CAPACITY_ROWS, t, *hyper])
+        self._finalizer = weakref.finalize(self, _close, raw, self.handle)
+        # Packed arguments of mlp_resident_step / _steps: [count, session, x, targets, out]
+        # and [count, params...] (5 for _step, 4 for _steps).
+        self.addrs = _pyarray.array("q", (4, self.handle, 0, 0, 0))
+        self.step_params = _pyarray.array("d", (5, 2, 1, 4, 0, t))
+        self.steps_params = _pyarray.array("d", (4, 1, 1, 4, t))
+        self.addrs_at = self.addrs.buffer_info()[0]
+        self.step_params_at = self.step_params.buffer_info()[0]
+        self.steps_params_at = self.steps_params.buffer_info()[0]
+
+    def download(self):
+        """(params, m, v, t): fresh owned Arrays of 195 and the step count."""
+        p, m, v = zeros((S.TOTAL,)), zeros((S.TOTAL,)), zeros((S.TOTAL,))
+        t = _call(_raw().mlp_resident_download, [self.handle, p._addr, m._addr, v._addr], [])
+        return p, m, v, int(t)
+
+    def rollback(self, t_before):
+        """Undo the last training run if it started at `t_before` and was applied; returns the
+        session's step count."""
+        return int(_call(_raw().mlp_resident_rollback, [self.handle], [t_before]))
+
+    def close(self):
+        self._finalizer()
+
+    @property
+    def closed(self):
+        return not self._finalizer.alive

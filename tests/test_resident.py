@@ -1,0 +1,348 @@
+"""The resident MLP session entries (`mlp_resident_open / _step / _steps / _download /
+_rollback / _close`) and the trainer on top of them: same bits as the non-resident fused entry
+(`mlp_train_step`) and the per-operation path, all-or-nothing refusals inside the binding,
+rollback, automatic closing, and independent sessions in parallel threads."""
+import array
+import gc
+import math
+import os
+import threading
+
+import pytest
+
+import mojolearn as ml
+from mojolearn import _backend, _mlp_resident, _rng
+from mojolearn import _mlp_state as S
+from mojolearn._array import Array
+from mojolearn._buffer import zeros
+
+HYPER = dict(lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01)
+CAPACITY = _mlp_resident.CAPACITY_ROWS
+
+
+def raw():
+    return _backend.binding().raw
+
+
+def b():
+    return _backend.binding()
+
+
+def rand_state(seed):
+    p = S.flat(_rng.init_small_mlp(seed % (1 << 64)))
+    return p, zeros((S.TOTAL,)), zeros((S.TOTAL,))
+
+
+class Packed:
+    """The packed arguments of mlp_resident_step / _steps, kept alive by the caller."""
+
+    def __init__(self, handle, x, y, out, params):
+        self.q = array.array("q", [4, handle, x, y, out])
+        self.d = array.array("d", [len(params), *params])
+
+    def call(self, entry):
+        return entry(self.q.buffer_info()[0], self.d.buffer_info()[0])
+
+
+def open_session(p, m, v, t=0, capacity=CAPACITY):
+    return b().mlp_resident_open([p._addr, m._addr, v._addr],
+                                 [8, 16, 3, capacity, t, *HYPER.values()])
+
+
+def download(handle):
+    p, m, v = zeros((S.TOTAL,)), zeros((S.TOTAL,)), zeros((S.TOTAL,))
+    t = b().mlp_resident_download([handle, p._addr, m._addr, v._addr], [])
+    return t, p.tobytes() + m.tobytes() + v.tobytes()
+
+
+def fused_step(p, m, v, X, y, rows, t, k=1, want_dx=False):
+    """The non-resident fused entry on host buffers: (new p, m, v, losses, logits, grads, dx)."""
+    out = [zeros((S.TOTAL,)) for _ in range(3)]
+    losses, logits, grads = zeros((k,)), zeros((rows, 3)), zeros((S.TOTAL,))
+    dx = zeros((rows, 8))
+    b().mlp_train_step([X._addr, y._addr, p._addr, m._addr, v._addr, *(o._addr for o in out),
+                        losses._addr, logits._addr, grads._addr, dx._addr],
+                       [rows, 8, 16, 3, 2, k, t + 1, *HYPER.values(), int(want_dx)])
+    return out, losses, logits, grads, dx
+
+
+def test_resident_steps_match_the_fused_entry(seed):
+    p, m, v = rand_state(seed)
+    h = open_session(p, m, v)
+    try:
+        t = 0
+        for rows, k in ((5, 1), (1, 3), (32, 2), (256, 1)):
+            batches = _rng.batches((seed + rows) % (1 << 64), rows, k)
+            X = Array(memoryview(b"".join(x.tobytes() for x, _ in batches)).cast("f"), "<f4",
+                      (k * rows, 8))
+            y32 = Array([c for _, yy in batches for c in yy.tolist()], "<i4")
+            y64 = array.array("q", y32.tolist())
+            (p, m, v), losses, logits, grads, dx = fused_step(p, m, v, X, y32, rows, t, k,
+                                                              want_dx=k == 1)
+            n = k + rows * 3 + S.TOTAL + (rows * 8 if k == 1 else 0)
+            out = array.array("f", bytes(4 * n))
+            ya, itemsize = (y64.buffer_info()[0], 8) if rows % 2 else (y32._addr, 4)
+            if k == 1:
+                pk = Packed(h, X._addr, ya, out.buffer_info()[0], [2, rows, itemsize, 1, t])
+                t_new = pk.call(b().mlp_resident_step)
+            else:
+                pk = Packed(h, X._addr, ya, out.buffer_info()[0], [rows, k, itemsize, t])
+                t_new = pk.call(b().mlp_resident_steps)
+            assert t_new == t + k, f"seed {seed}"
+            t = t_new
+            want = losses.tobytes() + logits.tobytes() + grads.tobytes() + \
+                (dx.tobytes() if k == 1 else b"")
+            assert out.tobytes() == want, f"seed {seed}, rows {rows}, k {k}"
+            assert download(h) == (t, p.tobytes() + m.tobytes() + v.tobytes()), f"seed {seed}"
+    finally:
+        b().mlp_resident_close([h], [])
+
+
+def test_forward_and_grads_modes_leave_the_session_alone(seed):
+    p, m, v = rand_state(seed)
+    h = open_session(p, m, v, t=7)
+    try:
+        (X, y), = _rng.batches(seed % (1 << 64), 9, 1)
+        before = download(h)
+        out = array.array("f", bytes(4 * (1 + 27 + S.TOTAL + 72)))
+        Packed(h, X._addr, y._addr, out.buffer_info()[0], [1, 9, 4, 1, 7]).call(
+            b().mlp_resident_step)
+        assert download(h) == before
+        _, losses, logits, grads, dx = fused_step(p, m, v, X, y, 9, 7, want_dx=True)
+        assert out.tobytes() == losses.tobytes() + logits.tobytes() + grads.tobytes() + \
+            dx.tobytes(), f"seed {seed}"
+        fwd = array.array("f", bytes(4 * (1 + 27 + S.TOTAL)))
+        Packed(h, X._addr, X._addr, fwd.buffer_info()[0], [0, 9, 4, 0, 7]).call(
+            b().mlp_resident_step)
+        assert fwd[1:28].tobytes() == logits.tobytes() and download(h) == before
+    finally:
+        b().mlp_resident_close([h], [])
+
+
+def _refusal_cases(h, X, y, out):
+    """(exception, message, packed-arguments) of refused calls on an open session."""
+    bad32 = Array([0, 1, 3, 0], "<i4")
+    bad64 = array.array("q", [0, 1 << 40, 0, 0])
+    nan_x = Array(X.tolist(), "<f4")
+    nan_x[2, 5] = math.nan
+    o = out.buffer_info()[0]
+    return [
+        (ValueError, r"targets must be classes 0..2; targets\[2\] = 3",
+         Packed(h, X._addr, bad32._addr, o, [2, 4, 4, 0, 1]), (bad32,)),
+        (ValueError, r"targets\[1\] = 1099511627776",
+         Packed(h, X._addr, bad64.buffer_info()[0], o, [2, 4, 8, 0, 1]), (bad64,)),
+        (ValueError, r"X must be finite \(flat index 21 is nan\)",
+         Packed(h, nan_x._addr, y._addr, o, [2, 4, 4, 0, 1]), (nan_x,)),
+        (ValueError, "exceeds the session's capacity",
+         Packed(h, X._addr, y._addr, o, [2, CAPACITY + 1, 4, 0, 1]), ()),
+        (ValueError, r"target_itemsize must be an integer in \[4, 8\]",
+         Packed(h, X._addr, y._addr, o, [2, 4, 2, 0, 1]), ()),
+        (RuntimeError, "expects step 0 but the session is at step 1",
+         Packed(h, X._addr, y._addr, o, [2, 4, 4, 0, 0]), ()),
+        (ValueError, "mode must be an integer in",
+         Packed(h, X._addr, y._addr, o, [3, 4, 4, 0, 1]), ()),
+        (ValueError, "expected 4 addresses and 5 params, got 4 and 4",
+         Packed(h, X._addr, y._addr, o, [2, 4, 4, 0]), ()),
+        (ValueError, "address 1 is null", Packed(h, 0, y._addr, o, [2, 4, 4, 0, 1]), ()),
+        (ValueError, "target_itemsize must be 4 or 8",
+         Packed(h, X._addr, y._addr, o, [2, 4, 5, 0, 1]), ()),
+        # A live buffer that is not a session (its first word is not the magic word).
+        (ValueError, "not an open session", Packed(out.buffer_info()[0], X._addr, y._addr, o,
+                                                   [2, 4, 4, 0, 1]), ()),
+    ]
+
+
+def test_refusals_change_nothing_in_the_session(seed):
+    p, m, v = rand_state(seed)
+    h = open_session(p, m, v)
+    try:
+        (X, y), = _rng.batches(seed % (1 << 64), 4, 1)
+        out = array.array("f", bytes(4 * (1 + 12 + S.TOTAL)))
+        Packed(h, X._addr, y._addr, out.buffer_info()[0], [2, 4, 4, 0, 0]).call(
+            b().mlp_resident_step)
+        before = download(h)
+        for exc, match, pk, _keep in _refusal_cases(h, X, y, out):
+            with pytest.raises(exc, match=match):
+                pk.call(b().mlp_resident_step)
+            assert download(h) == before, match
+        with pytest.raises(ValueError, match="pass the step limit"):
+            Packed(h, X._addr, y._addr, out.buffer_info()[0], [4, (1 << 31) - 1, 4, 1]).call(
+                b().mlp_resident_steps)
+        with pytest.raises(ValueError, match="packed argument arrays must not be null"):
+            b().mlp_resident_step(0, 0)
+        assert download(h) == before
+    finally:
+        b().mlp_resident_close([h], [])
+
+
+def test_nonfinite_result_restores_the_session():
+    big = Array([3.0e38] * S.TOTAL, "<f4")
+    h = open_session(big, zeros((S.TOTAL,)), zeros((S.TOTAL,)), t=3)
+    try:
+        before = download(h)
+        X = Array([1.0] * 24, "<f4", (3, 8))
+        y = Array([0, 1, 2], "<i4")
+        out = array.array("f", bytes(4 * (2 + 9 + S.TOTAL)))
+        with pytest.raises(RuntimeError, match="is not finite at index"):
+            Packed(h, X._addr, y._addr, out.buffer_info()[0], [1, 2, 4, 3]).call(
+                b().mlp_resident_steps)
+        assert download(h) == before
+    finally:
+        b().mlp_resident_close([h], [])
+
+
+def test_open_refusals():
+    p, m, v = rand_state(1)
+    nan = Array([math.nan] * S.TOTAL, "<f4")
+    with pytest.raises(ValueError, match=r"mlp_resident_open: m must be finite \(index 0 is nan\)"):
+        b().mlp_resident_open([p._addr, nan._addr, v._addr], [8, 16, 3, 4, 0, *HYPER.values()])
+    with pytest.raises(ValueError, match="capacity_rows must be an integer"):
+        b().mlp_resident_open([p._addr, m._addr, v._addr], [8, 16, 3, 0, 0, *HYPER.values()])
+    with pytest.raises(ValueError, match="need lr > 0"):
+        b().mlp_resident_open([p._addr, m._addr, v._addr], [8, 16, 3, 4, 0, -1.0, 0.9, 0.999,
+                                                           1e-8, 0.0])
+
+
+def test_rollback_undoes_only_the_last_run(seed):
+    p, m, v = rand_state(seed)
+    h = open_session(p, m, v)
+    try:
+        (X, y), = _rng.batches(seed % (1 << 64), 6, 1)
+        out = array.array("f", bytes(4 * (1 + 18 + S.TOTAL)))
+        pk = Packed(h, X._addr, y._addr, out.buffer_info()[0], [2, 6, 4, 0, 0])
+        pk.call(b().mlp_resident_step)
+        after_one = download(h)
+        pk.d[5] = 1
+        pk.call(b().mlp_resident_step)
+        assert b().mlp_resident_rollback([h], [0]) == 2  # not the last run's start: no-op
+        assert b().mlp_resident_rollback([h], [1]) == 1
+        assert download(h) == after_one
+        assert b().mlp_resident_rollback([h], [1]) == 1  # nothing left to undo
+    finally:
+        b().mlp_resident_close([h], [])
+    not_a_session = zeros((64,))
+    for entry, params in ((b().mlp_resident_rollback, [0]), (b().mlp_resident_close, [])):
+        with pytest.raises(ValueError, match="not an open session"):
+            entry([not_a_session._addr], params)
+
+
+def test_session_closes_automatically():
+    p, m, v = rand_state(2)
+    s = _mlp_resident.Session(p, m, v, 0, dict(zip(S.CONFIG_KEYS, HYPER.values())))
+    fin = s._finalizer
+    assert fin.alive and not s.closed
+    del s
+    gc.collect()
+    assert not fin.alive
+    t = ml.SmallMLPTrainer(*_rng.init_small_mlp(3), data_schedule={"s": 1})
+    fin = t._session._finalizer
+    old = t._session._finalizer
+    t.load_state_dict(t.state_dict())  # reopens: the old session is closed at once
+    assert not old.alive and t._session._finalizer.alive
+    fin = t._session._finalizer
+    del t
+    gc.collect()
+    assert not fin.alive
+
+
+def test_close_twice_is_harmless():
+    p, m, v = rand_state(4)
+    s = _mlp_resident.Session(p, m, v, 0, dict(zip(S.CONFIG_KEYS, HYPER.values())))
+    s.close()
+    s.close()
+    assert s.closed
+
+
+def test_trainer_paths_agree(seed, monkeypatch):
+    """train_step == train_steps == loss_and_grads + apply_gradients == per-operation path,
+    on one stream of batches (the resident session under all but the last)."""
+    k, rows = 3, 7
+    batches = _rng.batches(seed % (1 << 64), rows, k)
+    init = _rng.init_small_mlp(seed % (1 << 64))
+    mk = lambda: ml.SmallMLPTrainer(*init, data_schedule={"s": 1}, lr=1e-2)  # noqa: E731
+    a, c, d = mk(), mk(), mk()
+    ra = [a.train_step(X, y) for X, y in batches]
+    for X, y in batches:
+        loss, grads = d.loss_and_grads(X, y)
+        d.apply_gradients(grads)
+    Xs = Array(memoryview(b"".join(X.tobytes() for X, _ in batches)).cast("f"), "<f4",
+               (k * rows, 8))
+    ys = array.array("q", [c_ for _, y in batches for c_ in y.tolist()])  # int64, read as is
+    rc = c.train_steps(Xs, ys, k)
+    monkeypatch.setenv("MOJOLEARN_MLP_FUSED", "0")
+    e = mk()
+    re = [e.train_step(X, y) for X, y in batches]
+    assert rc["losses"] == [r["loss"] for r in ra] == [r["loss"] for r in re], f"seed {seed}"
+    assert rc["logits"].tobytes() == ra[-1]["logits"].tobytes() == re[-1]["logits"].tobytes()
+    assert [g.tobytes() for g in rc["gradients"].values()] == \
+        [g.tobytes() for g in ra[-1]["gradients"].values()]
+    assert a.state_hash() == c.state_hash() == d.state_hash() == e.state_hash(), f"seed {seed}"
+
+
+def test_failure_after_the_binding_returned_is_rolled_back(monkeypatch):
+    t = ml.SmallMLPTrainer(*_rng.init_small_mlp(5), data_schedule={"s": 1})
+    (X, y), = _rng.batches(6, 4, 1)
+    t.train_step(X, y)
+    before = t.state_hash(), t.step_
+    from mojolearn import trainer as trainer_mod
+
+    def broken(*args):
+        raise MemoryError("injected after the step")
+
+    monkeypatch.setattr(trainer_mod, "_results", broken)
+    with pytest.raises(MemoryError, match="injected"):
+        t.train_step(X, y)
+    with pytest.raises(MemoryError, match="injected"):
+        t.train_steps(X, y, 2)
+    assert (t.state_hash(), t.step_) == before
+
+
+def test_parallel_trainers_match_serial(seed):
+    """Independent trainers in two threads (the binding releases the GIL during big steps)
+    give the bits of the same trainers run one after the other."""
+    init = _rng.init_small_mlp(seed % (1 << 64))
+    batches = _rng.batches((seed + 1) % (1 << 64), 64, 6)
+    Xs = Array(memoryview(b"".join(X.tobytes() for X, _ in batches)).cast("f"), "<f4", (384, 8))
+    ys = Array([c for _, y in batches for c in y.tolist()], "<i4")
+
+    def run(tr, out):
+        for _ in range(5):
+            for X, y in batches:
+                tr.train_step(X, y)
+            tr.train_steps(Xs, ys, 6)
+        out.append(tr.state_hash())
+
+    serial = []
+    for _ in range(2):
+        run(ml.SmallMLPTrainer(*init, data_schedule={"s": 1}), serial)
+    par = []
+    threads = [threading.Thread(target=run, args=(ml.SmallMLPTrainer(*init, data_schedule={"s": 1}), par))
+               for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert par == serial and serial[0] == serial[1], f"seed {seed}"
+
+
+FAST_SAME_BITS = """
+import sys
+sys.path.insert(0, {root!r})
+import mojolearn as ml
+from tests import test_resident as T
+assert ml.numeric_mode_used() == 'fast'
+T.test_resident_steps_match_the_fused_entry({seed})
+T.test_forward_and_grads_modes_leave_the_session_alone({seed})
+print('ok')
+"""
+
+
+def test_fast_mode_resident_matches_the_fused_entry(seed):
+    """In fast mode too, the resident step (FMA chains of training/mlp_lanes.mojo) has the
+    bits of the non-resident fused entry (training/mlp.mojo + the fast GEMM)."""
+    from tests.helpers import run_python
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = run_python(FAST_SAME_BITS.format(root=root, seed=seed),
+                     env={"MOJOLEARN_NUMERIC_MODE": "fast"})
+    assert out.split()[-1] == "ok", f"seed {seed}"
