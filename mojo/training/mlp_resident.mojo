@@ -18,16 +18,20 @@ run (the Python side uses it when something fails after the binding returned).
 The arithmetic is training/mlp.mojo's (`mlp_forward`, `mean_cross_entropy`, `mlp_backward`,
 `adamw_flat`); the trainer's 8→16→3 network runs training/mlp_lanes.mojo's compile-time
 specialization of the same operations in the same order, so a resident step has the bits of
-`mlp_train_step` and of the per-operation path (tests/test_resident.py compares them). On GPU vendors the block lives in device
-memory; `run_steps` is the one place that dispatches to the device kernels.
+`mlp_train_step` and of the per-operation path (tests/test_resident.py compares them).
+On GPU vendors `run_steps` is the one place that dispatches to the device kernel
+(training/mlp_gpu.mojo): the block stays in host memory and each run uploads the state and
+the batches and downloads the results (device-resident state between calls is not built yet,
+and the GPU path has not been run on a GPU).
 """
 from std.ffi import external_call
 
 from training.checks import first_nonfinite, is_finite32
-from training.config import F32P, I32P, I64P
+from training.config import F32P, I32P, I64P, VENDOR
 from training.loss import mean_cross_entropy
 from training.mlp import (MLPDims, MODE_FORWARD, MODE_GRADS, MODE_TRAIN, adamw_flat,
                           mlp_backward, mlp_forward)
+from training.mlp_gpu import mlp_steps_gpu
 from training.mlp_lanes import lanes_backward, lanes_cross_entropy, lanes_forward
 
 comptime MAGIC = 0x314E4F4953534553  # "SESSION1", little-endian
@@ -46,6 +50,7 @@ comptime OK = 0
 comptime BAD_TARGET = 1  # detail: flat index of the first label outside [0, O)
 comptime BAD_X = 2  # detail: flat index of the first non-finite input
 comptime NONFINITE = 3  # detail: which output (NF_* below), index in `index`
+comptime DEVICE_FAILED = 4  # the GPU runtime refused (no device, launch error)
 comptime NF_LOGITS = 0
 comptime NF_LOSSES = 1
 comptime NF_GRADS = 2
@@ -304,6 +309,38 @@ def run_steps(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
     if train:
         _backup(s)
     var t0 = s.t() + 1
+    comptime if VENDOR != "cpu":
+        var labels = List[Int32](length=max(k * rows, 1), fill=0)
+        if mode != MODE_FORWARD:
+            for i in range(k * rows):
+                labels[i] = Int32(read_label(y, y_itemsize, i))
+        try:
+            mlp_steps_gpu(d.inputs, d.hidden, d.classes, x,
+                          I32P(unsafe_from_address=Int(labels.unsafe_ptr())), s.params(),
+                          s.m(), s.v(), o.losses(), o.logits(), o.grads(), o.dx(), rows, mode,
+                          k, t0, s.hyper(0), s.hyper(1), s.hyper(2), s.hyper(3), s.hyper(4),
+                          want_dx)
+        except:
+            if train:
+                _restore(s)
+            return Outcome(DEVICE_FAILED, 0, 0)
+    else:
+        _run_host(s, x, y, y_itemsize, o, rows, k, mode, want_dx, t0)
+    var which = _first_nonfinite_output(s, o, rows, k, mode, want_dx)
+    if which.status != OK:
+        if train:
+            _restore(s)
+        return which
+    if train:
+        s.set_t(s.t() + k)
+    return Outcome(OK, 0, 0)
+
+
+def _run_host(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: Int, k: Int,
+              mode: Int, want_dx: Bool, t0: Int):
+    """The CPU body of `run_steps`: k steps in place on the session's state."""
+    var d = s.dims
+    var train = mode == MODE_TRAIN
     var p = s.params()
     var h = s.f(s.r.h)
     var dl = s.f(s.r.dl)
@@ -338,14 +375,6 @@ def run_steps(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
             mlp_backward(d, xb, p, h, dl, dh, o.grads(), o.dx(), rows, want_dx)
         if train:
             adamw_flat(p, o.grads(), s.m(), s.v(), d.total(), t0 + i, lr, b1, b2, eps, wd)
-    var which = _first_nonfinite_output(s, o, rows, k, mode, want_dx)
-    if which.status != OK:
-        if train:
-            _restore(s)
-        return which
-    if train:
-        s.set_t(s.t() + k)
-    return Outcome(OK, 0, 0)
 
 
 def _first_nonfinite_output(s: Session, o: Outputs, rows: Int, k: Int, mode: Int,

@@ -11,10 +11,22 @@ from std.python import PythonObject
 
 from entries.args import Args, Layout, refuse_nonfinite
 from training.checks import first_nonfinite
-from training.config import F32P, F64P, I32P, I64P
+from training.config import F32P, F64P, I32P, I64P, VENDOR
+from training.mlp import (
+    MLPDims,
+    MODE_FORWARD,
+    MODE_TRAIN,
+    adamw_flat,
+    bias_activation,
+    mlp_steps,
+    relu_backward,
+    sum_rows,
+)
+from training.mlp_gpu import mlp_steps_gpu
 from training.mlp_resident import (
     BAD_TARGET,
     BAD_X,
+    DEVICE_FAILED,
     NONFINITE,
     Outcome,
     Outputs,
@@ -26,16 +38,6 @@ from training.mlp_resident import (
     session_download,
     session_open,
     session_rollback,
-)
-from training.mlp import (
-    MLPDims,
-    MODE_FORWARD,
-    MODE_TRAIN,
-    adamw_flat,
-    bias_activation,
-    mlp_steps,
-    relu_backward,
-    sum_rows,
 )
 
 comptime MLP_BIAS_ACTIVATION = Layout("mlp_bias_activation", "values,bias,out", "rows,cols,relu")
@@ -169,9 +171,19 @@ def mlp_train_step(addrs: PythonObject, params: PythonObject) raises -> PythonOb
         _copy(args.f32(2), p, n)
         _copy(args.f32(3), m, n)
         _copy(args.f32(4), v, n)
-    mlp_steps(d, x, y, p, m, v, losses, logits, grads, dx, rows, mode, k, t, lr, b1, b2, eps, wd,
-              want_dx)
+    var device_failed = False
+    comptime if VENDOR != "cpu":
+        try:
+            mlp_steps_gpu(d.inputs, d.hidden, d.classes, x, y, p, m, v, losses, logits, grads,
+                          dx, rows, mode, k, t, lr, b1, b2, eps, wd, want_dx)
+        except:
+            device_failed = True
+    else:
+        mlp_steps(d, x, y, p, m, v, losses, logits, grads, dx, rows, mode, k, t, lr, b1, b2,
+                  eps, wd, want_dx)
     external_call["PyEval_RestoreThread", NoneType](ts)
+    if device_failed:
+        raise Error("RuntimeError: ", E, ": the GPU runtime failed to run the step")
     refuse_nonfinite(E, "logits", logits, rows * d.classes)
     if mode != MODE_FORWARD:
         refuse_nonfinite(E, "losses", losses, k)
@@ -340,6 +352,9 @@ def _resident_run(a: _Packed, mode: Int, rows: Int, k: Int, itemsize: Int, want_
     if outcome.status == BAD_X:
         raise Error("ValueError: ", E, ": X must be finite (flat index ", outcome.detail, " is ",
                     x[unsafe_offset=outcome.detail], ")")
+    if outcome.status == DEVICE_FAILED:
+        raise Error("RuntimeError: ", E, ": the GPU runtime failed to run the step (the session "
+                    "is unchanged)")
     if outcome.status == NONFINITE:
         var names: List[StaticString] = ["logits", "losses", "grads", "input_grad", "params",
                                          "m", "v"]
