@@ -54,7 +54,7 @@ class Array:
     """A typed, shaped, C-contiguous buffer. Build one with `mojolearn.zeros`, `empty`,
     `Array(values, dtype)` or `Array.from_buffer(obj)`."""
 
-    __slots__ = ("_mv", "_shape", "_dtype", "_addr", "_owner", "_size", "_readonly",
+    __slots__ = ("_mv", "_shape", "_dtype", "_addr", "_owner", "_size", "_readonly", "_start",
                  "__weakref__")
 
     def __init__(self, values, dtype="<f4", shape=None):
@@ -73,6 +73,15 @@ class Array:
         if math.prod(shape) != len(owned):
             raise ValueError(f"shape {shape} does not hold {len(owned)} values")
         self._own(owned, shape, dtype)
+
+    def __getattr__(self, name):
+        # Only result views (`_result_view`) lack `_mv` until first use.
+        if name == "_mv":
+            start = object.__getattribute__(self, "_start")
+            mv = memoryview(self._owner)[start:start + self._size]
+            self._mv = mv
+            return mv
+        raise AttributeError(f"'Array' object has no attribute {name!r}")
 
     # -- construction ----------------------------------------------------------------------
 
@@ -283,13 +292,13 @@ class Array:
 _new_object = object.__new__
 
 
-def _result_view(owner, mv, shape, addr, size, dtype="<f4"):
-    """An Array over `mv`, a flat memoryview slice of `owner` starting at `addr`: the cheapest
-    construction (~0.1 µs), for results a binding has just written into a fresh buffer. No
-    checks: the caller guarantees that mv, shape, addr and size agree."""
+def _result_view(owner, start, shape, addr, size, dtype="<f4"):
+    """An Array over `owner[start:start + size]` (an array.array a binding has just written)
+    starting at `addr`: the cheapest construction, for results. Its memoryview is made on
+    first use (`__getattr__`). No checks: the caller guarantees that the arguments agree."""
     a = _new_object(Array)
-    a._mv = mv
     a._owner = owner
+    a._start = start
     a._shape = shape
     a._dtype = dtype
     a._size = size

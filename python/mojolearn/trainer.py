@@ -201,18 +201,17 @@ def _results(buf, addr, rows, k, want_dx):
     """(logits, gradients dict, input_grad or None): Arrays viewing the flat result buffer
     [losses (k) | logits (rows × 3) | grads (195) | input_grad (rows × 8)] (each keeps it
     alive). Unrolled for the fixed gradient layout: this runs once per step."""
-    mv = memoryview(buf)
     g = k + rows * _OUT
     a = addr + 4 * g
-    logits = _result_view(buf, mv[k:g], (rows, _OUT), addr + 4 * k, rows * _OUT)
-    grads = {"weight1": _result_view(buf, mv[g:g + 128], _W1_SHAPE, a, 128),
-             "bias1": _result_view(buf, mv[g + 128:g + 144], _B1_SHAPE, a + 512, 16),
-             "weight2": _result_view(buf, mv[g + 144:g + 192], _W2_SHAPE, a + 576, 48),
-             "bias2": _result_view(buf, mv[g + 192:g + 195], _B2_SHAPE, a + 768, 3)}
+    logits = _result_view(buf, k, (rows, _OUT), addr + 4 * k, rows * _OUT)
+    grads = {"weight1": _result_view(buf, g, _W1_SHAPE, a, 128),
+             "bias1": _result_view(buf, g + 128, _B1_SHAPE, a + 512, 16),
+             "weight2": _result_view(buf, g + 144, _W2_SHAPE, a + 576, 48),
+             "bias2": _result_view(buf, g + 192, _B2_SHAPE, a + 768, 3)}
     dx = None
     if want_dx:
         at = g + S.TOTAL
-        dx = _result_view(buf, mv[at:at + rows * _IN], (rows, _IN), addr + 4 * at, rows * _IN)
+        dx = _result_view(buf, at, (rows, _IN), addr + 4 * at, rows * _IN)
     return logits, grads, dx
 
 
