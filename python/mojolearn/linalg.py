@@ -15,7 +15,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from . import _backend
-from ._array import Array
+from ._array import Array, _result_view
 from ._buffer import as_f32_c
 
 _ENV_THREADS = "MOJOLEARN_NUM_THREADS"
@@ -112,7 +112,7 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False):
     # The hot path (our own 2-D float32 Arrays) skips the generic buffer probe.
     A = a if type(a) is Array and a._dtype == "<f4" and len(a._shape) == 2 else _operand(a, "a")
     B = b if type(b) is Array and b._dtype == "<f4" and len(b._shape) == 2 else _operand(b, "b")
-    threads = num_threads()
+    threads = _threads or num_threads()
     k, m = A._shape if ta else A._shape[::-1]
     n, kb = B._shape if tb else B._shape[::-1]
     if k != kb:
@@ -120,18 +120,19 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False):
             f"matmul: contracted dimensions disagree: a has shape {A._shape}"
             f"{' (transposed)' if ta else ''} and b has shape {B._shape}"
             f"{' (transposed)' if tb else ''}, so op(a) is {m}x{k} but op(b) is {kb}x{n}")
-    out = Array._wrap(_ZERO_F32 * (m * n), (m, n), "<f4")
+    buf = _ZERO_F32 * (m * n)
+    out = _result_view(buf, 0, (m, n), buf.buffer_info()[0], m * n)
     if m == 0 or n == 0 or k == 0:
         return out  # the empty sum is +0.0 (and zero-size buffers have no address to pass)
     raw = _raw if _raw is not None else _load()
     parts = min(threads, m, max(1, m * n * k // _MIN_MACS_PER_THREAD))
     try:
         if parts == 1:
-            q, qaddr = _addr_block()
+            q, qaddr = _tls.__dict__.get("block") or _addr_block()
             q[1] = A._addr
             q[2] = B._addr
             q[3] = out._addr
-            params = _params_block(m, n, k, ta, tb)
+            params = _params_cache.get((m, n, k, ta, tb)) or _params_block(m, n, k, ta, tb)
             raw.neural_gemm_packed(qaddr, params[1])
         else:
             _run_split(raw.neural_gemm, [A._addr, B._addr, out._addr], m, n, k, ta, tb, parts)
