@@ -360,25 +360,34 @@ class SmallMLPTrainer:
         except Exception:  # the session refused: it was never changed
             pass
 
-    def _pass(self, xa, ya, itemsize, rows, mode, want_dx):
-        """One resident pass (forward / grads / one train step); returns the result buffer and
-        its address. Caller holds the lock."""
+    def _pass(self, xa, ya, itemsize, rows, mode, want_dx, k=1):
+        """One resident pass (forward / grads / one train step), or k train steps in one call;
+        returns the result buffer [losses (k) | logits | grads | input_grad] and its address.
+        Caller holds the lock."""
         s = self._session
         step = self._step
-        buf = _ZERO * (1 + rows * _OUT + S.TOTAL + (rows * _IN if want_dx else 0))
+        buf = _ZERO * (k + rows * _OUT + S.TOTAL + (rows * _IN if want_dx else 0))
         out = buf.buffer_info()[0]
         qa = s.addrs
         qa[2] = xa
         qa[3] = ya
         qa[4] = out
-        dp = s.step_params
-        dp[1] = mode
-        dp[2] = rows
-        dp[3] = itemsize
-        dp[4] = 1 if want_dx else 0
-        dp[5] = step
         try:
-            self._step = _binding().mlp_resident_step(s.addrs_at, s.step_params_at)
+            if k == 1:
+                dp = s.step_params
+                dp[1] = mode
+                dp[2] = rows
+                dp[3] = itemsize
+                dp[4] = 1 if want_dx else 0
+                dp[5] = step
+                self._step = _binding().mlp_resident_step(s.addrs_at, s.step_params_at)
+            else:
+                dp = s.steps_params
+                dp[1] = rows
+                dp[2] = k
+                dp[3] = itemsize
+                dp[4] = step
+                self._step = _binding().mlp_resident_steps(s.addrs_at, s.steps_params_at)
         except BaseException as exc:
             if mode == _MODE_TRAIN:
                 self._recover(step)
@@ -410,34 +419,17 @@ class SmallMLPTrainer:
                 self._check_room(1)
             if not _fused_enabled():
                 return self._train_step_ops(X, targets, return_input_grad)
-            # `_pass`, spelled out: this is the hottest path of the library.
-            s = self._session
             step = self._step
-            buf = _ZERO * (1 + rows * _OUT + S.TOTAL + (rows * _IN if return_input_grad else 0))
-            out = buf.buffer_info()[0]
-            qa = s.addrs
-            qa[2] = xa
-            qa[3] = ya
-            qa[4] = out
-            dp = s.step_params
-            dp[1] = _MODE_TRAIN
-            dp[2] = rows
-            dp[3] = itemsize
-            dp[4] = 1 if return_input_grad else 0
-            dp[5] = step
+            buf, out = self._pass(xa, ya, itemsize, rows, _MODE_TRAIN, return_input_grad)
             try:
-                self._step = _binding().mlp_resident_step(s.addrs_at, s.step_params_at)
                 logits, grads, dx = _results(buf, out, rows, 1, return_input_grad)
                 result = {"step": self._step, "loss": buf[0], "logits": logits,
                           "gradients": grads}
                 if return_input_grad:
                     result["input_grad"] = dx
-            except BaseException as exc:
+            except BaseException:  # e.g. MemoryError, KeyboardInterrupt: undo the step
                 self._recover(step)
-                new = _translate(exc)
-                if new is exc:
-                    raise
-                raise new from None
+                raise
         return result
 
     def train_steps(self, X, targets, k):
@@ -456,29 +448,14 @@ class SmallMLPTrainer:
             self._check_room(k)
             if not _fused_enabled():
                 return self._train_steps_ops(X, targets, k)
-            s = self._session
             step = self._step
-            buf = _ZERO * (k + rows * _OUT + S.TOTAL)
-            out = buf.buffer_info()[0]
-            qa = s.addrs
-            qa[2] = xa
-            qa[3] = ya
-            qa[4] = out
-            dp = s.steps_params
-            dp[1] = rows
-            dp[2] = k
-            dp[3] = itemsize
-            dp[4] = step
+            buf, out = self._pass(xa, ya, itemsize, rows, _MODE_TRAIN, False, k)
             try:
-                self._step = _binding().mlp_resident_steps(s.addrs_at, s.steps_params_at)
                 logits, grads, _ = _results(buf, out, rows, k, False)
                 values = buf[:k].tolist()
-            except BaseException as exc:
+            except BaseException:  # e.g. MemoryError, KeyboardInterrupt: undo the steps
                 self._recover(step)
-                new = _translate(exc)
-                if new is exc:
-                    raise
-                raise new from None
+                raise
             return {"step": self._step, "losses": values, "loss": values[-1], "logits": logits,
                     "gradients": grads}
 
