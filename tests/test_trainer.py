@@ -482,3 +482,26 @@ def test_fast_mode_same_bits_twice():
     second = run_python(FAST_RUN, env=env).split()
     assert first[:3] == ["fast"] * 3
     assert first == second
+
+
+def test_data_schedule_property_validates_and_changes_nothing_else():
+    import mojolearn
+    from mojolearn import _rng
+
+    t = mojolearn.SmallMLPTrainer(*_rng.init_small_mlp(5), data_schedule={"epoch": 0})
+    (X, y), = list(_rng.batches(6, 4, 1))
+    t.train_step(X, y)
+    before = t.state_dict()
+    t.data_schedule = {"epoch": 1, "cursor": 8}
+    assert t.data_schedule == {"epoch": 1, "cursor": 8}
+    after = t.state_dict()
+    assert after["data_schedule"] == {"epoch": 1, "cursor": 8}
+    assert after["weights"]["weight1"].tobytes() == before["weights"]["weight1"].tobytes()
+    assert after["optimizer"]["step"] == before["optimizer"]["step"] == 1
+    for bad in ({}, [], {"x": float("nan")}, {"k": "s" * 3000}):
+        with pytest.raises(ValueError):
+            t.data_schedule = bad
+    assert t.data_schedule == {"epoch": 1, "cursor": 8}
+    copy = t.data_schedule
+    copy["epoch"] = 99  # a copy: the trainer's schedule is unchanged
+    assert t.data_schedule["epoch"] == 1

@@ -273,9 +273,7 @@ def _save(trainer, history, path, schedule):
     """History first (after a crash it then holds at least the checkpoint's steps), then the
     checkpoint with the data position of the next batch in its data_schedule."""
     history.flush()
-    state = trainer.state_dict()
-    state["data_schedule"] = schedule
-    trainer.load_state_dict(state)
+    trainer.data_schedule = schedule
     trainer.save_checkpoint(path)
 
 

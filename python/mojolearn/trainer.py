@@ -272,6 +272,19 @@ class SmallMLPTrainer:
     # ------------------------------------------------------------ state
 
     @property
+    def data_schedule(self):
+        """The stored data-order description (a fresh copy). Assigning a new one (validated
+        like the constructor's) records where the data stream stands, e.g. before a save."""
+        with self._lock:
+            return S.check_schedule(self._schedule)
+
+    @data_schedule.setter
+    def data_schedule(self, value):
+        schedule = S.check_schedule(value)
+        with self._lock:
+            self._schedule = schedule
+
+    @property
     def _st(self):
         """The whole state as a host `_State` of fresh Arrays (synced from the session)."""
         with self._lock:
