@@ -1,4 +1,5 @@
-"""Write tests/golden/small_mlp_identical.json: SmallMLPTrainer state hashes in identical mode.
+"""Write the identical-mode goldens: tests/golden/small_mlp_identical.json (SmallMLPTrainer
+state hashes) and tests/golden/kernels_identical.json (kernel outputs, tools/golden_kernels.py).
 
     python tools/make_golden.py            # compute, cross-check, write
     python tools/make_golden.py --check    # compute, cross-check, compare with the file
@@ -14,8 +15,10 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 GOLDEN = os.path.join(ROOT, "tests", "golden", "small_mlp_identical.json")
+KERNEL_GOLDEN = os.path.join(ROOT, "tests", "golden", "kernels_identical.json")
 FORMAT = "mojolearn.small-mlp-golden.v1"
 INIT_SEED, DATA_SEED = 1, 2
 BATCHES = (1, 32)
@@ -94,20 +97,26 @@ def build():
 
 
 def main():
+    import golden_kernels
+    from mojolearn.checkpoint import PROFILE
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare with the file, write nothing")
     args = parser.parse_args()
-    data = build()
+    files = [(GOLDEN, build()), (KERNEL_GOLDEN, golden_kernels.build(PROFILE))]
     if args.check:
-        with open(GOLDEN, "rb") as f:
-            same = f.read() == data
+        same = True
+        for path, data in files:
+            with open(path, "rb") as f:
+                same &= f.read() == data
         print("goldens match" if same else "goldens DIFFER from a fresh computation")
         return 0 if same else 1
     os.makedirs(os.path.dirname(GOLDEN), exist_ok=True)
-    with open(GOLDEN, "wb") as f:
-        f.write(data)
-    print(f"wrote {os.path.relpath(GOLDEN, ROOT)}")
-    print(data.decode())
+    for path, data in files:
+        with open(path, "wb") as f:
+            f.write(data)
+        print(f"wrote {os.path.relpath(path, ROOT)}")
+    print(files[0][1].decode())
     return 0
 
 
