@@ -2,12 +2,17 @@
 
 `mojo/bindings/_mojolearn_training.mojo` becomes `mojolearn/_mojolearn_training_cpu_identical.so`,
 `..._cpu_fast.so` and, when MOJOLEARN_VENDORS asks for them, `..._cuda_*.so` / `..._hip_*.so`.
+On x86_64 the fast mode also gets `..._cpu_fast_v4.so`, built for x86-64-v4 (AVX-512), which
+the package loads instead of the portable one on CPUs that have AVX-512 (python/mojolearn/
+_backend.py); identical mode stays one portable build (its bits never depend on the SIMD width).
 The names carry no CPython tag: the binding has no libpython dependency, so one build imports
 under every CPython 3.10+.
 
 Environment:
   MOJOLEARN_VENDORS     comma list, default "cpu" (cpu is always built); cuda, hip need max-core
-  MOJOLEARN_TARGET_CPU  default "x86-64-v3" on x86_64 (portable); "native" builds for this host
+  MOJOLEARN_TARGET_CPU  default "x86-64-v3" on x86_64 (portable); "native" builds for this host.
+                        When set, every module is built for that target only (no _v4 module).
+  MOJOLEARN_FAST_V4     "0" skips the extra x86-64-v4 fast build (default: built on x86_64)
   MOJOLEARN_CUDA_ARCH   default "sm_90";  MOJOLEARN_HIP_ARCH  default "gfx942"
   MOJOLEARN_MOJO_FLAGS  extra flags appended to every `mojo build`
 """
@@ -68,10 +73,32 @@ def have_max_core():
         return False
 
 
+V4_TARGET = "x86-64-v4"
+V4_SUFFIX = "_v4"
+
+
+def is_x86_64():
+    return platform.machine() in ("x86_64", "AMD64")
+
+
+def default_target():
+    """The target of the regular modules: MOJOLEARN_TARGET_CPU, else portable x86-64-v3."""
+    return os.environ.get("MOJOLEARN_TARGET_CPU", "x86-64-v3" if is_x86_64() else "native")
+
+
+def want_fast_v4():
+    """Whether to add the AVX-512 fast module: x86_64, no explicit target, not switched off."""
+    flag = os.environ.get("MOJOLEARN_FAST_V4", "1").strip()
+    if flag not in ("0", "1"):
+        sys.exit(f"MOJOLEARN_FAST_V4: expected 0 or 1, got {flag!r}")
+    return flag == "1" and is_x86_64() and "MOJOLEARN_TARGET_CPU" not in os.environ
+
+
 class MojoExtension(Extension):
-    def __init__(self, stem, vendor, mode):
+    def __init__(self, stem, vendor, mode, target=None, suffix=""):
         self.stem, self.vendor, self.mode = stem, vendor, mode
-        self.module = f"{stem}_{vendor}_{mode}"
+        self.target = target or default_target()
+        self.module = f"{stem}_{vendor}_{mode}{suffix}"
         super().__init__("mojolearn." + self.module, sources=[])
 
 
@@ -88,8 +115,7 @@ def mojo_flags(ext):
              "-D", f"MOJOLEARN_VENDOR={ext.vendor}", "-D", f"MOJOLEARN_MODE={ext.mode}"]
     if ext.mode == "identical":
         flags += ["--fp-mode", "contract=off"]  # no FMA contraction: ARITHMETIC.md
-    target = os.environ.get("MOJOLEARN_TARGET_CPU",
-                            "x86-64-v3" if platform.machine() in ("x86_64", "AMD64") else "native")
+    target = ext.target
     if target != "native":
         flags += ["--target-cpu", target]
     flags += ["-D", f"MOJOLEARN_TARGET_CPU={target}"]
@@ -125,10 +151,26 @@ class MojoBuildExt(build_ext):
                      "max-core==26.7.0 at build time, and max-core is not installed "
                      "(pip install max-core==26.7.0, or build with MOJOLEARN_VENDORS=cpu)")
         exe = mojo_exe()
+        self.remove_stale_v4(mojo_exts)
         # Two at a time: each mojo build is mostly single-threaded.
         with ThreadPoolExecutor(max_workers=2) as pool:
             for _ in pool.map(lambda e: self.build_mojo(exe, e), mojo_exts):
                 pass
+
+    def remove_stale_v4(self, mojo_exts):
+        """A _v4 module left by an earlier build would be preferred at run time over the fresh
+        portable one (and fail its ABI check): remove it when this build makes none."""
+        names = {e.module for e in mojo_exts}
+        for e in mojo_exts:
+            stale = f"{e.stem}_{e.vendor}_{e.mode}{V4_SUFFIX}"
+            if e.vendor == "cpu" and e.mode == "fast" and stale not in names:
+                dirs = [Path(self.get_ext_fullpath(f"mojolearn.{e.module}")).resolve().parent]
+                if getattr(self, "editable_mode", False):  # the sources hold the .so files too
+                    dirs.append(ROOT / "python" / "mojolearn")
+                for old in (d / f"{stale}.so" for d in dirs):
+                    if old.exists():
+                        old.unlink()
+                        print(f"mojolearn build: removed the stale {old.name}", flush=True)
 
     def build_mojo(self, exe, ext):
         out = Path(self.get_ext_fullpath(ext.name)).resolve()
@@ -168,7 +210,10 @@ class MojoBuildExt(build_ext):
 
 def extensions():
     stems = sorted(p.stem for p in BINDINGS.glob("*.mojo"))
-    return [MojoExtension(s, v, m) for s in stems for v in requested_vendors() for m in MODES]
+    exts = [MojoExtension(s, v, m) for s in stems for v in requested_vendors() for m in MODES]
+    if want_fast_v4():
+        exts += [MojoExtension(s, "cpu", "fast", V4_TARGET, V4_SUFFIX) for s in stems]
+    return exts
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": MojoBuildExt})

@@ -96,3 +96,20 @@ def test_import_is_lazy_and_fast():
     seconds, loaded = out.split()
     assert loaded == "False"  # the binding loads on first use, not at import
     print(f"import mojolearn took {float(seconds) * 1000:.1f} ms")
+
+
+def test_the_v4_fast_binding_gets_the_same_abi_check():
+    if not (_backend._available("cpu", "fast", "_v4") and _backend.cpu_has_v4()):
+        pytest.skip("no runnable x86-64-v4 fast binding here (not installed, or no AVX-512)")
+    out = run_python(
+        "from mojolearn import _abi, _backend\n"
+        "addrs, params = _abi.LAYOUT['neural_gemm']\n"
+        "_abi.LAYOUT['neural_gemm'] = ((addrs[1], addrs[0]) + addrs[2:], params)\n"
+        "try:\n"
+        "    _backend.binding()\n"
+        "except ImportError as e:\n"
+        "    print(e)\n",
+        env={"MOJOLEARN_NUMERIC_MODE": "fast", "MOJOLEARN_CPU_LEVEL": "auto",
+             "MOJOLEARN_VENDOR": "cpu"})
+    assert "mojolearn binding _mojolearn_training_cpu_fast_v4 does not match" in out
+    assert "entry 'neural_gemm': address 0 is 'a' in the binding but 'b'" in out

@@ -8,6 +8,8 @@ single-threaded (OPENBLAS_NUM_THREADS=1) twice: with the environment as given (O
 and OPENBLAS_L2_SIZE, when set, pin OpenBLAS to a kernel such as Haswell/AVX2, the ISA of our
 default x86-64-v3 build) and with those two variables removed (OpenBLAS picks the host's best
 kernel, e.g. AVX-512). Times are the best of several repeats; a busy machine lowers all numbers.
+The header names the binding module each mode loaded: on an AVX-512 CPU the fast rows run the
+x86-64-v4 module (MOJOLEARN_CPU_LEVEL=v3 in the environment measures the portable one).
 """
 import json
 import os
@@ -71,6 +73,9 @@ def worker_mojolearn(quick):
         out[label] = best_seconds(lambda: mojolearn.matmul(a, b, transpose_a=ta, transpose_b=tb),
                                   quick)
     out["_mode"] = mojolearn.numeric_mode_used()
+    from mojolearn import _backend
+    b = _backend.binding()
+    out["_binding"] = f"{b.name} ({b.target_cpu})"
     return out
 
 
@@ -129,6 +134,10 @@ def main():
     print(f"mojolearn.matmul vs NumPy @ (OpenBLAS, 1 thread). 'BLAS env': environment as given "
           f"({', '.join(f'{k}={v}' for k, v in blas_env.items()) or 'nothing set'}); "
           f"'BLAS host': those variables removed.")
+    ran = {}
+    for title, res in columns:
+        ran.setdefault(title.split()[0], res.get("_binding", "?"))
+    print("Modules: " + "; ".join(f"{mode}: {name}" for mode, name in ran.items()) + ".")
     print("GFLOP/s for the squares, µs per call from Python for the MLP shapes; ratio = "
           "mojolearn t1 / BLAS (>1 is faster for GFLOP/s, <1 is faster for µs); t1/t2: threads.\n")
     titles = [t for t, _ in columns] + [t for t, _ in baselines]

@@ -37,6 +37,9 @@ comptime FAST_W = simd_width_of[DType.float32]()
 comptime MC = 96  # rows of A packed at once (a multiple of every MR used)
 comptime FAST_KC = 256  # fast mode k block: an MR×KC A panel stays in L1, KC×NR B in L2
 comptime NC = 512  # columns of B packed at once
+# Fast mode packs up to 1024 columns (a 1 MiB B block, L2-sized): at n = 1024 that packs A
+# once instead of twice, ~10 % of the time at W = 16.
+comptime FAST_NC = 1024
 
 
 # ---------------------------------------------------------------- reference
@@ -146,6 +149,8 @@ def _micro[FUSED: Bool, W: Int, MR: Int, NV: Int](kc: Int, ap: F32P, bp: F32P, c
                 comptime for v in range(NV):
                     acc = acc.insert[offset=(r * NV + v) * W](
                         c.unsafe_load[width=W](r * ldc + v * W))
+        elif FUSED:
+            acc = _load_edge[W, MR, NV, T](c, ldc, rows, cols)
         else:
             for r in range(rows):
                 for j in range(cols):
@@ -170,6 +175,8 @@ def _micro[FUSED: Bool, W: Int, MR: Int, NV: Int](kc: Int, ap: F32P, bp: F32P, c
                 if how == ADD:
                     tile = out.unsafe_load[width=W]() + tile
                 out.unsafe_store(tile)
+    elif FUSED:  # fast mode never ADDs: its chain starts from C instead
+        _store_edge[W, MR, NV, T](acc, c, ldc, rows, cols)
     else:
         for r in range(rows):
             for j in range(cols):
@@ -179,10 +186,50 @@ def _micro[FUSED: Bool, W: Int, MR: Int, NV: Int](kc: Int, ap: F32P, bp: F32P, c
                 c[unsafe_offset=r * ldc + j] = x
 
 
+# An edge tile (fewer than MR rows or NR columns are real) moves one W-lane slice at a time:
+# indexing the whole MR·NR-lane accumulator with a run-time lane spills all of it to the stack
+# per element, which made n=16 products ~6× slower than a full tile at W=16.
+
+
+@always_inline
+def _load_edge[W: Int, MR: Int, NV: Int, T: Int](c: F32P, ldc: Int, rows: Int,
+                                                 cols: Int) -> SIMD[DType.float32, T]:
+    var acc = SIMD[DType.float32, T](0.0)
+    comptime for r in range(MR):
+        if r < rows:
+            comptime for v in range(NV):
+                var lanes = min(max(cols - v * W, 0), W)
+                var src = c.unsafe_offset(r * ldc + v * W)
+                var tile = SIMD[DType.float32, W](0.0)
+                if lanes == W:
+                    tile = src.unsafe_load[width=W]()
+                else:
+                    for j in range(lanes):
+                        tile[j] = src[unsafe_offset=j]
+                acc = acc.insert[offset=(r * NV + v) * W](tile)
+    return acc
+
+
+@always_inline
+def _store_edge[W: Int, MR: Int, NV: Int, T: Int](acc: SIMD[DType.float32, T], c: F32P,
+                                                  ldc: Int, rows: Int, cols: Int):
+    comptime for r in range(MR):
+        if r < rows:
+            comptime for v in range(NV):
+                var lanes = min(max(cols - v * W, 0), W)
+                var out = c.unsafe_offset(r * ldc + v * W)
+                var tile = acc.slice[W, offset=(r * NV + v) * W]()
+                if lanes == W:
+                    out.unsafe_store(tile)
+                else:
+                    for j in range(lanes):
+                        out[unsafe_offset=j] = tile[j]
+
+
 # ---------------------------------------------------------------- blocked driver
 
 
-def _gemm_blocked[FUSED: Bool, W: Int, MR: Int, NV: Int](
+def _gemm_blocked[FUSED: Bool, W: Int, MR: Int, NV: Int, NCB: Int = NC](
     a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool, accumulate: Bool,
     row_begin: Int, row_end: Int, kc_max: Int,
 ):
@@ -193,15 +240,15 @@ def _gemm_blocked[FUSED: Bool, W: Int, MR: Int, NV: Int](
         if not (FUSED and accumulate):
             gemm_naive(a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end)
         return
-    var ncb = min(NC, n)
+    var ncb = min(NCB, n)
     var kcb = min(kc_max, k)
     var mcb = min(MC, row_end - row_begin)
     var bbuf = List[Float32](length=kcb * ((ncb + NR - 1) // NR) * NR, fill=0.0)
     var abuf = List[Float32](length=kcb * ((mcb + MR - 1) // MR) * MR, fill=0.0)
     var bp = F32P(unsafe_from_address=Int(bbuf.unsafe_ptr()))
     var ap = F32P(unsafe_from_address=Int(abuf.unsafe_ptr()))
-    for jc in range(0, n, NC):
-        var nc = min(NC, n - jc)
+    for jc in range(0, n, NCB):
+        var nc = min(NCB, n - jc)
         for pc in range(0, k, kcb):
             var kc = min(kcb, k - pc)
             _pack_b[NR](b, n, k, tb, pc, kc, jc, nc, bp)
@@ -234,9 +281,23 @@ def gemm_identical[W: Int](a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta
 
 def gemm_fast(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
               accumulate: Bool, row_begin: Int, row_end: Int):
-    """Fast-mode GEMM: FMA chains, packed panels, a 6 × 2W register tile, k blocked by KC."""
-    _gemm_blocked[True, FAST_W, 6, 2](a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end,
-                                      FAST_KC)
+    """Fast-mode GEMM: FMA chains, packed panels, a 6 × 2W register tile, k blocked by KC.
+
+    Narrow products (n ≤ W, as in the MLP) take a 6 × W tile, or 6 × 8 when n ≤ 8 and W = 16,
+    so the tile is not mostly padding. Every output's chain is the same under every tile, so
+    the choice never changes a bit.
+    """
+    comptime if FAST_W >= 16:
+        if n <= FAST_W // 2:
+            _gemm_blocked[True, FAST_W // 2, 6, 1](a, b, c, m, n, k, ta, tb, accumulate,
+                                                   row_begin, row_end, FAST_KC)
+            return
+    if n <= FAST_W:
+        _gemm_blocked[True, FAST_W, 6, 1](a, b, c, m, n, k, ta, tb, accumulate, row_begin,
+                                          row_end, FAST_KC)
+        return
+    _gemm_blocked[True, FAST_W, 6, 2, FAST_NC](a, b, c, m, n, k, ta, tb, accumulate, row_begin,
+                                               row_end, FAST_KC)
 
 
 def gemm(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,

@@ -4,6 +4,13 @@ The numeric mode is chosen once per process, before first use: `set_numeric_mode
 the environment variable MOJOLEARN_NUMERIC_MODE, else 'identical'. The vendor: the environment
 variable MOJOLEARN_VENDOR, else the first GPU vendor whose binding loads and finds a device,
 else 'cpu'. Both are read back from the loaded binary (`build_info`), not from the request.
+
+CPU level (cpu vendor, fast mode only): x86_64 installs carry a portable x86-64-v3 (AVX2) fast
+binding and `..._cpu_fast_v4`, built for x86-64-v4 (AVX-512). The v4 one loads when it exists
+and the CPU has AVX-512 F, BW, CD, DQ and VL (read once from /proc/cpuinfo on first load; any
+other system gets v3). MOJOLEARN_CPU_LEVEL=v3 forces the portable binding, =v4 requires the
+AVX-512 one, =auto (or unset) chooses. Identical mode is one portable build: its bits do not
+depend on the SIMD width, so the level does not apply to it.
 """
 import importlib
 import importlib.util
@@ -15,6 +22,8 @@ from . import _abi
 MODES = ("identical", "fast")
 VENDORS = ("cpu", "cuda", "hip")
 _GPU_ORDER = ("cuda", "hip")
+CPU_LEVELS = ("auto", "v3", "v4")
+_V4_FLAGS = frozenset(("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"))
 _STEM = "_mojolearn_training"
 _ERRORS = (("ValueError: ", ValueError), ("RuntimeError: ", RuntimeError),
            ("TypeError: ", TypeError), ("MemoryError: ", MemoryError))
@@ -22,6 +31,7 @@ _ERRORS = (("ValueError: ", ValueError), ("RuntimeError: ", RuntimeError),
 _lock = threading.RLock()
 _requested_mode = None
 _loaded = None  # the Binding, once loaded
+_cpu_flags = None  # the CPU's feature flags, read once on first need
 
 
 def _check_mode(mode, what):
@@ -93,12 +103,61 @@ def _typed(fn):
     return call
 
 
-def _import(vendor, mode):
-    return importlib.import_module(f"mojolearn.{_STEM}_{vendor}_{mode}")
+def _import(vendor, mode, suffix=""):
+    return importlib.import_module(f"mojolearn.{_STEM}_{vendor}_{mode}{suffix}")
 
 
-def _available(vendor, mode):
-    return importlib.util.find_spec(f"mojolearn.{_STEM}_{vendor}_{mode}") is not None
+def cpu_flags():
+    """The CPU feature flags the kernel reports (Linux /proc/cpuinfo), read once; empty elsewhere."""
+    global _cpu_flags
+    if _cpu_flags is None:
+        flags = frozenset()
+        try:
+            with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+                for line in f:
+                    key, _, value = line.partition(":")
+                    if key.strip() == "flags":
+                        flags = frozenset(value.split())
+                        break
+        except OSError:
+            pass
+        _cpu_flags = flags
+    return _cpu_flags
+
+
+def cpu_has_v4():
+    """Whether this CPU runs x86-64-v4 code: AVX-512 F, BW, CD, DQ and VL."""
+    return _V4_FLAGS <= cpu_flags()
+
+
+def _cpu_level():
+    level = (os.environ.get("MOJOLEARN_CPU_LEVEL") or "auto").strip().lower()
+    if level not in CPU_LEVELS:
+        raise ValueError(f"MOJOLEARN_CPU_LEVEL must be one of {CPU_LEVELS}, got {level!r}")
+    return level
+
+
+def _pick_suffix(vendor, mode):
+    """'_v4' to load the AVX-512 cpu/fast binding, '' for the regular one."""
+    level = _cpu_level()
+    if vendor != "cpu" or mode != "fast" or level == "v3":
+        return ""
+    have = _available(vendor, mode, "_v4")
+    if level == "v4":
+        if not have:
+            raise ImportError("MOJOLEARN_CPU_LEVEL=v4, but this install has no x86-64-v4 fast "
+                              "binding (built on x86_64 unless MOJOLEARN_TARGET_CPU is set or "
+                              "MOJOLEARN_FAST_V4=0)")
+        if not cpu_has_v4():
+            missing = ", ".join(sorted(_V4_FLAGS - cpu_flags()))
+            raise ImportError(f"MOJOLEARN_CPU_LEVEL=v4, but this CPU lacks {missing}; "
+                              f"use MOJOLEARN_CPU_LEVEL=v3 or auto")
+        return "_v4"
+    return "_v4" if have and cpu_has_v4() else ""
+
+
+def _available(vendor, mode, suffix=""):
+    return importlib.util.find_spec(f"mojolearn.{_STEM}_{vendor}_{mode}{suffix}") is not None
 
 
 def _pick_vendor(mode):
@@ -129,10 +188,11 @@ def binding():
         if _loaded is None:
             mode = requested_mode()
             vendor = _pick_vendor(mode)
+            suffix = _pick_suffix(vendor, mode)
             try:
-                module = _import(vendor, mode)
+                module = _import(vendor, mode, suffix)
             except ImportError as exc:
-                raise ImportError(f"mojolearn: cannot load the {vendor}/{mode} binding "
+                raise ImportError(f"mojolearn: cannot load the {vendor}/{mode}{suffix} binding "
                                   f"({exc}); reinstall with `pip install .`") from exc
             _loaded = Binding(module)
         return _loaded
