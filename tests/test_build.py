@@ -12,7 +12,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _python_without_max_core():
-    for exe in ("python3", sys.executable):
+    # The venv has max-core in CI; the interpreter it was made from usually has not.
+    for exe in (getattr(sys, "_base_executable", None), "python3", sys.executable):
+        if not exe:
+            continue
         probe = subprocess.run([exe, "-c", "import importlib.metadata as m, setuptools\n"
                                 "try:\n    m.distribution('max-core'); print('has')\n"
                                 "except m.PackageNotFoundError:\n    print('lacks')"],
