@@ -349,3 +349,29 @@ def test_entry_refuses_null_addresses():
         _backend.binding().neural_gemm([mojolearn.zeros((1,))._addr, 0, 8], GOOD)
     with pytest.raises(ValueError, match="neural_gemm_packed: .*null"):
         _backend.binding().neural_gemm_packed(0, 0)
+
+
+def test_concurrent_products_of_different_sizes_share_one_pool():
+    # Products split over 2 and 3 row blocks from several threads at once: one pool per
+    # process (it used to be replaced when a call needed more workers, under another
+    # thread's submissions: a race this test exercises but cannot force).
+    code = """
+import threading, mojolearn
+from mojolearn import Array
+def mat(r, c, s):
+    return Array([[((i * 7 + j * 3 + s) % 13) / 8 - 0.75 for j in range(c)] for i in range(r)])
+cases = [(mat(100, 60, s), mat(60, 100, s)) for s in range(2)] + [(mat(400, 300, 5), mat(300, 300, 6))]
+want = [mojolearn.matmul(a, b).tobytes() for a, b in cases]
+errors = []
+def work(a, b, w):
+    try:
+        for _ in range(3):
+            assert mojolearn.matmul(a, b).tobytes() == w
+    except Exception as e:
+        errors.append(repr(e))
+ts = [threading.Thread(target=work, args=(a, b, w)) for (a, b), w in zip(cases, want)]
+[t.start() for t in ts]; [t.join() for t in ts]
+print("errors", errors)
+"""
+    out = run_python(code, env={"MOJOLEARN_NUM_THREADS": "3"})
+    assert out.strip() == "errors []"

@@ -26,7 +26,6 @@ _MIN_MACS_PER_THREAD = 1 << 18
 
 _pool_lock = threading.Lock()
 _pool = None
-_pool_size = 0
 _threads = None  # MOJOLEARN_NUM_THREADS, parsed once per process (like the numeric mode)
 _raw = None  # the loaded binding module
 _tls = threading.local()  # per thread: the packed address block [3, a, b, c]
@@ -135,37 +134,48 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False):
             params = _params_cache.get((m, n, k, ta, tb)) or _params_block(m, n, k, ta, tb)
             raw.neural_gemm_packed(qaddr, params[1])
         else:
-            _run_split(raw.neural_gemm, [A._addr, B._addr, out._addr], m, n, k, ta, tb, parts)
+            _run_split(raw.neural_gemm, [A._addr, B._addr, out._addr], m, n, k, ta, tb, parts,
+                       (buf, A, B))
     except Exception as exc:
         raise _backend.translate(exc) from None
     return out
 
 
-def _run_split(entry, addrs, m, n, k, ta, tb, parts):
-    """Rows of C in `parts` contiguous blocks, the first on this thread, the rest pooled."""
+def _run_split(entry, addrs, m, n, k, ta, tb, parts, keep_alive):
+    """Rows of C in `parts` contiguous blocks, the first on this thread, the rest pooled.
+    Every block is waited for before this returns or raises (KeyboardInterrupt included), and
+    each job holds `keep_alive` (the result and operand buffers), so no worker ever writes to
+    freed memory."""
     bounds = [m * i // parts for i in range(parts + 1)]
     jobs = [[m, n, k, int(ta), int(tb), 0, bounds[i], bounds[i + 1]] for i in range(parts)]
-    pool = _executor(parts - 1)
-    futures = [pool.submit(entry, addrs, params) for params in jobs[1:]]
+    pool = _executor()
+    futures = []
     first = None
     try:
+        for params in jobs[1:]:
+            futures.append(pool.submit(_job, entry, addrs, params, keep_alive))
         entry(addrs, jobs[0])
     except Exception as exc:
         first = exc
-    for future in futures:  # wait for every block before returning or raising
-        exc = future.exception()
-        if first is None and exc is not None:
-            first = exc
+    finally:
+        for future in futures:
+            exc = future.exception()  # waits
+            if first is None and exc is not None:
+                first = exc
     if first is not None:
         raise first
 
 
-def _executor(workers):
-    global _pool, _pool_size
+def _job(entry, addrs, params, keep_alive):
+    return entry(addrs, params)
+
+
+def _executor():
+    """One pool per process, sized once from MOJOLEARN_NUM_THREADS (never replaced, so a
+    concurrent caller's submissions never meet a pool that is shutting down)."""
+    global _pool
     with _pool_lock:
-        if _pool is None or _pool_size < workers:
-            if _pool is not None:
-                _pool.shutdown(wait=False)
-            _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mojolearn-gemm")
-            _pool_size = workers
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=max(1, num_threads() - 1),
+                                       thread_name_prefix="mojolearn-gemm")
         return _pool
