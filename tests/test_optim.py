@@ -7,11 +7,12 @@ import os
 import random
 import subprocess
 import sys
+import threading
 
 import pytest
 
 import mojolearn
-from mojolearn import _backend
+from mojolearn import Array, _backend
 from mojolearn.optim import SGD, Adam, AdamW, clip_grad_norm_
 from tests.reference import optim as ref
 from tests.reference.f32 import f32, hexf, ulp_distance
@@ -836,3 +837,62 @@ def test_fast_mode_stays_within_the_stated_bound_of_identical(seed):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert float(out.stdout.strip()) < 1e-4, f"seed {seed}: {out.stdout}"
+
+
+# ---------------------------------------------------------------- review regressions
+
+
+def test_gradients_overlapping_each_other_or_hidden_params_are_refused():
+    base = Array([0.5] * 8)
+    g = Array([0.25] * 4)
+    opt = SGD([Array([1.0] * 4), Array([2.0] * 4)], lr=0.1)
+    with pytest.raises(ValueError, match="share memory"):
+        opt.step([g, g], max_norm=1.0)  # would be scaled twice
+    assert g.tolist() == [0.25] * 4 and opt.t == 0
+    # a parameter inside grads[0], with grads[1] between them in address order
+    p1 = base.reshape(2, 4)[1]
+    opt = SGD([Array([1.0] * 8), p1], lr=0.1)
+    with pytest.raises(ValueError, match="share memory"):
+        opt.step([base, Array([0.0] * 4)])
+    assert p1.tolist() == [0.5] * 4 and opt.t == 0
+
+
+def test_step_counts_beyond_float64_exactness_are_refused():
+    opt = Adam([Array([1.0, 2.0])])
+    state = opt.state_dict()
+    for t in (2**53, 2**63, -1):
+        with pytest.raises(ValueError, match=r"state\['t'\] must be an int in \[0, "):
+            opt.load_state_dict({**state, "t": t})
+    assert opt.t == 0
+    opt.load_state_dict({**state, "t": 2**53 - 1})
+    with pytest.raises(ValueError, match="step counter is exhausted"):
+        opt.step([Array([0.1, 0.1])])
+    assert opt.t == 2**53 - 1
+
+
+def test_concurrent_steps_and_state_swaps_are_serialized():
+    params = [Array([0.5] * 1000)]
+    opt = AdamW(params, lr=1e-3)
+    grads = [Array([0.01] * 1000)]
+    state = opt.state_dict()
+    errors = []
+
+    def stepper():
+        try:
+            for _ in range(50):
+                opt.step(grads)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(repr(exc))
+
+    def swapper():
+        try:
+            for _ in range(50):
+                opt.load_state_dict({**opt.state_dict()})
+        except Exception as exc:  # pragma: no cover
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=f) for f in (stepper, stepper, swapper)]
+    [th.start() for th in threads]
+    [th.join() for th in threads]
+    assert errors == [] and opt.t == 100  # every step counted once, none lost or doubled
+    assert state["t"] == 0

@@ -26,6 +26,7 @@ moments.
 import array as _pyarray
 import math
 import numbers
+import threading
 import weakref
 
 from . import _backend
@@ -36,6 +37,21 @@ from ._portable import round_f32
 
 _REFUSED = ("foreach", "fused", "capturable", "differentiable", "amsgrad")
 _ADAM, _ADAMW, _SGD = 0, 1, 2
+
+
+def _locked(method):
+    """Serialize a method on the optimizer's lock: a step releases the GIL inside the binding,
+    so two threads must never run steps, state swaps or device copies of one optimizer at once
+    (a swap frees the memory a running step writes)."""
+    def run(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+    run.__name__, run.__doc__, run.__wrapped__ = method.__name__, method.__doc__, method
+    return run
+
+
+# Steps travel to the binding as float64: beyond 2**53 a count would no longer be exact.
+MAX_STEP = (1 << 53) - 1
 
 
 def _binding():
@@ -113,6 +129,8 @@ def _is_buffer(obj):
 
 def _f32_tensor(obj, name, writable):
     """(Array borrowing obj, shape): a C-contiguous float32 buffer, refused otherwise."""
+    if type(obj) is Array and obj._dtype == "<f4" and not (writable and obj._readonly):
+        return obj, obj._shape  # our own Arrays are always C-contiguous
     if _is_sparse(obj):
         raise TypeError(f"{name}: sparse tensors are not supported")
     if isinstance(obj, dict):
@@ -128,6 +146,8 @@ def _f32_tensor(obj, name, writable):
 
 def _tensor_list(obj, name):
     """A buffer means one tensor; any other iterable (not a dict) is a list of tensors."""
+    if type(obj) is list or type(obj) is tuple:
+        return list(obj)
     if _is_buffer(obj) or _is_sparse(obj):
         return [obj]
     if isinstance(obj, dict):
@@ -229,6 +249,9 @@ class _Optimizer:
             self._offsets.append(off)
             off += arr._size
         self._check_no_overlap()
+        self._param_spans = [(a._addr, a._addr + 4 * a._size, "params", j)
+                             for j, a in enumerate(self._params) if a._size]
+        self._lock = threading.RLock()
         self._objects = tensors
         self._n_total = off
         self._hyper = hyper
@@ -292,16 +315,19 @@ class _Optimizer:
         return self._accumulation
 
     @property
+    @_locked
     def exp_avg(self):
         """Adam's first moment / SGD's momentum buffer: a flat float32 `Array` copy."""
         return self._m.download()
 
     @property
+    @_locked
     def exp_avg_sq(self):
         """Adam's second moment (zeros for SGD): a flat float32 `Array` copy."""
         return self._v.download()
 
     @property
+    @_locked
     def buf_initialized(self):
         """Per-tensor flags (int32 `Array` copy): 1 once a tensor's momentum buffer holds
         state; SGD's first step with momentum copies the gradient in instead."""
@@ -316,6 +342,7 @@ class _Optimizer:
         """The constructor arguments (scikit-learn style)."""
         return dict(self._ctor)
 
+    @_locked
     def set_params(self, **params):
         """Rebuild through the constructor with these arguments changed; state is dropped."""
         for key in params:
@@ -353,16 +380,18 @@ class _Optimizer:
         return tensors, arrays
 
     def _check_apart(self, grads, name):
-        """A gradient sharing memory with a parameter would be scaled (clipping) or read
-        mid-update: refused."""
-        spans = sorted([(a._addr, a._addr + 4 * a._size, "params", j)
-                        for j, a in enumerate(self._params) if a._size]
-                       + [(g._addr, g._addr + 4 * g._size, name, j)
-                          for j, g in enumerate(grads) if g._size])
-        for (_, end, k1, i), (start, _, k2, j) in zip(spans, spans[1:]):
-            if start < end and k1 != k2:
-                raise ValueError(f"{k1}[{i}] and {k2}[{j}] share memory; a gradient must not "
-                                 f"alias a parameter")
+        """A gradient sharing memory with a parameter or with another gradient would be
+        scaled twice (clipping) or read mid-update: refused. One sweep over the sorted spans,
+        keeping the furthest end seen so far, finds every overlap."""
+        spans = sorted(self._param_spans + [(g._addr, g._addr + 4 * g._size, name, j)
+                                            for j, g in enumerate(grads) if g._size])
+        far_end, far = 0, None
+        for start, end, kind, j in spans:
+            if start < far_end:
+                raise ValueError(f"{far[0]}[{far[1]}] and {kind}[{j}] share memory; each "
+                                 f"gradient must be its own buffer, apart from the parameters")
+            if end > far_end:
+                far_end, far = end, (kind, j)
 
     def _max_norm(self, max_norm):
         return None if max_norm is None else _f32_hyper("max_norm", max_norm)
@@ -376,6 +405,8 @@ class _Optimizer:
     def _run(self, g_addrs, max_norm):
         """One transactional binding step with gradients at `g_addrs`; commits host state."""
         t = self._step._mv[0] + 1
+        if t > MAX_STEP:
+            raise ValueError(f"the step counter is exhausted (t would pass {MAX_STEP})")
         lr = self._next_lr(t)
         clip = max_norm is not None
         if self._pdev is not None:
@@ -402,6 +433,7 @@ class _Optimizer:
         for arr, off, n in zip(self._params, self._offsets, self._sizes):
             _copy(arr._addr, self._pdev.at(off), n)
 
+    @_locked
     def step(self, grads, max_norm=None):
         """One step. `grads` matches params in count, shape and order. With `max_norm` the
         global L2 norm is clipped first, scaling the caller's gradient arrays in place, and the
@@ -414,6 +446,7 @@ class _Optimizer:
             self._sync_params_to_host()
         return result
 
+    @_locked
     def step_accumulated(self, microbatch_grads, tokens, max_norm=None):
         """One step from exactly `accumulation_steps` gradient lists, combined by a balanced
         binary tree in ascending microbatch index ((g0+g1)+(g2+g3))... into their SUM, as
@@ -458,12 +491,14 @@ class _Optimizer:
 
     # -- state --------------------------------------------------------------------------------
 
+    @_locked
     def state_dict(self):
         """`t` (one-based step count), `exp_avg`, `exp_avg_sq` (flat float32 copies) and
         `buf_initialized` (int32 per tensor): everything a resumed run needs."""
         return {"t": self.t, "exp_avg": self._m.download(), "exp_avg_sq": self._v.download(),
                 "buf_initialized": self._flags.copy()}
 
+    @_locked
     def load_state_dict(self, state):
         """Restore a `state_dict`. Every field is checked before anything changes; the
         optimizer keeps its own copy."""
@@ -476,8 +511,8 @@ class _Optimizer:
         if extra:
             raise ValueError(f"state has unknown keys {sorted(extra)}")
         t = state["t"]
-        if type(t) is not int or t < 0:
-            raise ValueError(f"state['t'] must be an int >= 0, got {t!r}")
+        if type(t) is not int or not 0 <= t <= MAX_STEP:
+            raise ValueError(f"state['t'] must be an int in [0, {MAX_STEP}], got {t!r}")
         m = _state_f32(state["exp_avg"], "exp_avg", self._n_total)
         v = _state_f32(state["exp_avg_sq"], "exp_avg_sq", self._n_total)
         if self._KIND != _SGD and v._size and min(v.tolist()) < 0:
@@ -499,6 +534,7 @@ class _Optimizer:
         """Whether `params_to_device` works on this build (binding-owned memory: always)."""
         return True
 
+    @_locked
     def params_to_device(self):
         """Copy the parameters into binding-owned memory and keep them there: `step_device`
         neither uploads nor downloads them. Call again after editing the host arrays."""
@@ -513,12 +549,14 @@ class _Optimizer:
             raise RuntimeError(f"{what}: the parameters are not on the device; call "
                                f"params_to_device() first")
 
+    @_locked
     def params_to_host(self):
         """Copy the device parameters into the caller's arrays (they stay resident)."""
         self._need_pdev("params_to_host")
         self._sync_params_to_host()
         return self._objects
 
+    @_locked
     def param_device(self, j):
         """Parameter `j` as a `DeviceArray` (a device copy of the resident values)."""
         self._need_pdev("param_device")
@@ -530,6 +568,7 @@ class _Optimizer:
         _copy(buf.addr, self._pdev.at(self._offsets[j]), self._sizes[j])
         return DeviceArray(buf, self._shapes[j], self.vendor_used())
 
+    @_locked
     def grads_to_device(self, grads):
         """Copy a gradient list into the device gradient buffer, for `step_device()`."""
         _, arrays = self._grads(grads, "grads", writable=False)
@@ -539,6 +578,7 @@ class _Optimizer:
             self._gdev.upload(arr._addr, off, n)
         return self
 
+    @_locked
     def grads_to_host(self, grads):
         """Copy the device gradient (clipped, if the last device step clipped) into `grads`."""
         if self._gdev is None:
@@ -548,6 +588,7 @@ class _Optimizer:
             _copy(arr._addr, self._gdev.at(off), n)
         return grads
 
+    @_locked
     def step_device(self, grads=None, max_norm=None):
         """`step` on the device-resident parameters. `grads` given: used directly and copied
         into the device gradient buffer after the step (scaled in place on the host when

@@ -197,7 +197,7 @@ def optim_step(addrs: PythonObject, params: PythonObject) raises -> PythonObject
     var kind = args.int(0, "kind", 0, 2)
     var n_tensors = args.int(1, "n_tensors", 1, MAX_TENSORS)
     var n_total = args.int(2, "n_total")
-    var t = args.int(3, "t", 1, (1 << 62))
+    var t = args.int(3, "t", 1, (1 << 53) - 1)  # exact in the float64 params
     var plan = StepPlan(kind, t, args.f32param(4), args.f32param(5), args.f32param(6),
                         args.f32param(7), args.f32param(8), args.f32param(9),
                         args.f32param(10), args.flag(11, "nesterov"), args.flag(12, "maximize"),
