@@ -135,3 +135,10 @@ def test_all_finite_runs_in_the_binding():
     assert _buffer.all_finite(Array([]))
     with pytest.raises(TypeError, match="float32"):
         _buffer.all_finite(array.array("d", [1.0]))
+
+
+def test_as_i32_c_refuses_non_native_byte_order():
+    np = pytest.importorskip("numpy")
+    for dtype in (">i4", ">i8"):
+        with pytest.raises(TypeError, match="targets must hold native-endian integers"):
+            _buffer.as_i32_c(np.array([0, 1, 2], dtype=dtype), name="targets")

@@ -313,3 +313,15 @@ def test_progress_bar_with_tqdm_and_fallback_without(monkeypatch):
     p.close()
     text = out.getvalue()
     assert "6/6" in text and "loss=0.1250" in text and "a message line" in text
+
+
+def test_labels_that_only_look_like_integers_are_strings(tmp_path):
+    # "+-1" and "²" pass str.isdigit-style checks but are not integers: they are treated as
+    # string labels (here: more than 3 distinct values, refused by row and column) rather
+    # than crashing the command line with a traceback.
+    rows = ["1,2,3,4,5,6,7,8,label"] + [f"{i},1,1,1,1,1,1,1,{lab}"
+                                        for i, lab in enumerate(["+-1", "²", "0", "1"])]
+    path = tmp_path / "odd.csv"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    with pytest.raises(_data.DataError, match=r"row 5, column 9 .*4th class"):
+        _data.load(str(path), None)

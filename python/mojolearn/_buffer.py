@@ -85,6 +85,9 @@ def as_i32_c(obj, ndim=None, name="array"):
         raise TypeError(f"{name} must be an integer buffer, got {type(obj).__name__}") from None
     if not is_integer(pb.format):
         raise TypeError(f"{name} must hold integers, got {dtype_name(pb.format, pb.itemsize)}")
+    if split_format(pb.format)[0] != "":
+        raise TypeError(f"{name} must hold native-endian integers, got "
+                        f"{dtype_name(pb.format, pb.itemsize)}")
     _check_ndim(pb, ndim, name)
     if pb.c_contiguous and dtype_of(pb.format, pb.itemsize) == "<i4":
         return _as_array(obj, name), False

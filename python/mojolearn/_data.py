@@ -26,11 +26,13 @@ import hashlib
 import io
 import math
 import os
+import re
 import struct
 
 from ._rng import SplitMix64
 
 FEATURES = 8
+_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)  # an integer label (not "+-1", not "²")
 CLASSES = 3
 SPLIT_SEED = 20240611
 TEST_FRACTION_DIVISOR = 5  # n_class // 5 rows of each class are held out
@@ -301,7 +303,7 @@ def _label_index(header, label_column, width):
 def _labels(cells, column):
     """Labels as ints 0..2: integer labels must lie in 0..2; otherwise up to 3 distinct
     strings are numbered in sorted order."""
-    if all(text.lstrip("+-").isdigit() for _, text in cells):
+    if all(_INTEGER.fullmatch(text) for _, text in cells):
         out = []
         for number, text in cells:
             value = int(text)

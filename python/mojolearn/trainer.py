@@ -291,11 +291,16 @@ class SmallMLPTrainer:
             p, m, v, t = self._session.download()
             return _State(p, m, v, self._flags.copy(), t)
 
-    def _publish(self, params, m, v, step, config=None):
+    def _publish(self, params, m, v, step, config=None, schedule=None, flags=None):
         """Replace the session by one holding (params, m, v, step) — opened before anything
-        changes, so a failure to open leaves the trainer as it was. Caller holds the lock."""
-        new = Session(params, m, v, step, self._config if config is None else config)
-        old, self._session, self._step = self._session, new, step
+        changes, so a failure to open leaves the trainer as it was — and, when given, the
+        config, schedule and flags, all in ONE assignment. Caller holds the lock."""
+        config = self._config if config is None else config
+        new = Session(params, m, v, step, config)
+        old = self._session
+        (self._session, self._step, self._config, self._schedule, self._flags) = (
+            new, step, config, self._schedule if schedule is None else schedule,
+            self._flags if flags is None else flags)
         old.close()
 
     def state_dict(self):
@@ -320,8 +325,7 @@ class SmallMLPTrainer:
         The state must come from the same numeric mode. Returns self."""
         params, m, v, flags, step, config, schedule, _ = S.validate_state(state, self._mode)
         with self._lock:
-            self._publish(params, m, v, step, config)
-            self._config, self._schedule, self._flags = config, schedule, flags
+            self._publish(params, m, v, step, config, schedule, flags)
         return self
 
     def state_hash(self):
