@@ -16,6 +16,7 @@ import pytest
 
 import mojolearn
 from mojolearn import Array, _backend
+from mojolearn.loss import cross_entropy
 from tests.helpers import run_python
 from tests.reference import loss as ref
 from tests.reference.f32 import f32, hexf
@@ -167,6 +168,7 @@ _FAST_SCRIPT = """
 import array, json
 import mojolearn
 from mojolearn import Array, _backend
+from mojolearn.loss import cross_entropy
 assert _backend.binding().mode == "fast"
 with open({path!r}) as fh:
     cases = json.load(fh)
@@ -386,3 +388,14 @@ def test_entry_writes_only_inside_its_outputs(seed):
         _entry_call(z, t, losses._addr + 4 * pad, dlogits._addr,
                     [rows, classes, -100, 0.25, reduction, 0])
         assert dlogits.tolist()[:pad] == [guard] * pad
+
+
+def test_none_reduction_is_not_refused_when_only_the_sum_overflows():
+    # Two rows whose finite losses (~3.4e38 each) add up past float32's range: 'none' returns
+    # them; 'sum' and 'mean' refuse the overflowing sum.
+    logits = Array([[1.7e38, -1.7e38], [1.7e38, -1.7e38]])
+    targets = array.array("i", [1, 1])
+    per_row = cross_entropy(logits, targets, reduction="none")
+    assert all(math.isfinite(v) and v > 1e38 for v in per_row.tolist())
+    with pytest.raises(RuntimeError, match="not finite"):
+        cross_entropy(logits, targets, reduction="sum")
