@@ -1,5 +1,6 @@
-"""A/B check: the fused MLP step (`mlp_train_step`, one binding call) against the per-operation
-path (MOJOLEARN_MLP_FUSED=0) on random problems, in lockstep, for many steps.
+"""A/B check: the trainer's fused step (one binding call on its resident session,
+`mlp_resident_step`) against the per-operation path (MOJOLEARN_MLP_FUSED=0) on random
+problems, in lockstep, for many steps.
 
     python tools/mlp_step_check.py                 # both numeric modes, one subprocess each
     python tools/mlp_step_check.py --mode fast     # one mode, in this process

@@ -160,8 +160,6 @@ def mlp_steps_gpu(inputs: Int, hidden: Int, classes: Int, x: F32P, y: I32P, p: F
                   eps: Float32, weight_decay: Float32, want_dx: Bool) raises:
     """`training.mlp.mlp_steps` on the device: uploads the batches and the state, runs the
     kernel, downloads losses, logits, gradients, dx and (mode train) p, m, v in place."""
-    if rows > BLOCK * 64:
-        raise Error("ValueError: mlp_train_step: at most ", BLOCK * 64, " rows on a GPU")
     var ctx = DeviceContext()
     var total = hidden * inputs + hidden + classes * hidden + classes
     var d_x = ctx.enqueue_create_buffer[DType.float32](max(k * rows * inputs, 1))

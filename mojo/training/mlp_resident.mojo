@@ -3,8 +3,9 @@ and the step's scratch in ONE binding-owned memory block, kept between calls.
 
 The session is an address (the handle Python holds): `session_open` callocs the block and
 fills it, `session_close` clears the magic word and frees it. Every entry checks the magic
-word first, so a closed or foreign handle is refused instead of trusted (Python's
-`_mlp_resident.Session` makes sure a handle is closed exactly once and never used after).
+word first, which catches a foreign address or a closed block whose memory is still mapped;
+it cannot make a use-after-close safe (freed memory may be unmapped or reused), so the handle
+is private: `_mlp_resident.Session` closes it exactly once and never uses it after.
 
 Block layout: 16 int64 header slots (below), then float32 regions, each rounded up to 16
 floats: hyperparameters (lr, beta1, beta2, eps, weight_decay), params, m, v, their backups
@@ -29,7 +30,7 @@ from std.ffi import external_call
 from training.checks import first_nonfinite, is_finite32
 from training.config import F32P, I32P, I64P, VENDOR
 from training.loss import mean_cross_entropy
-from training.mlp import (MLPDims, MODE_FORWARD, MODE_GRADS, MODE_TRAIN, adamw_flat,
+from training.mlp import (MLPDims, MODE_FORWARD, MODE_TRAIN, adamw_flat,
                           mlp_backward, mlp_forward)
 from training.mlp_gpu import mlp_steps_gpu
 from training.mlp_lanes import lanes_backward, lanes_cross_entropy, lanes_forward
@@ -286,11 +287,6 @@ struct Outputs(ImplicitlyCopyable):
 
     def dx(self) -> F32P:
         return F32P(unsafe_from_address=self.dx_at)
-
-
-def packed_floats(d: MLPDims, rows: Int, k: Int, want_dx: Bool) -> Int:
-    """Size of the flat result buffer of `Outputs.packed`."""
-    return k + rows * d.classes + d.total() + (rows * d.inputs if want_dx else 0)
 
 
 def run_steps(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: Int, k: Int,

@@ -13,7 +13,7 @@ import sys
 if sys.byteorder != "little":  # every CPU and GPU target we build for is little-endian
     raise ImportError("mojolearn supports little-endian hosts only")
 
-from ._bufcheck import Probe, address, dtype_name, probe, split_format
+from ._bufcheck import Probe, address, dtype_name, split_format
 
 # dtype -> array.array typecode (native = little-endian, checked above).
 _CODES = {"<f4": "f", "<i4": "i" if _pyarray.array("i").itemsize == 4 else "l",

@@ -1,4 +1,5 @@
-"""The per-operation MLP step (MOJOLEARN_MLP_FUSED=0): the calls `mlp_train_step` fuses.
+"""The per-operation MLP step (MOJOLEARN_MLP_FUSED=0): the calls a fused step
+(`mlp_resident_step`, `mlp_train_step`) makes in one.
 
 Same kernels, same order as training/mlp.mojo's header: GEMM NT + bias/ReLU, GEMM NT + bias,
 cross-entropy, GEMM TN + row sums, GEMM NN + ReLU backward, GEMM TN + row sums, GEMM NN (dX),

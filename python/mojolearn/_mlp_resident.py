@@ -1,5 +1,6 @@
 """A resident MLP session: the trainer's parameters, AdamW moments and step count living in
-binding-owned memory between calls (device memory on a GPU vendor).
+binding-owned memory between calls (host memory in every build; GPU builds upload it to the
+device for each call, DEVIATIONS.md 29).
 
 The handle is the address of the session block the binding allocated (`mlp_resident_open`);
 the binding checks its magic word on every call, and this class makes sure it is closed

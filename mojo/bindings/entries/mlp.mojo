@@ -1,4 +1,6 @@
-"""Binding entries of the MLP family: the per-operation pieces and the fused step.
+"""Binding entries of the MLP family: the per-operation pieces, the fused step and the
+resident session (`mlp_resident_open/_step/_steps/_download/_rollback/_close`, the trainer's
+hot path: packed arguments, state kept in binding-owned memory, training/mlp_resident.mojo).
 
 `mlp_train_step` runs a whole step (modes forward / grads / train) or k training steps in ONE
 call, through the very kernel functions the per-operation entries call, in the same order
@@ -171,19 +173,20 @@ def mlp_train_step(addrs: PythonObject, params: PythonObject) raises -> PythonOb
         _copy(args.f32(2), p, n)
         _copy(args.f32(3), m, n)
         _copy(args.f32(4), v, n)
-    var device_failed = False
+    var device_error = String()
     comptime if VENDOR != "cpu":
         try:
             mlp_steps_gpu(d.inputs, d.hidden, d.classes, x, y, p, m, v, losses, logits, grads,
                           dx, rows, mode, k, t, lr, b1, b2, eps, wd, want_dx)
-        except:
-            device_failed = True
+        except e:
+            device_error = String(e)
     else:
         mlp_steps(d, x, y, p, m, v, losses, logits, grads, dx, rows, mode, k, t, lr, b1, b2,
                   eps, wd, want_dx)
     external_call["PyEval_RestoreThread", NoneType](ts)
-    if device_failed:
-        raise Error("RuntimeError: ", E, ": the GPU runtime failed to run the step")
+    if device_error:
+        raise Error("RuntimeError: ", E, ": the GPU runtime failed to run the step (",
+                    device_error, ")")
     refuse_nonfinite(E, "logits", logits, rows * d.classes)
     if mode != MODE_FORWARD:
         refuse_nonfinite(E, "losses", losses, k)
