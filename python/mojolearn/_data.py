@@ -49,7 +49,7 @@ WINE_ATTRIBUTES = ("alcohol", "malic_acid", "ash", "alcalinity_of_ash", "magnesi
 BUNDLED_COLUMNS = ("alcohol", "alcalinity_of_ash", "total_phenols", "flavanoids",
                    "color_intensity", "hue", "od280_od315", "proline")
 
-_F32_MAX = 3.4028234663852886e+38
+F32_MAX = 3.4028234663852886e+38  # the largest finite float32
 
 
 class DataError(ValueError):
@@ -197,7 +197,7 @@ def _number(cell, row, column):
         value = float(text)
     except ValueError:
         raise DataError(f"row {row}, column {column}: {text[:40]!r} is not a number") from None
-    if not math.isfinite(value) or abs(value) > _F32_MAX:
+    if not math.isfinite(value) or abs(value) > F32_MAX:
         raise DataError(f"row {row}, column {column}: {text[:40]!r} is not a finite float32 "
                         f"number")
     return value

@@ -22,7 +22,6 @@ DEFAULTS = dict(epochs=30, batch_size=16, lr=0.01, weight_decay=0.01, seed=0,
                 checkpoint_every=50)
 SCHEDULE_FORMAT = "mojolearn.data-schedule.v1"
 EXIT_OK, EXIT_INVALID, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
-_F32_MAX = 3.4028234663852886e+38
 
 
 class UsageError(Exception):
@@ -49,7 +48,7 @@ def _float_in(positive, what):
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a number {what}, got {text!r}") from None
-        if not math.isfinite(value) or abs(value) > _F32_MAX or value < 0 or (
+        if not math.isfinite(value) or abs(value) > _data.F32_MAX or value < 0 or (
                 positive and value == 0):
             raise argparse.ArgumentTypeError(f"expected a finite number {what}, got {text!r}")
         return value

@@ -7,10 +7,9 @@ gives the same bits on every machine. Python only validates, allocates and packs
 import math
 
 from . import _backend
-from ._buffer import as_f32_c, as_i32_c, zeros
+from ._buffer import _I32_MAX, _I32_MIN, as_f32_c, as_i32_c, zeros
 
 _REDUCTIONS = {"none": 0, "sum": 1, "mean": 2}
-_I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
 # The binding's "ignore nothing" value: no int32 target equals it.
 _IGNORE_NOTHING = _I32_MIN - 1
 
