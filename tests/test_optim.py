@@ -871,10 +871,17 @@ def test_step_counts_beyond_float64_exactness_are_refused():
 
 
 def test_concurrent_steps_and_state_swaps_are_serialized():
+    # Steps release the GIL inside the binding; state reads and buffer swaps from another thread
+    # must see whole steps only and never free memory a step is writing.
+    grads = [Array([0.01 * (i % 7) for i in range(1000)])]
+    serial_params = [Array([0.5] * 1000)]
+    serial = AdamW(serial_params, lr=1e-3)
+    expected = {0: (serial_params[0].tobytes(), serial.exp_avg.tobytes())}
+    for t in range(1, 101):
+        serial.step(grads)
+        expected[t] = (serial_params[0].tobytes(), serial.exp_avg.tobytes())
     params = [Array([0.5] * 1000)]
     opt = AdamW(params, lr=1e-3)
-    grads = [Array([0.01] * 1000)]
-    state = opt.state_dict()
     errors = []
 
     def stepper():
@@ -887,7 +894,11 @@ def test_concurrent_steps_and_state_swaps_are_serialized():
     def swapper():
         try:
             for _ in range(50):
-                opt.load_state_dict({**opt.state_dict()})
+                with opt._lock:  # read and reload as one unit, so no step is undone
+                    state = opt.state_dict()
+                    if state["exp_avg"].tobytes() != expected[state["t"]][1]:
+                        errors.append(f"torn state at t={state['t']}")
+                    opt.load_state_dict(state)  # swaps in fresh buffers
         except Exception as exc:  # pragma: no cover
             errors.append(repr(exc))
 
@@ -895,4 +906,4 @@ def test_concurrent_steps_and_state_swaps_are_serialized():
     [th.start() for th in threads]
     [th.join() for th in threads]
     assert errors == [] and opt.t == 100  # every step counted once, none lost or doubled
-    assert state["t"] == 0
+    assert (params[0].tobytes(), opt.exp_avg.tobytes()) == expected[100]
