@@ -48,8 +48,8 @@ def test_missing_vendor_binding_named():
     assert "MOJOLEARN_VENDOR=hip" in out and "no hip binding" in out
 
 
-def test_reordered_abi_declaration_fails_the_import_naming_the_entry():
-    out = run_python(
+# Swaps neural_gemm's first two address names in the Python declaration, then loads.
+_REORDERED_ABI = (
         "from mojolearn import _abi, _backend\n"
         "addrs, params = _abi.LAYOUT['neural_gemm']\n"
         "_abi.LAYOUT['neural_gemm'] = ((addrs[1], addrs[0]) + addrs[2:], params)\n"
@@ -57,6 +57,10 @@ def test_reordered_abi_declaration_fails_the_import_naming_the_entry():
         "    _backend.binding()\n"
         "except ImportError as e:\n"
         "    print(e)\n")
+
+
+def test_reordered_abi_declaration_fails_the_import_naming_the_entry():
+    out = run_python(_REORDERED_ABI)
     assert "entry 'neural_gemm': address 0 is 'a' in the binding but 'b' in mojolearn._abi" in out
 
 
@@ -102,13 +106,7 @@ def test_the_v4_fast_binding_gets_the_same_abi_check():
     if not (_backend._available("cpu", "fast", "_v4") and _backend.cpu_has_v4()):
         pytest.skip("no runnable x86-64-v4 fast binding here (not installed, or no AVX-512)")
     out = run_python(
-        "from mojolearn import _abi, _backend\n"
-        "addrs, params = _abi.LAYOUT['neural_gemm']\n"
-        "_abi.LAYOUT['neural_gemm'] = ((addrs[1], addrs[0]) + addrs[2:], params)\n"
-        "try:\n"
-        "    _backend.binding()\n"
-        "except ImportError as e:\n"
-        "    print(e)\n",
+        _REORDERED_ABI,
         env={"MOJOLEARN_NUMERIC_MODE": "fast", "MOJOLEARN_CPU_LEVEL": "auto",
              "MOJOLEARN_VENDOR": "cpu"})
     assert "mojolearn binding _mojolearn_training_cpu_fast_v4 does not match" in out
