@@ -28,15 +28,24 @@ def test_is_finite32_classifies_special_values() raises:
 
 def test_first_nonfinite_matches_scalar_scan() raises:
     seed()
-    var buf = List[Float32](length=64, fill=0)
+    var buf = List[Float32](length=128, fill=0)
     var p = F32P(unsafe_from_address=Int(buf.unsafe_ptr()))
     var specials = [UInt32(0x7F800000), UInt32(0xFF800000), UInt32(0x7FC00000)]
-    for n in range(0, 40):
+    # n past 96 covers the 32-value blocks, the 8-value vectors and the scalar tail; a second
+    # special after the first must not be reported instead.
+    var sizes = List[Int]()
+    for n in range(0, 41):
+        sizes.append(n)
+    for n in [63, 64, 65, 71, 95, 96, 97, 99]:
+        sizes.append(n)
+    for n in sizes:
         for pos in range(-1, n):
             for i in range(n):
                 buf[i] = Float32((random_float64() - 0.5) * 1e30)
             if pos >= 0:
                 buf[pos] = bitcast[DType.float32, 1](specials[Int(random_ui64(0, 2))])
+                var later = Int(random_ui64(UInt64(pos), UInt64(n)))
+                buf[later] = bitcast[DType.float32, 1](specials[Int(random_ui64(0, 2))])
             assert_equal(first_nonfinite(p, n), scalar_first_nonfinite(p, n))
             assert_equal(first_nonfinite(p, n), pos)
 

@@ -11,8 +11,8 @@ from std.time import perf_counter_ns
 
 from training.config import F32P, I64P
 from training.optim import (adam_scalars, adam_update, adam_update_into, bias_correction,
-                            clip_coefficient, pow_by_squaring, sgd_update, sum_squares,
-                            tree_sum)
+                            bias_corrections, clip_coefficient, pow_by_squaring, sgd_update,
+                            sum_squares, tree_sum)
 
 
 def fresh_seed() -> Int:
@@ -218,6 +218,15 @@ def test_bias_correction_by_squaring() raises:
             k = k // 2
         assert_equal(bits(bias_correction(beta, t)), bits(Float32(1.0) - r),
                      String("seed ", s, " beta ", beta, " t ", t))
+    # Both betas in one two-lane pass give each scalar pass's bits, up to t = 2**53 - 1.
+    for _ in range(500):
+        var b1 = Float32(random_float64())
+        var b2 = Float32(random_float64(0.99, 1.0))
+        var t = Int(random_ui64(1, (1 << 53) - 1) >> random_ui64(0, 52))
+        var both = bias_corrections(b1, b2, t)
+        var where = String("seed ", s, " betas ", b1, " ", b2, " t ", t)
+        assert_equal(bits(both[0]), bits(bias_correction(b1, t)), where)
+        assert_equal(bits(both[1]), bits(bias_correction(b2, t)), where)
 
 
 def test_sum_squares_is_sequential() raises:

@@ -30,7 +30,7 @@ for bit: the reference is the executable spec of the order above.
 from training.config import F32P, I32P
 from training.gemm import gemm as gemm_mode
 from training.loss import mean_cross_entropy
-from training.optim import adam_update, bias_correction
+from training.optim import adam_update, bias_corrections
 
 comptime MODE_FORWARD = 0
 comptime MODE_GRADS = 1
@@ -78,9 +78,8 @@ def gemm(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool):
 def adamw_flat(p: F32P, g: F32P, m: F32P, v: F32P, n: Int, t: Int, lr: Float32, beta1: Float32,
                beta2: Float32, eps: Float32, weight_decay: Float32):
     """AdamW (decoupled decay) in place on the flat buffers, step t (one-based)."""
-    var bc1 = bias_correction(beta1, t)
-    var bc2 = bias_correction(beta2, t)
-    adam_update(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, True, False, bc1, bc2)
+    var bc = bias_corrections(beta1, beta2, t)
+    adam_update(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, True, False, bc[0], bc[1])
 
 
 # ---------------------------------------------------------------- the fused step

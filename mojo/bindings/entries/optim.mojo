@@ -23,7 +23,7 @@ from std.python import Python, PythonObject
 from entries.args import Args, Layout
 from training.checks import first_nonfinite, is_finite32
 from training.config import F32P, I32P, I64P
-from training.optim import (adam_scalars, adam_update_into, bias_correction,
+from training.optim import (adam_scalars, adam_update_into, bias_corrections,
                             clip_coefficient, scale_inplace, sgd_scalars, sgd_update_into,
                             sum_squares, tree_sum)
 
@@ -141,10 +141,10 @@ def _run_step(table: I64P, sizes: List[Int], m: F32P, v: F32P, flags: I32P, scra
                             flags[unsafe_offset=j] != 0)
             off += sizes[j]
     else:
+        var bc = bias_corrections(plan.beta1, plan.beta2, plan.t)
         var s = adam_scalars(plan.lr, plan.beta1, plan.beta2, plan.eps, plan.weight_decay,
-                             plan.kind == KIND_ADAMW, plan.maximize,
-                             bias_correction(plan.beta1, plan.t),
-                             bias_correction(plan.beta2, plan.t), plan.clip, coef)
+                             plan.kind == KIND_ADAMW, plan.maximize, bc[0], bc[1], plan.clip,
+                             coef)
         for j in range(n_tensors):
             adam_update_into(_f32_at(table, 3 * j), _f32_at(table, 3 * j + 1),
                              m.unsafe_offset(off), v.unsafe_offset(off), p_new.unsafe_offset(off),
