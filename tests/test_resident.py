@@ -34,14 +34,18 @@ def rand_state(seed):
 
 
 class Packed:
-    """The packed arguments of mlp_resident_step / _steps, kept alive by the caller."""
+    """The positional arguments of mlp_resident_step / _steps (session, x, targets, out, then
+    the params in layout order); the caller keeps the buffers alive. These entries raise plain
+    Exception("<Type>: ..."): `call` translates it as the trainer does."""
 
     def __init__(self, handle, x, y, out, params):
-        self.q = array.array("q", [4, handle, x, y, out])
-        self.d = array.array("d", [len(params), *params])
+        self.args = [handle, x, y, out, *params]
 
     def call(self, entry):
-        return entry(self.q.buffer_info()[0], self.d.buffer_info()[0])
+        try:
+            return entry(*self.args)
+        except Exception as exc:
+            raise _backend.translate(exc) from None
 
 
 def open_session(p, m, v, t=0, capacity=CAPACITY):
@@ -141,9 +145,13 @@ def _refusal_cases(h, X, y, out):
          Packed(h, X._addr, y._addr, o, [2, 4, 4, 0, 0]), ()),
         (ValueError, "mode must be an integer in",
          Packed(h, X._addr, y._addr, o, [3, 4, 4, 0, 1]), ()),
-        (ValueError, "expected 4 addresses and 5 params, got 4 and 4",
+        (TypeError, "missing 1 required positional argument",
          Packed(h, X._addr, y._addr, o, [2, 4, 4, 0]), ()),
-        (ValueError, "address 1 is null", Packed(h, 0, y._addr, o, [2, 4, 4, 0, 1]), ()),
+        (ValueError, "address 'x' is null", Packed(h, 0, y._addr, o, [2, 4, 4, 0, 1]), ()),
+        (TypeError, "mode must be an int", Packed(h, X._addr, y._addr, o, [2.0, 4, 4, 0, 1]),
+         ()),
+        (TypeError, "rows must be an int", Packed(h, X._addr, y._addr, o, [2, "4", 4, 0, 1]),
+         ()),
         (ValueError, "target_itemsize must be 4 or 8",
          Packed(h, X._addr, y._addr, o, [2, 4, 5, 0, 1]), ()),
         # A live buffer that is not a session (its first word is not the magic word).
@@ -168,8 +176,9 @@ def test_refusals_change_nothing_in_the_session(seed):
         with pytest.raises(ValueError, match="pass the step limit"):
             Packed(h, X._addr, y._addr, out.buffer_info()[0], [4, (1 << 31) - 1, 4, 1]).call(
                 b().mlp_resident_steps)
-        with pytest.raises(ValueError, match="packed argument arrays must not be null"):
-            b().mlp_resident_step(0, 0)
+        with pytest.raises(ValueError, match="address 'session' is null"):
+            Packed(0, X._addr, y._addr, out.buffer_info()[0], [2, 4, 4, 0, 1]).call(
+                b().mlp_resident_step)
         assert download(h) == before
     finally:
         b().mlp_resident_close([h], [])
@@ -212,7 +221,7 @@ def test_rollback_undoes_only_the_last_run(seed):
         pk = Packed(h, X._addr, y._addr, out.buffer_info()[0], [2, 6, 4, 0, 0])
         pk.call(b().mlp_resident_step)
         after_one = download(h)
-        pk.d[5] = 1
+        pk.args[-1] = 1
         pk.call(b().mlp_resident_step)
         assert b().mlp_resident_rollback([h], [0]) == 2  # not the last run's start: no-op
         assert b().mlp_resident_rollback([h], [1]) == 1

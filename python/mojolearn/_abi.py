@@ -23,8 +23,8 @@ LAYOUT = {
                         "losses", "logits", "grads", "input_grad"),
                        ("rows", "inputs", "hidden", "classes", "mode", "k", "t", "lr", "beta1",
                         "beta2", "eps", "weight_decay", "want_input_grad")),
-    # The resident session (mojo/bindings/entries/mlp.mojo); `_step` / `_steps` take the packed
-    # form (addresses of int64 [count, a...] and float64 [count, p...] arrays).
+    # The resident session (mojo/bindings/entries/mlp.mojo); `_step` / `_steps` take their
+    # addresses and params as positional ints, in this order.
     "mlp_resident_open": (("params", "m", "v"),
                           ("inputs", "hidden", "classes", "capacity_rows", "t", "lr", "beta1",
                            "beta2", "eps", "weight_decay")),
@@ -49,6 +49,11 @@ LAYOUT = {
                        "want_grad")),
     "portable_math_eval": (("x", "y"), ("n", "function")),
 }
+
+# Entries `_backend.Binding` exposes unwrapped: they raise plain Exception("<Type>: ...") and
+# their callers translate it (the wrapper's extra Python frame costs ~0.06 µs, a noticeable part
+# of a batch-1 training step).
+RAW_ENTRIES = frozenset({"mlp_resident_step", "mlp_resident_steps"})
 
 
 def parse(binding_layout):

@@ -74,8 +74,9 @@ def translate(exc):
 
 
 class Binding:
-    """A loaded binding module: entries as attributes that raise typed exceptions;
-    `raw` is the module itself for hot paths that translate errors themselves."""
+    """A loaded binding module: entries as attributes that raise typed exceptions, except the
+    hot entries of `_abi.RAW_ENTRIES` (their callers pass `translate` what they catch);
+    `raw` is the module itself for plumbing that must bypass a wrapped entry."""
 
     def __init__(self, module):
         self.raw = module
@@ -87,7 +88,8 @@ class Binding:
             raise ImportError(f"mojolearn binding {self.name} does not match the Python ABI "
                               f"declaration: {problem}")
         for entry in _abi.LAYOUT:
-            setattr(self, entry, _typed(getattr(module, entry)))
+            fn = getattr(module, entry)
+            setattr(self, entry, fn if entry in _abi.RAW_ENTRIES else _typed(fn))
 
     def __repr__(self):
         return f"<mojolearn binding {self.name}>"

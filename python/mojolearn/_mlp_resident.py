@@ -8,12 +8,9 @@ exactly once: by `close()`, or by `weakref.finalize` when the Session is collect
 exception between open and publish cannot leak it either: the finalizer is armed right
 after the open). Callers serialize their use (the trainer holds its lock around every call).
 
-The hot entries take packed arguments: the addresses of two arrays this object keeps,
-int64 `[4, session, x, targets, out]` and float64 `[n, params...]`; the trainer writes the
-per-call slots and passes the two addresses (a Python list item costs ~60 ns to read in
-Mojo, a packed slot ~1 ns).
+The hot entries (`mlp_resident_step`, `_steps`) take the handle and their other arguments
+as plain ints; the trainer calls them directly.
 """
-import array as _pyarray
 import weakref
 
 from . import _backend
@@ -52,14 +49,6 @@ class Session:
         self.handle = _call(raw.mlp_resident_open, [params._addr, m._addr, v._addr],
                             [*S.ARCHITECTURE, CAPACITY_ROWS, t, *hyper])
         self._finalizer = weakref.finalize(self, _close, raw, self.handle)
-        # Packed arguments of mlp_resident_step / _steps: [count, session, x, targets, out]
-        # and [count, params...] (5 for _step, 4 for _steps).
-        self.addrs = _pyarray.array("q", (4, self.handle, 0, 0, 0))
-        self.step_params = _pyarray.array("d", (5, 2, 1, 4, 0, t))
-        self.steps_params = _pyarray.array("d", (4, 1, 1, 4, t))
-        self.addrs_at = self.addrs.buffer_info()[0]
-        self.step_params_at = self.step_params.buffer_info()[0]
-        self.steps_params_at = self.steps_params.buffer_info()[0]
 
     def download(self):
         """(params, m, v, t): fresh owned Arrays of 195 and the step count."""

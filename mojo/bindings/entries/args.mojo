@@ -11,19 +11,29 @@ from training.checks import first_nonfinite
 from training.config import F32P, I32P, I64P, F64P
 
 
-@fieldwise_init
 struct Layout(ImplicitlyCopyable):
-    """An entry's ABI: its name, ordered address names and ordered param names (comma lists)."""
+    """An entry's ABI: its name, ordered address names and ordered param names (comma lists).
+    The counts are computed once, when the `comptime` constant is formed (counting commas on
+    every call cost more than a batch-1 step's argument checks)."""
 
     var name: StaticString
     var addrs: StaticString
     var params: StaticString
+    var _n_addrs: Int
+    var _n_params: Int
+
+    def __init__(out self, name: StaticString, addrs: StaticString, params: StaticString):
+        self.name = name
+        self.addrs = addrs
+        self.params = params
+        self._n_addrs = _count_names(addrs)
+        self._n_params = _count_names(params)
 
     def n_addrs(self) -> Int:
-        return _count_names(self.addrs)
+        return self._n_addrs
 
     def n_params(self) -> Int:
-        return _count_names(self.params)
+        return self._n_params
 
 
 def _count_names(names: StaticString) -> Int:
