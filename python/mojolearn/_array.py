@@ -75,13 +75,14 @@ class Array:
         self._own(owned, shape, dtype)
 
     def __getattr__(self, name):
-        # Only result views (`_result_view`) lack `_mv` until first use.
-        if name == "_mv":
-            start = object.__getattribute__(self, "_start")
-            mv = memoryview(self._owner)[start:start + self._size]
-            self._mv = mv
-            return mv
-        raise AttributeError(f"'Array' object has no attribute {name!r}")
+        # A result view (`_result_view`) starts with only _owner, _start and _shape set; the
+        # rest is made on first use (most results of a training step are never looked at).
+        make = _LAZY.get(name)
+        if make is None:
+            raise AttributeError(f"'Array' object has no attribute {name!r}")
+        value = make(self)
+        setattr(self, name, value)
+        return value
 
     # -- construction ----------------------------------------------------------------------
 
@@ -292,19 +293,27 @@ class Array:
 _new_object = object.__new__
 
 
-def _result_view(owner, start, shape, addr, size, dtype="<f4"):
-    """An Array over `owner[start:start + size]` (an array.array a binding has just written)
-    starting at `addr`: the cheapest construction, for results. Its memoryview is made on
-    first use (`__getattr__`). No checks: the caller guarantees that the arguments agree."""
+def _result_view(owner, start, shape):
+    """A float32 Array over `owner[start:start + prod(shape)]`, an array.array("f") a binding
+    has just written: the cheapest construction, for results. Only `_owner`, `_start` and
+    `_shape` are set; the memoryview, address, size, dtype and read-only flag are made on
+    first use (`_LAZY`). No checks: the caller guarantees that the arguments agree. (The
+    trainer's `_results` inlines this for its five result views.)"""
     a = _new_object(Array)
     a._owner = owner
     a._start = start
     a._shape = shape
-    a._dtype = dtype
-    a._size = size
-    a._readonly = False
-    a._addr = addr
     return a
+
+
+# What a result view computes on first use of each attribute (see `Array.__getattr__`).
+_LAZY = {
+    "_mv": lambda a: memoryview(a._owner)[a._start:a._start + a._size],
+    "_addr": lambda a: a._owner.buffer_info()[0] + 4 * a._start,
+    "_size": lambda a: math.prod(a._shape),
+    "_dtype": lambda a: "<f4",
+    "_readonly": lambda a: False,
+}
 
 
 def _flatten(values):
