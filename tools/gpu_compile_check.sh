@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Cross-compile the binding for the GPU vendors (cuda sm_90, hip gfx942) in both numeric modes,
 # without a GPU, and read the generated code: an identical-mode cuda build must contain no fused
-# or approximate float instruction (fma., .approx, .ftz) in its PTX. Needs max-core==26.7.0.
+# or approximate float instruction (fma., .approx, .ftz) in its PTX, and the identical hip build's
+# gfx942 assembly none outside the backend's correctly rounded expansions. Needs max-core==26.7.0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(mktemp -d)
@@ -25,6 +26,70 @@ if [ -f "$so" ]; then
   bad=$(strings "$so" | grep -cE '\bfma\.rn\.f32|\.approx\.|\.ftz\.' || true)
   if [ "$bad" != 0 ]; then echo "FAIL: $bad fused/approximate/flush-to-zero instructions"; status=1
   else echo "identical cuda PTX: no fma/approx/ftz instructions"; fi
+fi
+# AMD: the .so embeds a binary code object, so emit the identical hip build's gfx942 assembly
+# (one sidecar per kernel) with setup.py's flags. The backend expands IEEE fdiv, sqrt and 64-bit
+# integer division / float-to-int conversion with v_fma / v_fmac / v_rcp; the classifier accepts
+# exactly those shapes and fails on any other fused or approximate f32 instruction (a fast build
+# shows the contracted inner products it would catch).
+mkdir -p "$out/asm"
+sed "s/{stem}/_mojolearn_training/; s/{name}/_mojolearn_training_hip_identical/g" > "$out/asm/hip.mojo" <<'W'
+from std.os import abort
+from std.python import PythonObject
+from {stem} import build_module
+
+@export
+def PyInit_{name}() abi("C") -> PythonObject:
+    try:
+        return build_module("{name}")
+    except e:
+        abort(String("cannot create module: ", e))
+W
+amd_unexplained() {  # the fused/approximate f32 lines of one gfx9 kernel listing that no rule explains
+  awk '
+  function next_op(i,  j) { for (j = i + 1; j <= NR && (a[j] ~ /^[ \t]*s_nop/ || a[j] !~ /^[ \t]+[a-z]/); j++); return a[j] }
+  { a[NR] = $0 }
+  END {
+    for (i = 1; i <= NR; i++) {
+      if (a[i] ~ /^[ \t]+v_div_scale_f32/) indiv = 1
+      if (indiv) div[i] = 1
+      if (a[i] ~ /^[ \t]+v_div_fixup_f32/) indiv = 0
+    }
+    for (i = 1; i <= NR; i++) {
+      l = a[i]
+      if (l !~ /^[ \t]+v_(fma|fmac|mad|mac|pk_fma|fmaak|fmamk|fma_mix|dot2|exp|log|rsq|rcp|sqrt|sin|cos)[a-z0-9_]*/) continue
+      if (l ~ /^[ \t]+v_(rcp_iflag_f32|mad_u64_u32|mad_i64_i32|mad_u32_u24|mad_i32_i24|mad_u16|mad_i16)/) continue
+      if (div[i] && l ~ /^[ \t]+v_(rcp_f32|fma_f32|fmac_f32|div_fmas_f32)/) continue   # IEEE fdiv
+      if (l ~ /^[ \t]+v_sqrt_f32/) {        # correctly rounded only with the residual fix-up
+        for (j = i + 1; j <= i + 8 && j <= NR; j++)
+          if (a[j] ~ /v_fma_f32 v[0-9]+, -v[0-9]+, v[0-9]+, v[0-9]+/) { sq = i; break }
+        if (sq == i) continue
+      }
+      if (sq && i - sq <= 14 && l ~ /v_fma_f32 v[0-9]+, -v[0-9]+, v[0-9]+, v[0-9]+/) continue
+      if (l ~ /^[ \t]+v_fmac_f32_e32 v[0-9]+, 0x[4c]f800000, v[0-9]+/) continue   # i64 <-> f32 split
+      if (l ~ /^[ \t]+v_fma_f32/ && next_op(i) ~ /v_cvt_u32_f32/) continue       # f32 -> i64 split
+      if (l ~ /^[ \t]+v_rcp_f32/ && next_op(i) ~ /v_mul_f32_e32 v[0-9]+, 0x5f7ffffc/) continue
+      n = split(FILENAME, p, "/"); print p[n] ":" i ":" l
+    }
+  }' "$1"
+}
+arch=${MOJOLEARN_HIP_ARCH:-gfx942}
+host=(-D MOJOLEARN_TARGET_CPU=native)  # setup.py's default host target; the device code ignores it
+[ "$(uname -m)" = x86_64 ] && host=(--target-cpu x86-64-v3 -D MOJOLEARN_TARGET_CPU=x86-64-v3)
+if PATH="$(dirname "$PY"):$PATH" mojo build "$out/asm/hip.mojo" -I mojo -I mojo/bindings \
+    -D MOJOLEARN_VENDOR=hip -D MOJOLEARN_MODE=identical --fp-mode contract=off \
+    "${host[@]}" --target-accelerator "$arch" \
+    -D MOJOLEARN_ACCELERATOR="$arch" --emit asm -o "$out/asm/hip.s" >"$out/asm/log" 2>&1 &&
+    ls "$out"/asm/*.amdgcn >/dev/null 2>&1; then
+  echo "fused/approximate f32 instructions in the identical hip build's $arch kernels:"
+  cat "$out"/asm/*.amdgcn | grep -oE '^\s+v_(fma|fmac|mad|mac|pk_fma|fmaak|fmamk|fma_mix|dot2|exp|log|rsq|rcp|sqrt|div_fmas)[a-z0-9_]*' \
+    | tr -d ' \t' | grep -vE '^v_(rcp_iflag|mad_[iu](64|32|16))' | sort | uniq -c || true
+  bad=$(for k in "$out"/asm/*.amdgcn; do amd_unexplained "$k"; done)
+  if [ -n "$bad" ]; then echo "FAIL: fused/approximate f32 instructions outside fdiv/sqrt/int expansions:"
+    echo "$bad" | head -20; status=1
+  else echo "identical hip $arch code: fused ops only inside IEEE fdiv/sqrt and integer expansions"; fi
+else
+  echo "FAIL: could not emit the identical hip build's assembly"; tail -20 "$out/asm/log"; status=1
 fi
 # On this GPU-less host: the cuda binding imports, vendor auto-selection falls back to cpu, and a
 # forced cuda step fails with a RuntimeError that changes nothing.

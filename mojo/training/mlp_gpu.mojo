@@ -11,6 +11,10 @@ fails on fused, approximate or flush-to-zero instructions.
 
 Dimensions: R rows, I inputs, H hidden, O classes; flat parameters W1 (H×I), b1, W2 (O×H), b2.
 
+`mlp_steps_gpu` serves the stateless `mlp_train_step` entry (everything uploaded and
+downloaded per call); the resident session launches the same kernel on its device-resident
+state through `enqueue_mlp_steps` (training/mlp_gpu_session.mojo).
+
 Not run on a GPU yet (no device was available when this was written): compile-checked only.
 """
 from max.gpu import barrier, block_dim, thread_idx
@@ -154,6 +158,20 @@ def _ptr(b: DeviceBuffer[DType.float32]) -> F32P:
     return F32P(unsafe_from_address=Int(b.unsafe_ptr()))
 
 
+def enqueue_mlp_steps(ctx: DeviceContext, x: F32P, y: I32P, p: F32P, m: F32P, v: F32P,
+                      losses: F32P, logits: F32P, grads: F32P, dx: F32P, h: F32P, dl: F32P,
+                      dh: F32P, row_loss: F32P, inputs: Int, hidden: Int, classes: Int,
+                      rows: Int, mode: Int, k: Int, t0: Int, lr: Float32, beta1: Float32,
+                      beta2: Float32, eps: Float32, weight_decay: Float32,
+                      want_dx: Bool) raises:
+    """Launch `mlp_steps_kernel` on device pointers: the one launch both the per-call path
+    below and the resident session (training/mlp_gpu_session.mojo) use."""
+    ctx.enqueue_function[mlp_steps_kernel](
+        x, y, p, m, v, losses, logits, grads, dx, h, dl, dh, row_loss, Int64(inputs),
+        Int64(hidden), Int64(classes), Int64(rows), Int64(mode), Int64(k), Int64(t0), lr, beta1,
+        beta2, eps, weight_decay, Int64(1 if want_dx else 0), grid_dim=1, block_dim=BLOCK)
+
+
 def mlp_steps_gpu(inputs: Int, hidden: Int, classes: Int, x: F32P, y: I32P, p: F32P, m: F32P,
                   v: F32P, losses: F32P, logits: F32P, grads: F32P, dx: F32P, rows: Int,
                   mode: Int, k: Int, t0: Int, lr: Float32, beta1: Float32, beta2: Float32,
@@ -180,12 +198,11 @@ def mlp_steps_gpu(inputs: Int, hidden: Int, classes: Int, x: F32P, y: I32P, p: F
     ctx.enqueue_copy(d_p, p)
     ctx.enqueue_copy(d_m, m)
     ctx.enqueue_copy(d_v, v)
-    ctx.enqueue_function[mlp_steps_kernel](
-        _ptr(d_x), I32P(unsafe_from_address=Int(d_y.unsafe_ptr())), _ptr(d_p), _ptr(d_m),
-        _ptr(d_v), _ptr(d_losses), _ptr(d_logits), _ptr(d_grads), _ptr(d_dx), _ptr(d_h),
-        _ptr(d_dl), _ptr(d_dh), _ptr(d_rl), Int64(inputs), Int64(hidden), Int64(classes),
-        Int64(rows), Int64(mode), Int64(k), Int64(t0), lr, beta1, beta2, eps, weight_decay,
-        Int64(1 if want_dx else 0), grid_dim=1, block_dim=BLOCK)
+    enqueue_mlp_steps(ctx, _ptr(d_x), I32P(unsafe_from_address=Int(d_y.unsafe_ptr())),
+                      _ptr(d_p), _ptr(d_m), _ptr(d_v), _ptr(d_losses), _ptr(d_logits),
+                      _ptr(d_grads), _ptr(d_dx), _ptr(d_h), _ptr(d_dl), _ptr(d_dh), _ptr(d_rl),
+                      inputs, hidden, classes, rows, mode, k, t0, lr, beta1, beta2, eps,
+                      weight_decay, want_dx)
     ctx.enqueue_copy(logits, d_logits)
     if mode != 0:
         ctx.enqueue_copy(losses, d_losses)

@@ -7,10 +7,11 @@ word first, which catches a foreign address or a closed block whose memory is st
 it cannot make a use-after-close safe (freed memory may be unmapped or reused), so the handle
 is private: `_mlp_resident.Session` closes it exactly once and never uses it after.
 
-Block layout: 16 int64 header slots (below), then float32 regions, each rounded up to 16
-floats: hyperparameters (lr, beta1, beta2, eps, weight_decay), params, m, v, their backups
-bp, bm, bv, per-row scratch for `capacity` rows: h (rows × H), dlogits (rows × O),
-dh (rows × H), int32 labels (rows), and the transposed weights of training/mlp_lanes.mojo.
+Block layout: 16 int64 header slots (below; `S_DEVICE` is used by GPU builds only), then
+float32 regions, each rounded up to 16 floats: hyperparameters (lr, beta1, beta2, eps,
+weight_decay), params, m, v, their backups bp, bm, bv, per-row scratch for `capacity` rows:
+h (rows × H), dlogits (rows × O), dh (rows × H), int32 labels (rows), and the transposed
+weights of training/mlp_lanes.mojo.
 
 A training run copies (params, m, v, t) to the backup first; a refused run (non-finite
 output) copies it back before returning, and `session_rollback` can undo the last completed
@@ -20,10 +21,15 @@ The arithmetic is training/mlp.mojo's (`mlp_forward`, `mean_cross_entropy`, `mlp
 `adamw_flat`); the trainer's 8→16→3 network runs training/mlp_lanes.mojo's compile-time
 specialization of the same operations in the same order, so a resident step has the bits of
 `mlp_train_step` and of the per-operation path (tests/test_resident.py compares them).
-On GPU vendors `run_steps` is the one place that dispatches to the device kernel
-(training/mlp_gpu.mojo): the block stays in host memory and each run uploads the state and
-the batches and downloads the results (device-resident state between calls is not built yet,
-and the GPU path has not been run on a GPU).
+On GPU vendors the state is device-resident (training/mlp_gpu_session.mojo): the first run
+creates the session's device state from the block's params, m, v (so opening a session needs
+no GPU, and a run on a host without one fails with DEVICE_FAILED and changes nothing); from
+then on the device copy is authoritative and the block's p, m, v, their backups and scratch
+are unused. A run uploads only the batch, backs the state up device to device, runs the step
+kernel of training/mlp_gpu.mojo, checks finiteness on the device and downloads only the
+outputs and status words; a refused or failed run restores from the device backup, and
+`session_download`, `session_rollback` and `session_close` act on the device state. This
+path is compile-checked only: it has not been run on a GPU.
 """
 from std.ffi import external_call
 
@@ -32,7 +38,8 @@ from training.config import F32P, I32P, I64P, VENDOR
 from training.loss import mean_cross_entropy
 from training.mlp import (MLPDims, MODE_FORWARD, MODE_TRAIN, adamw_flat,
                           mlp_backward, mlp_forward)
-from training.mlp_gpu import mlp_steps_gpu
+from training.mlp_gpu_session import (DeviceCheck, DeviceStateP, device_state,
+                                      device_state_free, device_state_new)
 from training.mlp_lanes import lanes_backward, lanes_cross_entropy, lanes_forward
 
 comptime MAGIC = 0x314E4F4953534553  # "SESSION1", little-endian
@@ -45,6 +52,7 @@ comptime S_CAPACITY = 4
 comptime S_T = 5
 comptime S_BACKUP_T = 6  # -1: no backup to roll back to
 comptime S_TOTAL_FLOATS = 7
+comptime S_DEVICE = 8  # GPU builds: address of the session's DeviceState, 0 until the first run
 
 # Outcomes of a run (the entry turns them into Python errors).
 comptime OK = 0
@@ -191,13 +199,39 @@ def session_open(d: MLPDims, capacity: Int, t: Int, lr: Float32, beta1: Float32,
 
 
 def session_close(addr: Int):
-    """Free an open session (the magic word is cleared first, so a stale handle is refused)."""
-    I64P(unsafe_from_address=addr)[unsafe_offset=S_MAGIC] = 0
+    """Free an open session (the magic word is cleared first, so a stale handle is refused)
+    and, in GPU builds, its device state; never raises."""
+    var hdr = I64P(unsafe_from_address=addr)
+    hdr[unsafe_offset=S_MAGIC] = 0
+    comptime if VENDOR != "cpu":
+        var device = Int(hdr[unsafe_offset=S_DEVICE])
+        hdr[unsafe_offset=S_DEVICE] = 0
+        if device != 0:
+            device_state_free(device)
     external_call["free", NoneType](addr)
 
 
-def session_download(s: Session, p: F32P, m: F32P, v: F32P) -> Int:
-    """Copy the current params, m, v out; returns the step count."""
+def _lost_error(entry: StaticString) -> Error:
+    return Error("RuntimeError: ", entry, ": the session's device state was lost (a GPU failure "
+                 "interrupted restoring it); only closing the session is possible")
+
+
+def session_download(s: Session, p: F32P, m: F32P, v: F32P) raises -> Int:
+    """Copy the current params, m, v out (from the device once a run created its state);
+    returns the step count."""
+    comptime if VENDOR != "cpu":
+        var device = Int(s.header()[unsafe_offset=S_DEVICE])
+        if device != 0:
+            comptime E = "mlp_resident_download"
+            var dev = device_state(device)
+            if dev[].lost:
+                raise _lost_error(E)
+            try:
+                dev[].download_state(p, m, v)
+            except e:
+                raise Error("RuntimeError: ", E, ": the GPU runtime failed to copy the state "
+                            "back (", e, ")")
+            return s.t()
     var n = s.dims.total()
     copy_floats(s.params(), p, n)
     copy_floats(s.m(), m, n)
@@ -221,11 +255,25 @@ def _restore(s: Session):
     s.set_t(s.backup_t())
 
 
-def session_rollback(s: Session, t_before: Int) -> Bool:
+def session_rollback(s: Session, t_before: Int) raises -> Bool:
     """Undo the last completed training run when it started at step `t_before` and the session
-    has moved on since; returns whether it did."""
+    has moved on since; returns whether it did. GPU builds restore from the device backup."""
     if s.t() == t_before or s.backup_t() != t_before:
         return False
+    comptime if VENDOR != "cpu":
+        var device = Int(s.header()[unsafe_offset=S_DEVICE])
+        if device != 0:
+            comptime E = "mlp_resident_rollback"
+            var dev = device_state(device)
+            if dev[].lost:
+                raise _lost_error(E)
+            try:
+                dev[].restore()
+            except e:
+                raise Error("RuntimeError: ", E, ": the GPU runtime failed to restore the "
+                            "state (", e, ")")
+            s.set_t(s.backup_t())
+            return True
     _restore(s)
     return True
 
@@ -301,32 +349,73 @@ def run_steps(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
     var bad_x = first_nonfinite(x, k * rows * d.inputs)
     if bad_x >= 0:
         return Outcome(BAD_X, bad_x, 0)
+    comptime if VENDOR != "cpu":
+        return _run_device(s, x, y, y_itemsize, o, rows, k, mode, want_dx)
     var train = mode == MODE_TRAIN
     if train:
         _backup(s)
     var t0 = s.t() + 1
-    comptime if VENDOR != "cpu":
-        var labels = List[Int32](length=max(k * rows, 1), fill=0)
-        if mode != MODE_FORWARD:
-            for i in range(k * rows):
-                labels[i] = Int32(read_label(y, y_itemsize, i))
-        try:
-            mlp_steps_gpu(d.inputs, d.hidden, d.classes, x,
-                          I32P(unsafe_from_address=Int(labels.unsafe_ptr())), s.params(),
-                          s.m(), s.v(), o.losses(), o.logits(), o.grads(), o.dx(), rows, mode,
-                          k, t0, s.hyper(0), s.hyper(1), s.hyper(2), s.hyper(3), s.hyper(4),
-                          want_dx)
-        except:
-            if train:
-                _restore(s)
-            return Outcome(DEVICE_FAILED, 0, 0)
-    else:
-        _run_host(s, x, y, y_itemsize, o, rows, k, mode, want_dx, t0)
+    _run_host(s, x, y, y_itemsize, o, rows, k, mode, want_dx, t0)
     var which = _first_nonfinite_output(s, o, rows, k, mode, want_dx)
     if which.status != OK:
         if train:
             _restore(s)
         return which
+    if train:
+        s.set_t(s.t() + k)
+    return Outcome(OK, 0, 0)
+
+
+def _device(s: Session) raises -> DeviceStateP:
+    """The session's device state, created from the block's p, m, v at the first run."""
+    var hdr = s.header()
+    if hdr[unsafe_offset=S_DEVICE] == 0:
+        var d = s.dims
+        hdr[unsafe_offset=S_DEVICE] = Int64(device_state_new(
+            d.inputs, d.hidden, d.classes, s.capacity, s.params(), s.m(), s.v()))
+    return device_state(Int(hdr[unsafe_offset=S_DEVICE]))
+
+
+def _run_device(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: Int, k: Int,
+                mode: Int, want_dx: Bool) -> Outcome:
+    """The GPU body of `run_steps`, all or nothing on the device-resident state."""
+    var train = mode == MODE_TRAIN
+    var dev: DeviceStateP
+    try:
+        dev = _device(s)
+    except:
+        return Outcome(DEVICE_FAILED, 0, 0)  # no device: the block's state stays authoritative
+    if dev[].lost:
+        return Outcome(DEVICE_FAILED, 0, 0)
+    var backed_up = False
+    var check: DeviceCheck
+    try:
+        dev[].upload_batch(x, y, y_itemsize, rows, k, mode != MODE_FORWARD)
+        if train:
+            # The backup is overwritten from here on: no rollback to an older run until done.
+            s.header()[unsafe_offset=S_BACKUP_T] = -1
+            dev[].backup()
+            backed_up = True
+            s.header()[unsafe_offset=S_BACKUP_T] = Int64(s.t())
+        check = dev[].run(o.losses(), o.logits(), o.grads(), o.dx(), rows, k, mode, want_dx,
+                          s.t() + 1, s.hyper(0), s.hyper(1), s.hyper(2), s.hyper(3),
+                          s.hyper(4))
+    except:
+        if backed_up:
+            try:
+                dev[].restore()
+            except:
+                pass  # restore() marked the state lost
+        return Outcome(DEVICE_FAILED, 0, 0)
+    if check.which >= 0:
+        if train:
+            try:
+                dev[].restore()
+            except:
+                return Outcome(DEVICE_FAILED, 0, 0)
+        var codes: List[Int] = [NF_LOGITS, NF_LOSSES, NF_GRADS, NF_INPUT_GRAD, NF_PARAMS, NF_M,
+                                NF_V]
+        return Outcome(NONFINITE, codes[check.which], check.index)
     if train:
         s.set_t(s.t() + k)
     return Outcome(OK, 0, 0)

@@ -1,6 +1,6 @@
 """A resident MLP session: the trainer's parameters, AdamW moments and step count living in
-binding-owned memory between calls (host memory in every build; GPU builds upload it to the
-device for each call, DEVIATIONS.md 29).
+binding-owned memory between calls (host memory in cpu builds; device memory in GPU builds
+from the session's first step on, DEVIATIONS.md 29).
 
 The handle is the address of the session block the binding allocated (`mlp_resident_open`);
 the binding checks its magic word on every call, and this class makes sure it is closed
