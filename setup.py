@@ -2,9 +2,10 @@
 
 `mojo/bindings/_mojolearn_training.mojo` becomes `mojolearn/_mojolearn_training_cpu_identical.so`,
 `..._cpu_fast.so` and, when MOJOLEARN_VENDORS asks for them, `..._cuda_*.so` / `..._hip_*.so`.
-On x86_64 the fast mode also gets `..._cpu_fast_v4.so`, built for x86-64-v4 (AVX-512), which
-the package loads instead of the portable one on CPUs that have AVX-512 (python/mojolearn/
-_backend.py); identical mode stays one portable build (its bits never depend on the SIMD width).
+On x86_64 each cpu mode also gets a `_v4` module (`..._cpu_identical_v4.so`,
+`..._cpu_fast_v4.so`), built for x86-64-v4 (AVX-512), which the package loads instead of the
+portable one on CPUs that have AVX-512 (python/mojolearn/_backend.py). Identical-mode bits never
+depend on the SIMD width, so both identical modules give the same bits; v4 is only faster.
 The names carry no CPython tag: the binding has no libpython dependency, so one build imports
 under every CPython 3.10+.
 
@@ -12,7 +13,7 @@ Environment:
   MOJOLEARN_VENDORS     comma list, default "cpu" (cpu is always built); cuda, hip need max-core
   MOJOLEARN_TARGET_CPU  default "x86-64-v3" on x86_64 (portable); "native" builds for this host.
                         When set, every module is built for that target only (no _v4 module).
-  MOJOLEARN_FAST_V4     "0" skips the extra x86-64-v4 fast build (default: built on x86_64)
+  MOJOLEARN_BUILD_V4    "0" skips the extra x86-64-v4 cpu builds (default: built on x86_64)
   MOJOLEARN_CUDA_ARCH   default "sm_90";  MOJOLEARN_HIP_ARCH  default "gfx942"
   MOJOLEARN_MOJO_FLAGS  extra flags appended to every `mojo build`
 """
@@ -86,11 +87,11 @@ def default_target():
     return os.environ.get("MOJOLEARN_TARGET_CPU", "x86-64-v3" if is_x86_64() else "native")
 
 
-def want_fast_v4():
-    """Whether to add the AVX-512 fast module: x86_64, no explicit target, not switched off."""
-    flag = os.environ.get("MOJOLEARN_FAST_V4", "1").strip()
+def want_v4():
+    """Whether to add the AVX-512 cpu modules: x86_64, no explicit target, not switched off."""
+    flag = os.environ.get("MOJOLEARN_BUILD_V4", "1").strip()
     if flag not in ("0", "1"):
-        sys.exit(f"MOJOLEARN_FAST_V4: expected 0 or 1, got {flag!r}")
+        sys.exit(f"MOJOLEARN_BUILD_V4: expected 0 or 1, got {flag!r}")
     return flag == "1" and is_x86_64() and "MOJOLEARN_TARGET_CPU" not in os.environ
 
 
@@ -163,7 +164,7 @@ class MojoBuildExt(build_ext):
         names = {e.module for e in mojo_exts}
         for e in mojo_exts:
             stale = f"{e.stem}_{e.vendor}_{e.mode}{V4_SUFFIX}"
-            if e.vendor == "cpu" and e.mode == "fast" and stale not in names:
+            if e.vendor == "cpu" and not e.module.endswith(V4_SUFFIX) and stale not in names:
                 dirs = [Path(self.get_ext_fullpath(f"mojolearn.{e.module}")).resolve().parent]
                 if getattr(self, "editable_mode", False):  # the sources hold the .so files too
                     dirs.append(ROOT / "python" / "mojolearn")
@@ -211,8 +212,8 @@ class MojoBuildExt(build_ext):
 def extensions():
     stems = sorted(p.stem for p in BINDINGS.glob("*.mojo"))
     exts = [MojoExtension(s, v, m) for s in stems for v in requested_vendors() for m in MODES]
-    if want_fast_v4():
-        exts += [MojoExtension(s, "cpu", "fast", V4_TARGET, V4_SUFFIX) for s in stems]
+    if want_v4():
+        exts += [MojoExtension(s, "cpu", m, V4_TARGET, V4_SUFFIX) for s in stems for m in MODES]
     return exts
 
 

@@ -51,7 +51,8 @@ def test_extension_files_carry_no_cpython_tag_and_an_origin_runpath():
     assert "_mojolearn_training_cpu_identical.so" in names
     assert "_mojolearn_training_cpu_fast.so" in names
     if platform.machine() in ("x86_64", "AMD64") and not _v4_switched_off(os.environ):
-        assert "_mojolearn_training_cpu_fast_v4.so" in names  # the AVX-512 fast build
+        assert "_mojolearn_training_cpu_fast_v4.so" in names  # the AVX-512 builds
+        assert "_mojolearn_training_cpu_identical_v4.so" in names
     for name in names:
         data = open(os.path.join(pkg, name), "rb").read()
         assert b"$ORIGIN/_mojo_libs\0" in data
@@ -61,7 +62,7 @@ def test_extension_files_carry_no_cpython_tag_and_an_origin_runpath():
             "libAsyncRTRuntimeGlobals.so"} <= set(libs)
 
 
-# ---------------------------------------------------------------- the extra x86-64-v4 fast build
+# ---------------------------------------------------------------- the extra x86-64-v4 builds
 
 _LIST_EXTENSIONS = """
 import json, runpy, setuptools
@@ -73,14 +74,14 @@ print(json.dumps([[e.module, e.target] for e in captured["ext_modules"]]))
 
 
 def _v4_switched_off(env):
-    return env.get("MOJOLEARN_FAST_V4") == "0" or "MOJOLEARN_TARGET_CPU" in env
+    return env.get("MOJOLEARN_BUILD_V4") == "0" or "MOJOLEARN_TARGET_CPU" in env
 
 
 def _planned(**overrides):
     import json
 
     env = {k: v for k, v in os.environ.items()
-           if k not in ("MOJOLEARN_FAST_V4", "MOJOLEARN_TARGET_CPU", "MOJOLEARN_VENDORS")}
+           if k not in ("MOJOLEARN_BUILD_V4", "MOJOLEARN_TARGET_CPU", "MOJOLEARN_VENDORS")}
     env.update(overrides)
     proc = subprocess.run([sys.executable, "-c", _LIST_EXTENSIONS], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
@@ -90,20 +91,21 @@ def _planned(**overrides):
 
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86_64 only")
-def test_x86_64_builds_the_v4_fast_module_unless_told_not_to():
+def test_x86_64_builds_the_v4_modules_unless_told_not_to():
     assert _planned() == {"_mojolearn_training_cpu_identical": "x86-64-v3",
                           "_mojolearn_training_cpu_fast": "x86-64-v3",
+                          "_mojolearn_training_cpu_identical_v4": "x86-64-v4",
                           "_mojolearn_training_cpu_fast_v4": "x86-64-v4"}
     portable = {"_mojolearn_training_cpu_identical": "x86-64-v3",
                 "_mojolearn_training_cpu_fast": "x86-64-v3"}
-    assert _planned(MOJOLEARN_FAST_V4="0") == portable
+    assert _planned(MOJOLEARN_BUILD_V4="0") == portable
     assert _planned(MOJOLEARN_TARGET_CPU="native") == {
         "_mojolearn_training_cpu_identical": "native", "_mojolearn_training_cpu_fast": "native"}
 
 
-def test_bad_fast_v4_flag_is_a_clear_build_error():
-    out = _planned(MOJOLEARN_FAST_V4="yes")
-    assert isinstance(out, str) and "MOJOLEARN_FAST_V4: expected 0 or 1, got 'yes'" in out
+def test_bad_build_v4_flag_is_a_clear_build_error():
+    out = _planned(MOJOLEARN_BUILD_V4="yes")
+    assert isinstance(out, str) and "MOJOLEARN_BUILD_V4: expected 0 or 1, got 'yes'" in out
 
 
 _STALE = """
@@ -124,15 +126,19 @@ def test_a_build_without_v4_removes_a_stale_v4_module(tmp_path):
     pkg = tmp_path / "mojolearn"
     pkg.mkdir()
     stale = pkg / "_mojolearn_training_cpu_fast_v4.so"
+    stale_identical = pkg / "_mojolearn_training_cpu_identical_v4.so"
     keep = pkg / "_mojolearn_training_cpu_fast.so"
     stale.write_bytes(b"old")
+    stale_identical.write_bytes(b"old")
     keep.write_bytes(b"new")
     code = _STALE.replace("{action}", "cmd.remove_stale_v4(exts)")
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "removed the stale _mojolearn_training_cpu_fast_v4.so" in proc.stdout
-    assert not stale.exists() and keep.read_bytes() == b"new"
+    assert "removed the stale _mojolearn_training_cpu_identical_v4.so" in proc.stdout
+    assert not stale.exists() and not stale_identical.exists()
+    assert keep.read_bytes() == b"new"
     # A build that makes the v4 module keeps it.
     stale.write_bytes(b"old")
     code = _STALE.replace("{action}", 'cmd.remove_stale_v4(exts + [g["MojoExtension"]('

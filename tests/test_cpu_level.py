@@ -1,10 +1,14 @@
-"""The runtime choice between the portable (x86-64-v3) and the AVX-512 (x86-64-v4) fast binding.
+"""The runtime choice between the portable (x86-64-v3) and the AVX-512 (x86-64-v4) cpu binding
+of each numeric mode.
 
 Each case runs in a subprocess (the binding is fixed per process). Where this CPU or install has
 no AVX-512 module the v4 cases skip with the reason. Both fast modules are checked against an
 exact (math.fsum) sum within FAST_BOUND on fresh random inputs, and against each other: every
-output is the same FMA chain under every tile, so the two builds must give the same bits.
+output is the same FMA chain under every tile, so the two builds must give the same bits. Both
+identical modules must reproduce the golden state hashes and kernel goldens.
 """
+import subprocess
+import sys
 import math
 import os
 import platform
@@ -21,14 +25,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 V4_NAME = "_mojolearn_training_cpu_fast_v4"
 
 
-def _has_v4_module():
-    return _backend._available("cpu", "fast", "_v4")
+def _has_v4_module(mode="fast"):
+    return _backend._available("cpu", mode, "_v4")
 
 
-def _skip_unless_v4():
-    if not _has_v4_module():
-        pytest.skip("this install has no x86-64-v4 fast binding (not x86_64, or built with "
-                    "MOJOLEARN_TARGET_CPU / MOJOLEARN_FAST_V4=0)")
+def _skip_unless_v4(mode="fast"):
+    if not _has_v4_module(mode):
+        pytest.skip(f"this install has no x86-64-v4 {mode} binding (not x86_64, or built with "
+                    f"MOJOLEARN_TARGET_CPU / MOJOLEARN_BUILD_V4=0)")
     if not _backend.cpu_has_v4():
         missing = sorted(_backend._V4_FLAGS - _backend.cpu_flags())
         pytest.skip(f"this CPU lacks {', '.join(missing)}: the v4 binding cannot run here")
@@ -95,14 +99,32 @@ def test_bad_level_refused_naming_the_variable():
     assert "MOJOLEARN_CPU_LEVEL must be one of ('auto', 'v3', 'v4'), got 'avx512'" in out
 
 
-def test_identical_ignores_the_level_and_never_reads_cpuinfo():
-    out = run_python("import mojolearn\nfrom mojolearn import _backend\n"
-                     "print(_backend._cpu_flags is None)\n"
-                     "b = _backend.binding()\n"
-                     "print(b.name, _backend._cpu_flags is None)\n",
-                     env={"MOJOLEARN_NUMERIC_MODE": "identical", "MOJOLEARN_CPU_LEVEL": "v4",
-                          "MOJOLEARN_VENDOR": "cpu"})
-    assert out.split() == ["True", "_mojolearn_training_cpu_identical", "True"]
+def test_identical_follows_the_level():
+    name, target, mode = loaded("v3", "identical")
+    assert (name, mode) == ("_mojolearn_training_cpu_identical", "identical")
+    _skip_unless_v4("identical")
+    for level in ("auto", "v4"):
+        assert loaded(level, "identical") == ["_mojolearn_training_cpu_identical_v4",
+                                              "x86-64-v4", "identical"], level
+
+
+def test_both_identical_modules_reproduce_the_goldens():
+    """Identical bits never depend on the SIMD width: the golden state hashes (100 steps at
+    batch 1 and 32 through the trainer) and the kernel goldens, under each cpu level."""
+    levels = ["v3"] + (["v4"] if _has_v4_module("identical") and _backend.cpu_has_v4() else [])
+    if levels == ["v3"]:
+        print("v4 identical binding not runnable here: checking the portable one only")
+    for level in levels:
+        env = dict(os.environ, MOJOLEARN_NUMERIC_MODE="identical", MOJOLEARN_CPU_LEVEL=level,
+                   MOJOLEARN_VENDOR="cpu")
+        golden = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "device_golden.py")],
+                                env=env, capture_output=True, text=True, timeout=300)
+        assert golden.returncode == 0 and "golden hashes reproduced" in golden.stdout, \
+            f"level {level}:\n{golden.stdout}\n{golden.stderr}"
+        kernels = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                  os.path.join(ROOT, "tests", "test_golden_kernels.py")],
+                                 env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+        assert kernels.returncode == 0, f"level {level}:\n{kernels.stdout[-3000:]}"
 
 
 def test_cpu_flags_read_from_cpuinfo():

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Developer build: compile the bindings into python/mojolearn/ (editable install into .venv).
 #   bash tools/dev_build.sh          build + install (serialized with a lock: helpers share a tree)
-#   bash tools/dev_build.sh --check  compile the identical, fast and fast_v4 CPU bindings into a temp dir only
+#   bash tools/dev_build.sh --check  compile the four CPU bindings (identical, fast, each also _v4) into a temp dir only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${MOJOLEARN_VENV:-.venv}
 export PATH="$PWD/$VENV/bin:$PATH"
 if [ "${1:-}" = "--check" ]; then
   out=$(mktemp -d)
-  for variant in identical fast fast_v4; do
+  for variant in identical fast identical_v4 fast_v4; do
     mode=${variant%_v4}
     name=_mojolearn_training_cpu_$variant
     sed "s/{stem}/_mojolearn_training/; s/{name}/$name/g" > "$out/$name.mojo" <<'W'
@@ -23,7 +23,7 @@ def PyInit_{name}() abi("C") -> PythonObject:
     except e:
         abort(String("cannot create module: ", e))
 W
-    target=x86-64-v3; [ "$variant" = fast_v4 ] && target=x86-64-v4
+    target=x86-64-v3; [ "$variant" != "$mode" ] && target=x86-64-v4
     flags=(-I mojo -I mojo/bindings -D MOJOLEARN_MODE=$mode --target-cpu $target)
     [ $mode = identical ] && flags+=(--fp-mode contract=off)
     mojo build "$out/$name.mojo" "${flags[@]}" --emit shared-lib -o "$out/$name.so"

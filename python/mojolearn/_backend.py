@@ -5,12 +5,13 @@ the environment variable MOJOLEARN_NUMERIC_MODE, else 'identical'. The vendor: t
 variable MOJOLEARN_VENDOR, else the first GPU vendor whose binding loads and finds a device,
 else 'cpu'. Both are read back from the loaded binary (`build_info`), not from the request.
 
-CPU level (cpu vendor, fast mode only): x86_64 installs carry a portable x86-64-v3 (AVX2) fast
-binding and `..._cpu_fast_v4`, built for x86-64-v4 (AVX-512). The v4 one loads when it exists
-and the CPU has AVX-512 F, BW, CD, DQ and VL (read once from /proc/cpuinfo on first load; any
-other system gets v3). MOJOLEARN_CPU_LEVEL=v3 forces the portable binding, =v4 requires the
-AVX-512 one, =auto (or unset) chooses. Identical mode is one portable build: its bits do not
-depend on the SIMD width, so the level does not apply to it.
+CPU level (cpu vendor): x86_64 installs carry, per numeric mode, a portable x86-64-v3 (AVX2)
+binding and a `_v4` one built for x86-64-v4 (AVX-512). The v4 one loads when it exists and the
+CPU has AVX-512 F, BW, CD, DQ and VL (read once from /proc/cpuinfo on first load; any other
+system gets v3). MOJOLEARN_CPU_LEVEL=v3 forces the portable binding, =v4 requires the AVX-512
+one, =auto (or unset) chooses. Identical-mode bits do not depend on the SIMD width, so both
+identical bindings give the same bits (the v4 one is faster); a fast-mode run's bits may
+differ between them (DEVIATIONS.md 31).
 """
 import importlib
 import importlib.util
@@ -140,16 +141,16 @@ def _cpu_level():
 
 
 def _pick_suffix(vendor, mode):
-    """'_v4' to load the AVX-512 cpu/fast binding, '' for the regular one."""
+    """'_v4' to load the AVX-512 cpu binding of `mode`, '' for the regular one."""
     level = _cpu_level()
-    if vendor != "cpu" or mode != "fast" or level == "v3":
+    if vendor != "cpu" or level == "v3":
         return ""
     have = _available(vendor, mode, "_v4")
     if level == "v4":
         if not have:
-            raise ImportError("MOJOLEARN_CPU_LEVEL=v4, but this install has no x86-64-v4 fast "
-                              "binding (built on x86_64 unless MOJOLEARN_TARGET_CPU is set or "
-                              "MOJOLEARN_FAST_V4=0)")
+            raise ImportError(f"MOJOLEARN_CPU_LEVEL=v4, but this install has no x86-64-v4 "
+                              f"{mode} binding (built on x86_64 unless MOJOLEARN_TARGET_CPU is "
+                              f"set or MOJOLEARN_BUILD_V4=0)")
         if not cpu_has_v4():
             missing = ", ".join(sorted(_V4_FLAGS - cpu_flags()))
             raise ImportError(f"MOJOLEARN_CPU_LEVEL=v4, but this CPU lacks {missing}; "
