@@ -54,7 +54,10 @@ class Array:
     """A typed, shaped, C-contiguous buffer. Build one with `mojolearn.zeros`, `empty`,
     `Array(values, dtype)` or `Array.from_buffer(obj)`."""
 
-    __slots__ = ("_mv", "_shape", "_dtype", "_addr", "_owner", "_size", "_readonly", "_start",
+    # `_mv_` holds the memoryview, read through the `_mv` property (a result view makes it on
+    # first use). No `__getattr__` on this class: CPython 3.11 does not specialize attribute
+    # access on a type that has one, which made every `_addr` / `_shape` read ~2x slower.
+    __slots__ = ("_mv_", "_shape", "_dtype", "_addr", "_owner", "_size", "_readonly", "_start",
                  "__weakref__")
 
     def __init__(self, values, dtype="<f4", shape=None):
@@ -74,20 +77,19 @@ class Array:
             raise ValueError(f"shape {shape} does not hold {len(owned)} values")
         self._own(owned, shape, dtype)
 
-    def __getattr__(self, name):
-        # A result view (`_result_view`) starts with only _owner, _start and _shape set; the
-        # rest is made on first use (most results of a training step are never looked at).
-        make = _LAZY.get(name)
-        if make is None:
-            raise AttributeError(f"'Array' object has no attribute {name!r}")
-        value = make(self)
-        setattr(self, name, value)
-        return value
+    @property
+    def _mv(self):
+        try:
+            return self._mv_
+        except AttributeError:  # a result view (`_result_view`): made on first use
+            start = self._start
+            mv = self._mv_ = memoryview(self._owner)[start:start + self._size]
+            return mv
 
     # -- construction ----------------------------------------------------------------------
 
     def _own(self, owned, shape, dtype):
-        self._mv = memoryview(owned)
+        self._mv_ = memoryview(owned)
         self._owner = owned
         self._shape = shape
         self._dtype = dtype
@@ -120,7 +122,7 @@ class Array:
             raise ValueError("Array.from_buffer needs a C-contiguous buffer (copy it first)")
         self = cls.__new__(cls)
         flat = mv.cast("B").cast(_CODES[dtype]) if mv.nbytes else mv.cast("B")
-        self._mv = flat
+        self._mv_ = flat
         self._owner = obj
         self._shape = tuple(mv.shape)
         self._dtype = dtype
@@ -217,7 +219,7 @@ class Array:
 
     def _view(self, mv, shape, addr):
         out = Array.__new__(Array)
-        out._mv, out._owner, out._shape, out._dtype = mv, self, shape, self._dtype
+        out._mv_, out._owner, out._shape, out._dtype = mv, self, shape, self._dtype
         out._size, out._readonly, out._addr = math.prod(shape), self._readonly, addr
         return out
 
@@ -293,27 +295,20 @@ class Array:
 _new_object = object.__new__
 
 
-def _result_view(owner, start, shape):
-    """A float32 Array over `owner[start:start + prod(shape)]`, an array.array("f") a binding
-    has just written: the cheapest construction, for results. Only `_owner`, `_start` and
-    `_shape` are set; the memoryview, address, size, dtype and read-only flag are made on
-    first use (`_LAZY`). No checks: the caller guarantees that the arguments agree. (The
-    trainer's `_results` inlines this for its five result views.)"""
+def _result_view(owner, start, shape, addr, size):
+    """A float32 Array over `owner[start:start + size]` (an array.array("f") a binding has
+    just written) starting at `addr`: the cheapest construction, for results. Its memoryview
+    is made on first use (the `_mv` property). No checks: the caller guarantees that the
+    arguments agree. (The trainer's `_results` inlines this for its five result views.)"""
     a = _new_object(Array)
     a._owner = owner
     a._start = start
     a._shape = shape
+    a._dtype = "<f4"
+    a._size = size
+    a._readonly = False
+    a._addr = addr
     return a
-
-
-# What a result view computes on first use of each attribute (see `Array.__getattr__`).
-_LAZY = {
-    "_mv": lambda a: memoryview(a._owner)[a._start:a._start + a._size],
-    "_addr": lambda a: a._owner.buffer_info()[0] + 4 * a._start,
-    "_size": lambda a: math.prod(a._shape),
-    "_dtype": lambda a: "<f4",
-    "_readonly": lambda a: False,
-}
 
 
 def _flatten(values):

@@ -194,36 +194,52 @@ def _translate(exc):
     return exc
 
 
-def _results(buf, rows, k, want_dx):
-    """(logits, gradients dict, input_grad or None): Arrays viewing the flat result buffer
-    [losses (k) | logits (rows × 3) | grads (195) | input_grad (rows × 8)] (each keeps it
-    alive). `_array._result_view` unrolled for the fixed gradient layout: this runs once per
+def _results(buf, addr, rows, k, want_dx):
+    """(logits, gradients dict, input_grad or None): Arrays viewing the flat result buffer at
+    `addr`, [losses (k) | logits (rows × 3) | grads (195) | input_grad (rows × 8)] (each keeps
+    it alive). `_array._result_view` unrolled for the fixed gradient layout: this runs once per
     step, where five calls cost ~0.2 µs more."""
     new = _new_object
     A = Array
     g = k + rows * _OUT
+    a = addr + 4 * g
     logits = new(A)
     logits._owner = buf
     logits._start = k
     logits._shape = (rows, _OUT)
+    logits._size = rows * _OUT
+    logits._addr = addr + 4 * k
     w1 = new(A)
     w1._owner = buf
     w1._start = g
     w1._shape = _W1_SHAPE
+    w1._size = 128
+    w1._addr = a
     b1 = new(A)
     b1._owner = buf
     b1._start = g + 128
     b1._shape = _B1_SHAPE
+    b1._size = 16
+    b1._addr = a + 512
     w2 = new(A)
     w2._owner = buf
     w2._start = g + 144
     w2._shape = _W2_SHAPE
+    w2._size = 48
+    w2._addr = a + 576
     b2 = new(A)
     b2._owner = buf
     b2._start = g + 192
     b2._shape = _B2_SHAPE
+    b2._size = 3
+    b2._addr = a + 768
+    logits._dtype = w1._dtype = b1._dtype = w2._dtype = b2._dtype = "<f4"
+    logits._readonly = w1._readonly = b1._readonly = w2._readonly = b2._readonly = False
     grads = {"weight1": w1, "bias1": b1, "weight2": w2, "bias2": b2}
-    dx = _result_view(buf, g + S.TOTAL, (rows, _IN)) if want_dx else None
+    dx = None
+    if want_dx:
+        at = g + S.TOTAL
+        dx = _result_view(buf, at, (rows, _IN), addr + 4 * at, rows * _IN)
     return logits, grads, dx
 
 
@@ -404,7 +420,7 @@ class SmallMLPTrainer:
             else:
                 self._step = _binding().mlp_resident_steps(self._session.handle, xa, ya, out,
                                                            rows, k, itemsize, step)
-            logits, grads, dx = _results(buf, rows, k, want_dx)
+            logits, grads, dx = _results(buf, out, rows, k, want_dx)
         except BaseException as exc:
             if mode == _MODE_TRAIN:
                 self._recover(step)
@@ -450,11 +466,12 @@ class SmallMLPTrainer:
                 return self._train_step_ops(X, targets, return_input_grad)
             # `_pass`, inlined for this hottest call.
             buf = _ZERO * (1 + rows * _OUT + S.TOTAL + (rows * _IN if return_input_grad else 0))
+            out = buf.buffer_info()[0]
             try:
                 self._step = _binding().mlp_resident_step(
-                    self._session.handle, xa, ya, buf.buffer_info()[0], _MODE_TRAIN, rows,
-                    itemsize, return_input_grad, step)
-                logits, grads, dx = _results(buf, rows, 1, return_input_grad)
+                    self._session.handle, xa, ya, out, _MODE_TRAIN, rows, itemsize,
+                    return_input_grad, step)
+                logits, grads, dx = _results(buf, out, rows, 1, return_input_grad)
                 result = {"step": self._step, "loss": buf[0], "logits": logits,
                           "gradients": grads}
                 if return_input_grad:
