@@ -47,16 +47,17 @@ def _madd[w: Int](acc: SIMD[DType.float32, w], a: SIMD[DType.float32, w],
 
 def lanes_forward[I: Int, H: Int, O: Int](x: F32P, p: F32P, h: F32P, logits: F32P, wt: F32P,
                                           rows: Int):
-    """H (rows × H) and logits (rows × O) of `rows` rows; `wt` receives W1ᵀ and W2ᵀ (padded)."""
+    """H (rows × H) and logits (rows × O) of `rows` rows; `wt` receives W2ᵀ (padded) at offset
+    I·H (W1's columns are gathered into registers instead: no store and reload per step)."""
     comptime OP = _pow2_at_least(O)
     comptime B1 = H * I
     comptime W2 = B1 + H
     comptime B2 = W2 + O * H
-    var w1t = wt
     var w2t = wt.unsafe_offset(I * H)
-    for j in range(H):
-        for q in range(I):
-            w1t[unsafe_offset=q * H + j] = p[unsafe_offset=j * I + q]
+    # W1's columns, gathered once into registers (column q: lanes j = W1[j, q]).
+    var w1c = SIMD[DType.float32, I * H](0.0)
+    comptime for q in range(I):
+        w1c = w1c.insert[offset=q * H](p.unsafe_offset(q).unsafe_strided_load[width=H](I))
     for q in range(H):
         for c in range(OP):
             w2t[unsafe_offset=q * OP + c] = p[unsafe_offset=W2 + c * H + q] if c < O else Float32(0.0)
@@ -69,7 +70,7 @@ def lanes_forward[I: Int, H: Int, O: Int](x: F32P, p: F32P, h: F32P, logits: F32
         var acc = SIMD[DType.float32, H](0.0)
         comptime for q in range(I):
             acc = _madd[H](acc, SIMD[DType.float32, H](xr[unsafe_offset=q]),
-                           w1t.unsafe_load[width=H](q * H))
+                           w1c.slice[H, offset=q * H]())
         var z = acc + b1
         z = z.gt(0.0).select(z, SIMD[DType.float32, H](0.0))
         h.unsafe_offset(r * H).unsafe_store(z)
