@@ -33,18 +33,8 @@ fi
 # exactly those shapes and fails on any other fused or approximate f32 instruction (a fast build
 # shows the contracted inner products it would catch).
 mkdir -p "$out/asm"
-sed "s/{stem}/_mojolearn_training/; s/{name}/_mojolearn_training_hip_identical/g" > "$out/asm/hip.mojo" <<'W'
-from std.os import abort
-from std.python import PythonObject
-from {stem} import build_module
-
-@export
-def PyInit_{name}() abi("C") -> PythonObject:
-    try:
-        return build_module("{name}")
-    except e:
-        abort(String("cannot create module: ", e))
-W
+# The wrapper setup.py generated for this module above (one template, in setup.py).
+wrapper="$out/tmp/mojo_wrappers/_mojolearn_training_hip_identical.mojo"
 amd_unexplained() {  # the fused/approximate f32 lines of one gfx9 kernel listing that no rule explains
   awk '
   function next_op(i,  j) { for (j = i + 1; j <= NR && (a[j] ~ /^[ \t]*s_nop/ || a[j] !~ /^[ \t]+[a-z]/); j++); return a[j] }
@@ -76,7 +66,7 @@ amd_unexplained() {  # the fused/approximate f32 lines of one gfx9 kernel listin
 arch=${MOJOLEARN_HIP_ARCH:-gfx942}
 host=(-D MOJOLEARN_TARGET_CPU=native)  # setup.py's default host target; the device code ignores it
 [ "$(uname -m)" = x86_64 ] && host=(--target-cpu x86-64-v3 -D MOJOLEARN_TARGET_CPU=x86-64-v3)
-if PATH="$(dirname "$PY"):$PATH" mojo build "$out/asm/hip.mojo" -I mojo -I mojo/bindings \
+if PATH="$(dirname "$PY"):$PATH" mojo build "$wrapper" -I mojo -I mojo/bindings \
     -D MOJOLEARN_VENDOR=hip -D MOJOLEARN_MODE=identical --fp-mode contract=off \
     "${host[@]}" --target-accelerator "$arch" \
     -D MOJOLEARN_ACCELERATOR="$arch" --emit asm -o "$out/asm/hip.s" >"$out/asm/log" 2>&1 &&
