@@ -408,8 +408,9 @@ class SmallMLPTrainer:
     def _pass(self, xa, ya, itemsize, rows, mode, want_dx, k=1):
         """One resident pass (forward / grads / one train step), or k train steps in one call;
         returns the result buffer [losses (k) | logits | grads | input_grad] and the
-        `_results` views of it. A failure after the binding applied a training run (e.g. a
-        MemoryError making the views) rolls it back. Caller holds the lock."""
+        `_results` views of it (logits only in forward mode). A failure after the binding
+        applied a training run (e.g. a MemoryError making the views) rolls it back. Caller
+        holds the lock."""
         step = self._step
         buf = _ZERO * (k + rows * _OUT + S.TOTAL + (rows * _IN if want_dx else 0))
         out = buf.buffer_info()[0]
@@ -420,7 +421,11 @@ class SmallMLPTrainer:
             else:
                 self._step = _binding().mlp_resident_steps(self._session.handle, xa, ya, out,
                                                            rows, k, itemsize, step)
-            logits, grads, dx = _results(buf, out, rows, k, want_dx)
+            if mode == _MODE_FORWARD:  # logits only: no gradient views to build
+                logits, grads, dx = _result_view(buf, k, (rows, _OUT), out + 4 * k,
+                                                 rows * _OUT), None, None
+            else:
+                logits, grads, dx = _results(buf, out, rows, k, want_dx)
         except BaseException as exc:
             if mode == _MODE_TRAIN:
                 self._recover(step)

@@ -13,7 +13,7 @@ from std.python import PythonObject
 
 from entries.args import Args, Layout, refuse_nonfinite
 from training.checks import first_nonfinite
-from training.config import F32P, I32P, VENDOR
+from training.config import F32P, VENDOR
 from training.mlp import (
     MLPDims,
     MODE_FORWARD,
