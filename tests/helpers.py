@@ -2,6 +2,12 @@
 import os
 import sys
 
+import mojolearn
+
+# The folder holding the mojolearn under test (an install, the source tree, or a carried
+# build): subprocesses put it first on PYTHONPATH so they run the same package.
+PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(mojolearn.__file__)))
+
 NUMPY_BLOCKER = """
 import sys
 class _B:

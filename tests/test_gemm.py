@@ -19,13 +19,12 @@ import pytest
 
 import mojolearn
 from mojolearn import Array, _backend
-from tests.helpers import run_python
+from tests.helpers import PKG_PARENT, run_python
 from tests.reference import gemm as R
 from tests.reference.f32 import from_bits, hex_list
 
 IDENTICAL = _backend.requested_mode() == "identical"
 needs_identical = pytest.mark.skipif(not IDENTICAL, reason="bit comparisons: identical mode")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LONG = os.environ.get("MOJOLEARN_LONG_TESTS") == "1"
 # Fast mode, per output: |c - exact| <= FAST_BOUND*(k+1)*2**-24*(sum_p |a_ip*b_pj| + |c_old|)
 #                                      + (k+1)*2**-149  (the recursive dot product's γ_(k+1))
@@ -204,7 +203,7 @@ for ta, tb in {cases!r}:
 def run_products(tmp_path, a, b, cases, mode, threads):
     (tmp_path / "a.bin").write_bytes(a.tobytes())
     (tmp_path / "b.bin").write_bytes(b.tobytes())
-    code = _SUBPROCESS.format(root=os.path.join(ROOT, "python"), a=str(tmp_path / "a.bin"),
+    code = _SUBPROCESS.format(root=PKG_PARENT, a=str(tmp_path / "a.bin"),
                               b=str(tmp_path / "b.bin"), ashape=a.shape, bshape=b.shape,
                               cases=cases)
     out = run_python(code, env={"MOJOLEARN_NUMERIC_MODE": mode,

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 import mojolearn
+from tests.helpers import PKG_PARENT
 
-PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(mojolearn.__file__)))
 SCRIPT = """
 import sys, mojolearn
 from mojolearn import _rng

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+from tests.helpers import PKG_PARENT
+
 from ._util import LONG, ROOT, new_seed, record
 
 KILLS = 2000 if LONG else 200
@@ -14,7 +16,7 @@ KILLS = 2000 if LONG else 200
 def test_kill_9_during_saves(tmp_path):
     seed = new_seed()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [ROOT, os.path.join(ROOT, "python"), os.environ.get("PYTHONPATH", "")]))
+        [ROOT, PKG_PARENT, os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-m", "tests.reliability._crash_child", str(tmp_path),
                            str(KILLS), str(seed)], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=300)

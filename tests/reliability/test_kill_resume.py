@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from mojolearn import checkpoint
+from tests.helpers import PKG_PARENT
 
 from ._util import LONG, ROOT, new_seed, record
 
@@ -20,7 +21,7 @@ KILLS = 20
 
 def _env():
     return dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join(
-        [os.path.join(ROOT, "python"), os.environ.get("PYTHONPATH", "")]))
+        [PKG_PARENT, os.environ.get("PYTHONPATH", "")]))
 
 
 def _cmd(folder, mode, resume):
