@@ -15,16 +15,21 @@ Dimensions: R rows, I inputs, H hidden, O classes; flat parameters W1 (H×I), b1
 downloaded per call); the resident session launches the same kernel on its device-resident
 state through `enqueue_mlp_steps` (training/mlp_gpu_session.mojo).
 
-Not run on a GPU yet (no device was available when this was written): compile-checked only.
+Run on an NVIDIA H200 (tools/device_check.sh, tools/device_extra.sh). The hip build is
+compile-checked only.
 """
 from max.gpu import barrier, block_dim, thread_idx
 from max.gpu.host import DeviceBuffer, DeviceContext
 
-from training.config import F32P, I32P
+from training.checks import is_finite32
+from training.config import F32P, I32P, I64P
 from training.optim import _adam_lanes, adam_scalars, bias_correction
 from training.portable_math import exp32_scalar, log32_scalar
 
 comptime BLOCK = 256
+# Status words of a session run, in the order of training/mlp_resident.mojo's NF_* codes:
+# logits, losses, grads, input_grad, params, m, v.
+comptime CHECKS = 7
 
 
 @always_inline
@@ -60,7 +65,54 @@ def mlp_steps_kernel(x: F32P, y: I32P, p: F32P, m: F32P, v: F32P, losses: F32P, 
                      grads: F32P, dx: F32P, h: F32P, dl: F32P, dh: F32P, row_loss: F32P,
                      n_in: Int64, n_hid: Int64, n_out: Int64, n_rows: Int64, mode: Int64,
                      k_steps: Int64, t0: Int64, lr: Float32, beta1: Float32, beta2: Float32,
-                     eps: Float32, weight_decay: Float32, want_dx: Int64):
+                     eps: Float32, weight_decay: Float32, want_dx: Int64, seen: I64P,
+                     status: I32P, check: Int64):
+    """`training.mlp.mlp_steps` for one block of threads; with `check`, then the finiteness
+    status words of its outputs (a session reads them in the same download as the outputs)."""
+    _steps(x, y, p, m, v, losses, logits, grads, dx, h, dl, dh, row_loss, n_in, n_hid, n_out,
+           n_rows, mode, k_steps, t0, lr, beta1, beta2, eps, weight_decay, want_dx)
+    if check == 0:
+        return
+    barrier()
+    var R = Int(n_rows)
+    var total = Int(n_hid * n_in + n_hid + n_out * n_hid + n_out)
+    var grad_pass = mode != 0
+    var train = mode == 2
+    var tid = Int(thread_idx.x)
+    var nt = Int(block_dim.x)
+    seen[unsafe_offset=tid] = _first_bad(logits, R * Int(n_out), tid, nt)
+    seen[unsafe_offset=nt + tid] = _first_bad(losses, Int(k_steps) if grad_pass else 0, tid, nt)
+    seen[unsafe_offset=2 * nt + tid] = _first_bad(grads, total if grad_pass else 0, tid, nt)
+    seen[unsafe_offset=3 * nt + tid] = _first_bad(
+        dx, R * Int(n_in) if grad_pass and want_dx != 0 else 0, tid, nt)
+    seen[unsafe_offset=4 * nt + tid] = _first_bad(p, total if train else 0, tid, nt)
+    seen[unsafe_offset=5 * nt + tid] = _first_bad(m, total if train else 0, tid, nt)
+    seen[unsafe_offset=6 * nt + tid] = _first_bad(v, total if train else 0, tid, nt)
+    barrier()
+    if tid < CHECKS:
+        var best = Int64(-1)
+        for j in range(nt):
+            var at = seen[unsafe_offset=tid * nt + j]
+            if at >= 0 and (best < 0 or at < best):
+                best = at
+        status[unsafe_offset=tid] = Int32(best)
+
+
+@always_inline
+def _first_bad(a: F32P, n: Int, tid: Int, nt: Int) -> Int64:
+    """This thread's first non-finite index of a[0:n] among i ≡ tid (mod nt), or -1."""
+    for i in range(tid, n, nt):
+        if not is_finite32(a[unsafe_offset=i]):
+            return Int64(i)
+    return Int64(-1)
+
+
+@always_inline
+def _steps(x: F32P, y: I32P, p: F32P, m: F32P, v: F32P, losses: F32P, logits: F32P,
+           grads: F32P, dx: F32P, h: F32P, dl: F32P, dh: F32P, row_loss: F32P, n_in: Int64,
+           n_hid: Int64, n_out: Int64, n_rows: Int64, mode: Int64, k_steps: Int64, t0: Int64,
+           lr: Float32, beta1: Float32, beta2: Float32, eps: Float32, weight_decay: Float32,
+           want_dx: Int64):
     """The body of `training.mlp.mlp_steps` for one block of threads."""
     var tid = Int(thread_idx.x)
     var nt = Int(block_dim.x)
@@ -163,13 +215,15 @@ def enqueue_mlp_steps(ctx: DeviceContext, x: F32P, y: I32P, p: F32P, m: F32P, v:
                       dh: F32P, row_loss: F32P, inputs: Int, hidden: Int, classes: Int,
                       rows: Int, mode: Int, k: Int, t0: Int, lr: Float32, beta1: Float32,
                       beta2: Float32, eps: Float32, weight_decay: Float32,
-                      want_dx: Bool) raises:
+                      want_dx: Bool, seen: I64P, status: I32P, check: Bool) raises:
     """Launch `mlp_steps_kernel` on device pointers: the one launch both the per-call path
-    below and the resident session (training/mlp_gpu_session.mojo) use."""
+    below and the resident session (training/mlp_gpu_session.mojo) use. With `check`, `seen`
+    (CHECKS × BLOCK scratch) and `status` (CHECKS words) receive the finiteness status."""
     ctx.enqueue_function[mlp_steps_kernel](
         x, y, p, m, v, losses, logits, grads, dx, h, dl, dh, row_loss, Int64(inputs),
         Int64(hidden), Int64(classes), Int64(rows), Int64(mode), Int64(k), Int64(t0), lr, beta1,
-        beta2, eps, weight_decay, Int64(1 if want_dx else 0), grid_dim=1, block_dim=BLOCK)
+        beta2, eps, weight_decay, Int64(1 if want_dx else 0), seen, status,
+        Int64(1 if check else 0), grid_dim=1, block_dim=BLOCK)
 
 
 def mlp_steps_gpu(inputs: Int, hidden: Int, classes: Int, x: F32P, y: I32P, p: F32P, m: F32P,
@@ -202,7 +256,8 @@ def mlp_steps_gpu(inputs: Int, hidden: Int, classes: Int, x: F32P, y: I32P, p: F
                       _ptr(d_p), _ptr(d_m), _ptr(d_v), _ptr(d_losses), _ptr(d_logits),
                       _ptr(d_grads), _ptr(d_dx), _ptr(d_h), _ptr(d_dl), _ptr(d_dh), _ptr(d_rl),
                       inputs, hidden, classes, rows, mode, k, t0, lr, beta1, beta2, eps,
-                      weight_decay, want_dx)
+                      weight_decay, want_dx, I64P(unsafe_from_address=Int(d_rl.unsafe_ptr())),
+                      I32P(unsafe_from_address=Int(d_rl.unsafe_ptr())), False)
     ctx.enqueue_copy(logits, d_logits)
     if mode != 0:
         ctx.enqueue_copy(losses, d_losses)

@@ -4,68 +4,35 @@ their pre-step backup live in device memory between calls.
 `training/mlp_resident.mojo` creates a `DeviceState` at a session's first run (opening a
 session never needs a GPU) and keeps its address in the session block's `S_DEVICE` header
 slot; from then on the device copy of p, m, v is authoritative and the block's host copy is
-stale. A run uploads only the batch (x, and int32 labels unless forward), backs p, m, v up
-device to device (training runs), launches `training/mlp_gpu.mojo`'s step kernel unchanged,
-then `finite_status_kernel`, and downloads losses, logits, gradients, dx and seven status
-words, never the state. A non-finite result restores p, m, v from the device backup.
+stale. Each GPU operation costs microseconds of launch latency, far more than this model's
+arithmetic, so a run is four of them: one upload of the batch (x, then the labels as int32),
+one device-to-device copy backing p | m | v up (training runs), one launch of
+`training/mlp_gpu.mojo`'s step kernel (which also writes the finiteness status words), and one
+download of losses | logits | grads | dx | status, never the state. A non-finite result
+restores p | m | v from the device backup.
 
 If a restore itself fails the device state is unknown: it is marked `lost`, and every later
 run, download or rollback on the session is refused (the session can only be closed).
 
-Compile-checked only (cross-compiled for sm_90 and gfx942); not run on a GPU.
+Run on an NVIDIA H200 (tools/device_check.sh, tools/device_extra.sh); the hip build is
+compile-checked only.
 """
 from std.ffi import external_call
 from std.sys import size_of
 
-from max.gpu import barrier, block_dim, thread_idx
 from max.gpu.host import DeviceBuffer, DeviceContext
 
-from training.checks import is_finite32
 from training.config import F32P, I32P, I64P
-from training.mlp_gpu import BLOCK, enqueue_mlp_steps
-
-# One status word per checked output, in the order of training/mlp_resident.mojo's NF_* codes
-# (logits, losses, grads, input_grad, params, m, v): the first non-finite index, or -1.
-comptime CHECKS = 7
+from training.mlp_gpu import BLOCK, CHECKS, enqueue_mlp_steps
 
 
-@always_inline
-def _scan(a: F32P, n: Int64, which: Int, seen: I64P, tid: Int, nt: Int):
-    """This thread's first non-finite index of a[0:n] among i ≡ tid (mod nt), or -1."""
-    var first = Int64(-1)
-    for i in range(tid, Int(n), nt):
-        if not is_finite32(a[unsafe_offset=i]):
-            first = Int64(i)
-            break
-    seen[unsafe_offset=which * nt + tid] = first
+def _f(b: DeviceBuffer[DType.float32], offset: Int = 0) -> F32P:
+    return F32P(unsafe_from_address=Int(b.unsafe_ptr()) + 4 * offset)
 
 
-def finite_status_kernel(a0: F32P, n0: Int64, a1: F32P, n1: Int64, a2: F32P, n2: Int64,
-                         a3: F32P, n3: Int64, a4: F32P, n4: Int64, a5: F32P, n5: Int64,
-                         a6: F32P, n6: Int64, seen: I64P, status: I64P):
-    """status[c] = the first index i < n_c with a_c[i] NaN or infinite, -1 when none (n_c = 0:
-    not checked). One block; integer work only, so the float code of a build is unchanged."""
-    var tid = Int(thread_idx.x)
-    var nt = Int(block_dim.x)
-    _scan(a0, n0, 0, seen, tid, nt)
-    _scan(a1, n1, 1, seen, tid, nt)
-    _scan(a2, n2, 2, seen, tid, nt)
-    _scan(a3, n3, 3, seen, tid, nt)
-    _scan(a4, n4, 4, seen, tid, nt)
-    _scan(a5, n5, 5, seen, tid, nt)
-    _scan(a6, n6, 6, seen, tid, nt)
-    barrier()
-    if tid < CHECKS:
-        var best = Int64(-1)
-        for j in range(nt):
-            var at = seen[unsafe_offset=tid * nt + j]
-            if at >= 0 and (best < 0 or at < best):
-                best = at
-        status[unsafe_offset=tid] = best
-
-
-def _f(b: DeviceBuffer[DType.float32]) -> F32P:
-    return F32P(unsafe_from_address=Int(b.unsafe_ptr()))
+def _copy(src: F32P, dst: F32P, n: Int):
+    for i in range(n):
+        dst[unsafe_offset=i] = src[unsafe_offset=i]
 
 
 @fieldwise_init
@@ -77,8 +44,9 @@ struct DeviceCheck(ImplicitlyCopyable):
 
 
 struct DeviceState(Movable):
-    """One session's device memory: the state and its backup, the step scratch for `capacity`
-    rows, the outputs, and upload buffers that grow to the largest batch stack seen."""
+    """One session's device memory: p | m | v and their backup, the step scratch for
+    `capacity` rows, and one input and one output buffer (with host staging copies) that grow
+    to the largest run seen."""
 
     var ctx: DeviceContext
     var inputs: Int
@@ -87,25 +55,17 @@ struct DeviceState(Movable):
     var capacity: Int
     var total: Int
     var lost: Bool
-    var p: DeviceBuffer[DType.float32]
-    var m: DeviceBuffer[DType.float32]
-    var v: DeviceBuffer[DType.float32]
-    var bp: DeviceBuffer[DType.float32]
-    var bm: DeviceBuffer[DType.float32]
-    var bv: DeviceBuffer[DType.float32]
+    var state: DeviceBuffer[DType.float32]  # p | m | v, total each
+    var backup: DeviceBuffer[DType.float32]
     var h: DeviceBuffer[DType.float32]
     var dl: DeviceBuffer[DType.float32]
     var dh: DeviceBuffer[DType.float32]
     var row_loss: DeviceBuffer[DType.float32]
-    var logits: DeviceBuffer[DType.float32]
-    var grads: DeviceBuffer[DType.float32]
-    var dx: DeviceBuffer[DType.float32]
-    var losses: DeviceBuffer[DType.float32]
-    var x: DeviceBuffer[DType.float32]
-    var y: DeviceBuffer[DType.int32]
-    var y_host: List[Int32]
     var seen: DeviceBuffer[DType.int64]
-    var status: DeviceBuffer[DType.int64]
+    var inp: DeviceBuffer[DType.float32]  # x (k·rows·inputs) | labels as int32 (k·rows)
+    var out: DeviceBuffer[DType.float32]  # losses | logits | grads | dx | status (int32)
+    var stage: List[Float32]  # host copy of inp, read by the upload until the run waits
+    var out_host: List[Float32]
 
     def __init__(out self, inputs: Int, hidden: Int, classes: Int, capacity: Int, p: F32P,
                  m: F32P, v: F32P) raises:
@@ -118,69 +78,57 @@ struct DeviceState(Movable):
         self.total = hidden * inputs + hidden + classes * hidden + classes
         self.lost = False
         var n = self.total
-        self.p = self.ctx.enqueue_create_buffer[DType.float32](n)
-        self.m = self.ctx.enqueue_create_buffer[DType.float32](n)
-        self.v = self.ctx.enqueue_create_buffer[DType.float32](n)
-        self.bp = self.ctx.enqueue_create_buffer[DType.float32](n)
-        self.bm = self.ctx.enqueue_create_buffer[DType.float32](n)
-        self.bv = self.ctx.enqueue_create_buffer[DType.float32](n)
+        self.state = self.ctx.enqueue_create_buffer[DType.float32](3 * n)
+        self.backup = self.ctx.enqueue_create_buffer[DType.float32](3 * n)
         self.h = self.ctx.enqueue_create_buffer[DType.float32](capacity * hidden)
         self.dl = self.ctx.enqueue_create_buffer[DType.float32](capacity * classes)
         self.dh = self.ctx.enqueue_create_buffer[DType.float32](capacity * hidden)
         self.row_loss = self.ctx.enqueue_create_buffer[DType.float32](capacity)
-        self.logits = self.ctx.enqueue_create_buffer[DType.float32](capacity * classes)
-        self.grads = self.ctx.enqueue_create_buffer[DType.float32](n)
-        self.dx = self.ctx.enqueue_create_buffer[DType.float32](capacity * inputs)
-        self.losses = self.ctx.enqueue_create_buffer[DType.float32](1)
-        self.x = self.ctx.enqueue_create_buffer[DType.float32](capacity * inputs)
-        self.y = self.ctx.enqueue_create_buffer[DType.int32](capacity)
-        self.y_host = List[Int32]()
         self.seen = self.ctx.enqueue_create_buffer[DType.int64](CHECKS * BLOCK)
-        self.status = self.ctx.enqueue_create_buffer[DType.int64](CHECKS)
-        self.ctx.enqueue_copy(self.p, p)
-        self.ctx.enqueue_copy(self.m, m)
-        self.ctx.enqueue_copy(self.v, v)
+        var in_words = capacity * (inputs + 1)
+        var out_words = 1 + capacity * (classes + inputs) + n + CHECKS
+        self.inp = self.ctx.enqueue_create_buffer[DType.float32](in_words)
+        self.out = self.ctx.enqueue_create_buffer[DType.float32](out_words)
+        self.stage = List[Float32](length=in_words, fill=0)
+        self.out_host = List[Float32](length=out_words, fill=0)
+        self.ctx.enqueue_copy(self.state.create_sub_buffer[DType.float32](0, n), p)
+        self.ctx.enqueue_copy(self.state.create_sub_buffer[DType.float32](n, n), m)
+        self.ctx.enqueue_copy(self.state.create_sub_buffer[DType.float32](2 * n, n), v)
         self.ctx.synchronize()
 
     def upload_batch(mut self, x: F32P, y: Int, y_itemsize: Int, rows: Int, k: Int,
                      labels: Bool) raises:
-        """Copy k stacked batches of x (and their labels as int32) to the device; touches no
-        state, so a failure here leaves the session as it was."""
+        """Stage k stacked batches of x and (unless forward) their labels as int32 on the
+        host, and copy them to the device in one upload; touches no state, so a failure here
+        leaves the session as it was."""
         var nx = k * rows * self.inputs
-        if nx > len(self.x):
-            self.x = self.ctx.enqueue_create_buffer[DType.float32](nx)
-        if k > len(self.losses):
-            self.losses = self.ctx.enqueue_create_buffer[DType.float32](k)
-        self.ctx.enqueue_copy(self.x.create_sub_buffer[DType.float32](0, nx), x)
-        if not labels:
-            return
-        var ny = k * rows
-        if ny > len(self.y):
-            self.y = self.ctx.enqueue_create_buffer[DType.int32](ny)
-        var dst = self.y.create_sub_buffer[DType.int32](0, ny)
-        if y_itemsize == 4:
-            self.ctx.enqueue_copy(dst, I32P(unsafe_from_address=y))
-            return
-        # int64 labels (already checked to lie in [0, classes)) narrow on the host, into a
-        # member: the copy may still read it until the run's synchronize.
-        if ny > len(self.y_host):
-            self.y_host = List[Int32](length=ny, fill=0)
-        var wide = I64P(unsafe_from_address=y)
-        for i in range(ny):
-            self.y_host[i] = Int32(wide[unsafe_offset=i])
-        self.ctx.enqueue_copy(dst, I32P(unsafe_from_address=Int(self.y_host.unsafe_ptr())))
+        var words = nx + (k * rows if labels else 0)
+        if words > len(self.inp):
+            self.inp = self.ctx.enqueue_create_buffer[DType.float32](words)
+        if words > len(self.stage):
+            self.stage = List[Float32](length=words, fill=0)
+        var st = F32P(unsafe_from_address=Int(self.stage.unsafe_ptr()))
+        _copy(x, st, nx)
+        if labels:
+            # int64 labels (already checked to lie in [0, classes)) narrow here.
+            var dst = I32P(unsafe_from_address=Int(st) + 4 * nx)
+            if y_itemsize == 4:
+                var narrow = I32P(unsafe_from_address=y)
+                for i in range(k * rows):
+                    dst[unsafe_offset=i] = narrow[unsafe_offset=i]
+            else:
+                var wide = I64P(unsafe_from_address=y)
+                for i in range(k * rows):
+                    dst[unsafe_offset=i] = Int32(wide[unsafe_offset=i])
+        self.ctx.enqueue_copy(self.inp.create_sub_buffer[DType.float32](0, words), st)
 
-    def backup(mut self) raises:
-        self.ctx.enqueue_copy(self.bp, self.p)
-        self.ctx.enqueue_copy(self.bm, self.m)
-        self.ctx.enqueue_copy(self.bv, self.v)
+    def backup_state(mut self) raises:
+        self.ctx.enqueue_copy(self.backup, self.state)
 
     def restore(mut self) raises:
-        """p, m, v back from the backup, waited for; a failure marks the state lost."""
+        """p | m | v back from the backup, waited for; a failure marks the state lost."""
         try:
-            self.ctx.enqueue_copy(self.p, self.bp)
-            self.ctx.enqueue_copy(self.m, self.bm)
-            self.ctx.enqueue_copy(self.v, self.bv)
+            self.ctx.enqueue_copy(self.state, self.backup)
             self.ctx.synchronize()
         except e:
             self.lost = True
@@ -190,46 +138,50 @@ struct DeviceState(Movable):
             mode: Int, want_dx: Bool, t0: Int, lr: Float32, beta1: Float32, beta2: Float32,
             eps: Float32, weight_decay: Float32) raises -> DeviceCheck:
         """Run the uploaded batches (mode 0 forward, 1 gradients, 2 k training steps after
-        `backup`), download the outputs and report the first non-finite one."""
+        `backup_state`), download the outputs with the status words in one copy, and report
+        the first non-finite output."""
         var I = self.inputs
         var O = self.classes
         var n = self.total
         var grad_pass = mode != 0
-        var train = mode == 2
-        enqueue_mlp_steps(self.ctx, _f(self.x), I32P(unsafe_from_address=Int(self.y.unsafe_ptr())),
-                          _f(self.p), _f(self.m), _f(self.v), _f(self.losses), _f(self.logits),
-                          _f(self.grads), _f(self.dx), _f(self.h), _f(self.dl), _f(self.dh),
-                          _f(self.row_loss), I, self.hidden, O, rows, mode, k, t0, lr, beta1,
-                          beta2, eps, weight_decay, want_dx)
-        self.ctx.enqueue_function[finite_status_kernel](
-            _f(self.logits), Int64(rows * O),
-            _f(self.losses), Int64(k if grad_pass else 0),
-            _f(self.grads), Int64(n if grad_pass else 0),
-            _f(self.dx), Int64(rows * I if grad_pass and want_dx else 0),
-            _f(self.p), Int64(n if train else 0),
-            _f(self.m), Int64(n if train else 0),
-            _f(self.v), Int64(n if train else 0),
-            I64P(unsafe_from_address=Int(self.seen.unsafe_ptr())),
-            I64P(unsafe_from_address=Int(self.status.unsafe_ptr())),
-            grid_dim=1, block_dim=BLOCK)
-        var status = List[Int64](length=CHECKS, fill=-1)
-        self.ctx.enqueue_copy(I64P(unsafe_from_address=Int(status.unsafe_ptr())), self.status)
-        self.ctx.enqueue_copy(logits, self.logits.create_sub_buffer[DType.float32](0, rows * O))
-        if grad_pass:
-            self.ctx.enqueue_copy(losses, self.losses.create_sub_buffer[DType.float32](0, k))
-            self.ctx.enqueue_copy(grads, self.grads)
-            if want_dx:
-                self.ctx.enqueue_copy(dx, self.dx.create_sub_buffer[DType.float32](0, rows * I))
+        var dx_words = rows * I if grad_pass and want_dx else 0
+        var at_logits = k
+        var at_grads = at_logits + rows * O
+        var at_dx = at_grads + n
+        var at_status = at_dx + dx_words
+        var words = at_status + CHECKS
+        if words > len(self.out):
+            self.out = self.ctx.enqueue_create_buffer[DType.float32](words)
+        if words > len(self.out_host):
+            self.out_host = List[Float32](length=words, fill=0)
+        enqueue_mlp_steps(self.ctx, _f(self.inp),
+                          I32P(unsafe_from_address=Int(_f(self.inp, k * rows * I))),
+                          _f(self.state), _f(self.state, n), _f(self.state, 2 * n), _f(self.out),
+                          _f(self.out, at_logits), _f(self.out, at_grads), _f(self.out, at_dx),
+                          _f(self.h), _f(self.dl), _f(self.dh), _f(self.row_loss), I,
+                          self.hidden, O, rows, mode, k, t0, lr, beta1, beta2, eps,
+                          weight_decay, want_dx,
+                          I64P(unsafe_from_address=Int(self.seen.unsafe_ptr())),
+                          I32P(unsafe_from_address=Int(_f(self.out, at_status))), True)
+        var host = F32P(unsafe_from_address=Int(self.out_host.unsafe_ptr()))
+        self.ctx.enqueue_copy(host, self.out.create_sub_buffer[DType.float32](0, words))
         self.ctx.synchronize()
+        _copy(host.unsafe_offset(at_logits), logits, rows * O)
+        if grad_pass:
+            _copy(host, losses, k)
+            _copy(host.unsafe_offset(at_grads), grads, n)
+            _copy(host.unsafe_offset(at_dx), dx, dx_words)
+        var status = I32P(unsafe_from_address=Int(host) + 4 * at_status)
         for c in range(CHECKS):
-            if status[c] >= 0:
-                return DeviceCheck(c, Int(status[c]))
+            if status[unsafe_offset=c] >= 0:
+                return DeviceCheck(c, Int(status[unsafe_offset=c]))
         return DeviceCheck(-1, 0)
 
     def download_state(mut self, p: F32P, m: F32P, v: F32P) raises:
-        self.ctx.enqueue_copy(p, self.p)
-        self.ctx.enqueue_copy(m, self.m)
-        self.ctx.enqueue_copy(v, self.v)
+        var n = self.total
+        self.ctx.enqueue_copy(p, self.state.create_sub_buffer[DType.float32](0, n))
+        self.ctx.enqueue_copy(m, self.state.create_sub_buffer[DType.float32](n, n))
+        self.ctx.enqueue_copy(v, self.state.create_sub_buffer[DType.float32](2 * n, n))
         self.ctx.synchronize()
 
 

@@ -59,7 +59,8 @@ comptime OK = 0
 comptime BAD_TARGET = 1  # detail: flat index of the first label outside [0, O)
 comptime BAD_X = 2  # detail: flat index of the first non-finite input
 comptime NONFINITE = 3  # detail: which output (NF_* below), index in `index`
-comptime DEVICE_FAILED = 4  # the GPU runtime refused (no device, launch error)
+comptime DEVICE_FAILED = 4  # the GPU runtime refused (no device, launch error); detail:
+comptime STATE_LOST = 1  # ... the device state was lost (else 0: the session is unchanged)
 comptime NF_LOGITS = 0
 comptime NF_LOSSES = 1
 comptime NF_GRADS = 2
@@ -386,7 +387,7 @@ def _run_device(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: 
     except:
         return Outcome(DEVICE_FAILED, 0, 0)  # no device: the block's state stays authoritative
     if dev[].lost:
-        return Outcome(DEVICE_FAILED, 0, 0)
+        return Outcome(DEVICE_FAILED, STATE_LOST, 0)
     var backed_up = False
     var check: DeviceCheck
     try:
@@ -394,7 +395,7 @@ def _run_device(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: 
         if train:
             # The backup is overwritten from here on: no rollback to an older run until done.
             s.header()[unsafe_offset=S_BACKUP_T] = -1
-            dev[].backup()
+            dev[].backup_state()
             backed_up = True
             s.header()[unsafe_offset=S_BACKUP_T] = Int64(s.t())
         check = dev[].run(o.losses(), o.logits(), o.grads(), o.dx(), rows, k, mode, want_dx,
@@ -405,14 +406,14 @@ def _run_device(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: 
             try:
                 dev[].restore()
             except:
-                pass  # restore() marked the state lost
+                return Outcome(DEVICE_FAILED, STATE_LOST, 0)  # restore() marked it lost
         return Outcome(DEVICE_FAILED, 0, 0)
     if check.which >= 0:
         if train:
             try:
                 dev[].restore()
             except:
-                return Outcome(DEVICE_FAILED, 0, 0)
+                return Outcome(DEVICE_FAILED, STATE_LOST, 0)
         var codes: List[Int] = [NF_LOGITS, NF_LOSSES, NF_GRADS, NF_INPUT_GRAD, NF_PARAMS, NF_M,
                                 NF_V]
         return Outcome(NONFINITE, codes[check.which], check.index)

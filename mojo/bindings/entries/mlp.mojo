@@ -32,6 +32,7 @@ from training.mlp_resident import (
     NONFINITE,
     Outcome,
     Outputs,
+    STATE_LOST,
     Session,
     is_session,
     read_label,
@@ -333,6 +334,9 @@ def _resident_run(E: StaticString, session: Int, x_at: Int, y: Int, out_at: Int,
         raise Error("ValueError: ", E, ": X must be finite (flat index ", outcome.detail, " is ",
                     x[unsafe_offset=outcome.detail], ")")
     if outcome.status == DEVICE_FAILED:
+        if outcome.detail == STATE_LOST:
+            raise Error("RuntimeError: ", E, ": the GPU runtime failed and the session's device "
+                        "state was lost; only closing the session is possible")
         raise Error("RuntimeError: ", E, ": the GPU runtime failed to run the step (the session "
                     "is unchanged)")
     if outcome.status == NONFINITE:
