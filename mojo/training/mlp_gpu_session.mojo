@@ -20,7 +20,7 @@ compile-checked only.
 from std.ffi import external_call
 from std.sys import size_of
 
-from max.gpu.host import DeviceBuffer, DeviceContext
+from max.gpu.host import DeviceBuffer, DeviceContext, HostBuffer
 
 from training.config import F32P, I32P, I64P
 from training.mlp_gpu import BLOCK, CHECKS, enqueue_mlp_steps
@@ -64,8 +64,10 @@ struct DeviceState(Movable):
     var seen: DeviceBuffer[DType.int64]
     var inp: DeviceBuffer[DType.float32]  # x (k·rows·inputs) | labels as int32 (k·rows)
     var out: DeviceBuffer[DType.float32]  # losses | logits | grads | dx | status (int32)
-    var stage: List[Float32]  # host copy of inp, read by the upload until the run waits
-    var out_host: List[Float32]
+    # Pinned host copies of inp and out: copies from and to pinned memory take a fraction of
+    # the latency of pageable ones.
+    var stage: HostBuffer[DType.float32]
+    var out_host: HostBuffer[DType.float32]
 
     def __init__(out self, inputs: Int, hidden: Int, classes: Int, capacity: Int, p: F32P,
                  m: F32P, v: F32P) raises:
@@ -89,8 +91,8 @@ struct DeviceState(Movable):
         var out_words = 1 + capacity * (classes + inputs) + n + CHECKS
         self.inp = self.ctx.enqueue_create_buffer[DType.float32](in_words)
         self.out = self.ctx.enqueue_create_buffer[DType.float32](out_words)
-        self.stage = List[Float32](length=in_words, fill=0)
-        self.out_host = List[Float32](length=out_words, fill=0)
+        self.stage = self.ctx.enqueue_create_host_buffer[DType.float32](in_words)
+        self.out_host = self.ctx.enqueue_create_host_buffer[DType.float32](out_words)
         self.ctx.enqueue_copy(self.state.create_sub_buffer[DType.float32](0, n), p)
         self.ctx.enqueue_copy(self.state.create_sub_buffer[DType.float32](n, n), m)
         self.ctx.enqueue_copy(self.state.create_sub_buffer[DType.float32](2 * n, n), v)
@@ -106,7 +108,8 @@ struct DeviceState(Movable):
         if words > len(self.inp):
             self.inp = self.ctx.enqueue_create_buffer[DType.float32](words)
         if words > len(self.stage):
-            self.stage = List[Float32](length=words, fill=0)
+            self.stage = self.ctx.enqueue_create_host_buffer[DType.float32](words)
+            self.ctx.synchronize()  # the host writes into it next
         var st = F32P(unsafe_from_address=Int(self.stage.unsafe_ptr()))
         _copy(x, st, nx)
         if labels:
@@ -153,7 +156,7 @@ struct DeviceState(Movable):
         if words > len(self.out):
             self.out = self.ctx.enqueue_create_buffer[DType.float32](words)
         if words > len(self.out_host):
-            self.out_host = List[Float32](length=words, fill=0)
+            self.out_host = self.ctx.enqueue_create_host_buffer[DType.float32](words)
         enqueue_mlp_steps(self.ctx, _f(self.inp),
                           I32P(unsafe_from_address=Int(_f(self.inp, k * rows * I))),
                           _f(self.state), _f(self.state, n), _f(self.state, 2 * n), _f(self.out),
