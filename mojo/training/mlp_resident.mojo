@@ -28,8 +28,9 @@ then on the device copy is authoritative and the block's p, m, v, their backups 
 are unused. A run uploads only the batch, backs the state up device to device, runs the step
 kernel of training/mlp_gpu.mojo, checks finiteness on the device and downloads only the
 outputs and status words; a refused or failed run restores from the device backup, and
-`session_download`, `session_rollback` and `session_close` act on the device state. This
-path is compile-checked only: it has not been run on a GPU.
+`session_download`, `session_rollback` and `session_close` act on the device state. The cuda
+path has run on an NVIDIA H200 (tools/device_check.sh, tools/device_extra.sh); hip is
+compile-checked only.
 """
 from std.ffi import external_call
 
