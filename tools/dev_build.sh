@@ -7,27 +7,13 @@ cd "$(dirname "$0")/.."
 VENV=${MOJOLEARN_VENV:-.venv}
 export PATH="$PWD/$VENV/bin:$PATH"
 if [ "${1:-}" = "--check" ]; then
+  # setup.py's own build (its wrapper template and flags) into a temporary folder.
   out=$(mktemp -d)
-  for variant in identical fast identical_v4 fast_v4; do
-    mode=${variant%_v4}
-    name=_mojolearn_training_cpu_$variant
-    sed "s/{stem}/_mojolearn_training/; s/{name}/$name/g" > "$out/$name.mojo" <<'W'
-from std.os import abort
-from std.python import PythonObject
-from {stem} import build_module
-
-@export
-def PyInit_{name}() abi("C") -> PythonObject:
-    try:
-        return build_module("{name}")
-    except e:
-        abort(String("cannot create module: ", e))
-W
-    target=x86-64-v3; [ "$variant" != "$mode" ] && target=x86-64-v4
-    flags=(-I mojo -I mojo/bindings -D MOJOLEARN_MODE=$mode --target-cpu $target)
-    [ $mode = identical ] && flags+=(--fp-mode contract=off)
-    mojo build "$out/$name.mojo" "${flags[@]}" --emit shared-lib -o "$out/$name.so"
-  done
+  if ! MOJOLEARN_VENDORS=cpu "$VENV/bin/python" setup.py -q build_ext --build-lib "$out" \
+      --build-temp "$out/tmp" >"$out/log" 2>&1; then
+    grep -vE "Deprecat|^ *$|\*\*\*|!!" "$out/log" | tail -60; echo "dev_build: BUILD FAILED"; exit 1
+  fi
+  grep "mojolearn build" "$out/log"
   echo "compiled OK into $out"
   exit 0
 fi
