@@ -8,7 +8,7 @@ from tests.helpers import run_python
 def _devices(vendor):
     try:
         return int(_backend._import(vendor, "identical").device_count())
-    except (ImportError, RuntimeError):  # not built, or no driver
+    except Exception:  # not built, no driver: the selection skips it the same way
         return 0
 
 
