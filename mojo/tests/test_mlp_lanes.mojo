@@ -75,12 +75,11 @@ def _check(rows: Int) raises:
     # lanes kernel
     var h = Buf(rows * 16)
     var logits = Buf(rows * 3)
-    var wt = Buf(8 * 16 + 16 * 4)
     var dl = Buf(rows * 3)
     var dh = Buf(rows * 16)
     var grads = Buf(n, rng, 5, 6)  # stale contents must not leak in
     var dx = Buf(rows * 8)
-    lanes_forward[8, 16, 3](x.p(), p.p(), h.p(), logits.p(), wt.p(), rows)
+    lanes_forward[8, 16, 3](x.p(), p.p(), h.p(), logits.p(), rows)
     var loss = Buf(1)
     loss.data[0] = lanes_cross_entropy[3](logits.p(), y, dl.p(), rows)
     lanes_backward[8, 16, 3](x.p(), p.p(), h.p(), dl.p(), dh.p(), grads.p(), dx.p(), rows, True)

@@ -45,22 +45,17 @@ def _madd[w: Int](acc: SIMD[DType.float32, w], a: SIMD[DType.float32, w],
         return fma(a, b, acc)
 
 
-def lanes_forward[I: Int, H: Int, O: Int](x: F32P, p: F32P, h: F32P, logits: F32P, wt: F32P,
-                                          rows: Int):
-    """H (rows × H) and logits (rows × O) of `rows` rows; `wt` receives W2ᵀ (padded) at offset
-    I·H (W1's columns are gathered into registers instead: no store and reload per step)."""
+def lanes_forward[I: Int, H: Int, O: Int](x: F32P, p: F32P, h: F32P, logits: F32P, rows: Int):
+    """H (rows × H) and logits (rows × O) of `rows` rows. The weights are read in place or
+    gathered into registers: no transposed copy is stored and reloaded per step."""
     comptime OP = _pow2_at_least(O)
     comptime B1 = H * I
     comptime W2 = B1 + H
     comptime B2 = W2 + O * H
-    var w2t = wt.unsafe_offset(I * H)
     # W1's columns, gathered once into registers (column q: lanes j = W1[j, q]).
     var w1c = SIMD[DType.float32, I * H](0.0)
     comptime for q in range(I):
         w1c = w1c.insert[offset=q * H](p.unsafe_offset(q).unsafe_strided_load[width=H](I))
-    for q in range(H):
-        for c in range(OP):
-            w2t[unsafe_offset=q * OP + c] = p[unsafe_offset=W2 + c * H + q] if c < O else Float32(0.0)
     var b1 = p.unsafe_load[width=H](B1)
     var b2 = SIMD[DType.float32, OP](0.0)
     comptime for c in range(O):
@@ -85,17 +80,25 @@ def lanes_forward[I: Int, H: Int, O: Int](x: F32P, p: F32P, h: F32P, logits: F32
             comptime for c in range(O):
                 acc = acc.insert[offset=c * W](_madd[W](
                     acc.slice[W, offset=c * W](), hq,
-                    SIMD[DType.float32, W](w2t[unsafe_offset=q * OP + c])))
+                    SIMD[DType.float32, W](p[unsafe_offset=W2 + c * H + q])))
         comptime for c in range(O):
             var out = acc.slice[W, offset=c * W]() + SIMD[DType.float32, W](b2[c])
             comptime for l in range(W):
                 logits[unsafe_offset=(r0 + l) * O + c] = out[l]
         r0 += W
+    if r0 == rows:
+        return
+    # W2's columns, gathered into registers (column q: lanes c = W2[c, q], padded with 0).
+    var w2c = SIMD[DType.float32, OP * H](0.0)
+    comptime for c in range(O):
+        var row = p.unsafe_load[width=H](W2 + c * H)
+        comptime for q in range(H):
+            w2c[q * OP + c] = row[q]
     for r in range(r0, rows):
         var acc2 = SIMD[DType.float32, OP](0.0)
         comptime for q in range(H):
             acc2 = _madd[OP](acc2, SIMD[DType.float32, OP](h[unsafe_offset=r * H + q]),
-                             w2t.unsafe_load[width=OP](q * OP))
+                             w2c.slice[OP, offset=q * OP]())
         var out = acc2 + b2
         comptime for c in range(O):
             logits[unsafe_offset=r * O + c] = out[c]

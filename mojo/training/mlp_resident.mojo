@@ -90,7 +90,6 @@ struct Regions(ImplicitlyCopyable):
     var dl: Int
     var dh: Int
     var y: Int
-    var wt: Int
     var end: Int
 
     @staticmethod
@@ -101,12 +100,8 @@ struct Regions(ImplicitlyCopyable):
         var dl = h + _round16(capacity * d.hidden)
         var dh = dl + _round16(capacity * d.classes)
         var y = dh + _round16(capacity * d.hidden)
-        var wt = y + _round16(capacity)
-        var padded = 1
-        while padded < d.classes:
-            padded *= 2
         return Regions(0, p, p + n, p + 2 * n, p + 3 * n, p + 4 * n, p + 5 * n, h, dl, dh, y,
-                       wt, wt + _round16(d.inputs * d.hidden + d.hidden * padded))
+                       y + _round16(capacity))
 
 
 struct Session(ImplicitlyCopyable):
@@ -439,11 +434,10 @@ def _run_host(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
     var eps = s.hyper(3)
     var wd = s.hyper(4)
     var small = d.inputs == 8 and d.hidden == 16 and d.classes == 3
-    var wt = s.f(s.r.wt)
     for i in range(k):
         var xb = x.unsafe_offset(i * rows * d.inputs)
         if small:
-            lanes_forward[8, 16, 3](xb, p, h, o.logits(), wt, rows)
+            lanes_forward[8, 16, 3](xb, p, h, o.logits(), rows)
         else:
             mlp_forward(d, xb, p, h, o.logits(), rows)
         if mode == MODE_FORWARD:
