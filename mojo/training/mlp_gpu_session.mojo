@@ -23,16 +23,12 @@ from std.sys import size_of
 from max.gpu.host import DeviceBuffer, DeviceContext, HostBuffer
 
 from training.config import F32P, I32P, I64P
+from training.copy import copy_floats
 from training.mlp_gpu import BLOCK, CHECKS, enqueue_mlp_steps
 
 
 def _f(b: DeviceBuffer[DType.float32], offset: Int = 0) -> F32P:
     return F32P(unsafe_from_address=Int(b.unsafe_ptr()) + 4 * offset)
-
-
-def _copy(src: F32P, dst: F32P, n: Int):
-    for i in range(n):
-        dst[unsafe_offset=i] = src[unsafe_offset=i]
 
 
 @fieldwise_init
@@ -111,14 +107,13 @@ struct DeviceState(Movable):
             self.stage = self.ctx.enqueue_create_host_buffer[DType.float32](words)
             self.ctx.synchronize()  # the host writes into it next
         var st = F32P(unsafe_from_address=Int(self.stage.unsafe_ptr()))
-        _copy(x, st, nx)
+        copy_floats(x, st, nx)
         if labels:
             # int64 labels (already checked to lie in [0, classes)) narrow here.
             var dst = I32P(unsafe_from_address=Int(st) + 4 * nx)
             if y_itemsize == 4:
-                var narrow = I32P(unsafe_from_address=y)
-                for i in range(k * rows):
-                    dst[unsafe_offset=i] = narrow[unsafe_offset=i]
+                copy_floats(F32P(unsafe_from_address=y), F32P(unsafe_from_address=Int(dst)),
+                            k * rows)
             else:
                 var wide = I64P(unsafe_from_address=y)
                 for i in range(k * rows):
@@ -169,11 +164,11 @@ struct DeviceState(Movable):
         var host = F32P(unsafe_from_address=Int(self.out_host.unsafe_ptr()))
         self.ctx.enqueue_copy(host, self.out.create_sub_buffer[DType.float32](0, words))
         self.ctx.synchronize()
-        _copy(host.unsafe_offset(at_logits), logits, rows * O)
+        copy_floats(host.unsafe_offset(at_logits), logits, rows * O)
         if grad_pass:
-            _copy(host, losses, k)
-            _copy(host.unsafe_offset(at_grads), grads, n)
-            _copy(host.unsafe_offset(at_dx), dx, dx_words)
+            copy_floats(host, losses, k)
+            copy_floats(host.unsafe_offset(at_grads), grads, n)
+            copy_floats(host.unsafe_offset(at_dx), dx, dx_words)
         var status = I32P(unsafe_from_address=Int(host) + 4 * at_status)
         for c in range(CHECKS):
             if status[unsafe_offset=c] >= 0:

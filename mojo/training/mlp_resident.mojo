@@ -36,6 +36,7 @@ from std.ffi import external_call
 
 from training.checks import first_nonfinite, is_finite32
 from training.config import F32P, I32P, I64P, VENDOR
+from training.copy import copy_floats
 from training.loss import mean_cross_entropy
 from training.mlp import (MLPDims, MODE_FORWARD, MODE_TRAIN, adamw_flat,
                           mlp_backward, mlp_forward)
@@ -151,17 +152,6 @@ struct Session(ImplicitlyCopyable):
 def is_session(addr: Int) -> Bool:
     """True when `addr` is an open session block (its magic word is set)."""
     return addr != 0 and I64P(unsafe_from_address=addr)[unsafe_offset=S_MAGIC] == MAGIC
-
-
-def copy_floats(src: F32P, dst: F32P, n: Int):
-    comptime W = 8
-    var i = 0
-    while i + W <= n:
-        dst.unsafe_offset(i).unsafe_store(src.unsafe_load[width=W](i))
-        i += W
-    while i < n:
-        dst[unsafe_offset=i] = src[unsafe_offset=i]
-        i += 1
 
 
 def session_open(d: MLPDims, capacity: Int, t: Int, lr: Float32, beta1: Float32, beta2: Float32,

@@ -14,6 +14,7 @@ from std.python import PythonObject
 from entries.args import Args, Layout, refuse_nonfinite
 from training.checks import first_nonfinite
 from training.config import F32P, VENDOR
+from training.copy import copy_floats
 from training.mlp import (
     MLPDims,
     MODE_FORWARD,
@@ -118,12 +119,6 @@ def mlp_adamw(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
     return PythonObject(n)
 
 
-def _copy(src: F32P, dst: F32P, n: Int):
-    if src != dst:
-        for i in range(n):
-            dst[unsafe_offset=i] = src[unsafe_offset=i]
-
-
 def mlp_train_step(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
     """A whole MLP step in one call: mode 0 forward (logits), 1 grads (+ losses[0], grads,
     input_grad), 2 train (k steps; new_params / new_m / new_v receive the updated state).
@@ -171,9 +166,9 @@ def mlp_train_step(addrs: PythonObject, params: PythonObject) raises -> PythonOb
     # Pure Mojo from here to the restore: no Python API calls while the GIL is released.
     var ts = external_call["PyEval_SaveThread", Int]()
     if mode == MODE_TRAIN:
-        _copy(args.f32(2), p, n)
-        _copy(args.f32(3), m, n)
-        _copy(args.f32(4), v, n)
+        copy_floats(args.f32(2), p, n)
+        copy_floats(args.f32(3), m, n)
+        copy_floats(args.f32(4), v, n)
     var device_error = String()
     comptime if VENDOR != "cpu":
         try:

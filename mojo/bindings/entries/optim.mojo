@@ -23,6 +23,7 @@ from std.python import Python, PythonObject
 from entries.args import Args, Layout
 from training.checks import first_nonfinite, is_finite32
 from training.config import F32P, I32P, I64P
+from training.copy import copy_floats
 from training.optim import (adam_scalars, adam_update_into, bias_corrections,
                             clip_coefficient, scale_inplace, sgd_scalars, sgd_update_into,
                             sum_squares, tree_sum)
@@ -170,23 +171,18 @@ def _run_step(table: I64P, sizes: List[Int], m: F32P, v: F32P, flags: I32P, scra
     off = 0
     for j in range(n_tensors):
         var n = sizes[j]
-        _copy(_f32_at(table, 3 * j), p_new.unsafe_offset(off), n)
+        copy_floats(p_new.unsafe_offset(off), _f32_at(table, 3 * j), n)
         if plan.clip:
             scale_inplace(_f32_at(table, 3 * j + 1), n, coef)
         off += n
     if uses_m:
-        _copy(m, m_new, n_total)
+        copy_floats(m_new, m, n_total)
     if uses_v:
-        _copy(v, v_new, n_total)
+        copy_floats(v_new, v, n_total)
     if plan.kind == KIND_SGD and plan.momentum != Float32(0.0):
         for j in range(n_tensors):
             flags[unsafe_offset=j] = 1
     return StepOutcome(OK, -1, -1, norm, coef)
-
-
-def _copy(dst: F32P, src: F32P, n: Int):
-    if n > 0:
-        _ = external_call["memcpy", Int](Int(dst), Int(src), n * 4)
 
 
 def optim_step(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
@@ -322,5 +318,5 @@ def optim_copy(addrs: PythonObject, params: PythonObject) raises -> PythonObject
     """dst[0:n] = src[0:n] (float32; the buffers must not overlap)."""
     var args = Args(OPTIM_COPY, addrs, params)
     var n = args.int(0, "n")
-    _copy(args.f32(0), args.f32(1), n)
+    copy_floats(args.f32(1), args.f32(0), n)
     return PythonObject(n)
