@@ -11,6 +11,7 @@ import pytest
 import mojolearn as ml
 from mojolearn import _rng, checkpoint
 from mojolearn import _mlp_state as S
+from tests.reliability._mutate import nodes
 
 SCHEDULE = {"dataset_sha256": "ab" * 32, "seed": 11, "cursor": 96}
 
@@ -268,16 +269,7 @@ def test_structured_fuzz(seed):
     good = json.loads(checkpoint.dumps(trained(8, 1).state_dict()))
     values = [None, True, 0, -1, 1.5, "", "x", [], {}, [1, 2], {"dtype": "<f4"}, 1 << 40]
 
-    def nodes(obj, path=()):
-        yield path
-        if isinstance(obj, dict):
-            for k, v in obj.items():
-                yield from nodes(v, path + (k,))
-        elif isinstance(obj, list):
-            for i, v in enumerate(obj):
-                yield from nodes(v, path + (i,))
-
-    paths = list(nodes(good["payload"]))[1:]
+    paths = [path for path, _ in nodes(good["payload"])][1:]
     for _ in range(200):
         env = json.loads(json.dumps(good))
         path = rng.choice(paths)

@@ -136,11 +136,16 @@ def test_epoch_order_follows_the_documented_recipe(seed):
         assert _data.epoch_order(seed, 0, n) != _data.epoch_order(seed, 1, n)
 
 
+def _random_dataset(rng, most_rows):
+    """A Dataset of 10 to `most_rows` random rows (features in [-5, 5], classes 0..2)."""
+    labels = [rng.randrange(3) for _ in range(rng.randint(10, most_rows))]
+    raw = [tuple(rng.uniform(-5, 5) for _ in range(8)) for _ in labels]
+    return _data.Dataset("t", "0" * 64, "label", [f"f{j}" for j in range(8)], raw, labels, "abc")
+
+
 def test_batch_stream_visits_each_row_once_per_epoch(seed):
     rng = random.Random(seed)
-    labels = [rng.randrange(3) for _ in range(rng.randint(10, 80))]
-    raw = [tuple(rng.uniform(-5, 5) for _ in range(8)) for _ in labels]
-    ds = _data.Dataset("t", "0" * 64, "label", [f"f{j}" for j in range(8)], raw, labels, "abc")
+    ds = _random_dataset(rng, 80)
     bs = rng.randint(1, 20)
     stream = _data.BatchStream(ds, seed, bs)
     per = _data.steps_per_epoch(ds.n_train, bs)
@@ -157,9 +162,7 @@ def test_batch_stream_visits_each_row_once_per_epoch(seed):
 
 def test_stream_restarted_at_position_gives_the_same_batches(seed):
     rng = random.Random(seed)
-    labels = [rng.randrange(3) for _ in range(rng.randint(10, 60))]
-    raw = [tuple(rng.uniform(-5, 5) for _ in range(8)) for _ in labels]
-    ds = _data.Dataset("t", "0" * 64, "label", [f"f{j}" for j in range(8)], raw, labels, "abc")
+    ds = _random_dataset(rng, 60)
     bs = rng.randint(1, 16)
     done = rng.randint(0, 40)
     whole = _data.BatchStream(ds, seed, bs)

@@ -3,6 +3,7 @@ _rollback / _close`) and the trainer on top of them: same bits as the non-reside
 (`mlp_train_step`) and the per-operation path, all-or-nothing refusals inside the binding,
 rollback, automatic closing, and independent sessions in parallel threads."""
 import array
+import contextlib
 import gc
 import math
 import os
@@ -53,6 +54,16 @@ def open_session(p, m, v, t=0, capacity=CAPACITY):
                                  [8, 16, 3, capacity, t, *HYPER.values()])
 
 
+@contextlib.contextmanager
+def session(p, m, v, t=0, capacity=CAPACITY):
+    """An open session handle, closed however the block ends."""
+    h = open_session(p, m, v, t, capacity)
+    try:
+        yield h
+    finally:
+        b().mlp_resident_close([h], [])
+
+
 def download(handle):
     p, m, v = zeros((S.TOTAL,)), zeros((S.TOTAL,)), zeros((S.TOTAL,))
     t = b().mlp_resident_download([handle, p._addr, m._addr, v._addr], [])
@@ -72,8 +83,7 @@ def fused_step(p, m, v, X, y, rows, t, k=1, want_dx=False):
 
 def test_resident_steps_match_the_fused_entry(seed):
     p, m, v = rand_state(seed)
-    h = open_session(p, m, v)
-    try:
+    with session(p, m, v) as h:
         t = 0
         for rows, k in ((5, 1), (1, 3), (32, 2), (256, 1)):
             batches = _rng.batches((seed + rows) % (1 << 64), rows, k)
@@ -98,14 +108,11 @@ def test_resident_steps_match_the_fused_entry(seed):
                 (dx.tobytes() if k == 1 else b"")
             assert out.tobytes() == want, f"seed {seed}, rows {rows}, k {k}"
             assert download(h) == (t, p.tobytes() + m.tobytes() + v.tobytes()), f"seed {seed}"
-    finally:
-        b().mlp_resident_close([h], [])
 
 
 def test_forward_and_grads_modes_leave_the_session_alone(seed):
     p, m, v = rand_state(seed)
-    h = open_session(p, m, v, t=7)
-    try:
+    with session(p, m, v, t=7) as h:
         (X, y), = _rng.batches(seed % (1 << 64), 9, 1)
         before = download(h)
         out = array.array("f", bytes(4 * (1 + 27 + S.TOTAL + 72)))
@@ -119,8 +126,6 @@ def test_forward_and_grads_modes_leave_the_session_alone(seed):
         Packed(h, X._addr, X._addr, fwd.buffer_info()[0], [0, 9, 4, 0, 7]).call(
             b().mlp_resident_step)
         assert fwd[1:28].tobytes() == logits.tobytes() and download(h) == before
-    finally:
-        b().mlp_resident_close([h], [])
 
 
 def _refusal_cases(h, X, y, out):
@@ -162,8 +167,7 @@ def _refusal_cases(h, X, y, out):
 
 def test_refusals_change_nothing_in_the_session(seed):
     p, m, v = rand_state(seed)
-    h = open_session(p, m, v)
-    try:
+    with session(p, m, v) as h:
         (X, y), = _rng.batches(seed % (1 << 64), 4, 1)
         out = array.array("f", bytes(4 * (1 + 12 + S.TOTAL)))
         Packed(h, X._addr, y._addr, out.buffer_info()[0], [2, 4, 4, 0, 0]).call(
@@ -180,14 +184,11 @@ def test_refusals_change_nothing_in_the_session(seed):
             Packed(0, X._addr, y._addr, out.buffer_info()[0], [2, 4, 4, 0, 1]).call(
                 b().mlp_resident_step)
         assert download(h) == before
-    finally:
-        b().mlp_resident_close([h], [])
 
 
 def test_nonfinite_result_restores_the_session():
     big = Array([3.0e38] * S.TOTAL, "<f4")
-    h = open_session(big, zeros((S.TOTAL,)), zeros((S.TOTAL,)), t=3)
-    try:
+    with session(big, zeros((S.TOTAL,)), zeros((S.TOTAL,)), t=3) as h:
         before = download(h)
         X = Array([1.0] * 24, "<f4", (3, 8))
         y = Array([0, 1, 2], "<i4")
@@ -196,8 +197,6 @@ def test_nonfinite_result_restores_the_session():
             Packed(h, X._addr, y._addr, out.buffer_info()[0], [1, 2, 4, 3]).call(
                 b().mlp_resident_steps)
         assert download(h) == before
-    finally:
-        b().mlp_resident_close([h], [])
 
 
 def test_open_refusals():
@@ -214,8 +213,7 @@ def test_open_refusals():
 
 def test_rollback_undoes_only_the_last_run(seed):
     p, m, v = rand_state(seed)
-    h = open_session(p, m, v)
-    try:
+    with session(p, m, v) as h:
         (X, y), = _rng.batches(seed % (1 << 64), 6, 1)
         out = array.array("f", bytes(4 * (1 + 18 + S.TOTAL)))
         pk = Packed(h, X._addr, y._addr, out.buffer_info()[0], [2, 6, 4, 0, 0])
@@ -227,8 +225,6 @@ def test_rollback_undoes_only_the_last_run(seed):
         assert b().mlp_resident_rollback([h], [1]) == 1
         assert download(h) == after_one
         assert b().mlp_resident_rollback([h], [1]) == 1  # nothing left to undo
-    finally:
-        b().mlp_resident_close([h], [])
     not_a_session = zeros((64,))
     for entry, params in ((b().mlp_resident_rollback, [0]), (b().mlp_resident_close, [])):
         with pytest.raises(ValueError, match="not an open session"):

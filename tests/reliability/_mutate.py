@@ -25,14 +25,14 @@ def rehash(env):
             pass
 
 
-def _nodes(obj, path=()):
+def nodes(obj, path=()):
     yield path, obj
     if isinstance(obj, dict):
         for k, v in obj.items():
-            yield from _nodes(v, path + (k,))
+            yield from nodes(v, path + (k,))
     elif isinstance(obj, list):
         for i, v in enumerate(obj):
-            yield from _nodes(v, path + (i,))
+            yield from nodes(v, path + (i,))
 
 
 def _parent(root, path):
@@ -57,8 +57,8 @@ def _deep(rng):
 
 def structured(rng, env):
     """(bytes, description) of one structure-aware edit of a parsed envelope (edited in place)."""
-    nodes = list(_nodes(env))[1:]
-    path, value = rng.choice(nodes)
+    every = list(nodes(env))[1:]
+    path, value = rng.choice(every)
     parent = _parent(env, path)
     key = path[-1]
     op = rng.randrange(14)

@@ -197,7 +197,7 @@ _JSON = st.recursive(
                                                                        children, max_size=4),
     max_leaves=20)
 _BASE = json.loads(checkpoint.dumps(random_state(random.Random(7))))
-_PATHS = [p for p, _ in _mutate._nodes(_BASE["payload"])][1:]
+_PATHS = [p for p, _ in _mutate.nodes(_BASE["payload"])][1:]
 
 
 @settings(max_examples=2000 if LONG else 300, deadline=1000,
