@@ -294,7 +294,8 @@ def test_failure_after_the_binding_returned_is_rolled_back(monkeypatch):
     def broken(*args):
         raise MemoryError("injected after the step")
 
-    monkeypatch.setattr(trainer_mod, "_results", broken)
+    monkeypatch.setattr(trainer_mod, "_new_object", broken)  # train_step's unrolled views
+    monkeypatch.setattr(trainer_mod, "_results", broken)  # train_steps' views
     with pytest.raises(MemoryError, match="injected"):
         t.train_step(X, y)
     with pytest.raises(MemoryError, match="injected"):

@@ -18,6 +18,7 @@ of the state, then publishes it as a new session: same kernels, same order, same
 (`tools/mlp_step_check.py` is the A/B).
 """
 import array as _pyarray
+import math
 import os
 import threading
 
@@ -33,10 +34,14 @@ _MODE_FORWARD, _MODE_GRADS, _MODE_TRAIN = 0, 1, 2
 _IN, _HID, _OUT = S.ARCHITECTURE
 _MAX_ROWS = 256
 _MAX_STEP = S.MAX_STEP
+_TOTAL = S.TOTAL
 _ZERO = _pyarray.array("f", (0.0,))  # repeated: the fastest zeroed float32 allocation
 _W1_SHAPE, _B1_SHAPE, _W2_SHAPE, _B2_SHAPE = S.SHAPES
-# `_results` spells the flat gradient layout out (offsets 0, 128, 144, 192 of 195).
+# `train_step` spells the flat gradient layout out (offsets 0, 128, 144, 192 of 195).
 assert S.OFFSETS == (0, 128, 144, 192) and S.TOTAL == 195 and S.ARCHITECTURE == [8, 16, 3]
+_LOGITS_SHAPES = [(rows, _OUT) for rows in range(_MAX_ROWS + 1)]  # shared, not rebuilt per step
+_GRADIENT_VIEWS = [(name, at, shape, math.prod(shape))
+                   for name, at, shape in zip(S.NAMES, S.OFFSETS, S.SHAPES)]
 # array.array typecodes of signed 4- and 8-byte integers: labels the binding reads directly.
 _SIGNED_CODES = frozenset(c for c in "ilq" if _pyarray.array(c).itemsize in (4, 8))
 _NDARRAY = [None]  # numpy.ndarray once one has been seen (numpy itself is never imported)
@@ -197,48 +202,14 @@ def _translate(exc):
 def _results(buf, addr, rows, k, want_dx):
     """(logits, gradients dict, input_grad or None): Arrays viewing the flat result buffer at
     `addr`, [losses (k) | logits (rows × 3) | grads (195) | input_grad (rows × 8)] (each keeps
-    it alive). `_array._result_view` unrolled for the fixed gradient layout: this runs once per
-    step, where five calls cost ~0.2 µs more."""
-    new = _new_object
-    A = Array
+    it alive). `train_step` builds the same views unrolled."""
     g = k + rows * _OUT
-    a = addr + 4 * g
-    logits = new(A)
-    logits._owner = buf
-    logits._start = k
-    logits._shape = (rows, _OUT)
-    logits._size = rows * _OUT
-    logits._addr = addr + 4 * k
-    w1 = new(A)
-    w1._owner = buf
-    w1._start = g
-    w1._shape = _W1_SHAPE
-    w1._size = 128
-    w1._addr = a
-    b1 = new(A)
-    b1._owner = buf
-    b1._start = g + 128
-    b1._shape = _B1_SHAPE
-    b1._size = 16
-    b1._addr = a + 512
-    w2 = new(A)
-    w2._owner = buf
-    w2._start = g + 144
-    w2._shape = _W2_SHAPE
-    w2._size = 48
-    w2._addr = a + 576
-    b2 = new(A)
-    b2._owner = buf
-    b2._start = g + 192
-    b2._shape = _B2_SHAPE
-    b2._size = 3
-    b2._addr = a + 768
-    logits._dtype = w1._dtype = b1._dtype = w2._dtype = b2._dtype = "<f4"
-    logits._readonly = w1._readonly = b1._readonly = w2._readonly = b2._readonly = False
-    grads = {"weight1": w1, "bias1": b1, "weight2": w2, "bias2": b2}
+    logits = _result_view(buf, k, _LOGITS_SHAPES[rows], addr + 4 * k, rows * _OUT)
+    grads = {name: _result_view(buf, g + at, shape, addr + 4 * (g + at), size)
+             for name, at, shape, size in _GRADIENT_VIEWS}
     dx = None
     if want_dx:
-        at = g + S.TOTAL
+        at = g + _TOTAL
         dx = _result_view(buf, at, (rows, _IN), addr + 4 * at, rows * _IN)
     return logits, grads, dx
 
@@ -422,7 +393,7 @@ class SmallMLPTrainer:
                 self._step = _binding().mlp_resident_steps(self._session.handle, xa, ya, out,
                                                            rows, k, itemsize, step)
             if mode == _MODE_FORWARD:  # logits only: no gradient views to build
-                logits, grads, dx = _result_view(buf, k, (rows, _OUT), out + 4 * k,
+                logits, grads, dx = _result_view(buf, k, _LOGITS_SHAPES[rows], out + 4 * k,
                                                  rows * _OUT), None, None
             else:
                 logits, grads, dx = _results(buf, out, rows, k, want_dx)
@@ -469,18 +440,58 @@ class SmallMLPTrainer:
                 self._check_room(1)
             if _env_get(_FUSED_KEY) == _OFF:
                 return self._train_step_ops(X, targets, return_input_grad)
-            # `_pass`, inlined for this hottest call.
-            buf = _ZERO * (1 + rows * _OUT + S.TOTAL + (rows * _IN if return_input_grad else 0))
-            out = buf.buffer_info()[0]
+            # `_pass` and `_results`, inlined and unrolled for this hottest call: at batch 1
+            # the calls and the loop cost ~5 % of a step.
+            g = 1 + (n_logits := rows * _OUT)  # [loss | logits | grads | input_grad]
+            buf = _ZERO * (g + _TOTAL + rows * _IN if return_input_grad else g + _TOTAL)
+            addr = buf.buffer_info()[0]
             try:
                 self._step = _binding().mlp_resident_step(
-                    self._session.handle, xa, ya, out, _MODE_TRAIN, rows, itemsize,
+                    self._session.handle, xa, ya, addr, _MODE_TRAIN, rows, itemsize,
                     return_input_grad, step)
-                logits, grads, dx = _results(buf, out, rows, 1, return_input_grad)
+                make = _new_object
+                A = Array
+                a = addr + 4 * g
+                logits = make(A)
+                logits._owner = buf
+                logits._start = 1
+                logits._shape = _LOGITS_SHAPES[rows]
+                logits._size = n_logits
+                logits._addr = addr + 4
+                w1 = make(A)
+                w1._owner = buf
+                w1._start = g
+                w1._shape = _W1_SHAPE
+                w1._size = 128
+                w1._addr = a
+                b1 = make(A)
+                b1._owner = buf
+                b1._start = g + 128
+                b1._shape = _B1_SHAPE
+                b1._size = 16
+                b1._addr = a + 512
+                w2 = make(A)
+                w2._owner = buf
+                w2._start = g + 144
+                w2._shape = _W2_SHAPE
+                w2._size = 48
+                w2._addr = a + 576
+                b2 = make(A)
+                b2._owner = buf
+                b2._start = g + 192
+                b2._shape = _B2_SHAPE
+                b2._size = 3
+                b2._addr = a + 768
+                logits._dtype = w1._dtype = b1._dtype = w2._dtype = b2._dtype = "<f4"
+                logits._readonly = w1._readonly = b1._readonly = w2._readonly = False
+                b2._readonly = False
                 result = {"step": self._step, "loss": buf[0], "logits": logits,
-                          "gradients": grads}
+                          "gradients": {"weight1": w1, "bias1": b1, "weight2": w2,
+                                        "bias2": b2}}
                 if return_input_grad:
-                    result["input_grad"] = dx
+                    at = g + _TOTAL
+                    result["input_grad"] = _result_view(buf, at, (rows, _IN), addr + 4 * at,
+                                                        rows * _IN)
             except BaseException as exc:  # refused, or e.g. a KeyboardInterrupt after it ran
                 self._recover(step)
                 new = _translate(_backend.translate(exc))

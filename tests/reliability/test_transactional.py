@@ -66,7 +66,7 @@ def _trainer_snapshot(t):
 # Python helpers each method calls (module, name, calls): a KeyboardInterrupt raised in any of
 # them stands for one arriving at that point of the call - for train_step(s) after the binding
 # has applied the step to the resident state (the results are unpacked after it returns).
-_PY_POINTS = {"train_step": [(trainer_mod, "_results", 1)],
+_PY_POINTS = {"train_step": [(trainer_mod, "_new_object", 5)],  # its unrolled result views
               "train_steps": [(trainer_mod, "_results", 1)],
               "apply_gradients": [(S, "tensor", 4), (S, "flat", 1), (trainer_mod, "Session", 1)],
               "load_state_dict": [(S, "tensor", 7), (S, "check_schedule", 1), (S, "flat", 1),
