@@ -30,7 +30,7 @@ for bit: the reference is the executable spec of the order above.
 from training.config import F32P, I32P
 from training.gemm import gemm as gemm_mode
 from training.loss import mean_cross_entropy
-from training.optim import adam_update, bias_corrections
+from training.optim import adam_scalars, adam_update_into, bias_corrections
 
 comptime MODE_FORWARD = 0
 comptime MODE_GRADS = 1
@@ -78,8 +78,16 @@ def gemm(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool):
 def adamw_flat(p: F32P, g: F32P, m: F32P, v: F32P, n: Int, t: Int, lr: Float32, beta1: Float32,
                beta2: Float32, eps: Float32, weight_decay: Float32):
     """AdamW (decoupled decay) in place on the flat buffers, step t (one-based)."""
+    adamw_flat_into(p, g, m, v, p, m, v, n, t, lr, beta1, beta2, eps, weight_decay)
+
+
+def adamw_flat_into(p: F32P, g: F32P, m: F32P, v: F32P, p_out: F32P, m_out: F32P, v_out: F32P,
+                    n: Int, t: Int, lr: Float32, beta1: Float32, beta2: Float32, eps: Float32,
+                    weight_decay: Float32):
+    """`adamw_flat` writing the new p, m, v to the `_out` buffers (or in place)."""
     var bc = bias_corrections(beta1, beta2, t)
-    adam_update(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, True, False, bc[0], bc[1])
+    adam_update_into(p, g, m, v, p_out, m_out, v_out, n,
+                     adam_scalars(lr, beta1, beta2, eps, weight_decay, True, False, bc[0], bc[1]))
 
 
 # ---------------------------------------------------------------- the fused step

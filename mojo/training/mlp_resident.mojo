@@ -9,13 +9,15 @@ is private: `_mlp_resident.Session` closes it exactly once and never uses it aft
 
 Block layout: 16 int64 header slots (below; `S_DEVICE` is used by GPU builds only), then
 float32 regions, each rounded up to 16 floats: hyperparameters (lr, beta1, beta2, eps,
-weight_decay), params, m, v, their backups bp, bm, bv, per-row scratch for `capacity` rows:
-h (rows × H), dlogits (rows × O), dh (rows × H), int32 labels (rows), and the transposed
-weights of training/mlp_lanes.mojo.
+weight_decay), two banks of (params, m, v), and per-row scratch for `capacity` rows:
+h (rows × H), dlogits (rows × O), dh (rows × H), int32 labels (rows).
 
-A training run copies (params, m, v, t) to the backup first; a refused run (non-finite
-output) copies it back before returning, and `session_rollback` can undo the last completed
-run (the Python side uses it when something fails after the binding returned).
+One bank holds the current state (`S_BANK` says which). A CPU training run reads the current
+bank and writes the other (its first AdamW update reads one bank and writes the other, later
+steps of the run update it in place), then publishes it by switching `S_BANK`: a refused run
+(non-finite output) switches nothing, so the state is as it was without a copy, and the old
+bank stays intact as the backup that `session_rollback` switches back to (the Python side
+uses it when something fails after the binding returned) until the next run overwrites it.
 
 The arithmetic is training/mlp.mojo's (`mlp_forward`, `mean_cross_entropy`, `mlp_backward`,
 `adamw_flat`); the trainer's 8→16→3 network runs training/mlp_lanes.mojo's compile-time
@@ -24,10 +26,10 @@ specialization of the same operations in the same order, so a resident step has 
 On GPU vendors the state is device-resident (training/mlp_gpu_session.mojo): the first run
 creates the session's device state from the block's params, m, v (so opening a session needs
 no GPU, and a run on a host without one fails with DEVICE_FAILED and changes nothing); from
-then on the device copy is authoritative and the block's p, m, v, their backups and scratch
-are unused. A run uploads only the batch, backs the state up device to device, runs the step
-kernel of training/mlp_gpu.mojo, checks finiteness on the device and downloads only the
-outputs and status words; a refused or failed run restores from the device backup, and
+then on the device copy is authoritative and the block's banks and scratch are unused. A run
+uploads only the batch, backs the state up device to device, runs the step kernel of
+training/mlp_gpu.mojo, checks finiteness on the device and downloads only the outputs and
+status words; a refused or failed run restores from the device backup, and
 `session_download`, `session_rollback` and `session_close` act on the device state. The cuda
 path has run on an NVIDIA H200 (tools/device_check.sh, tools/device_extra.sh); hip is
 compile-checked only.
@@ -38,7 +40,7 @@ from training.checks import first_nonfinite, is_finite32
 from training.config import F32P, I32P, I64P, VENDOR
 from training.copy import copy_floats
 from training.loss import mean_cross_entropy
-from training.mlp import (MLPDims, MODE_FORWARD, MODE_TRAIN, adamw_flat,
+from training.mlp import (MLPDims, MODE_FORWARD, MODE_TRAIN, adamw_flat_into,
                           mlp_backward, mlp_forward)
 from training.mlp_gpu_session import (DeviceCheck, DeviceStateP, device_state,
                                       device_state_free, device_state_new)
@@ -55,6 +57,7 @@ comptime S_T = 5
 comptime S_BACKUP_T = 6  # -1: no backup to roll back to
 comptime S_TOTAL_FLOATS = 7
 comptime S_DEVICE = 8  # GPU builds: address of the session's DeviceState, 0 until the first run
+comptime S_BANK = 9  # 0 or 1: the bank holding the current (params, m, v)
 
 # Outcomes of a run (the entry turns them into Python errors).
 comptime OK = 0
@@ -78,15 +81,13 @@ def _round16(n: Int) -> Int:
 
 @fieldwise_init
 struct Regions(ImplicitlyCopyable):
-    """Float offsets of a session's regions from the first float after the header."""
+    """Float offsets of a session's regions from the first float after the header: `p` starts
+    bank 0 (p, m, v, `n` floats apart), `bank_stride` floats later bank 1."""
 
     var hyper: Int
     var p: Int
-    var m: Int
-    var v: Int
-    var bp: Int
-    var bm: Int
-    var bv: Int
+    var n: Int
+    var bank_stride: Int
     var h: Int
     var dl: Int
     var dh: Int
@@ -101,8 +102,7 @@ struct Regions(ImplicitlyCopyable):
         var dl = h + _round16(capacity * d.hidden)
         var dh = dl + _round16(capacity * d.classes)
         var y = dh + _round16(capacity * d.hidden)
-        return Regions(0, p, p + n, p + 2 * n, p + 3 * n, p + 4 * n, p + 5 * n, h, dl, dh, y,
-                       y + _round16(capacity))
+        return Regions(0, p, n, 3 * n, h, dl, dh, y, y + _round16(capacity))
 
 
 struct Session(ImplicitlyCopyable):
@@ -136,17 +136,44 @@ struct Session(ImplicitlyCopyable):
     def backup_t(self) -> Int:
         return Int(self.header()[unsafe_offset=S_BACKUP_T])
 
+    def bank(self, spare: Bool = False) -> Bank:
+        """The current (params, m, v), or with `spare` the other bank."""
+        var which = Int(self.header()[unsafe_offset=S_BANK])
+        if spare:
+            which = 1 - which
+        return Bank(Int(self.f(self.r.p + which * self.r.bank_stride)), self.r.n)
+
+    def switch_bank(self):
+        self.header()[unsafe_offset=S_BANK] = 1 - self.header()[unsafe_offset=S_BANK]
+
     def params(self) -> F32P:
-        return self.f(self.r.p)
+        return self.bank().p()
 
     def m(self) -> F32P:
-        return self.f(self.r.m)
+        return self.bank().m()
 
     def v(self) -> F32P:
-        return self.f(self.r.v)
+        return self.bank().v()
 
     def hyper(self, i: Int) -> Float32:
         return self.f(self.r.hyper)[unsafe_offset=i]
+
+
+@fieldwise_init
+struct Bank(ImplicitlyCopyable):
+    """One bank's (params, m, v): `n` floats each, from address `at`."""
+
+    var at: Int
+    var n: Int
+
+    def p(self) -> F32P:
+        return F32P(unsafe_from_address=self.at)
+
+    def m(self) -> F32P:
+        return F32P(unsafe_from_address=self.at + 4 * self.n)
+
+    def v(self) -> F32P:
+        return F32P(unsafe_from_address=self.at + 8 * self.n)
 
 
 def is_session(addr: Int) -> Bool:
@@ -226,22 +253,6 @@ def session_download(s: Session, p: F32P, m: F32P, v: F32P) raises -> Int:
     return s.t()
 
 
-def _backup(s: Session):
-    var n = s.dims.total()
-    copy_floats(s.params(), s.f(s.r.bp), n)
-    copy_floats(s.m(), s.f(s.r.bm), n)
-    copy_floats(s.v(), s.f(s.r.bv), n)
-    s.header()[unsafe_offset=S_BACKUP_T] = Int64(s.t())
-
-
-def _restore(s: Session):
-    var n = s.dims.total()
-    copy_floats(s.f(s.r.bp), s.params(), n)
-    copy_floats(s.f(s.r.bm), s.m(), n)
-    copy_floats(s.f(s.r.bv), s.v(), n)
-    s.set_t(s.backup_t())
-
-
 def session_rollback(s: Session, t_before: Int) raises -> Bool:
     """Undo the last completed training run when it started at step `t_before` and the session
     has moved on since; returns whether it did. GPU builds restore from the device backup."""
@@ -261,7 +272,9 @@ def session_rollback(s: Session, t_before: Int) raises -> Bool:
                             "state (", e, ")")
             s.set_t(s.backup_t())
             return True
-    _restore(s)
+    s.switch_bank()  # back to the bank the run started from, untouched since
+    s.set_t(t_before)
+    s.header()[unsafe_offset=S_BACKUP_T] = -1  # the undone state is no backup
     return True
 
 
@@ -339,17 +352,17 @@ def run_steps(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
     comptime if VENDOR != "cpu":
         return _run_device(s, x, y, y_itemsize, o, rows, k, mode, want_dx)
     var train = mode == MODE_TRAIN
+    var t = s.t()
     if train:
-        _backup(s)
-    var t0 = s.t() + 1
-    _run_host(s, x, y, y_itemsize, o, rows, k, mode, want_dx, t0)
+        s.header()[unsafe_offset=S_BACKUP_T] = -1  # the run overwrites the spare bank
+    _run_host(s, x, y, y_itemsize, o, rows, k, mode, want_dx, t + 1)
     var which = _first_nonfinite_output(s, o, rows, k, mode, want_dx)
     if which.status != OK:
-        if train:
-            _restore(s)
-        return which
+        return which  # the current bank is untouched
     if train:
-        s.set_t(s.t() + k)
+        s.switch_bank()
+        s.header()[unsafe_offset=S_BACKUP_T] = Int64(t)
+        s.set_t(t + k)
     return Outcome(OK, 0, 0)
 
 
@@ -410,10 +423,11 @@ def _run_device(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: 
 
 def _run_host(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: Int, k: Int,
               mode: Int, want_dx: Bool, t0: Int):
-    """The CPU body of `run_steps`: k steps in place on the session's state."""
+    """The CPU body of `run_steps`: k steps from the current bank into the spare one."""
     var d = s.dims
     var train = mode == MODE_TRAIN
-    var p = s.params()
+    var state = s.bank()
+    var new = s.bank(spare=True)
     var h = s.f(s.r.h)
     var dl = s.f(s.r.dl)
     var dh = s.f(s.r.dh)
@@ -426,6 +440,7 @@ def _run_host(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
     var small = d.inputs == 8 and d.hidden == 16 and d.classes == 3
     for i in range(k):
         var xb = x.unsafe_offset(i * rows * d.inputs)
+        var p = state.p()
         if small:
             lanes_forward[8, 16, 3](xb, p, h, o.logits(), rows)
         else:
@@ -445,7 +460,9 @@ def _run_host(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
                                                              dl, True)
             mlp_backward(d, xb, p, h, dl, dh, o.grads(), o.dx(), rows, want_dx)
         if train:
-            adamw_flat(p, o.grads(), s.m(), s.v(), d.total(), t0 + i, lr, b1, b2, eps, wd)
+            adamw_flat_into(p, o.grads(), state.m(), state.v(), new.p(), new.m(), new.v(),
+                            d.total(), t0 + i, lr, b1, b2, eps, wd)
+            state = new
 
 
 def _first_nonfinite_output(s: Session, o: Outputs, rows: Int, k: Int, mode: Int,
@@ -467,14 +484,15 @@ def _first_nonfinite_output(s: Session, o: Outputs, rows: Int, k: Int, mode: Int
         at = first_nonfinite(o.dx(), rows * d.inputs)
         if at >= 0:
             return Outcome(NONFINITE, NF_INPUT_GRAD, at)
-    if mode == MODE_TRAIN:
-        at = first_nonfinite(s.params(), n)
+    if mode == MODE_TRAIN:  # the new state, in the spare bank until published
+        var new = s.bank(spare=True)
+        at = first_nonfinite(new.p(), n)
         if at >= 0:
             return Outcome(NONFINITE, NF_PARAMS, at)
-        at = first_nonfinite(s.m(), n)
+        at = first_nonfinite(new.m(), n)
         if at >= 0:
             return Outcome(NONFINITE, NF_M, at)
-        at = first_nonfinite(s.v(), n)
+        at = first_nonfinite(new.v(), n)
         if at >= 0:
             return Outcome(NONFINITE, NF_V, at)
     return Outcome(OK, 0, 0)
