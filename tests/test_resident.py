@@ -199,6 +199,44 @@ def test_nonfinite_result_restores_the_session():
         assert download(h) == before
 
 
+def _state_arrays(downloaded):
+    """(p, m, v) Arrays of a `download` result's bytes."""
+    raw_bytes = downloaded[1]
+    n = 4 * S.TOTAL
+    return [Array(memoryview(raw_bytes[i * n:(i + 1) * n]).cast("f"), "<f4") for i in range(3)]
+
+
+def test_a_refused_run_leaves_the_last_completed_state_to_train_on(seed):
+    """The run after a completed one writes the other state bank: when it is refused (here at
+    the last of three steps), the completed state stays current, the rollback to before the
+    completed run is gone, and the next run gives the bits of a fresh session holding that
+    state."""
+    p, m, v = rand_state(seed)
+    batches = _rng.batches(seed % (1 << 64), 4, 3)
+    X3 = Array(memoryview(b"".join(X.tobytes() for X, _ in batches[:2])
+                          + Array([3.0e38] * 32, "<f4").tobytes()).cast("f"), "<f4", (12, 8))
+    y3 = Array([c for _, y in batches for c in y.tolist()], "<i4")
+    X, y = batches[0]
+    out = array.array("f", bytes(4 * (3 + 12 + S.TOTAL)))
+    with session(p, m, v) as h:
+        Packed(h, X._addr, y._addr, out.buffer_info()[0], [2, 4, 4, 0, 0]).call(
+            b().mlp_resident_step)
+        completed = download(h)
+        with pytest.raises(RuntimeError, match="is not finite"):
+            Packed(h, X3._addr, y3._addr, out.buffer_info()[0], [4, 3, 4, 1]).call(
+                b().mlp_resident_steps)
+        assert download(h) == completed
+        assert b().mlp_resident_rollback([h], [0]) == 1 and download(h) == completed
+        (X2, y2) = batches[1]
+        Packed(h, X2._addr, y2._addr, out.buffer_info()[0], [2, 4, 4, 0, 1]).call(
+            b().mlp_resident_step)
+        continued = download(h)
+    with session(*_state_arrays(completed), t=1) as fresh:
+        Packed(fresh, X2._addr, y2._addr, out.buffer_info()[0], [2, 4, 4, 0, 1]).call(
+            b().mlp_resident_step)
+        assert download(fresh) == continued
+
+
 def test_open_refusals():
     p, m, v = rand_state(1)
     nan = Array([math.nan] * S.TOTAL, "<f4")

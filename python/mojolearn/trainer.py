@@ -483,8 +483,7 @@ class SmallMLPTrainer:
                 b2._size = 3
                 b2._addr = a + 768
                 logits._dtype = w1._dtype = b1._dtype = w2._dtype = b2._dtype = "<f4"
-                logits._readonly = w1._readonly = b1._readonly = w2._readonly = False
-                b2._readonly = False
+                logits._readonly = w1._readonly = b1._readonly = w2._readonly = b2._readonly = False
                 result = {"step": self._step, "loss": buf[0], "logits": logits,
                           "gradients": {"weight1": w1, "bias1": b1, "weight2": w2,
                                         "bias2": b2}}
