@@ -120,7 +120,7 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False):
             f"{' (transposed)' if ta else ''} and b has shape {B._shape}"
             f"{' (transposed)' if tb else ''}, so op(a) is {m}x{k} but op(b) is {kb}x{n}")
     buf = _ZERO_F32 * (m * n)
-    out = _result_view(buf, 0, (m, n), buf.buffer_info()[0], m * n)
+    out = _result_view(buf, (m, n), buf.buffer_info()[0], m * n)
     if m == 0 or n == 0 or k == 0:
         return out  # the empty sum is +0.0 (and zero-size buffers have no address to pass)
     raw = _raw if _raw is not None else _load()

@@ -204,13 +204,13 @@ def _results(buf, addr, rows, k, want_dx):
     `addr`, [losses (k) | logits (rows × 3) | grads (195) | input_grad (rows × 8)] (each keeps
     it alive). `train_step` builds the same views unrolled."""
     g = k + rows * _OUT
-    logits = _result_view(buf, k, _LOGITS_SHAPES[rows], addr + 4 * k, rows * _OUT)
-    grads = {name: _result_view(buf, g + at, shape, addr + 4 * (g + at), size)
+    logits = _result_view(buf, _LOGITS_SHAPES[rows], addr + 4 * k, rows * _OUT)
+    grads = {name: _result_view(buf, shape, addr + 4 * (g + at), size)
              for name, at, shape, size in _GRADIENT_VIEWS}
     dx = None
     if want_dx:
         at = g + _TOTAL
-        dx = _result_view(buf, at, (rows, _IN), addr + 4 * at, rows * _IN)
+        dx = _result_view(buf, (rows, _IN), addr + 4 * at, rows * _IN)
     return logits, grads, dx
 
 
@@ -393,7 +393,7 @@ class SmallMLPTrainer:
                 self._step = _binding().mlp_resident_steps(self._session.handle, xa, ya, out,
                                                            rows, k, itemsize, step)
             if mode == _MODE_FORWARD:  # logits only: no gradient views to build
-                logits, grads, dx = _result_view(buf, k, _LOGITS_SHAPES[rows], out + 4 * k,
+                logits, grads, dx = _result_view(buf, _LOGITS_SHAPES[rows], out + 4 * k,
                                                  rows * _OUT), None, None
             else:
                 logits, grads, dx = _results(buf, out, rows, k, want_dx)
@@ -454,31 +454,26 @@ class SmallMLPTrainer:
                 a = addr + 4 * g
                 logits = make(A)
                 logits._owner = buf
-                logits._start = 1
                 logits._shape = _LOGITS_SHAPES[rows]
                 logits._size = n_logits
                 logits._addr = addr + 4
                 w1 = make(A)
                 w1._owner = buf
-                w1._start = g
                 w1._shape = _W1_SHAPE
                 w1._size = 128
                 w1._addr = a
                 b1 = make(A)
                 b1._owner = buf
-                b1._start = g + 128
                 b1._shape = _B1_SHAPE
                 b1._size = 16
                 b1._addr = a + 512
                 w2 = make(A)
                 w2._owner = buf
-                w2._start = g + 144
                 w2._shape = _W2_SHAPE
                 w2._size = 48
                 w2._addr = a + 576
                 b2 = make(A)
                 b2._owner = buf
-                b2._start = g + 192
                 b2._shape = _B2_SHAPE
                 b2._size = 3
                 b2._addr = a + 768
@@ -489,7 +484,7 @@ class SmallMLPTrainer:
                                         "bias2": b2}}
                 if return_input_grad:
                     at = g + _TOTAL
-                    result["input_grad"] = _result_view(buf, at, (rows, _IN), addr + 4 * at,
+                    result["input_grad"] = _result_view(buf, (rows, _IN), addr + 4 * at,
                                                         rows * _IN)
             except BaseException as exc:  # refused, or e.g. a KeyboardInterrupt after it ran
                 self._recover(step)
