@@ -362,7 +362,9 @@ def test_binding_exception_changes_nothing(monkeypatch):
                 raise RuntimeError(f"{name}: injected failure")
             return call
 
-    monkeypatch.setattr(trainer_mod, "_binding", lambda: Failing())
+    failing = Failing()
+    monkeypatch.setattr(trainer_mod, "_binding", lambda: failing)
+    monkeypatch.setattr(t, "_run_step", failing.mlp_resident_step)  # train_step's, looked up once
     for fused in ("1", "0"):
         monkeypatch.setenv("MOJOLEARN_MLP_FUSED", fused)
         for call in (lambda: t.train_step(X, y), lambda: t.apply_gradients(t.weights_.values()),

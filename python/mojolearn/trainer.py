@@ -241,6 +241,7 @@ class SmallMLPTrainer:
         self._config = S.check_config(lr, betas, eps, weight_decay)
         self._schedule = S.check_schedule(data_schedule)
         self._mode = _binding().mode
+        self._run_step = _binding().mlp_resident_step  # train_step's entry, looked up once
         self._lock = threading.RLock()
         self._flags = zeros((4,), "<i4")
         self._step = 0
@@ -446,9 +447,8 @@ class SmallMLPTrainer:
             buf = _ZERO * (g + _TOTAL + rows * _IN if return_input_grad else g + _TOTAL)
             addr = buf.buffer_info()[0]
             try:
-                self._step = _binding().mlp_resident_step(
-                    self._session.handle, xa, ya, addr, _MODE_TRAIN, rows, itemsize,
-                    return_input_grad, step)
+                self._step = self._run_step(self._session.handle, xa, ya, addr, _MODE_TRAIN,
+                                            rows, itemsize, return_input_grad, step)
                 make = _new_object
                 A = Array
                 a = addr + 4 * g

@@ -137,6 +137,7 @@ def _trainer_trial(rng, t, monkeypatch):
             entry = _ENTRIES[method]
             proxy = _Proxy(trainer_mod._backend.binding(), entry, where, exc)
             monkeypatch.setattr(trainer_mod, "_binding", lambda: proxy)
+            monkeypatch.setattr(t, "_run_step", proxy.mlp_resident_step)  # train_step's own
     call = {"train_step": lambda: t.train_step(X, y),
             "train_steps": lambda: t.train_steps(Xk, yk, k),
             "apply_gradients": lambda: t.apply_gradients(g),
