@@ -18,7 +18,6 @@ of the state, then publishes it as a new session: same kernels, same order, same
 (`tools/mlp_step_check.py` is the A/B).
 """
 import array as _pyarray
-import math
 import os
 import threading
 
@@ -37,11 +36,9 @@ _MAX_STEP = S.MAX_STEP
 _TOTAL = S.TOTAL
 _ZERO = _pyarray.array("f", (0.0,))  # repeated: the fastest zeroed float32 allocation
 _W1_SHAPE, _B1_SHAPE, _W2_SHAPE, _B2_SHAPE = S.SHAPES
-# `train_step` spells the flat gradient layout out (offsets 0, 128, 144, 192 of 195).
+# `train_step` and `_results` spell the flat gradient layout out (offsets 0, 128, 144, 192).
 assert S.OFFSETS == (0, 128, 144, 192) and S.TOTAL == 195 and S.ARCHITECTURE == [8, 16, 3]
 _LOGITS_SHAPES = [(rows, _OUT) for rows in range(_MAX_ROWS + 1)]  # shared, not rebuilt per step
-_GRADIENT_VIEWS = [(name, at, shape, math.prod(shape))
-                   for name, at, shape in zip(S.NAMES, S.OFFSETS, S.SHAPES)]
 # array.array typecodes of signed 4- and 8-byte integers: labels the binding reads directly.
 _SIGNED_CODES = frozenset(c for c in "ilq" if _pyarray.array(c).itemsize in (4, 8))
 _NDARRAY = [None]  # numpy.ndarray once one has been seen (numpy itself is never imported)
@@ -202,11 +199,14 @@ def _translate(exc):
 def _results(buf, addr, rows, k, want_dx):
     """(logits, gradients dict, input_grad or None): Arrays viewing the flat result buffer at
     `addr`, [losses (k) | logits (rows × 3) | grads (195) | input_grad (rows × 8)] (each keeps
-    it alive). `train_step` builds the same views unrolled."""
+    it alive). `train_step` builds the same views inline."""
     g = k + rows * _OUT
+    a = addr + 4 * g
     logits = _result_view(buf, _LOGITS_SHAPES[rows], addr + 4 * k, rows * _OUT)
-    grads = {name: _result_view(buf, shape, addr + 4 * (g + at), size)
-             for name, at, shape, size in _GRADIENT_VIEWS}
+    grads = {"weight1": _result_view(buf, _W1_SHAPE, a, 128),
+             "bias1": _result_view(buf, _B1_SHAPE, a + 512, 16),
+             "weight2": _result_view(buf, _W2_SHAPE, a + 576, 48),
+             "bias2": _result_view(buf, _B2_SHAPE, a + 768, 3)}
     dx = None
     if want_dx:
         at = g + _TOTAL
