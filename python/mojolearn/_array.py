@@ -82,7 +82,7 @@ class Array:
         try:
             return self._mv_
         except AttributeError:  # a result view (`_result_view`): made on first use
-            start = (self._addr - self._owner.buffer_info()[0]) >> 2  # float32 items in
+            start = (self._addr - self._owner.buffer_info()[0]) >> 2  # offset, in floats
             mv = self._mv_ = memoryview(self._owner)[start:start + self._size]
             return mv
 
