@@ -36,7 +36,7 @@ compile-checked only.
 """
 from std.ffi import external_call
 
-from training.checks import first_nonfinite, is_finite32
+from training.checks import first_nonfinite
 from training.config import F32P, I32P, I64P, VENDOR
 from training.copy import copy_floats
 from training.loss import mean_cross_entropy
