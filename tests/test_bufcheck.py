@@ -4,7 +4,7 @@ import struct
 
 import pytest
 
-from mojolearn import Array, _bufcheck, _buffer
+from mojolearn import Array, _array, _bufcheck, _buffer
 
 
 def test_probe_reports_layout():
@@ -116,10 +116,10 @@ def test_addresses_point_at_the_data():
 
 def test_frombytes_and_le_bytes_round_trip():
     raw = struct.pack("<4f", 1.0, -0.0, 3.5, float("inf"))
-    arr = _buffer.frombytes(raw, "<f4", (2, 2))
+    arr = _array.frombytes(raw, "<f4", (2, 2))
     assert arr.shape == (2, 2) and _buffer.le_bytes(arr) == raw
     with pytest.raises(ValueError, match="do not hold"):
-        _buffer.frombytes(raw[:-1], "<f4", (2, 2))
+        _array.frombytes(raw[:-1], "<f4", (2, 2))
     assert _buffer.le_bytes(array.array("i", [1, -1])) == struct.pack("<2i", 1, -1)
 
 

@@ -1,4 +1,4 @@
-"""Print the reliability figures R1...R9 as a table.
+"""Print the reliability figures R1...R11 as a table.
 
 Runs the suites in tests/reliability (CI sizes; `--long` sets MOJOLEARN_LONG_TESTS=1 for the
 large runs) with MOJOLEARN_RELIABILITY_OUT pointing at a scratch folder, where each suite
@@ -99,10 +99,22 @@ def _rows(f):
         r = g(key)
         if r:
             rows.append(("R9", what, str(r["states"]), f"{r['byte_equal']} byte-equal", "-"))
+    if g("R10_set_params_race"):
+        r = f["R10_set_params_race"]
+        rows.append(("R10", "set_params x step from two threads, interleaved",
+                     f"{r['interleavings']:,}", f"{r['crashes']} crashes ({r['steps']:,} steps, "
+                     f"one lock per optimizer)", "-"))
+    if g("R11_special_paths") and g("bad_inputs"):
+        api, cli = f["R11_special_paths"]["api_cases"], f["bad_inputs"]["cli_path_rows"]
+        rows.append(("R11", "special files and symlinks at every written path (API + CLI)",
+                     str(api + cli), "FIFO/folder/device refused before writing; links followed",
+                     "-"))
     if g("bad_inputs"):
         r = f["bad_inputs"]
-        rows.append(("BI", "bad-input table rows (API + CLI)", str(r["rows"] + r["cli_rows"]),
+        rows.append(("BI", "bad-input table rows (API)", str(r["rows"]),
                      f"{r['entry_points']} entry points; named error, nothing changed", "-"))
+        rows.append(("BI", "CLI bad-input table rows", str(r["cli_rows"]),
+                     "one line on stderr, exit 2, nothing written", "-"))
     return rows
 
 

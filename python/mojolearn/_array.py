@@ -121,7 +121,9 @@ class Array:
         if not mv.c_contiguous:
             raise ValueError("Array.from_buffer needs a C-contiguous buffer (copy it first)")
         self = cls.__new__(cls)
-        flat = mv.cast("B").cast(_CODES[dtype]) if mv.nbytes else mv.cast("B")
+        # A view with a 0 in its shape cannot be cast: an empty one of the dtype stands in.
+        flat = mv.cast("B").cast(_CODES[dtype]) if mv.nbytes else \
+            memoryview(_pyarray.array(_CODES[dtype]))
         self._mv_ = flat
         self._owner = obj
         self._shape = tuple(mv.shape)
@@ -202,6 +204,16 @@ class Array:
         owned = _pyarray.array(_CODES[self._dtype])
         owned.frombytes(self._mv.tobytes())
         return Array._wrap(owned, self._shape, self._dtype)
+
+    def __copy__(self):
+        return self.copy()
+
+    def __deepcopy__(self, memo):
+        return self.copy()
+
+    def __reduce__(self):
+        # Pickled as its bytes: the copy owns its memory (a borrowed buffer is not shared).
+        return frombytes, (self.tobytes(), self._dtype, self._shape)
 
     def reshape(self, *shape):
         """A view with another shape over the same memory (one of -1 allowed)."""
@@ -308,6 +320,16 @@ def _result_view(owner, shape, addr, size):
     a._readonly = False
     a._addr = addr
     return a
+
+
+def frombytes(raw, dtype, shape):
+    """A new owned Array from little-endian bytes (the checkpoint encoding, pickles)."""
+    shape = _check_shape(shape)
+    owned = _pyarray.array(_CODES[_check_dtype(dtype)])
+    if len(raw) != math.prod(shape) * owned.itemsize:
+        raise ValueError(f"{len(raw)} bytes do not hold shape {shape} of {dtype}")
+    owned.frombytes(raw)
+    return Array._wrap(owned, shape, dtype)
 
 
 def _flatten(values):

@@ -137,16 +137,6 @@ def zeros(shape, dtype="<f4"):
     return Array._wrap(_pyarray.array(code, bytes(math.prod(shape) * int(dtype[2]))), shape, dtype)
 
 
-def frombytes(raw, dtype, shape):
-    """A new owned Array from little-endian bytes (the checkpoint encoding)."""
-    shape = _check_shape(shape)
-    owned = _pyarray.array(_CODES[_check_dtype(dtype)])
-    if len(raw) != math.prod(shape) * owned.itemsize:
-        raise ValueError(f"{len(raw)} bytes do not hold shape {shape} of {dtype}")
-    owned.frombytes(raw)
-    return Array._wrap(owned, shape, dtype)
-
-
 def le_bytes(obj, kind=None):
     """The little-endian bytes of a C-contiguous buffer, C order (hosts are little-endian)."""
     if type(obj) is Array:

@@ -27,12 +27,18 @@ import io
 import math
 import os
 import re
-import struct
+import stat as _stat
 
+from ._files import kind, shown
+from ._portable import round_f32
 from ._rng import SplitMix64
 
 FEATURES = 8
 _INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)  # an integer label (not "+-1", not "²")
+# A plain decimal literal: not "1_000", not "٣" or "①", not "0x1p3", not "nan"/"inf".
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+_NON_FINITE = re.compile(r"[+-]?(?:nan|inf|infinity)", re.ASCII | re.IGNORECASE)
+MAX_CSV_BYTES = 256 << 20  # read into Python lists: far beyond this, memory runs out first
 CLASSES = 3
 SPLIT_SEED = 20240611
 TEST_FRACTION_DIVISOR = 5  # n_class // 5 rows of each class are held out
@@ -54,10 +60,6 @@ F32_MAX = 3.4028234663852886e+38  # the largest finite float32
 
 class DataError(ValueError):
     """A dataset problem the user must fix; the message is one line naming row and column."""
-
-
-def _f32(x):
-    return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
 class Dataset:
@@ -123,7 +125,7 @@ def standardize(raw_rows, train_rows):
         sds.append(math.sqrt(acc / n))
     out = []
     for row in raw_rows:
-        out.append(tuple(_f32((row[j] - means[j]) / sds[j]) if sds[j] > 0.0 else 0.0
+        out.append(tuple(round_f32((row[j] - means[j]) / sds[j]) if sds[j] > 0.0 else 0.0
                          for j in range(width)))
     return tuple(out)
 
@@ -190,13 +192,14 @@ def file_sha256(path):
 
 
 def _number(cell, row, column):
-    text = cell.strip()
+    text = cell.strip(" \t")
     if not text:
         raise DataError(f"row {row}, column {column}: empty cell (expected a number)")
-    try:
-        value = float(text)
-    except ValueError:
-        raise DataError(f"row {row}, column {column}: {text[:40]!r} is not a number") from None
+    if not _DECIMAL.fullmatch(text):
+        what = "a finite float32 number" if _NON_FINITE.fullmatch(text) else "a number"
+        raise DataError(f"row {row}, column {column}: {text[:40]!r} is not {what} (plain "
+                        f"decimal literals only, e.g. -1.5e3)")
+    value = float(text)
     if not math.isfinite(value) or abs(value) > F32_MAX:
         raise DataError(f"row {row}, column {column}: {text[:40]!r} is not a finite float32 "
                         f"number")
@@ -227,11 +230,7 @@ def load_csv(path, label_column=None):
     """Load a user CSV: a header row of column names (optional when every cell of the first
     row is numeric), 8 numeric feature columns and one label column (`label_column`, else a
     column named "label", else the last). Raises DataError naming row and column."""
-    try:
-        with open(path, "rb") as f:
-            blob = f.read()
-    except OSError as exc:
-        raise DataError(f"cannot read --data {path}: {exc.strerror or exc}") from None
+    blob = _read_csv_file(path)
     try:
         text = blob.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -244,6 +243,11 @@ def load_csv(path, label_column=None):
     if not all(_is_number(c) for c in first):
         header = [c.strip() for c in first]
         rows = rows[1:]
+        for j, name in enumerate(header):
+            if header.index(name) != j:
+                raise DataError(f"row {first_number}: the header names column {name!r} twice "
+                                f"(columns {header.index(name) + 1} and {j + 1}); column "
+                                f"names must be unique")
     width = FEATURES + 1
     if len(first) != width:
         raise DataError(f"row {first_number}: {len(first)} columns, expected {width} "
@@ -263,8 +267,40 @@ def load_csv(path, label_column=None):
     label_name = header[label_j] if header else str(label_j + 1)
     if len(raw) < 2:
         raise DataError(f"{path}: only {len(raw)} data row; need at least 2 to train")
-    return Dataset(os.path.basename(path), hashlib.sha256(blob).hexdigest(), label_name,
+    return Dataset(shown(os.path.basename(path)), hashlib.sha256(blob).hexdigest(), label_name,
                    names, raw, labels, class_names)
+
+
+def _read_csv_file(path):
+    """The bytes of a regular file of at most MAX_CSV_BYTES (a FIFO, /dev/zero or a folder is
+    refused before reading; the bound holds however the file grows meanwhile)."""
+    name = shown(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise DataError(f"cannot read --data {name}: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not _stat.S_ISREG(st.st_mode):
+            raise DataError(f"--data {name} is {kind(st.st_mode)}, not a regular file")
+        if st.st_size > MAX_CSV_BYTES:
+            raise DataError(f"--data {name} has {st.st_size} bytes, more than the "
+                            f"{MAX_CSV_BYTES >> 20} MiB a CSV may have")
+        chunks, size = [], 0
+        while size <= MAX_CSV_BYTES:
+            chunk = os.read(fd, min(1 << 20, MAX_CSV_BYTES + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise DataError(f"cannot read --data {name}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if size > MAX_CSV_BYTES:
+        raise DataError(f"--data {name} has more than the {MAX_CSV_BYTES >> 20} MiB a CSV may "
+                        f"have")
+    return b"".join(chunks)
 
 
 def _rows(text):
@@ -277,11 +313,7 @@ def _rows(text):
 
 
 def _is_number(cell):
-    try:
-        float(cell)
-        return True
-    except ValueError:
-        return False
+    return _DECIMAL.fullmatch(cell.strip(" \t")) is not None
 
 
 def _label_index(header, label_column, width):

@@ -9,28 +9,21 @@ uninterrupted one.
 """
 import json
 import os
+import stat as _stat
+
+from . import _files
+
+
+SUFFIX = ".history.jsonl"
 
 
 def path_for(checkpoint):
-    return str(checkpoint) + ".history.jsonl"
+    return _files.fspath(checkpoint, "--checkpoint") + SUFFIX
 
 
 def _line(record):
     return (json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False)
             + "\n").encode("ascii")
-
-
-def _fsync_dir(path):
-    try:
-        fd = os.open(os.path.dirname(os.path.abspath(path)) or ".", os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def read(path):
@@ -79,18 +72,22 @@ class History:
         if not self.pending:
             return
         blob = b"".join(_line(r) for r in self.pending)
-        with open(self.path, "ab") as f:
-            f.write(blob)
-            f.flush()
-            os.fsync(f.fileno())
+        # Non-blocking and checked after opening: a FIFO put there mid-run is refused, not
+        # waited on. (The file itself exists: `start_fresh` / `resume_at` wrote it.)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK
+                     | getattr(os, "O_CLOEXEC", 0))
+        try:
+            st = os.fstat(fd)
+            if not _stat.S_ISREG(st.st_mode):
+                raise ValueError(f"history: {_files.shown(self.path)!r} is "
+                                 f"{_files.kind(st.st_mode)}, not a regular file")
+            _files.write_all(fd, blob)
+            _files.retry(os.fsync, fd)
+        finally:
+            os.close(fd)
         self.pending = []
 
     def _replace(self, records):
-        tmp = self.path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(b"".join(_line(r) for r in records))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        _fsync_dir(self.path)
+        # Through a unique temporary: two runs racing on one path never share a name.
+        _files.write_atomic(self.path, b"".join(_line(r) for r in records), what="history")
         self.pending = []

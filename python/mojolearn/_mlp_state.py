@@ -7,6 +7,7 @@ the checkpoint loader (and a fuzzer feeding it bytes) runs without it.
 import array as _pyarray
 import json
 import math
+import numbers
 import operator
 import struct
 
@@ -51,8 +52,11 @@ def canonical(value):
 
 
 def _scalar(value, name):
-    if isinstance(value, (bool, str, bytes)) or type(value).__name__ == "bool_":
-        raise ValueError(f"SmallMLPTrainer: {name} must be a real number, got {value!r}")
+    # A real number by the `numbers` ABCs, as the optimizers check it: NumPy registers its
+    # floats and ints there, not its bools (whose type name changed in NumPy 2).
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"SmallMLPTrainer: {name} must be a real number, got {value!r} "
+                         f"({type(value).__name__})")
     try:
         x = float(value)
     except (TypeError, ValueError, OverflowError):

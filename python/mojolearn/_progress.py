@@ -10,6 +10,16 @@ import sys
 import time
 
 
+def printable(text, stream):
+    """`text` as `stream` can write it whatever its encoding and error handler (a name that is
+    not valid UTF-8 under PYTHONIOENCODING=utf-8:strict, say): what it cannot encode, escaped."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        return text.encode(encoding, "backslashreplace").decode(encoding)
+    except LookupError:
+        return text.encode("ascii", "backslashreplace").decode("ascii")
+
+
 def _fmt_acc(value):
     return "n/a" if value is None else f"{value:.3f}"
 
@@ -42,11 +52,11 @@ class Progress:
     def message(self, text):
         """A line for people: stderr under --json, else through the bar or stdout."""
         if self.json:
-            print(text, file=sys.stderr, flush=True)
+            print(printable(text, sys.stderr), file=sys.stderr, flush=True)
         elif self.bar is not None:
-            self.bar.write(text, file=self.stream)
+            self.bar.write(printable(text, self.stream), file=self.stream)
         else:
-            print(text, file=self.stream, flush=True)
+            print(printable(text, self.stream), file=self.stream, flush=True)
 
     def emit(self, record):
         """A JSON line under --json (no-op otherwise)."""

@@ -27,20 +27,23 @@ Format `mojolearn.small-mlp-checkpoint.v1` (the reference's v1 layout):
   would block, a folder, a device, a socket) and anything over the size bound is a ValueError
   without reading; a symlink to a regular file is followed. A missing or unreadable path is
   the OSError the system gives.
-- Writers MUST write a temporary file `.<name>.<pid>.<random>.mojolearn-tmp` in the target's
-  folder, fsync it, `os.replace` it over the target and fsync the folder; a failed save leaves
-  the old file and no temporary; temporaries of dead processes (a `kill -9` mid-save) are
-  removed by the next save to that target. EINTR is retried at every call.
+- Writers MUST refuse a path that exists and is not a regular file (a folder, a FIFO, a device
+  such as /dev/null) before making anything, and follow a symlink to the file it names (the
+  link stays). They write a temporary `.<h>.<pid>.<random>.mojolearn-tmp` (fixed length; `<h>`
+  from the target's name) in the real target's folder with the old file's permission bits,
+  fsync it, `os.replace` it over the target and fsync the folder; a failed save leaves the old
+  file and no temporary; temporaries of dead processes (a `kill -9` mid-save) are removed by the
+  next save to that target. EINTR is retried at every call (`mojolearn._files`).
 """
-import errno
 import hashlib
 import json
 import os
-import secrets
 import stat as _stat
 
+from . import _files
 from . import _mlp_state as S
-from ._buffer import frombytes
+from ._array import frombytes
+from ._files import TMP_SUFFIX, clean_stale_temporaries, write_atomic  # noqa: F401 (API)
 
 FILE_SCHEMA = "mojolearn.small-mlp-checkpoint.v1"
 PROFILE = "mojolearn.portable-fp32.v1"
@@ -224,29 +227,13 @@ def loads(data, allow_profile_change=False):
 # ---------------------------------------------------------------- files
 
 
-def _kind(mode):
-    for test, name in ((_stat.S_ISDIR, "a folder"), (_stat.S_ISFIFO, "a FIFO"),
-                       (_stat.S_ISCHR, "a character device"), (_stat.S_ISBLK, "a block device"),
-                       (_stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "an unknown kind of file"
-
-
 def _check_regular(st, path):
     if not _stat.S_ISREG(st.st_mode):
-        raise ValueError(f"checkpoint: {path!r} is {_kind(st.st_mode)}, not a regular file")
+        raise ValueError(f"checkpoint: {_files.shown(path)!r} is {_files.kind(st.st_mode)}, "
+                         f"not a regular file")
     if st.st_size > MAX_BYTES:
-        raise ValueError(f"checkpoint: {path!r} is larger than {MAX_BYTES} bytes "
+        raise ValueError(f"checkpoint: {_files.shown(path)!r} is larger than {MAX_BYTES} bytes "
                          f"({st.st_size} bytes)")
-
-
-def _fspath(path):
-    try:
-        return os.fspath(path)
-    except TypeError:
-        raise TypeError(f"checkpoint: path must be a str, bytes or os.PathLike, got "
-                        f"{type(path).__name__}") from None
 
 
 def read_bounded(path):
@@ -255,7 +242,7 @@ def read_bounded(path):
     The path is `stat`ed first (symlinks followed) and anything but a regular file is refused
     without opening it, so a FIFO never blocks; the open is non-blocking and re-checked with
     `fstat`, so a file swapped for a FIFO between the two is refused too."""
-    path = _fspath(path)
+    path = _files.fspath(path)
     _check_regular(os.stat(path), path)
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
@@ -271,7 +258,7 @@ def read_bounded(path):
         os.close(fd)
     data = b"".join(chunks)
     if len(data) > MAX_BYTES:
-        raise ValueError(f"checkpoint: {path!r} is larger than {MAX_BYTES} bytes")
+        raise ValueError(f"checkpoint: {_files.shown(path)!r} is larger than {MAX_BYTES} bytes")
     return data
 
 
@@ -279,99 +266,9 @@ def load(path, allow_profile_change=False):
     return loads(read_bounded(path), allow_profile_change)
 
 
-TMP_SUFFIX = ".mojolearn-tmp"
-
-
-def _retry(fn, *args):
-    """`fn(*args)`, again after EINTR (CPython retries most calls itself, PEP 475; a signal
-    handler or an injected fault can still surface InterruptedError)."""
-    while True:
-        try:
-            return fn(*args)
-        except InterruptedError:
-            continue
-
-
-def _write_all(fd, data):
-    view = memoryview(data)
-    while view:
-        n = _retry(os.write, fd, view)
-        if n <= 0:
-            raise OSError(errno.EIO, "checkpoint: write made no progress")
-        view = view[n:]
-
-
-def _pid_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # EPERM: alive, another user's
-        return True
-    return True
-
-
-def clean_stale_temporaries(path):
-    """Remove the temporaries of `path` left by processes that no longer run (a save killed
-    between creating its temporary and the replace). Returns the names removed."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    prefix = "." + os.path.basename(path) + "."
-    removed = []
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return removed
-    for name in names:
-        if not (name.startswith(prefix) and name.endswith(TMP_SUFFIX)):
-            continue
-        middle = name[len(prefix):-len(TMP_SUFFIX)].split(".")
-        if len(middle) != 2 or not middle[0].isdigit():
-            continue
-        pid = int(middle[0])
-        if pid == os.getpid() or _pid_alive(pid):
-            continue  # a save in progress (another thread, or another live process)
-        try:
-            os.unlink(os.path.join(folder, name))
-            removed.append(name)
-        except OSError:
-            pass
-    return removed
-
-
-def write_atomic(path, data):
-    """Write `data` to `path` atomically: temporary in the same folder, fsync, replace, fsync
-    of the folder. On failure before the replace the old file is untouched and no temporary
-    is left; a failure of the folder fsync (after the replace) raises with the new file in
-    place. Stale temporaries of dead processes are removed first."""
-    path = _fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    clean_stale_temporaries(path)
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}."
-                               f"{secrets.token_hex(6)}{TMP_SUFFIX}")
-    fd = _retry(os.open, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
-                0o666)
-    try:
-        try:
-            _write_all(fd, data)
-            _retry(os.fsync, fd)
-        finally:
-            os.close(fd)  # a failed close (EIO on some file systems) still frees fd
-        _retry(os.replace, tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:
-        dfd = _retry(os.open, folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:  # some platforms cannot open folders; the rename is done already
-        return
-    try:
-        _retry(os.fsync, dfd)
-    finally:
-        os.close(dfd)
+def trainer_from_bytes(cls, data):
+    """A `cls` trainer from checkpoint bytes, checked as a file is (how trainers unpickle)."""
+    return cls._from_state(loads(data))
 
 
 def verify(path, allow_profile_change=False):

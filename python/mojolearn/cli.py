@@ -7,6 +7,8 @@ resumes (`--resume`) to exactly the bytes of an uninterrupted run. Exit codes: 0
 (checkpoint saved in both cases).
 """
 import argparse
+import errno
+import io
 import json
 import math
 import os
@@ -14,8 +16,11 @@ import shlex
 import signal
 import sys
 
-from . import _data, _history
-from ._progress import Progress
+from . import _data, _files, _history
+from ._portable import round_f32
+from ._progress import Progress, printable
+
+_shown = _files.shown
 
 DEFAULT_CHECKPOINT = "mojolearn-run.ckpt"
 DEFAULTS = dict(epochs=30, batch_size=16, lr=0.01, weight_decay=0.01, seed=0,
@@ -51,16 +56,27 @@ def _float_in(positive, what):
         if not math.isfinite(value) or abs(value) > _data.F32_MAX or value < 0 or (
                 positive and value == 0):
             raise argparse.ArgumentTypeError(f"expected a finite number {what}, got {text!r}")
+        if positive and round_f32(value) == 0:  # the trainer computes in float32
+            raise argparse.ArgumentTypeError(f"expected a finite number {what} in float32, got "
+                                             f"{text!r} (it rounds to 0)")
         return value
     return parse
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a refusal as ONE line on stderr (exit 2), as every other refusal is."""
+
+    def error(self, message):
+        self.exit(EXIT_BAD_INPUT, printable(f"{self.prog}: error: {message} (see {self.prog} "
+                                            f"--help)\n", sys.stderr))
+
+
 def build_parser():
     d = DEFAULTS
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="mojolearn",
         description="Bit-reproducible training of a small MLP (8 features -> 16 -> 3 classes).")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
     train = sub.add_parser(
@@ -143,20 +159,70 @@ def _peek_checkpoint(path):
     """The data_schedule of a checkpoint, fully checked without loading a binding (the
     numeric mode must be chosen before the binding loads)."""
     if not os.path.isfile(path):
-        raise UsageError(f"--resume: no checkpoint at {path} (train without --resume first, "
-                         f"or pass --checkpoint PATH)")
+        raise UsageError(f"--resume: no checkpoint at {_shown(path)} (train without --resume "
+                         f"first, or pass --checkpoint PATH)")
     try:
         state = _checkpoint_module().load(path)
     except (OSError, ValueError) as exc:
-        raise UsageError(f"--resume: {path} is not a valid mojolearn checkpoint: {exc}") from None
+        raise UsageError(f"--resume: {_shown(path)} is not a valid mojolearn checkpoint: "
+                         f"{exc}") from None
+    problem = run_schedule_problem(state)
+    if problem:
+        raise UsageError(f"--resume: {_shown(path)}: {problem}")
+    return state["data_schedule"]
+
+
+# What `train` records in a checkpoint's data_schedule: key -> (type check, what it must be).
+def _int_at_least(lo, hi=None):
+    return lambda x: type(x) is int and x >= lo and (hi is None or x <= hi)
+
+
+def _number_in(positive):
+    return lambda x: type(x) in (int, float) and math.isfinite(x) and (x > 0 if positive else x >= 0)
+
+
+_SCHEDULE_FIELDS = {
+    "dataset": (lambda x: type(x) is str and x != "", "a non-empty string"),
+    "dataset_sha256": (lambda x: type(x) is str and len(x) == 64
+                       and all(c in "0123456789abcdef" for c in x), "64 lowercase hex digits"),
+    "label_column": (lambda x: type(x) is str, "a string"),
+    "n_train": (_int_at_least(1), "an integer >= 1"),
+    "split_seed": (lambda x: x == _data.SPLIT_SEED and type(x) is int, str(_data.SPLIT_SEED)),
+    "seed": (_int_at_least(0, (1 << 64) - 1), "an integer in [0, 2**64)"),
+    "batch_size": (_int_at_least(1, 256), "an integer in [1, 256]"),
+    "lr": (_number_in(True), "a finite number > 0"),
+    "weight_decay": (_number_in(False), "a finite number >= 0"),
+    "mode": (lambda x: x in ("identical", "fast"), "'identical' or 'fast'"),
+    "epoch": (_int_at_least(0), "an integer >= 0"),
+    "cursor": (_int_at_least(0), "an integer >= 0"),
+}
+
+
+def run_schedule_problem(state):
+    """Why a checked checkpoint state cannot be resumed by `train` (None when it can): its
+    data_schedule must be the one `train` writes, with every field of the right type and
+    range, agreeing with the state (mode, lr, weight decay, the data position of its step)."""
     schedule = state["data_schedule"]
     if schedule.get("format") != SCHEDULE_FORMAT:
-        raise UsageError(f"--resume: {path} was not written by `mojolearn train` (its "
-                         f"data_schedule is not {SCHEDULE_FORMAT})")
-    if schedule.get("mode") != state["numeric_mode"]:
-        raise UsageError(f"--resume: {path}: data_schedule mode {schedule.get('mode')!r} "
-                         f"differs from the state's numeric mode {state['numeric_mode']!r}")
-    return schedule
+        return f"not written by `mojolearn train` (its data_schedule is not {SCHEDULE_FORMAT})"
+    for key, (ok, what) in _SCHEDULE_FIELDS.items():
+        if key not in schedule:
+            return f"data_schedule has no {key!r}"
+        if not ok(schedule[key]):
+            return f"data_schedule {key} must be {what}, got {schedule[key]!r}"[:300]
+    if schedule["mode"] != state["numeric_mode"]:
+        return (f"data_schedule mode {schedule['mode']!r} differs from the state's numeric "
+                f"mode {state['numeric_mode']!r}")
+    for key in ("lr", "weight_decay"):
+        if round_f32(schedule[key]) != state["config"][key]:
+            return (f"data_schedule {key} {schedule[key]!r} differs from the state's "
+                    f"{state['config'][key]!r}")
+    step = state["optimizer"]["step"]
+    where = _data.position(step, schedule["n_train"], schedule["batch_size"])
+    if (schedule["epoch"], schedule["cursor"]) != where:
+        return (f"data position epoch {schedule['epoch']} cursor {schedule['cursor']} does "
+                f"not match step {step} (expected epoch {where[0]} cursor {where[1]})")
+    return None
 
 
 # -- train ---------------------------------------------------------------------------------
@@ -209,8 +275,7 @@ def _resolve_options(args, stored):
     opts = {"batch_size": args.batch_size, "seed": args.seed, "lr": args.lr,
             "weight_decay": args.weight_decay, "mode": args.mode}
     if stored is None:
-        from ._backend import requested_mode
-        defaults = dict(d, mode=requested_mode())  # MOJOLEARN_NUMERIC_MODE, else identical
+        defaults = dict(d, mode=_requested_mode())  # MOJOLEARN_NUMERIC_MODE, else identical
         return {k: (v if v is not None else defaults[k]) for k, v in opts.items()}
     conflicts = []
     for key, flag in (("batch_size", "--batch-size"), ("seed", "--seed"), ("lr", "--lr"),
@@ -225,6 +290,14 @@ def _resolve_options(args, stored):
     return opts
 
 
+def _requested_mode():
+    from ._backend import requested_mode
+    try:
+        return requested_mode()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _check_dataset(dataset, stored):
     problems = []
     if dataset.sha256 != stored.get("dataset_sha256"):
@@ -233,6 +306,8 @@ def _check_dataset(dataset, stored):
     elif dataset.label_column != stored.get("label_column"):
         problems.append(f"label column {dataset.label_column!r} (checkpoint: "
                         f"{stored.get('label_column')!r})")
+    elif dataset.n_train != stored.get("n_train"):
+        problems.append(f"{dataset.n_train} training rows (checkpoint: {stored.get('n_train')})")
     if problems:
         raise UsageError(f"--resume: the data differs from the checkpoint's: {problems[0]}; "
                          f"pass the same --data (and --label-column) as the saved run")
@@ -277,11 +352,65 @@ def _save(trainer, history, path, schedule):
     trainer.save_checkpoint(path)
 
 
+def _target(path, flag):
+    """The real path a run will write for `flag` (`--checkpoint`, its history, `--plot`),
+    checked before anything is written: not empty, not an existing non-regular file (a symlink
+    is followed), in a folder that exists."""
+    try:
+        real, _ = _files.resolve(path, flag)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        hint = ""
+        if exc.errno == errno.ENAMETOOLONG and path.endswith(_history.SUFFIX):
+            hint = f" (the history adds {len(_history.SUFFIX)} bytes to the checkpoint's name)"
+        raise UsageError(f"{flag} {_shown(path)}: {exc.strerror or exc}{hint}") from None
+    folder = os.path.dirname(real)
+    if not os.path.isdir(folder):
+        raise UsageError(f"{flag} {_shown(path)}: the folder {_shown(folder)} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"{flag} {_shown(path)}: the folder {_shown(folder)} is not writable")
+    return real
+
+
+def _lock_run(ckpt):
+    """The run's advisory lock on the checkpoint (held until the run ends): a second run on
+    the same file is refused by name, so checkpoint and history always belong to one run."""
+    try:
+        return _files.RunLock(ckpt, "--checkpoint")
+    except _files.Busy:
+        raise UsageError(f"--checkpoint {_shown(ckpt)} is in use by another `mojolearn train` "
+                         f"run; wait for it or pass another --checkpoint") from None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"--checkpoint {_shown(ckpt)}: cannot write in its folder "
+                         f"({exc.strerror or exc})") from None
+
+
 def cmd_train(args, out):
     if args.label_column is not None and args.data is None:
         raise UsageError("--label-column applies only with --data")
     if args.plot:
         _require_matplotlib()
+        _target(args.plot, "--plot")
+    _target(args.checkpoint, "--checkpoint")
+    _target(_history.path_for(args.checkpoint), "--checkpoint's history")
+    with _lock_run(args.checkpoint):
+        run = _setup_run(args)
+        return _report(args, run, _train_loop(args, run, out))
+
+
+class _Run:
+    """What a run's loop and report need: the trainer, data, options and where it stands."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+
+def _setup_run(args):
+    """Options, dataset and trainer of a fresh run (step 0 saved at once) or a resumed one;
+    every refusal is a UsageError before anything is written."""
     ckpt = args.checkpoint
     stored = _peek_checkpoint(ckpt) if args.resume else None
     opts = _resolve_options(args, stored)
@@ -303,79 +432,105 @@ def cmd_train(args, out):
         try:
             trainer = Trainer.from_checkpoint(ckpt)
         except ValueError as exc:
-            raise UsageError(f"--resume: {ckpt}: {exc}") from None
+            raise UsageError(f"--resume: {_shown(ckpt)}: {exc}") from None
         start = trainer.step_
         epoch, cursor = stored["epoch"], stored["cursor"]
-        if (epoch, cursor) != _data.position(start, dataset.n_train, bs):
-            raise UsageError(f"--resume: {ckpt}: data position epoch {epoch} cursor {cursor} "
-                             f"does not match step {start}")
         history.resume_at(start)
     else:
         from ._rng import init_small_mlp
         start, epoch, cursor = 0, 0, 0
-        _ensure_parent(ckpt)
-        trainer = Trainer(*init_small_mlp(opts["seed"]),
-                          data_schedule=_schedule(dataset, opts, 0, 0),
-                          lr=opts["lr"], weight_decay=opts["weight_decay"])
+        try:
+            trainer = Trainer(*init_small_mlp(opts["seed"]),
+                              data_schedule=_schedule(dataset, opts, 0, 0),
+                              lr=opts["lr"], weight_decay=opts["weight_decay"])
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
         history.start_fresh()
         # Step 0 on disk at once: the checkpoint and its history never belong to two runs.
         _save(trainer, history, ckpt, _schedule(dataset, opts, 0, 0))
-    stream = _data.BatchStream(dataset, opts["seed"], bs, epoch, cursor)
-    every = args.log_every or max(1, (end - start) // 20)
-    progress = Progress(start, end, every, json_lines=args.json, stream=out)
+    return _Run(ckpt=ckpt, opts=opts, dataset=dataset, per_epoch=per_epoch, start=start,
+                end=end, history=history, trainer=trainer, saved=start,
+                stream=_data.BatchStream(dataset, opts["seed"], bs, epoch, cursor))
+
+
+def _train_loop(args, run, out):
+    """Steps until the end or a signal, saving every --checkpoint-every steps and at the end;
+    returns (the signal that stopped it or 0, the last step, its loss). A step refused as
+    non-finite (the run diverged) is one line naming the step and the checkpoint kept."""
+    from ._array import Array
+
+    trainer, dataset, history, ckpt = run.trainer, run.dataset, run.history, run.ckpt
+    opts, stream, end = run.opts, run.stream, run.end
+    every = args.log_every or max(1, (end - run.start) // 20)
+    run.progress = progress = Progress(run.start, end, every, json_lines=args.json, stream=out)
     what = f"{dataset.name} ({dataset.n_train} train / {dataset.n_test} test rows)"
     progress.emit({"event": "start", "dataset": dataset.name, "dataset_sha256": dataset.sha256,
-                   "n_train": dataset.n_train, "n_test": dataset.n_test, "start_step": start,
-                   "end_step": end, "checkpoint": ckpt, **{k: opts[k] for k in opts}})
-    progress.message(f"{'resuming' if start else 'training'} on {what}: step {start} -> {end}, "
-                     f"batch {bs}, lr {opts['lr']}, weight decay {opts['weight_decay']}, "
-                     f"seed {opts['seed']}, mode {opts['mode']}")
-    if start >= end:
-        progress.message(f"the checkpoint is at step {start} already (--steps/--epochs "
+                   "n_train": dataset.n_train, "n_test": dataset.n_test,
+                   "start_step": run.start, "end_step": end, "checkpoint": _shown(ckpt),
+                   **{k: opts[k] for k in opts}})
+    progress.message(f"{'resuming' if run.start else 'training'} on {what}: step {run.start} "
+                     f"-> {end}, batch {opts['batch_size']}, lr {opts['lr']}, weight decay "
+                     f"{opts['weight_decay']}, seed {opts['seed']}, mode {opts['mode']}")
+    if run.start >= end:
+        progress.message(f"the checkpoint is at step {run.start} already (--steps/--epochs "
                          f"end at {end}); nothing to train")
-
-    from ._array import Array
-    step, loss = start, None
+    step, loss = run.start, None
     with _Interrupt() as interrupt:
-        while step < end and not interrupt.hit:
-            x, y, rows = stream.next_batch()
-            result = trainer.train_step(Array._wrap(x, (rows, _data.FEATURES), "<f4"),
-                                        Array._wrap(y, (rows,), "<i4"))
-            step, loss = result["step"], float(result["loss"])
-            correct = _argmax_correct(result["logits"], y, rows)
-            record = {"step": step, "loss": loss, "accuracy": correct / rows}
-            # Test points depend on the step only (epoch ends), so a trace is the same however
-            # the run was cut into legs; the end-of-run figures are in the report.
-            if step % per_epoch == 0:
-                record["test_loss"], record["test_accuracy"] = _evaluate(trainer, dataset)
-            history.add(record)
-            progress.update(step, loss, correct, rows)
-            if step % args.checkpoint_every == 0 and step != end:
-                _save(trainer, history, ckpt, _schedule(dataset, opts, stream.epoch,
-                                                         stream.cursor))
+        try:
+            while step < end and not interrupt.hit:
+                x, y, rows = stream.next_batch()
+                result = trainer.train_step(Array._wrap(x, (rows, _data.FEATURES), "<f4"),
+                                            Array._wrap(y, (rows,), "<i4"))
+                step, loss = result["step"], float(result["loss"])
+                correct = _argmax_correct(result["logits"], y, rows)
+                record = {"step": step, "loss": loss, "accuracy": correct / rows}
+                # Test points depend on the step only (epoch ends), so a trace is the same
+                # however the run was cut into legs; the end-of-run figures are in the report.
+                if step % run.per_epoch == 0:
+                    record["test_loss"], record["test_accuracy"] = _evaluate(trainer, dataset)
+                history.add(record)
+                progress.update(step, loss, correct, rows)
+                if step % args.checkpoint_every == 0 and step != end:
+                    _save(trainer, history, ckpt, _schedule(dataset, opts, stream.epoch,
+                                                             stream.cursor))
+                    run.saved = step
+        except RuntimeError as exc:  # the state is unchanged: the step was refused whole
+            progress.close()
+            raise UsageError(f"step {trainer.step_ + 1} is not finite, so the run stopped "
+                             f"(lr {opts['lr']}, weight decay {opts['weight_decay']} diverge: "
+                             f"try smaller ones); {_shown(ckpt)} keeps step {run.saved}; "
+                             f"{str(exc)[:200]}") from None
         _save(trainer, history, ckpt, _schedule(dataset, opts, stream.epoch, stream.cursor))
     progress.close()
-    if interrupt.hit and step < end:
+    return interrupt.hit, step, loss
+
+
+def _report(args, run, outcome):
+    """The closing lines: how to resume after a signal, else accuracy, state hash, plot."""
+    hit, step, loss = outcome
+    trainer, dataset, progress, ckpt = run.trainer, run.dataset, run.progress, run.ckpt
+    if hit and step < run.end:
         resume = shlex.join(["mojolearn"] + [a for a in args.argv if a != "--resume"]
                             + ["--resume"])
-        name = signal.Signals(interrupt.hit).name
-        progress.emit({"event": "interrupted", "signal": name, "step": step, "checkpoint": ckpt})
-        progress.message(f"interrupted ({name}) at step {step}; checkpoint saved to {ckpt}. "
-                         f"Resume with: {resume}")
-        return 128 + interrupt.hit
+        name = signal.Signals(hit).name
+        progress.emit({"event": "interrupted", "signal": name, "step": step,
+                       "checkpoint": _shown(ckpt)})
+        progress.message(f"interrupted ({name}) at step {step}; checkpoint saved to "
+                         f"{_shown(ckpt)}. Resume with: {_shown(resume)}")
+        return 128 + hit
     test_loss, test_acc = _evaluate(trainer, dataset)
     state_hash = trainer.state_hash()
+    history = run.history.path
     summary = {"event": "done", "step": trainer.step_, "final_loss": loss,
                "test_loss": test_loss, "test_accuracy": test_acc, "state_hash": state_hash,
-               "checkpoint": ckpt, "history": history.path,
+               "checkpoint": _shown(ckpt), "history": _shown(history),
                "seconds": round(progress.elapsed(), 3)}
     if args.plot:
-        _plot(_history.read(history.path), args.plot, dataset.name,
-              (trainer.step_, test_loss))
-        summary["plot"] = args.plot
+        _plot(_history.read(history), args.plot, dataset.name, (trainer.step_, test_loss))
+        summary["plot"] = _shown(args.plot)
     acc = "n/a" if test_acc is None else f"{100 * test_acc:.1f}% ({dataset.n_test} rows)"
     if loss is None:  # nothing trained in this process: the last recorded step's loss
-        loss = next((r["loss"] for r in reversed(_history.read(history.path))), None)
+        loss = next((r["loss"] for r in reversed(_history.read(history))), None)
         summary["final_loss"] = loss
     final = "n/a" if loss is None else f"{loss:.4f}"
     progress.emit(summary)
@@ -383,16 +538,10 @@ def cmd_train(args, out):
                      f"  test accuracy {acc}\n"
                      f"  final train loss {final}\n"
                      f"  state hash {state_hash}\n"
-                     f"  checkpoint {ckpt}\n"
-                     f"  history {history.path}"
-                     + (f"\n  plot {args.plot}" if args.plot else ""))
+                     f"  checkpoint {_shown(ckpt)}\n"
+                     f"  history {_shown(history)}"
+                     + (f"\n  plot {_shown(args.plot)}" if args.plot else ""))
     return EXIT_OK
-
-
-def _ensure_parent(path):
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise UsageError(f"--checkpoint {path}: the folder {parent} does not exist")
 
 
 # -- plot ----------------------------------------------------------------------------------
@@ -423,8 +572,13 @@ def _plot(records, path, title, final_test=None):
     ax.set_title(f"mojolearn train: {title}")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, format="png")
+    png = io.BytesIO()
+    fig.savefig(png, format="png")
     plt.close(fig)
+    try:
+        _files.write_atomic(path, png.getvalue(), what="--plot")
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--plot {_shown(path)}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 # -- info and verify -----------------------------------------------------------------------
@@ -456,26 +610,66 @@ def cmd_info(args, out):
 
 
 def cmd_verify(args, out):
+    """Check a file fully (`checkpoint.verify`); for a `train` checkpoint also its data
+    schedule; then take the state's next step on a copy: a state that cannot take a finite
+    step (weights or moments near the float32 limit) is reported INVALID too."""
     path = args.checkpoint
     if not os.path.isfile(path):
-        raise UsageError(f"verify: no file at {path}")
+        raise UsageError(f"verify: no file at {_shown(path)}")
+    ckpt = _checkpoint_module()
     try:
-        report = _checkpoint_module().verify(path)
+        report = dict(ckpt.verify(path))
+        state = ckpt.load(path)
+        if state["data_schedule"].get("format") == SCHEDULE_FORMAT:
+            problem = run_schedule_problem(state)
+            if problem:
+                raise ValueError(f"cannot be resumed by `mojolearn train`: {problem}")
+        report["next_step"] = _next_step_check(path, state)
     except ValueError as exc:
         if args.json:
-            print(json.dumps({"ok": False, "checkpoint": path, "error": str(exc)}), file=out)
+            print(json.dumps({"ok": False, "checkpoint": _shown(path), "error": str(exc)}),
+                  file=out)
         else:
-            print(f"{path}: INVALID: {exc}", file=out)
+            print(printable(f"{_shown(path)}: INVALID: {exc}", out), file=out)
         return EXIT_INVALID
-    report = dict(report)
     if args.json:
-        print(json.dumps({"ok": True, "checkpoint": path, **report}, sort_keys=True,
+        print(json.dumps({"ok": True, "checkpoint": _shown(path), **report}, sort_keys=True,
                          default=str), file=out)
     else:
-        print(f"{path}: OK", file=out)
-        for key in ("step", "schema", "profile", "numeric_mode", "state_hash"):
+        print(printable(f"{_shown(path)}: OK", out), file=out)
+        for key in ("step", "schema", "profile", "numeric_mode", "state_hash", "next_step"):
             print(f"  {key:<14}{report.get(key)}", file=out)
     return EXIT_OK
+
+
+def _next_step_check(path, state):
+    """'finite (...)' when one training step from the state stays finite, on the run's own
+    next batch when the checkpoint is a `train` run on the bundled data, else on a fixed probe
+    batch of unit-scale rows; ValueError when it does not. The file is not changed."""
+    import mojolearn
+    from ._array import Array
+
+    try:
+        mojolearn.set_numeric_mode(state["numeric_mode"])
+    except RuntimeError:  # another mode's binding is loaded in this process already
+        return "not checked (this process runs the other numeric mode)"
+    trainer = _trainer_class().from_checkpoint(path)
+    schedule = state["data_schedule"]
+    bundled = _data.load_bundled() if schedule.get("dataset") == _data.BUNDLED_NAME else None
+    if bundled is not None and schedule.get("dataset_sha256") == bundled.sha256:
+        stream = _data.BatchStream(bundled, schedule["seed"], schedule["batch_size"],
+                                   schedule["epoch"], schedule["cursor"])
+        x, y, rows = stream.next_batch()
+        where = "the run's next batch"
+    else:
+        x = [0.0] * _data.FEATURES + [1.0] * _data.FEATURES + [-1.0] * _data.FEATURES
+        y, rows, where = list(range(_data.CLASSES)), _data.CLASSES, "a probe batch"
+    try:
+        trainer.train_step(Array(x, "<f4", (rows, _data.FEATURES)), Array(list(y), "<i4"))
+    except RuntimeError as exc:
+        raise ValueError(f"the state cannot take a finite step (step {trainer.step_ + 1} on "
+                         f"{where}): {str(exc)[:200]}") from None
+    return f"finite (step {trainer.step_} on {where})"
 
 
 # -- entry point ---------------------------------------------------------------------------
@@ -487,9 +681,11 @@ def main(argv=None):
     args.argv = argv
     out = sys.stdout
     try:
+        _requested_mode()  # a bad MOJOLEARN_NUMERIC_MODE is one line for every command
         return args.func(args, out)
     except UsageError as exc:
-        print(f"mojolearn {args.command}: error: {exc}", file=sys.stderr)
+        print(printable(f"mojolearn {args.command}: error: {exc}", sys.stderr),
+              file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print(f"mojolearn {args.command}: interrupted", file=sys.stderr)

@@ -251,7 +251,8 @@ class _Optimizer:
         self._check_no_overlap()
         self._param_spans = [(a._addr, a._addr + 4 * a._size, "params", j)
                              for j, a in enumerate(self._params) if a._size]
-        self._lock = threading.RLock()
+        # The one lock of this object: `set_params` keeps it (see there).
+        self._lock = getattr(self, "_lock", None) or threading.RLock()
         self._objects = tensors
         self._n_total = off
         self._hyper = hyper
@@ -301,6 +302,7 @@ class _Optimizer:
         return self._lr
 
     @lr.setter
+    @_locked
     def lr(self, value):
         self._lr = _f32_hyper("learning rate", value)
         self._ctor["lr"] = value
@@ -338,6 +340,7 @@ class _Optimizer:
         """True when the moments live in binding-owned (device) memory."""
         return self._resident
 
+    @_locked
     def get_params(self, deep=True):
         """The constructor arguments (scikit-learn style)."""
         return dict(self._ctor)
@@ -350,7 +353,10 @@ class _Optimizer:
                 raise ValueError(f"Invalid parameter {key!r} for {type(self).__name__}; valid "
                                  f"parameters: {sorted(self._ctor)}")
         fresh = type(self)(**{**self._ctor, **params})
-        self.__dict__.clear()
+        # One update, keeping THIS lock: a thread already waiting on it then runs on the new
+        # state, never beside a later call that frees the buffers it writes. (The dict is never
+        # empty meanwhile, so a reader never misses an attribute.)
+        fresh.__dict__["_lock"] = self._lock
         self.__dict__.update(fresh.__dict__)
         return self
 
@@ -481,6 +487,7 @@ class _Optimizer:
             self._sync_params_to_host()
         return result
 
+    @_locked
     def zero_grad(self, grads):
         """torch's `zero_grad` over arrays the caller owns: writes +0.0 (all-zero bytes)."""
         _, arrays = self._grads(grads, "grads", writable=True)

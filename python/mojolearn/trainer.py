@@ -343,7 +343,10 @@ class SmallMLPTrainer:
         """A trainer restored from `save_checkpoint` output, after checking size, schema,
         hash, arithmetic profile and every field. `allow_profile_change=True` migrates a file
         written under another arithmetic profile (bits then follow ours)."""
-        state = _ckpt.load(path, allow_profile_change)
+        return cls._from_state(_ckpt.load(path, allow_profile_change))
+
+    @classmethod
+    def _from_state(cls, state):
         w = state["weights"]
         cfg = state["config"]
         trainer = cls(w["weight1"], w["bias1"], w["weight2"], w["bias2"],
@@ -351,6 +354,17 @@ class SmallMLPTrainer:
                       betas=(cfg["beta1"], cfg["beta2"]), eps=cfg["eps"],
                       weight_decay=cfg["weight_decay"])
         return trainer.load_state_dict(state)
+
+    # A copy is a trainer of its own: same state bits, its own session and lock (a shallow
+    # copy would share the session, and each would then step the other's state).
+    def __copy__(self):
+        return type(self)._from_state(self.state_dict())
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
+
+    def __reduce__(self):
+        return _ckpt.trainer_from_bytes, (type(self), _ckpt.dumps(self.state_dict()))
 
     # ------------------------------------------------------------ steps
     #

@@ -9,7 +9,7 @@ import os
 import pytest
 
 import mojolearn as ml
-from mojolearn import _rng, checkpoint, cli, optim, schedules
+from mojolearn import _files, _rng, checkpoint, cli, optim, schedules
 from mojolearn import _mlp_state as S
 
 from ._util import record
@@ -129,7 +129,9 @@ ROWS = [
     ("load_state_dict/weights NaN", lambda e: e.trainer.load_state_dict(_state(e, lambda s: s["weights"].update(bias1=A([NAN] * 16)))), ValueError, r"bias1 must be finite"),
     ("load_state_dict/mode", lambda e: e.trainer.load_state_dict(_state(e, lambda s: s.update(numeric_mode="fast" if s["numeric_mode"] == "identical" else "identical"))), ValueError, r"saved in numeric mode"),
     ("save_checkpoint/folder missing", lambda e: e.trainer.save_checkpoint(os.path.join(e.tmp, "no", "ck")), FileNotFoundError, r"no"),
-    ("save_checkpoint/path is folder", lambda e: e.trainer.save_checkpoint(e.tmp), IsADirectoryError, r"Is a directory"),
+    ("save_checkpoint/path is folder", lambda e: e.trainer.save_checkpoint(e.tmp), ValueError, r"checkpoint: '.*' is a folder, not a regular file"),
+    ("save_checkpoint/path is /dev/null", lambda e: e.trainer.save_checkpoint("/dev/null"), ValueError, r"checkpoint: '/dev/null' is a character device, not a regular file"),
+    ("save_checkpoint/path empty", lambda e: e.trainer.save_checkpoint(""), ValueError, r"checkpoint: the path is empty"),
     ("from_checkpoint/folder", lambda e: ml.SmallMLPTrainer.from_checkpoint(e.tmp), ValueError, r"is a folder, not a regular file"),
     ("from_checkpoint/device", lambda e: ml.SmallMLPTrainer.from_checkpoint("/dev/zero"), ValueError, r"is a character device"),
     ("from_checkpoint/flag type", lambda e: ml.SmallMLPTrainer.from_checkpoint(None), TypeError, r"checkpoint: path must be a str, bytes or os.PathLike, got NoneType"),
@@ -234,6 +236,25 @@ CLI_ROWS = [
     ("cli/verify missing", ["verify", "absent.ckpt"], r"verify: no file at absent.ckpt"),
     ("cli/verify folder", ["verify", "."], r"verify: no file at \."),
     ("cli/unknown command", ["fly"], r"invalid choice: 'fly'"),
+    # Round 2 (issue 14, item 3 and 9): these passed the argument checks and then raised.
+    ("cli/lr rounds to 0", ["train", "--lr", "1e-50"], r"--lr: expected a finite number > 0 in float32, got '1e-50' \(it rounds to 0\)"),
+    ("cli/checkpoint folder", ["train", "--checkpoint", "."], r"--checkpoint: '\.' is a folder, not a regular file"),
+    ("cli/checkpoint empty", ["train", "--checkpoint", ""], r"--checkpoint: the path is empty"),
+    ("cli/checkpoint no folder", ["train", "--checkpoint", "nodir/x.ckpt"], r"--checkpoint nodir/x.ckpt: the folder .*nodir does not exist"),
+    ("cli/checkpoint in /proc", ["train", "--checkpoint", "/proc/x.ckpt"], r"--checkpoint /proc/x.ckpt: (cannot write in its folder|the folder /proc is not writable)"),
+    ("cli/checkpoint /dev/null", ["train", "--checkpoint", "/dev/null"], r"--checkpoint: '/dev/null' is a character device, not a regular file"),
+    ("cli/checkpoint FIFO", ["train", "--checkpoint", "p.ckpt"], r"--checkpoint: 'p.ckpt' is a FIFO", lambda d: os.mkfifo(d / "p.ckpt")),
+    ("cli/history FIFO", ["train", "--checkpoint", "h.ckpt"], r"history: 'h.ckpt.history.jsonl' is a FIFO", lambda d: os.mkfifo(d / "h.ckpt.history.jsonl")),
+    ("cli/history folder", ["train", "--checkpoint", "h.ckpt"], r"history: 'h.ckpt.history.jsonl' is a folder", lambda d: os.mkdir(d / "h.ckpt.history.jsonl")),
+    ("cli/checkpoint link to FIFO", ["train", "--checkpoint", "l.ckpt"], r"--checkpoint: 'l.ckpt' is a FIFO", lambda d: (os.mkfifo(d / "p"), os.symlink("p", d / "l.ckpt"))),
+    ("cli/plot FIFO", ["train", "--plot", "p.png"], r"--plot: 'p.png' is a FIFO", lambda d: os.mkfifo(d / "p.png")),
+    ("cli/plot folder", ["train", "--plot", "."], r"--plot: '\.' is a folder"),
+    ("cli/plot no folder", ["train", "--plot", "no/p.png"], r"--plot no/p.png: the folder .*no does not exist"),
+    ("cli/data /dev/zero", ["train", "--data", "/dev/zero"], r"--data /dev/zero is a character device, not a regular file"),
+    ("cli/data FIFO", ["train", "--data", "d.csv"], r"--data d.csv is a FIFO, not a regular file", lambda d: os.mkfifo(d / "d.csv")),
+    ("cli/data folder", ["train", "--data", "."], r"--data \. is a folder, not a regular file"),
+    ("cli/data missing, not UTF-8", ["train", "--data", os.fsdecode(b"\xff.csv")], r"cannot read --data \\xff.csv"),
+    ("cli/checkpoint in use", ["train", "--checkpoint", "busy.ckpt"], r"--checkpoint busy.ckpt is in use by another `mojolearn train` run", "lock"),
 ]
 
 
@@ -254,17 +275,28 @@ def test_bad_input(row, tmp_path):
 
 @pytest.mark.parametrize("row", CLI_ROWS, ids=[r[0] for r in CLI_ROWS])
 def test_bad_cli_input(row, tmp_path, monkeypatch, capsys):
-    name, argv, pattern = row
+    name, argv, pattern, *setup = row
     monkeypatch.chdir(tmp_path)
+    lock = None
+    if setup == ["lock"]:  # another run holds the checkpoint
+        lock = _files.RunLock(tmp_path / "busy.ckpt")
+    elif setup:
+        setup[0](tmp_path)
+    listing = sorted(os.listdir(tmp_path))
     try:
         code = cli.main(argv)
     except SystemExit as exit_:  # argparse refusals
         code = exit_.code
+    finally:
+        if lock is not None:
+            lock.release()
     err = capsys.readouterr().err
     import re
     assert code == 2, f"{name}: exit {code}"
     assert re.search(pattern, err), f"{name}: stderr {err[-300:]}"
-    assert os.listdir(tmp_path) == [], f"{name}: files written"
+    assert err.count("\n") == 1 and "Traceback" not in err, f"{name}: not one line: {err!r}"
+    assert sorted(os.listdir(tmp_path)) == listing or lock, f"{name}: files written"
+    assert not lock or os.listdir(tmp_path) == [], f"{name}: files written"
 
 
 def test_bad_cli_verify_invalid_file(tmp_path, capsys):
@@ -276,7 +308,9 @@ def test_bad_cli_verify_invalid_file(tmp_path, capsys):
 
 
 def test_record_table():
-    record("bad_inputs", rows=len(ROWS), cli_rows=len(CLI_ROWS) + 1,
+    paths = [r for r in CLI_ROWS if r[0].startswith(("cli/checkpoint", "cli/history", "cli/plot",
+                                                     "cli/data"))]
+    record("bad_inputs", rows=len(ROWS), cli_rows=len(CLI_ROWS) + 1, cli_path_rows=len(paths),
            entry_points=len({r[0].split("/")[0] for r in ROWS + CLI_ROWS}))
 
 

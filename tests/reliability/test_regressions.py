@@ -8,7 +8,7 @@ import signal
 import pytest
 
 import mojolearn as ml
-from mojolearn import checkpoint
+from mojolearn import _files, checkpoint
 
 from ._util import random_state
 from .attacks import generate
@@ -70,17 +70,17 @@ def test_d5_fifo_folder_and_devices_are_value_errors_without_blocking(tmp_path):
 
 
 def test_d6_stale_temporaries_are_removed_by_the_next_save(tmp_path):
-    # A save killed before its replace left `.<name>.*.tmp` behind for good.
+    # A save killed before its replace left its temporary behind for good.
     target = tmp_path / "ck.ckpt"
     dead = os.fork()
     if dead == 0:
         os._exit(0)
     os.waitpid(dead, 0)
-    stale = tmp_path / f".ck.ckpt.{dead}.0123456789ab{checkpoint.TMP_SUFFIX}"
+    stale = tmp_path / _files.temporary_name(target, dead, "0123456789ab")
     stale.write_bytes(b"half a checkpoint")
-    live = tmp_path / f".ck.ckpt.{os.getppid()}.0123456789ab{checkpoint.TMP_SUFFIX}"
+    live = tmp_path / _files.temporary_name(target, os.getppid(), "0123456789ab")
     live.write_bytes(b"a save in progress elsewhere")
-    other = tmp_path / f".other.ckpt.{dead}.0123456789ab{checkpoint.TMP_SUFFIX}"
+    other = tmp_path / _files.temporary_name(tmp_path / "other.ckpt", dead, "0123456789ab")
     other.write_bytes(b"another target's")
     checkpoint.write_atomic(target, generate.valid_bytes())
     assert sorted(os.listdir(tmp_path)) == sorted(["ck.ckpt", live.name, other.name])
