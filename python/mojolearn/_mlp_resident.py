@@ -50,6 +50,10 @@ class Session:
                             [*S.ARCHITECTURE, CAPACITY_ROWS, t, *hyper])
         self._finalizer = weakref.finalize(self, _close, raw, self.handle)
 
+    def __reduce_ex__(self, protocol):
+        # A copy would share the handle, and use it after the original's finalizer closed it.
+        raise TypeError("a resident session cannot be copied or pickled")
+
     def download(self):
         """(params, m, v, t): fresh owned Arrays of 195 and the step count."""
         p, m, v = zeros((S.TOTAL,)), zeros((S.TOTAL,)), zeros((S.TOTAL,))

@@ -3,7 +3,8 @@
 `mojolearn train` trains the 8→16→3 MLP on the bundled wine data (or `--data CSV`) with a
 seeded, recorded data order, checkpoints every `--checkpoint-every` steps and on Ctrl-C, and
 resumes (`--resume`) to exactly the bytes of an uninterrupted run. Exit codes: 0 success,
-1 `verify` found the file invalid, 2 bad input, 130 interrupted by Ctrl-C / 143 by SIGTERM
+1 `verify` found the file invalid, 2 bad input (one line on stderr, nothing written) or a run
+that diverged (the last checkpoint kept), 130 interrupted by Ctrl-C / 143 by SIGTERM
 (checkpoint saved in both cases).
 """
 import argparse
@@ -90,8 +91,9 @@ def build_parser():
                f".history.jsonl); without --resume an existing checkpoint and history at that "
                f"path are replaced. On --resume, options left out are taken from the checkpoint; "
                f"options that differ from it (dataset, batch size, seed, lr, weight decay, mode) "
-               f"are refused. Exit codes: 0 done, 2 bad input, 130 interrupted by Ctrl-C, 143 "
-               f"by SIGTERM (checkpoint saved in both cases).")
+               f"are refused. Exit codes: 0 done, 2 bad input or a diverged run (the last "
+               f"checkpoint kept), 130 interrupted by Ctrl-C, 143 by SIGTERM (checkpoint saved "
+               f"in both cases).")
     train.add_argument("--data", metavar="CSV",
                        help="CSV with 8 numeric feature columns and one label column "
                             "(labels 0..2 or 3 distinct strings); default: bundled wine data")
