@@ -14,12 +14,10 @@ import struct
 from ._array import Array
 from ._buffer import as_f32_c, as_i32_c
 from ._bufcheck import dtype_name, is_native_f32, is_int32, probe
+from ._layers import SMALL
 
-NAMES = ("weight1", "bias1", "weight2", "bias2")
-SHAPES = ((16, 8), (16,), (3, 16), (3,))
-OFFSETS = (0, 128, 144, 192)
-TOTAL = 195
-ARCHITECTURE = [8, 16, 3]
+NAMES, SHAPES, OFFSETS, TOTAL = SMALL.names, SMALL.shapes, SMALL.offsets, SMALL.total
+ARCHITECTURE = list(SMALL.sizes)
 SCHEMA = "mojolearn.small-mlp-trainer.v1"
 OPTIMIZER = "AdamW"
 MAX_STEP = (1 << 31) - 1

@@ -26,14 +26,10 @@ Recipe
   randbelow(3), row by row.
 """
 import array as _pyarray
-import math
 import operator
-import struct
 
 _MASK = (1 << 64) - 1
 _GAMMA = 0x9E3779B97F4A7C15
-_SHAPES = ((16, 8), (16,), (3, 16), (3,))
-_FAN_IN = (8, 8, 16, 16)
 
 
 def _check_seed(seed, name="seed"):
@@ -84,21 +80,12 @@ class SplitMix64:
             items[i], items[j] = items[j], items[i]
 
 
-def _f32(x):
-    return struct.unpack("<f", struct.pack("<f", x))[0]
-
-
 def init_small_mlp(seed):
-    """Initial (weight1, bias1, weight2, bias2) of the 8→16→3 network as float32 Arrays."""
-    from ._array import Array
+    """Initial (weight1, bias1, weight2, bias2) of the 8→16→3 network as float32 Arrays: the
+    [8, 16, 3] case of `_layers.LayerSizes.init`."""
+    from ._layers import SMALL
 
-    rng = SplitMix64(seed)
-    out = []
-    for shape, fan_in in zip(_SHAPES, _FAN_IN):
-        bound = 1.0 / math.sqrt(fan_in)
-        values = [_f32((2.0 * rng.uniform() - 1.0) * bound) for _ in range(math.prod(shape))]
-        out.append(Array._wrap(_pyarray.array("f", values), shape, "<f4"))
-    return tuple(out)
+    return tuple(SMALL.init(seed))
 
 
 def batches(seed, rows, count=1, features=8, classes=3):

@@ -27,6 +27,7 @@ from . import checkpoint as _ckpt
 from ._array import Array, _new_object, _result_view
 from ._buffer import all_finite, as_f32_c, as_i32_c, empty, zeros
 from ._bufcheck import dtype_name, is_integer, is_native_f32, probe
+from ._layers import SMALL
 from ._mlp_resident import Session
 
 _MODE_FORWARD, _MODE_GRADS, _MODE_TRAIN = 0, 1, 2
@@ -617,7 +618,7 @@ class SmallMLPTrainer:
         new = _State(empty((S.TOTAL,)), empty((S.TOTAL,)), empty((S.TOTAL,)), st.flags,
                      st.step + k) if train else None
         try:
-            _mlp_ops.steps(_binding(), x, y, rows, mode, k, st, new, losses, logits, grads,
+            _mlp_ops.steps(_binding(), SMALL, x, y, rows, mode, k, st, new, losses, logits, grads,
                            dx, want_dx, self._hyper())
         except (RuntimeError, ValueError) as exc:
             raise _translate(exc) from None

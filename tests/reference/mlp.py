@@ -1,12 +1,14 @@
-"""Pure-Python mirror of a whole identical-mode MLP step (`mojo/training/mlp.mojo`).
+"""Pure-Python mirror of a whole identical-mode MLP step, any layer sizes
+(`mojo/training/mlp.mojo`, `mojolearn/_mlp_ops.py`, docs/ARITHMETIC.md "The MLP step").
 
-The order is the kernel header's: H = relu(X·W1ᵀ + b1); logits = H·W2ᵀ + b2; mean
-cross-entropy (tests/reference/loss.py); dW2 = dlogitsᵀ·H; db2 = row sums of dlogits;
-dH = (dlogits·W2) masked by H > 0; dW1 = dHᵀ·X; db1 = row sums of dH; dX = dH·W1; AdamW
-(tests/reference/optim.py) with t = step + 1. Every inner product runs k ascending from +0.0,
-every row sum rows ascending from +0.0; each binary32 operation is one double operation
-rounded by `f32`. Parameters, gradients and moments are flat lists in the order W1 (H×I),
-b1, W2 (O×H), b2, as the trainer keeps them.
+Layers l = 1..L, sizes [n0, n1, ..., nL]: forward A0 = X, Z_l = A_{l-1}·W_lᵀ + b_l, A_l = relu(Z_l)
+for l < L, logits = Z_L; mean cross-entropy (tests/reference/loss.py) gives G_L = dlogits;
+backward from the last layer: dW_l = G_lᵀ·A_{l-1}, db_l = row sums of G_l, and for l > 1
+G_{l-1} = (G_l·W_l) masked by A_{l-1} > 0; dX = G_1·W_1; AdamW (tests/reference/optim.py)
+with t = step + 1. Every inner product runs k ascending from +0.0, every row sum rows
+ascending from +0.0; each binary32 operation is one double operation rounded by `f32`.
+Parameters, gradients and moments are flat lists in the order W1, b1, ..., WL, bL (each W
+(n_l × n_{l-1}) row-major), as the trainers keep them. `Dims()` is SmallMLPTrainer's [8, 16, 3].
 """
 from .f32 import f32
 from .loss import cross_entropy
@@ -14,13 +16,18 @@ from .optim import adam_step
 
 
 class Dims:
-    def __init__(self, inputs=8, hidden=16, classes=3):
-        self.i, self.h, self.o = inputs, hidden, classes
-        self.w1 = 0
-        self.b1 = hidden * inputs
-        self.w2 = self.b1 + hidden
-        self.b2 = self.w2 + classes * hidden
-        self.total = self.b2 + classes
+    """Layer sizes and the flat offsets of each layer's weight and bias."""
+
+    def __init__(self, inputs=8, hidden=16, classes=3, sizes=None):
+        self.sizes = list(sizes) if sizes is not None else [inputs, hidden, classes]
+        self.w, self.b = [], []
+        off = 0
+        for n_in, n_out in zip(self.sizes, self.sizes[1:]):
+            self.w.append(off)
+            off += n_out * n_in
+            self.b.append(off)
+            off += n_out
+        self.total = off
 
 
 def _dot(a, b):
@@ -45,38 +52,49 @@ def _row_sums(rows, n_cols):
     return out
 
 
-def forward(p, X, d=None):
-    """(H, logits) as lists of rows for X (a list of rows)."""
+def _layer(p, d, l):
+    n_in, n_out = d.sizes[l], d.sizes[l + 1]
+    return _rows(p, n_out, n_in, d.w[l]), p[d.b[l]:d.b[l] + n_out]
+
+
+def forward_all(p, X, d=None):
+    """[A0 = X, A1, ..., A_{L-1}, logits] as lists of rows."""
     d = d or Dims()
-    W1 = _rows(p, d.h, d.i, d.w1)
-    b1 = p[d.b1:d.b1 + d.h]
-    W2 = _rows(p, d.o, d.h, d.w2)
-    b2 = p[d.b2:d.b2 + d.o]
-    H = []
-    for x in X:
-        z = [f32(_dot(x, w) + b) for w, b in zip(W1, b1)]
-        H.append([v if v > 0 else 0.0 for v in z])
-    logits = [[f32(_dot(h, w) + b) for w, b in zip(W2, b2)] for h in H]
-    return H, logits
+    acts = [X]
+    layers = len(d.sizes) - 1
+    for l in range(layers):
+        W, b = _layer(p, d, l)
+        Z = [[f32(_dot(a, w) + bb) for w, bb in zip(W, b)] for a in acts[-1]]
+        acts.append(Z if l == layers - 1 else [[z if z > 0 else 0.0 for z in r] for r in Z])
+    return acts
+
+
+def forward(p, X, d=None):
+    """(last hidden activations, logits) as lists of rows for X (a list of rows)."""
+    acts = forward_all(p, X, d)
+    return acts[-2], acts[-1]
 
 
 def gradients(p, X, y, d=None):
     """(loss, logits, flat grads, dX) of one batch."""
     d = d or Dims()
-    H, logits = forward(p, X, d)
-    loss, _, dl = cross_entropy(logits, y, ignore_index=-(1 << 40), reduction="mean")
-    W1 = _rows(p, d.h, d.i, d.w1)
-    W2 = _rows(p, d.o, d.h, d.w2)
-    dW2 = [[_dot(dc, hc) for hc in _cols(H)] for dc in _cols(dl)]
-    db2 = _row_sums(dl, d.o)
-    W2c = _cols(W2)
-    dH = [[_dot(g, wc) if h > 0 else 0.0 for wc, h in zip(W2c, hr)] for g, hr in zip(dl, H)]
-    dW1 = [[_dot(gc, xc) for xc in _cols(X)] for gc in _cols(dH)]
-    db1 = _row_sums(dH, d.h)
-    W1c = _cols(W1)
-    dX = [[_dot(g, wc) for wc in W1c] for g in dH]
-    grads = [v for r in dW1 for v in r] + db1 + [v for r in dW2 for v in r] + db2
-    return loss, logits, grads, dX
+    acts = forward_all(p, X, d)
+    logits = acts[-1]
+    loss, _, G = cross_entropy(logits, y, ignore_index=-(1 << 40), reduction="mean")
+    grads = [None] * (2 * (len(d.sizes) - 1))
+    dX = None
+    for l in range(len(d.sizes) - 2, -1, -1):
+        W, _ = _layer(p, d, l)
+        below = acts[l]
+        grads[2 * l] = [v for gc in _cols(G) for v in [_dot(gc, ac) for ac in _cols(below)]]
+        grads[2 * l + 1] = _row_sums(G, d.sizes[l + 1])
+        Wc = _cols(W)
+        up = [[_dot(g, wc) for wc in Wc] for g in G]
+        if l:
+            G = [[u if a > 0 else 0.0 for u, a in zip(ur, ar)] for ur, ar in zip(up, below)]
+        else:
+            dX = up
+    return loss, logits, [v for part in grads for v in part], dX
 
 
 def train_step(p, m, v, step, X, y, lr, beta1, beta2, eps, weight_decay, d=None):
