@@ -33,6 +33,7 @@ _LAZY = {
     "Adam": "optim", "AdamW": "optim", "SGD": "optim", "clip_grad_norm_": "optim",
     "ConstantLR": "schedules", "WarmupLinearLR": "schedules", "WarmupCosineLR": "schedules",
     "SmallMLPTrainer": "trainer",
+    "MLPTrainer": "mlp_trainer",
     "init_small_mlp": "_rng",
     "training": "training",
 }

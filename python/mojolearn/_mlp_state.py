@@ -49,107 +49,107 @@ def canonical(value):
                       allow_nan=False).encode("ascii")
 
 
-def _scalar(value, name):
+def _scalar(value, name, api="SmallMLPTrainer"):
     # A real number by the `numbers` ABCs, as the optimizers check it: NumPy registers its
     # floats and ints there, not its bools (whose type name changed in NumPy 2).
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"SmallMLPTrainer: {name} must be a real number, got {value!r} "
+        raise ValueError(f"{api}: {name} must be a real number, got {value!r} "
                          f"({type(value).__name__})")
     try:
         x = float(value)
     except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"SmallMLPTrainer: {name} must be a real number, got "
+        raise ValueError(f"{api}: {name} must be a real number, got "
                          f"{type(value).__name__}") from None
     r = round_f32(x)
     if r is None:
-        raise ValueError(f"SmallMLPTrainer: {name} must be a finite float32, got {x!r}")
+        raise ValueError(f"{api}: {name} must be a finite float32, got {x!r}")
     return r
 
 
-def check_config(lr, betas, eps, weight_decay):
+def check_config(lr, betas, eps, weight_decay, api="SmallMLPTrainer"):
     """The five hyperparameters rounded to float32, then checked (torch's rules)."""
     if isinstance(betas, (str, bytes)):
-        raise ValueError(f"SmallMLPTrainer: betas must be a pair of numbers, got {betas!r}")
+        raise ValueError(f"{api}: betas must be a pair of numbers, got {betas!r}")
     try:
         beta1, beta2 = betas
     except (TypeError, ValueError):
-        raise ValueError(f"SmallMLPTrainer: betas must be a pair of numbers, got {betas!r}") from None
-    cfg = {"lr": _scalar(lr, "lr"), "beta1": _scalar(beta1, "betas[0]"),
-           "beta2": _scalar(beta2, "betas[1]"), "eps": _scalar(eps, "eps"),
-           "weight_decay": _scalar(weight_decay, "weight_decay")}
+        raise ValueError(f"{api}: betas must be a pair of numbers, got {betas!r}") from None
+    cfg = {"lr": _scalar(lr, "lr", api), "beta1": _scalar(beta1, "betas[0]", api),
+           "beta2": _scalar(beta2, "betas[1]", api), "eps": _scalar(eps, "eps", api),
+           "weight_decay": _scalar(weight_decay, "weight_decay", api)}
     if not cfg["lr"] > 0:
-        raise ValueError(f"SmallMLPTrainer: invalid learning rate {lr!r} (must be > 0 in float32)")
+        raise ValueError(f"{api}: invalid learning rate {lr!r} (must be > 0 in float32)")
     if not cfg["eps"] > 0:
-        raise ValueError(f"SmallMLPTrainer: invalid eps {eps!r} (must be > 0 in float32)")
+        raise ValueError(f"{api}: invalid eps {eps!r} (must be > 0 in float32)")
     if not cfg["weight_decay"] >= 0:
-        raise ValueError(f"SmallMLPTrainer: invalid weight_decay {weight_decay!r} (must be >= 0)")
+        raise ValueError(f"{api}: invalid weight_decay {weight_decay!r} (must be >= 0)")
     for i, key in enumerate(("beta1", "beta2")):
         if not 0 <= cfg[key] < 1:
-            raise ValueError(f"SmallMLPTrainer: invalid beta at index {i}: {betas[i]!r} "
+            raise ValueError(f"{api}: invalid beta at index {i}: {betas[i]!r} "
                              f"(must be in [0, 1) in float32)")
     return cfg
 
 
-def _unicode(text, what):
+def _unicode(text, what, api):
     # A lone surrogate (`\ud800` in JSON) is no Unicode text: other readers of the file
     # would refuse or replace it, so the state would not be the same state everywhere.
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise ValueError(f"SmallMLPTrainer: data_schedule {what} holds a lone surrogate "
+        raise ValueError(f"{api}: data_schedule {what} holds a lone surrogate "
                          f"(not valid Unicode)") from None
 
 
-def check_schedule(value):
+def check_schedule(value, api="SmallMLPTrainer"):
     """A bounded, canonical deep copy of the data_schedule JSON object."""
     if type(value) is not dict or not value:
-        raise ValueError("SmallMLPTrainer: data_schedule must be a non-empty JSON object (dict), "
+        raise ValueError(f"{api}: data_schedule must be a non-empty JSON object (dict), "
                          f"got {type(value).__name__ if type(value) is not dict else 'an empty dict'}")
     nodes = [0]
 
     def visit(item, depth):
         nodes[0] += 1
         if nodes[0] > _SCHEDULE_NODES:
-            raise ValueError(f"SmallMLPTrainer: data_schedule has more than {_SCHEDULE_NODES} values")
+            raise ValueError(f"{api}: data_schedule has more than {_SCHEDULE_NODES} values")
         if depth > _SCHEDULE_DEPTH:
-            raise ValueError(f"SmallMLPTrainer: data_schedule nests deeper than {_SCHEDULE_DEPTH}")
+            raise ValueError(f"{api}: data_schedule nests deeper than {_SCHEDULE_DEPTH}")
         if type(item) is dict:
             for key, child in item.items():
                 if type(key) is not str:
-                    raise ValueError(f"SmallMLPTrainer: data_schedule keys must be strings, "
+                    raise ValueError(f"{api}: data_schedule keys must be strings, "
                                      f"got {key!r}")
                 if len(key) > _SCHEDULE_STRING:
-                    raise ValueError(f"SmallMLPTrainer: data_schedule key longer than "
+                    raise ValueError(f"{api}: data_schedule key longer than "
                                      f"{_SCHEDULE_STRING} characters")
-                _unicode(key, "key")
+                _unicode(key, "key", api)
                 visit(child, depth + 1)
         elif type(item) is list:
             for child in item:
                 visit(child, depth + 1)
         elif type(item) is str:
             if len(item) > _SCHEDULE_STRING:
-                raise ValueError(f"SmallMLPTrainer: data_schedule string longer than "
+                raise ValueError(f"{api}: data_schedule string longer than "
                                  f"{_SCHEDULE_STRING} characters")
-            _unicode(item, "string")
+            _unicode(item, "string", api)
         elif type(item) is int:
             if item.bit_length() > 64:
-                raise ValueError("SmallMLPTrainer: data_schedule integers must fit in 64 bits")
+                raise ValueError(f"{api}: data_schedule integers must fit in 64 bits")
         elif type(item) is float:
             if not math.isfinite(item):
-                raise ValueError(f"SmallMLPTrainer: data_schedule numbers must be finite, got {item!r}")
+                raise ValueError(f"{api}: data_schedule numbers must be finite, got {item!r}")
         elif item is not None and type(item) is not bool:
-            raise ValueError(f"SmallMLPTrainer: data_schedule must hold JSON values only, got "
+            raise ValueError(f"{api}: data_schedule must hold JSON values only, got "
                              f"{type(item).__name__}")
 
     visit(value, 0)
     encoded = canonical(value)
     if len(encoded) > _SCHEDULE_BYTES:
-        raise ValueError(f"SmallMLPTrainer: data_schedule is {len(encoded)} bytes of canonical "
+        raise ValueError(f"{api}: data_schedule is {len(encoded)} bytes of canonical "
                          f"JSON, more than {_SCHEDULE_BYTES}")
     return json.loads(encoded)
 
 
-def tensor(value, shape, name, dtype="<f4"):
+def tensor(value, shape, name, dtype="<f4", api="SmallMLPTrainer"):
     """An owned, C-contiguous copy of `value` with exactly `shape`; float32 values finite.
 
     TypeError for anything that is not a buffer of the dtype (lists included: no guessing),
@@ -158,15 +158,15 @@ def tensor(value, shape, name, dtype="<f4"):
     try:
         pb = probe(value)
     except TypeError:
-        raise TypeError(f"SmallMLPTrainer: {name} must be a {kind} buffer (NumPy array, "
+        raise TypeError(f"{api}: {name} must be a {kind} buffer (NumPy array, "
                         f"array.array, memoryview or mojolearn.Array), got "
                         f"{type(value).__name__}") from None
     ok = is_native_f32(pb.format, pb.itemsize) if dtype == "<f4" else is_int32(pb.format, pb.itemsize)
     if not ok:
-        raise TypeError(f"SmallMLPTrainer: {name} must be {kind}, got "
+        raise TypeError(f"{api}: {name} must be {kind}, got "
                         f"{dtype_name(pb.format, pb.itemsize)}")
     if tuple(pb.shape) != tuple(shape):
-        raise ValueError(f"SmallMLPTrainer: {name} must have shape {tuple(shape)}, got "
+        raise ValueError(f"{api}: {name} must have shape {tuple(shape)}, got "
                          f"{tuple(pb.shape)}")
     arr, copied = (as_f32_c if dtype == "<f4" else as_i32_c)(value, name=name)
     if not copied:
@@ -174,86 +174,97 @@ def tensor(value, shape, name, dtype="<f4"):
     if dtype == "<f4":
         bad = next((i for i, x in enumerate(arr._mv.tolist()) if not math.isfinite(x)), None)
         if bad is not None:
-            raise ValueError(f"SmallMLPTrainer: {name} must be finite (flat index {bad} is "
+            raise ValueError(f"{api}: {name} must be finite (flat index {bad} is "
                              f"{arr._mv[bad]!r})")
     return arr
 
 
-def check_step(step):
+def check_step(step, api="SmallMLPTrainer"):
     if isinstance(step, bool):
-        raise ValueError("SmallMLPTrainer: optimizer step must be an integer, got a bool")
+        raise ValueError(f"{api}: optimizer step must be an integer, got a bool")
     try:
         step = operator.index(step)
     except TypeError:
-        raise ValueError(f"SmallMLPTrainer: optimizer step must be an integer, got "
+        raise ValueError(f"{api}: optimizer step must be an integer, got "
                          f"{type(step).__name__}") from None
     if not 0 <= step <= MAX_STEP:
-        raise ValueError(f"SmallMLPTrainer: optimizer step must be in [0, 2**31-1], got {step}")
+        raise ValueError(f"{api}: optimizer step must be in [0, 2**31-1], got {step}")
     return step
 
 
-def _fields(obj, keys, what):
+def _fields(obj, keys, what, api):
     if type(obj) is not dict:
-        raise ValueError(f"SmallMLPTrainer: {what} must be a dict, got {type(obj).__name__}")
+        raise ValueError(f"{api}: {what} must be a dict, got {type(obj).__name__}")
     missing, unknown = sorted(set(keys) - set(obj)), sorted(set(obj) - set(keys), key=repr)
     if missing or unknown:
-        raise ValueError(f"SmallMLPTrainer: {what} has missing fields {missing} / unknown "
+        raise ValueError(f"{api}: {what} has missing fields {missing} / unknown "
                          f"fields {unknown}")
 
 
-def validate_state(state, mode=None):
+MLP_SCHEMA = "mojolearn.mlp-trainer.v1"
+MLP_OPTIMIZER_KEYS = frozenset(("kind", "step", "m", "v"))
+
+
+def validate_state(state, mode=None, spec=SMALL, api="SmallMLPTrainer"):
     """Check a whole state (`state_dict()` form, tensors as buffers) and copy it.
 
+    `spec` SMALL is SmallMLPTrainer's state (schema SCHEMA, optimizer flags); any other spec
+    an MLPTrainer's (schema MLP_SCHEMA, no flags), whose `architecture` must be `spec`'s.
     Returns (params, m, v, flags, step, config, schedule, numeric_mode): params, m, v flat
-    owned float32 Arrays of 195, flags an int32 Array of 4. `mode`, when given, is the
-    process's numeric mode, which the state must have been saved under."""
-    _fields(state, STATE_KEYS, "state")
-    if state["schema"] != SCHEMA:
-        raise ValueError(f"SmallMLPTrainer: state schema must be {SCHEMA!r}, got {state['schema']!r}")
-    if state["architecture"] != ARCHITECTURE:
-        raise ValueError(f"SmallMLPTrainer: architecture must be {ARCHITECTURE}, got "
-                         f"{state['architecture']!r}")
+    owned float32 Arrays of `spec.total`, flags an int32 Array of 4 (None for MLPTrainer).
+    `mode`, when given, is the process's numeric mode, which the state must have been saved
+    under."""
+    small = api == "SmallMLPTrainer"
+    schema, opt_keys = (SCHEMA, OPTIMIZER_KEYS) if small else (MLP_SCHEMA, MLP_OPTIMIZER_KEYS)
+    _fields(state, STATE_KEYS, "state", api)
+    if state["schema"] != schema:
+        raise ValueError(f"{api}: state schema must be {schema!r}, got {state['schema']!r}")
+    if state["architecture"] != list(spec.sizes):
+        raise ValueError(f"{api}: architecture must be {list(spec.sizes)}, got "
+                         f"{state['architecture']!r}"[:300])
     if state["numeric_mode"] not in MODES:
-        raise ValueError(f"SmallMLPTrainer: numeric_mode must be one of {MODES}, got "
+        raise ValueError(f"{api}: numeric_mode must be one of {MODES}, got "
                          f"{state['numeric_mode']!r}")
     if mode is not None and state["numeric_mode"] != mode:
-        raise ValueError(f"SmallMLPTrainer: the state was saved in numeric mode "
+        raise ValueError(f"{api}: the state was saved in numeric mode "
                          f"{state['numeric_mode']!r} but this process runs {mode!r}")
-    if state["parameter_order"] != list(NAMES):
-        raise ValueError(f"SmallMLPTrainer: parameter_order must be {list(NAMES)}, got "
-                         f"{state['parameter_order']!r}")
-    _fields(state["weights"], NAMES, "state weights")
-    weights = [tensor(state["weights"][n], s, n) for n, s in zip(NAMES, SHAPES)]
+    if state["parameter_order"] != list(spec.names):
+        raise ValueError(f"{api}: parameter_order must be {list(spec.names)}, got "
+                         f"{state['parameter_order']!r}"[:300])
+    _fields(state["weights"], spec.names, "state weights", api)
+    weights = [tensor(state["weights"][n], s, n, api=api) for n, s in zip(spec.names, spec.shapes)]
     opt = state["optimizer"]
-    _fields(opt, OPTIMIZER_KEYS, "state optimizer")
+    _fields(opt, opt_keys, "state optimizer", api)
     if opt["kind"] != OPTIMIZER:
-        raise ValueError(f"SmallMLPTrainer: optimizer kind must be 'AdamW', got {opt['kind']!r}")
-    step = check_step(opt["step"])
-    m = tensor(opt["m"], (TOTAL,), "optimizer m")
-    v = tensor(opt["v"], (TOTAL,), "optimizer v")
-    flags = tensor(opt["flags"], (4,), "optimizer flags", "<i4")
+        raise ValueError(f"{api}: optimizer kind must be 'AdamW', got {opt['kind']!r}")
+    step = check_step(opt["step"], api)
+    m = tensor(opt["m"], (spec.total,), "optimizer m", api=api)
+    v = tensor(opt["v"], (spec.total,), "optimizer v", api=api)
     if min(v._mv.tolist()) < 0:
-        raise ValueError("SmallMLPTrainer: optimizer v (second moments) must be >= 0")
-    if any(f not in (0, 1) for f in flags._mv.tolist()):
-        raise ValueError(f"SmallMLPTrainer: optimizer flags must be 0 or 1, got {flags.tolist()}")
+        raise ValueError(f"{api}: optimizer v (second moments) must be >= 0")
+    flags = None
+    if small:
+        flags = tensor(opt["flags"], (4,), "optimizer flags", "<i4", api)
+        if any(f not in (0, 1) for f in flags._mv.tolist()):
+            raise ValueError(f"{api}: optimizer flags must be 0 or 1, got {flags.tolist()}")
     cfg = state["config"]
-    _fields(cfg, CONFIG_KEYS, "state config")
+    _fields(cfg, CONFIG_KEYS, "state config", api)
     config = check_config(cfg["lr"], (cfg["beta1"], cfg["beta2"]), cfg["eps"],
-                          cfg["weight_decay"])
-    schedule = check_schedule(state["data_schedule"])
+                          cfg["weight_decay"], api)
+    schedule = check_schedule(state["data_schedule"], api)
     return flat(weights), m, v, flags, step, config, schedule, state["numeric_mode"]
 
 
 def flat(weights):
-    """The four parameter tensors (owned Arrays) as one flat float32 Array of 195."""
+    """Parameter tensors (owned Arrays, in order) as one flat float32 Array."""
     raw = b"".join(w.tobytes() for w in weights)
-    return Array(memoryview(raw).cast("f"), "<f4", (TOTAL,))
+    return Array(memoryview(raw).cast("f"), "<f4", (len(raw) // 4,))
 
 
-def split(flat_array):
-    """Fresh Arrays of the four tensors held in a flat buffer of 195 (copies)."""
+def split(flat_array, spec=SMALL):
+    """Fresh Arrays of `spec`'s tensors held in a flat buffer (copies), by name."""
     mv = flat_array._mv
     out = {}
-    for name, shape, off in zip(NAMES, SHAPES, OFFSETS):
+    for name, shape, off in zip(spec.names, spec.shapes, spec.offsets):
         out[name] = Array._wrap(_pyarray.array("f", mv[off:off + math.prod(shape)]), shape, "<f4")
     return out

@@ -63,10 +63,11 @@ def encode_tensor(arr):
 def encode_state(state):
     """The payload (JSON-ready dict) of a `state_dict()` holding mojolearn Arrays."""
     payload = dict(state)
-    payload["weights"] = {n: encode_tensor(state["weights"][n]) for n in S.NAMES}
+    payload["weights"] = {n: encode_tensor(w) for n, w in state["weights"].items()}
     opt = dict(state["optimizer"])
     for key in ("m", "v", "flags"):
-        opt[key] = encode_tensor(opt[key])
+        if key in opt:  # MLPTrainer states have no flags
+            opt[key] = encode_tensor(opt[key])
     payload["optimizer"] = opt
     payload["config"] = dict(state["config"])
     return payload

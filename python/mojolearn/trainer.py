@@ -21,18 +21,18 @@ import array as _pyarray
 import os
 import threading
 
-from . import _backend
+from . import _backend, _batches
 from . import _mlp_state as S
 from . import checkpoint as _ckpt
 from ._array import Array, _new_object, _result_view
-from ._buffer import all_finite, as_f32_c, as_i32_c, empty, zeros
-from ._bufcheck import dtype_name, is_integer, is_native_f32, probe
+from ._buffer import empty, zeros
 from ._layers import SMALL
 from ._mlp_resident import Session
 
 _MODE_FORWARD, _MODE_GRADS, _MODE_TRAIN = 0, 1, 2
 _IN, _HID, _OUT = S.ARCHITECTURE
 _MAX_ROWS = 256
+_API = "SmallMLPTrainer"
 _MAX_STEP = S.MAX_STEP
 _TOTAL = S.TOTAL
 _ZERO = _pyarray.array("f", (0.0,))  # repeated: the fastest zeroed float32 allocation
@@ -128,62 +128,15 @@ def _y_input(targets, rows):
 
 
 def _batch(X, name="X", stacked=False):
-    """X as a float32 C-contiguous (rows, 8) Array (borrowed when it already is one, else a
-    C-order copy) with 1 to 256 rows (`stacked`: the caller checks the row count of k stacked
-    batches)."""
-    try:
-        pb = probe(X)
-    except TypeError:
-        raise TypeError(f"SmallMLPTrainer: {name} must be a float32 buffer of shape (batch, 8) "
-                        f"(NumPy array, array.array, memoryview or mojolearn.Array), got "
-                        f"{type(X).__name__}") from None
-    if not is_native_f32(pb.format, pb.itemsize):
-        raise TypeError(f"SmallMLPTrainer: {name} must be float32, got "
-                        f"{dtype_name(pb.format, pb.itemsize)}")
-    if pb.ndim != 2 or pb.shape[1] != _IN:
-        raise ValueError(f"SmallMLPTrainer: {name} must have shape (batch, {_IN}), got {pb.shape}")
-    rows = pb.shape[0]
-    if not stacked and not 1 <= rows <= _MAX_ROWS:
-        raise ValueError(f"SmallMLPTrainer: {name} must have 1 to {_MAX_ROWS} rows, got {rows}")
-    return as_f32_c(X, name=name)[0]
+    return _batches.batch(X, _API, _IN, _MAX_ROWS, name, stacked)
 
 
 def _owned_batch(X, name="X", stacked=False):
-    """`_batch` as an owned copy checked finite in Python (the per-operation path)."""
-    arr = _batch(X, name, stacked).copy()
-    if arr._size and not all_finite(arr, name):
-        raise ValueError(f"SmallMLPTrainer: {name} must be finite")
-    return arr
+    return _batches.owned_batch(X, _API, _IN, _MAX_ROWS, name, stacked)
 
 
 def _targets(targets, rows, check_range=True):
-    """targets as an int32 (rows,) Array (any integer dtype accepted); with `check_range`
-    (the per-operation path) also checked to be classes 0..2 here rather than in the binding."""
-    try:
-        pb = probe(targets)
-    except TypeError:
-        raise TypeError(f"SmallMLPTrainer: targets must be an integer buffer of shape ({rows},), "
-                        f"got {type(targets).__name__}") from None
-    if not is_integer(pb.format):
-        raise TypeError(f"SmallMLPTrainer: targets must hold integers, got "
-                        f"{dtype_name(pb.format, pb.itemsize)}")
-    if tuple(pb.shape) != (rows,):
-        raise ValueError(f"SmallMLPTrainer: targets must have shape ({rows},) to match X, got "
-                         f"{tuple(pb.shape)}")
-    try:
-        y, copied = as_i32_c(targets, name="targets")
-    except ValueError:
-        raise ValueError(f"SmallMLPTrainer: targets must be classes 0..{_OUT - 1}") from None
-    if not check_range:
-        return y
-    if not copied:
-        y = y.copy()
-    values = y._mv.tolist()
-    bad = next((i for i, c in enumerate(values) if not 0 <= c < _OUT), None)
-    if bad is not None:
-        raise ValueError(f"SmallMLPTrainer: targets must be classes 0..{_OUT - 1}; "
-                         f"targets[{bad}] = {values[bad]}")
-    return y
+    return _batches.targets(targets, rows, _OUT, _API, check_range)
 
 
 def _translate(exc):

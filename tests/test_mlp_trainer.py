@@ -1,0 +1,274 @@
+"""MLPTrainer: any layer sizes, against the pure-Python reference (identical mode, bit for
+bit) on fresh random data; the equalities between its entry points; the [8, 16, 3] case
+against SmallMLPTrainer; the seeded initialization; state round trips, exact resume in a new
+process; every refusal with nothing changed."""
+import copy
+import os
+import pickle
+import random
+import subprocess
+import sys
+
+import pytest
+
+import mojolearn as ml
+from mojolearn import _layers, _rng
+
+from tests.helpers import PKG_PARENT
+from tests.reference import mlp as R
+from tests.reference.f32 import f32
+
+identical_only = pytest.mark.skipif(ml.numeric_mode_used() != "identical",
+                                    reason="bit equality with the reference is identical mode's")
+
+# (layer sizes, rows, steps): 0 to 4 hidden layers, widths 1..512, classes 2..20, 1..300 rows.
+ARCHITECTURES = [
+    ([5, 2], 7, 3),
+    ([1, 1, 2], 1, 3),
+    ([8, 16, 3], 13, 2),
+    ([3, 7, 5, 4], 300, 2),
+    ([10, 32, 16, 8, 20], 9, 2),
+    ([6, 4, 4, 4, 4, 3], 31, 2),
+    ([16, 512, 2], 2, 2),
+    ([64, 128, 10], 4, 1),
+]
+
+
+def hexes(values):
+    return [f"{int.from_bytes(__import__('struct').pack('<f', v), 'little'):08x}" for v in values]
+
+
+def flat(rows):
+    return [v for r in rows for v in r]
+
+
+def batch(rng, rows, inputs, classes):
+    X = [[f32(rng.uniform(-2, 2)) for _ in range(inputs)] for _ in range(rows)]
+    y = [rng.randrange(classes) for _ in range(rows)]
+    return X, y
+
+
+def arrays(X, y):
+    return ml.Array(X, "<f4"), ml.Array(y, "<i4")
+
+
+def trainer(sizes, seed, **kw):
+    return ml.MLPTrainer(sizes, seed=seed, data_schedule={"seed": seed}, **kw)
+
+
+@identical_only
+@pytest.mark.parametrize("sizes,rows,steps", ARCHITECTURES,
+                         ids=["-".join(map(str, a[0])) for a in ARCHITECTURES])
+def test_steps_equal_the_reference_bit_for_bit(seed, sizes, rows, steps):
+    rng = random.Random(seed)
+    t = trainer(sizes, seed % (1 << 64), lr=0.05)
+    d = R.Dims(sizes=sizes)
+    p = [v for w in t.weights_.values() for v in w._mv.tolist()]
+    m, v, step = [0.0] * d.total, [0.0] * d.total, 0
+    cfg = t.state_dict()["config"]
+    for _ in range(steps):
+        X, y = batch(rng, rows, sizes[0], sizes[-1])
+        out = t.train_step(*arrays(X, y), return_input_grad=True)
+        ref = R.train_step(p, m, v, step, X, y, cfg["lr"], cfg["beta1"], cfg["beta2"],
+                           cfg["eps"], cfg["weight_decay"], d)
+        p, m, v, step = ref["params"], ref["m"], ref["v"], ref["step"]
+        assert hexes([out["loss"]]) == hexes([ref["loss"]]), f"seed {seed}"
+        assert hexes(out["logits"]._mv.tolist()) == hexes(flat(ref["logits"])), f"seed {seed}"
+        got = [g for n in t.state_dict()["parameter_order"] for g in out["gradients"][n]._mv.tolist()]
+        assert hexes(got) == hexes(ref["grads"]), f"seed {seed}"
+        assert hexes(out["input_grad"]._mv.tolist()) == hexes(flat(ref["dX"])), f"seed {seed}"
+    state = t.state_dict()
+    assert state["optimizer"]["step"] == step
+    assert hexes(state["optimizer"]["m"]._mv.tolist()) == hexes(m)
+    assert hexes(state["optimizer"]["v"]._mv.tolist()) == hexes(v)
+    got = [x for n in state["parameter_order"] for x in state["weights"][n]._mv.tolist()]
+    assert hexes(got) == hexes(p), f"seed {seed}"
+
+
+@pytest.mark.parametrize("sizes", [[5, 2], [7, 9, 4], [4, 6, 5, 3]])
+def test_train_step_equals_train_steps_equals_grads_then_apply(seed, sizes):
+    rng = random.Random(seed)
+    data = [arrays(*batch(rng, 6, sizes[0], sizes[-1])) for _ in range(3)]
+    a, b, c = (trainer(sizes, 11) for _ in range(3))
+    for X, y in data:
+        a.train_step(X, y)
+        loss, grads = c.loss_and_grads(X, y)
+        c.apply_gradients(grads)
+    stacked_x = ml.Array([row for X, _ in data for row in X.tolist()], "<f4")
+    stacked_y = ml.Array([v for _, y in data for v in y.tolist()], "<i4")
+    out = b.train_steps(stacked_x, stacked_y, 3)
+    assert out["step"] == 3 and len(out["losses"]) == 3
+    assert a.state_hash() == b.state_hash() == c.state_hash()
+
+
+def test_the_8_16_3_case_is_small_mlp_trainer(seed):
+    rng = random.Random(seed)
+    w = _rng.init_small_mlp(seed % (1 << 64))
+    small = ml.SmallMLPTrainer(*w, data_schedule={"s": 1}, lr=0.02)
+    general = ml.MLPTrainer([8, 16, 3], weights=list(w), data_schedule={"s": 1}, lr=0.02)
+    for _ in range(4):
+        X, y = arrays(*batch(rng, rng.randrange(1, 40), 8, 3))
+        a, b = small.train_step(X, y, return_input_grad=True), general.train_step(X, y, return_input_grad=True)
+        assert a["loss"] == b["loss"] and a["logits"].tobytes() == b["logits"].tobytes()
+        assert a["input_grad"].tobytes() == b["input_grad"].tobytes()
+        for name in ("weight1", "bias1", "weight2", "bias2"):
+            assert a["gradients"][name].tobytes() == b["gradients"][name].tobytes(), name
+    sa, sb = small.state_dict(), general.state_dict()
+    for name, w in sa["weights"].items():
+        assert w.tobytes() == sb["weights"][name].tobytes()
+    assert sa["optimizer"]["m"].tobytes() == sb["optimizer"]["m"].tobytes()
+    assert sa["optimizer"]["v"].tobytes() == sb["optimizer"]["v"].tobytes()
+    # The seeded init of [8, 16, 3] is init_small_mlp's.
+    seeded = ml.MLPTrainer([8, 16, 3], seed=7, data_schedule={"s": 1}).weights_
+    assert [x.tobytes() for x in seeded.values()] == [x.tobytes() for x in _rng.init_small_mlp(7)]
+
+
+_INIT = """
+import hashlib, sys
+import mojolearn as ml
+sizes = [int(s) for s in sys.argv[1].split(",")]
+w = ml.MLPTrainer(sizes, seed=int(sys.argv[2]), data_schedule={"a": 1}).weights_
+print(hashlib.sha256(b"".join(x.tobytes() for x in w.values())).hexdigest())
+"""
+
+
+def test_seeded_initialization_is_the_same_in_every_process():
+    import hashlib
+
+    for sizes, seed in (([784, 256, 10], 0), ([13, 32, 32, 3], 2 ** 64 - 1)):
+        here = ml.MLPTrainer(sizes, seed=seed, data_schedule={"a": 1}).weights_
+        mine = hashlib.sha256(b"".join(x.tobytes() for x in here.values())).hexdigest()
+        proc = subprocess.run([sys.executable, "-c", _INIT, ",".join(map(str, sizes)), str(seed)],
+                              capture_output=True, text=True, timeout=120,
+                              env={"PYTHONPATH": PKG_PARENT, "PATH": "/usr/bin:/bin"})
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == mine
+        # torch's default nn.Linear bounds: every value within 1/sqrt(fan_in).
+        for name, w in here.items():
+            fan_in = sizes[int(name.lstrip("weightbias")) - 1]
+            assert max(abs(v) for v in w._mv.tolist()) <= 1 / fan_in ** 0.5
+
+
+_RESUME = """
+import pickle, sys
+import mojolearn as ml
+state, batches = pickle.loads(sys.stdin.buffer.read())
+t = ml.MLPTrainer._from_state(state)
+for X, y in batches:
+    t.train_step(ml.Array(X, "<f4"), ml.Array(y, "<i4"))
+print(t.state_hash())
+"""
+
+
+def test_exact_resume_in_a_new_process(seed):
+    rng = random.Random(seed)
+    sizes = [6, 10, 7, 4]
+    data = [batch(rng, 5, 6, 4) for _ in range(6)]
+    whole, half = trainer(sizes, 3), trainer(sizes, 3)
+    for X, y in data:
+        whole.train_step(*arrays(X, y))
+    for X, y in data[:3]:
+        half.train_step(*arrays(X, y))
+    blob = pickle.dumps((half.state_dict(), data[3:]))
+    proc = subprocess.run([sys.executable, "-c", _RESUME], input=blob, capture_output=True,
+                          timeout=120, env=dict(os.environ, PYTHONPATH=PKG_PARENT))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode().strip() == whole.state_hash()
+
+
+def test_state_round_trips_and_copies(seed):
+    t = trainer([4, 5, 3], 1)
+    X, y = arrays(*batch(random.Random(seed), 3, 4, 3))
+    t.train_step(X, y)
+    for c in (copy.copy(t), copy.deepcopy(t), pickle.loads(pickle.dumps(t)),
+              ml.MLPTrainer._from_state(copy.deepcopy(t.state_dict()))):
+        assert c.state_hash() == t.state_hash() and c.layer_sizes == [4, 5, 3]
+        c.train_step(X, y)
+        assert t.step_ == 1 and c.step_ == 2
+    other = trainer([4, 5, 3], 9).load_state_dict(t.state_dict())
+    assert other.state_hash() == t.state_hash()
+
+
+def _snapshot(t):
+    s = t.state_dict()
+    return (t.state_hash(), s["optimizer"]["step"])
+
+
+@pytest.mark.parametrize("what,call,exc,pattern", [
+    ("sizes str", lambda: ml.MLPTrainer("8,16,3", data_schedule={"a": 1}), TypeError, r"layer_sizes must be a list or tuple"),
+    ("sizes float", lambda: ml.MLPTrainer([8, 16.0, 3], data_schedule={"a": 1}), TypeError, r"layer_sizes\[1\] must be an int"),
+    ("sizes bool", lambda: ml.MLPTrainer([8, True, 3], data_schedule={"a": 1}), TypeError, r"layer_sizes\[1\] must be an int"),
+    ("sizes str item", lambda: ml.MLPTrainer([8, "16", 3], data_schedule={"a": 1}), TypeError, r"layer_sizes\[1\] must be an int"),
+    ("one entry", lambda: ml.MLPTrainer([8], data_schedule={"a": 1}), ValueError, r"at least 2 entries"),
+    ("width 0", lambda: ml.MLPTrainer([8, 0, 3], data_schedule={"a": 1}), ValueError, r"layer_sizes\[1\] must be in \[1, 65536\]"),
+    ("width huge", lambda: ml.MLPTrainer([8, 65537, 3], data_schedule={"a": 1}), ValueError, r"must be in \[1, 65536\]"),
+    ("one class", lambda: ml.MLPTrainer([8, 16, 1], data_schedule={"a": 1}), ValueError, r"classes\) must be >= 2"),
+    ("17 layers", lambda: ml.MLPTrainer([4] * 18, data_schedule={"a": 1}), ValueError, r"17 layers, at most 16"),
+    ("too many params", lambda: ml.MLPTrainer([65536, 65536, 2], data_schedule={"a": 1}), ValueError, r"at most 67,108,864"),
+    ("weights count", lambda: ml.MLPTrainer([2, 3], [ml.zeros((3, 2))], data_schedule={"a": 1}), ValueError, r"weights must hold 2 buffers"),
+    ("weights shape", lambda: ml.MLPTrainer([2, 3], [ml.zeros((2, 3)), ml.zeros((3,))], data_schedule={"a": 1}), ValueError, r"weight1 must have shape \(3, 2\)"),
+    ("weights dict", lambda: ml.MLPTrainer([2, 3], {"weight1": 1}, data_schedule={"a": 1}), TypeError, r"weights must be None or a list"),
+    ("weights NaN", lambda: ml.MLPTrainer([1, 2], [ml.Array([[float("nan")], [0.0]]), ml.zeros((2,))], data_schedule={"a": 1}), ValueError, r"weight1 must be finite"),
+    ("seed negative", lambda: ml.MLPTrainer([2, 3], seed=-1, data_schedule={"a": 1}), ValueError, r"seed must be an int in \[0, 2\*\*64\)"),
+    ("seed float", lambda: ml.MLPTrainer([2, 3], seed=1.5, data_schedule={"a": 1}), TypeError, r"seed must be an int"),
+    ("lr zero", lambda: ml.MLPTrainer([2, 3], data_schedule={"a": 1}, lr=0.0), ValueError, r"MLPTrainer: invalid learning rate"),
+    ("schedule empty", lambda: ml.MLPTrainer([2, 3], data_schedule={}), ValueError, r"MLPTrainer: data_schedule must be a non-empty"),
+])
+def test_constructor_refusals(what, call, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        call()
+
+
+def test_step_refusals_change_nothing(seed):
+    t = trainer([4, 6, 3], 2)
+    X, y = arrays(*batch(random.Random(seed), 5, 4, 3))
+    t.train_step(X, y)
+    before = _snapshot(t)
+    bad = [
+        (lambda: t.train_step(ml.zeros((5, 3)), y), ValueError, r"X must have shape \(batch, 4\)"),
+        (lambda: t.train_step(ml.Array([[1.0] * 4] * 5, "<f8"), y), TypeError, r"X must be float32"),
+        (lambda: t.train_step(X, ml.Array([0, 1, 2, 3, 0], "<i4")), ValueError, r"targets\[3\] = 3"),
+        (lambda: t.train_step(X, ml.Array([0, 1], "<i4")), ValueError, r"targets must have shape \(5,\)"),
+        (lambda: t.train_step(ml.Array([[float("inf")] * 4] * 5), y), ValueError, r"X must be finite"),
+        (lambda: t.train_step(X, y, return_input_grad=1), TypeError, r"return_input_grad must be a bool"),
+        (lambda: t.train_steps(X, y, 2), ValueError, r"stack k=2 equal batches"),
+        (lambda: t.train_steps(X, y, 0), ValueError, r"k must be a positive int"),
+        (lambda: t.apply_gradients([ml.zeros((6, 4))]), ValueError, r"exactly 4 buffers"),
+        (lambda: t.apply_gradients({"weight1": 1}), TypeError, r"not a dict"),
+        (lambda: t.apply_gradients([ml.zeros((6, 4)), ml.zeros((6,)), ml.zeros((3, 6)), ml.zeros((2,))]), ValueError, r"bias2 gradient must have shape \(3,\)"),
+        (lambda: t.load_state_dict(trainer([4, 7, 3], 1).state_dict()), ValueError, r"architecture must be \[4, 6, 3\]"),
+        (lambda: t.load_state_dict(ml.SmallMLPTrainer(*_rng.init_small_mlp(0), data_schedule={"a": 1}).state_dict()), ValueError, r"schema must be 'mojolearn.mlp-trainer.v1'"),
+        (lambda: t.predict_logits(ml.zeros((0, 4))), ValueError, r"X must have 1 to \d+ rows"),
+        (lambda: t.predict_logits_sessions([]), ValueError, r"at least one batch"),
+    ]
+    for call, exc, pattern in bad:
+        with pytest.raises(exc, match=pattern):
+            call()
+        assert _snapshot(t) == before, pattern
+
+
+def test_a_non_finite_step_is_refused_whole():
+    t = ml.MLPTrainer([2, 3], [ml.Array([[3e38, 3e38]] * 3), ml.zeros((3,))],
+                      data_schedule={"a": 1})
+    before = _snapshot(t)
+    with pytest.raises(RuntimeError, match="MLPTrainer: the step produced a non-finite result"):
+        t.train_step(ml.Array([[2.0, 2.0]]), ml.Array([1], "<i4"))
+    assert _snapshot(t) == before
+
+
+def test_batch_memory_bound_admits_4096_rows_of_784_256_10():
+    spec = _layers.LayerSizes([784, 256, 10])
+    assert spec.max_rows() >= 4096
+    assert spec.batch_bytes(spec.max_rows()) <= _layers.MAX_BATCH_BYTES
+    assert spec.batch_bytes(spec.max_rows() + 1) > _layers.MAX_BATCH_BYTES
+
+
+def test_predictions_and_sessions_agree(seed):
+    rng = random.Random(seed)
+    t = trainer([5, 8, 4], 4)
+    parts = [ml.Array(batch(rng, n, 5, 4)[0], "<f4") for n in (1, 3, 7)]
+    joined = t.predict_logits_sessions(parts)
+    assert joined.shape == (11, 4)
+    assert joined.tobytes() == b"".join(t.predict_logits(p).tobytes() for p in parts)
+    whole = ml.Array([r for p in parts for r in p.tolist()], "<f4")
+    assert t.predict_logits(whole).tobytes() == joined.tobytes()
