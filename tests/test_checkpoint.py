@@ -68,7 +68,8 @@ def test_round_trip(tmp_path):
     info = checkpoint.verify(path)
     assert info == {"step": 3, "schema": "mojolearn.small-mlp-checkpoint.v1",
                     "profile": "mojolearn.portable-fp32.v1",
-                    "numeric_mode": t.numeric_mode_used(), "state_hash": t.state_hash()}
+                    "numeric_mode": t.numeric_mode_used(), "state_hash": t.state_hash(),
+                    "architecture": [8, 16, 3]}
 
 
 def test_atomic_save_failure_keeps_old_file(tmp_path, monkeypatch):

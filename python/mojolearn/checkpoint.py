@@ -43,12 +43,18 @@ import stat as _stat
 from . import _files
 from . import _mlp_state as S
 from ._array import frombytes
+from ._layers import MAX_PARAMS, SMALL, LayerSizes
 from ._files import TMP_SUFFIX, clean_stale_temporaries, write_atomic  # noqa: F401 (API)
 
 FILE_SCHEMA = "mojolearn.small-mlp-checkpoint.v1"
+MLP_FILE_SCHEMA = "mojolearn.mlp-checkpoint.v1"
 PROFILE = "mojolearn.portable-fp32.v1"
 REFERENCE_PROFILE = "mojolearn.neural-training.fp32.v1"
 MAX_BYTES = 32768
+# The largest admissible MLP (2**26 parameters): params, m and v at 8 hex digits a value, plus
+# 1 MiB for everything else (names, shapes, config, the 2 KiB data_schedule).
+MLP_MAX_BYTES = 3 * 8 * MAX_PARAMS + (1 << 20)
+_TAIL = 64  # the canonical envelope ends with its schema: `"schema":"<name>"}\n`
 _ENVELOPE = frozenset(("schema", "payload", "payload_sha256"))
 _TENSOR = frozenset(("dtype", "shape", "hex"))
 
@@ -79,16 +85,27 @@ def state_hash(payload):
 
 
 def dumps(state, profile=PROFILE):
-    """The checkpoint file bytes of a `state_dict()`. ValueError when over the size bound."""
+    """The checkpoint file bytes of a `state_dict()` (SmallMLPTrainer's or MLPTrainer's: the
+    file schema follows the state's). ValueError when over the size bound."""
     payload = encode_state(state)
-    envelope = {"schema": FILE_SCHEMA, "payload": payload, "payload_sha256": state_hash(payload)}
+    schema = MLP_FILE_SCHEMA if payload.get("schema") == S.MLP_SCHEMA else FILE_SCHEMA
+    envelope = {"schema": schema, "payload": payload, "payload_sha256": state_hash(payload)}
     if profile != REFERENCE_PROFILE:
         envelope["arithmetic_profile"] = profile
     data = S.canonical(envelope) + b"\n"
-    if len(data) > MAX_BYTES:
-        raise ValueError(f"checkpoint: {len(data)} bytes exceed the {MAX_BYTES}-byte bound "
+    bound = _bound(schema, None)
+    if len(data) > bound:
+        raise ValueError(f"checkpoint: {len(data)} bytes exceed the {bound}-byte bound "
                          f"(the data_schedule is the only part that can grow)")
     return data
+
+
+def _bound(schema, max_bytes):
+    if max_bytes is not None:
+        if isinstance(max_bytes, bool) or type(max_bytes) is not int or max_bytes < 1:
+            raise ValueError(f"checkpoint: max_bytes must be a positive int, got {max_bytes!r}")
+        return max_bytes
+    return MAX_BYTES if schema == FILE_SCHEMA else MLP_MAX_BYTES
 
 
 # ---------------------------------------------------------------- decoding
@@ -139,32 +156,49 @@ def _decode_tensor(desc, shape, dtype, name):
     return frombytes(bytes.fromhex(text), dtype, tuple(shape))
 
 
-def _decode_payload(payload):
+def _spec_of(payload):
+    """The layer spec an MLPTrainer payload declares (refused unless JSON ints in bounds)."""
+    arch = payload.get("architecture")
+    if type(arch) is not list or any(type(x) is not int for x in arch):
+        raise ValueError(f"checkpoint: architecture must be a list of JSON integers, got "
+                         f"{arch!r}"[:200])
+    try:
+        return LayerSizes(arch, "checkpoint")
+    except TypeError as exc:  # pragma: no cover - JSON integers are ints
+        raise ValueError(str(exc)) from None
+
+
+def _decode_payload(payload, small=True):
+    """The state of a payload: SmallMLPTrainer's (`small`) or MLPTrainer's, every tensor's
+    length checked against the declared architecture before it is decoded."""
     if type(payload) is not dict:
         raise ValueError("checkpoint: payload must be an object")
     missing, unknown = S.STATE_KEYS - set(payload), set(payload) - S.STATE_KEYS
     if missing or unknown:
         raise ValueError(f"checkpoint: payload has missing fields {sorted(missing)} / unknown "
                          f"fields {sorted(unknown)}")
+    spec = SMALL if small else _spec_of(payload)
+    opt_keys = S.OPTIMIZER_KEYS if small else S.MLP_OPTIMIZER_KEYS
     state = dict(payload)
     weights = payload["weights"]
-    if type(weights) is not dict or set(weights) != set(S.NAMES):
-        raise ValueError(f"checkpoint: weights must hold exactly {list(S.NAMES)}")
+    if type(weights) is not dict or set(weights) != set(spec.names):
+        raise ValueError(f"checkpoint: weights must hold exactly {list(spec.names)}"[:300])
     state["weights"] = {n: _decode_tensor(weights[n], s, "<f4", n)
-                        for n, s in zip(S.NAMES, S.SHAPES)}
+                        for n, s in zip(spec.names, spec.shapes)}
     opt = payload["optimizer"]
-    if type(opt) is not dict or set(opt) != S.OPTIMIZER_KEYS:
-        raise ValueError(f"checkpoint: optimizer must hold exactly {sorted(S.OPTIMIZER_KEYS)}")
+    if type(opt) is not dict or set(opt) != opt_keys:
+        raise ValueError(f"checkpoint: optimizer must hold exactly {sorted(opt_keys)}")
     opt = dict(opt)
-    opt["m"] = _decode_tensor(opt["m"], (S.TOTAL,), "<f4", "m")
-    opt["v"] = _decode_tensor(opt["v"], (S.TOTAL,), "<f4", "v")
-    opt["flags"] = _decode_tensor(opt["flags"], (4,), "<i4", "flags")
+    opt["m"] = _decode_tensor(opt["m"], (spec.total,), "<f4", "m")
+    opt["v"] = _decode_tensor(opt["v"], (spec.total,), "<f4", "v")
+    if small:
+        opt["flags"] = _decode_tensor(opt["flags"], (4,), "<i4", "flags")
     state["optimizer"] = opt
     if type(payload["config"]) is dict and any(
             type(x) not in (int, float) for x in payload["config"].values()):
         raise ValueError("checkpoint: config values must be numbers")
     # Every semantic rule (finite values, v >= 0, ranges, schedule bounds) is the trainer's.
-    S.validate_state(state)
+    S.validate_state(state, None, spec, "SmallMLPTrainer" if small else "MLPTrainer")
     # The trainer would keep 3.0 or rounded config values, so its state (and hash) would no
     # longer be this file's: refuse what the writer cannot have written.
     if type(payload["architecture"]) is list and any(
@@ -179,15 +213,24 @@ def _decode_payload(payload):
     return state
 
 
-def loads(data, allow_profile_change=False):
+def loads(data, allow_profile_change=False, schema=FILE_SCHEMA, max_bytes=None):
     """The state (`state_dict()` form) held by checkpoint bytes. Raises ValueError only.
 
+    `schema`: the file schema to accept (FILE_SCHEMA for SmallMLPTrainer, MLP_FILE_SCHEMA for
+    MLPTrainer, None for either). `max_bytes`: the bound applied before parsing (default: the
+    schema's, MAX_BYTES or MLP_MAX_BYTES); a small-schema file is never over MAX_BYTES.
     `allow_profile_change=True` accepts a file written under another arithmetic profile (the
     reference's default included): a migration after which bits follow our arithmetic."""
+    return _loads(data, allow_profile_change, schema, max_bytes)[0]
+
+
+def _loads(data, allow_profile_change=False, schema=FILE_SCHEMA, max_bytes=None):
+    """`loads`, and the parsed envelope."""
     if not isinstance(data, (bytes, bytearray)):
         raise ValueError(f"checkpoint: expected bytes, got {type(data).__name__}")
-    if len(data) > MAX_BYTES:
-        raise ValueError(f"checkpoint: {len(data)} bytes exceed the {MAX_BYTES}-byte bound")
+    bound = _bound(schema, max_bytes)
+    if len(data) > bound:
+        raise ValueError(f"checkpoint: {len(data)} bytes exceed the {bound}-byte bound")
     if not data.endswith(b"\n") or data.endswith(b"\n\n") or data.count(b"\n") != 1:
         raise ValueError("checkpoint: the file must be one line of JSON ended by exactly one newline")
     try:
@@ -205,8 +248,13 @@ def loads(data, allow_profile_change=False):
     if keys != _ENVELOPE:
         raise ValueError(f"checkpoint: envelope fields must be {sorted(_ENVELOPE)} and optionally "
                          f"arithmetic_profile, got {sorted(envelope)}")
-    if envelope["schema"] != FILE_SCHEMA:
-        raise ValueError(f"checkpoint: schema must be {FILE_SCHEMA!r}, got {envelope['schema']!r}")
+    wanted = (FILE_SCHEMA, MLP_FILE_SCHEMA) if schema is None else (schema,)
+    if envelope["schema"] not in wanted:
+        names = " or ".join(repr(w) for w in wanted)
+        raise ValueError(f"checkpoint: schema must be {names}, got {envelope['schema']!r}"[:300])
+    small = envelope["schema"] == FILE_SCHEMA
+    if small and len(data) > MAX_BYTES:
+        raise ValueError(f"checkpoint: {len(data)} bytes exceed the {MAX_BYTES}-byte bound")
     if S.canonical(envelope) + b"\n" != bytes(data):
         raise ValueError("checkpoint: the file is not canonical JSON (sorted keys, no spaces, ASCII)")
     payload = envelope["payload"]
@@ -222,35 +270,44 @@ def loads(data, allow_profile_change=False):
         raise ValueError(f"checkpoint: arithmetic profile is {named}, this mojolearn computes "
                          f"{PROFILE!r}; resuming would not reproduce the original run's bits. "
                          f"Pass allow_profile_change=True to migrate (bits then follow {PROFILE!r})")
-    return _decode_payload(payload)
+    return _decode_payload(payload, small), envelope
 
 
 # ---------------------------------------------------------------- files
 
 
-def _check_regular(st, path):
+def _check_regular(st, path, bound):
     if not _stat.S_ISREG(st.st_mode):
         raise ValueError(f"checkpoint: {_files.shown(path)!r} is {_files.kind(st.st_mode)}, "
                          f"not a regular file")
-    if st.st_size > MAX_BYTES:
-        raise ValueError(f"checkpoint: {_files.shown(path)!r} is larger than {MAX_BYTES} bytes "
+    if st.st_size > bound:
+        raise ValueError(f"checkpoint: {_files.shown(path)!r} is larger than {bound} bytes "
                          f"({st.st_size} bytes)")
 
 
-def read_bounded(path):
-    """The file's bytes, reading at most MAX_BYTES + 1 (the bound applies before parsing).
+def read_bounded(path, max_bytes=MAX_BYTES, schema=FILE_SCHEMA):
+    """The file's bytes, reading at most the bound + 1 (the bound applies before parsing).
 
     The path is `stat`ed first (symlinks followed) and anything but a regular file is refused
     without opening it, so a FIFO never blocks; the open is non-blocking and re-checked with
-    `fstat`, so a file swapped for a FIFO between the two is refused too."""
+    `fstat`, so a file swapped for a FIFO between the two is refused too. Unless `schema` is
+    the small one, the file's last bytes are read first: a file that does not end by naming
+    MLP_FILE_SCHEMA is held to the small bound (MAX_BYTES), so no large file is read whole
+    unless it claims to be an MLP checkpoint."""
     path = _files.fspath(path)
-    _check_regular(os.stat(path), path)
+    _check_regular(os.stat(path), path, max_bytes)
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
-        _check_regular(os.fstat(fd), path)
+        st = os.fstat(fd)
+        bound = max_bytes
+        if schema != FILE_SCHEMA and st.st_size > MAX_BYTES:
+            tail = os.pread(fd, _TAIL, max(0, st.st_size - _TAIL))
+            if not tail.endswith(b'"schema":"' + MLP_FILE_SCHEMA.encode() + b'"}\n'):
+                bound = MAX_BYTES
+        _check_regular(st, path, bound)
         chunks, size = [], 0
-        while size <= MAX_BYTES:
-            chunk = os.read(fd, MAX_BYTES + 1 - size)
+        while size <= bound:
+            chunk = os.read(fd, min(1 << 24, bound + 1 - size))
             if not chunk:
                 break
             chunks.append(chunk)
@@ -258,13 +315,15 @@ def read_bounded(path):
     finally:
         os.close(fd)
     data = b"".join(chunks)
-    if len(data) > MAX_BYTES:
-        raise ValueError(f"checkpoint: {_files.shown(path)!r} is larger than {MAX_BYTES} bytes")
+    if len(data) > bound:
+        raise ValueError(f"checkpoint: {_files.shown(path)!r} is larger than {bound} bytes")
     return data
 
 
-def load(path, allow_profile_change=False):
-    return loads(read_bounded(path), allow_profile_change)
+def load(path, allow_profile_change=False, schema=FILE_SCHEMA, max_bytes=None):
+    """The state held by the checkpoint file at `path` (see `loads` for the arguments)."""
+    bound = _bound(schema, max_bytes)
+    return loads(read_bounded(path, bound, schema), allow_profile_change, schema, bound)
 
 
 def trainer_from_bytes(cls, data):
@@ -272,11 +331,12 @@ def trainer_from_bytes(cls, data):
     return cls._from_state(loads(data))
 
 
-def verify(path, allow_profile_change=False):
-    """Check a checkpoint file fully; return {step, schema, profile, numeric_mode, state_hash}."""
-    data = read_bounded(path)
-    state = loads(data, allow_profile_change)
-    envelope = json.loads(data)
+def verify(path, allow_profile_change=False, max_bytes=None):
+    """Check a checkpoint file of either schema fully; return {step, schema, profile,
+    numeric_mode, state_hash} (and `architecture`)."""
+    bound = _bound(None, max_bytes)
+    state, envelope = _loads(read_bounded(path, bound, None), allow_profile_change, None, bound)
     return {"step": state["optimizer"]["step"], "schema": envelope["schema"],
             "profile": envelope.get("arithmetic_profile", REFERENCE_PROFILE),
-            "numeric_mode": state["numeric_mode"], "state_hash": envelope["payload_sha256"]}
+            "numeric_mode": state["numeric_mode"], "state_hash": envelope["payload_sha256"],
+            "architecture": state["architecture"]}

@@ -152,6 +152,11 @@ def _trainer_class():
     return SmallMLPTrainer
 
 
+def _mlp_schema():
+    from ._mlp_state import MLP_SCHEMA
+    return MLP_SCHEMA
+
+
 def _checkpoint_module():
     from . import checkpoint
     return checkpoint
@@ -394,8 +399,8 @@ def cmd_train(args, out):
     if args.label_column is not None and args.data is None:
         raise UsageError("--label-column applies only with --data")
     if args.plot:
-        _require_matplotlib()
         _target(args.plot, "--plot")
+        _require_matplotlib()
     _target(args.checkpoint, "--checkpoint")
     _target(_history.path_for(args.checkpoint), "--checkpoint's history")
     with _lock_run(args.checkpoint):
@@ -621,7 +626,7 @@ def cmd_verify(args, out):
     ckpt = _checkpoint_module()
     try:
         report = dict(ckpt.verify(path))
-        state = ckpt.load(path)
+        state = ckpt.load(path, schema=None)
         if state["data_schedule"].get("format") == SCHEDULE_FORMAT:
             problem = run_schedule_problem(state)
             if problem:
@@ -655,7 +660,11 @@ def _next_step_check(path, state):
         mojolearn.set_numeric_mode(state["numeric_mode"])
     except RuntimeError:  # another mode's binding is loaded in this process already
         return "not checked (this process runs the other numeric mode)"
-    trainer = _trainer_class().from_checkpoint(path)
+    if state["schema"] == _mlp_schema():
+        from .mlp_trainer import MLPTrainer
+        trainer = MLPTrainer._from_state(state)
+    else:
+        trainer = _trainer_class()._from_state(state)
     schedule = state["data_schedule"]
     bundled = _data.load_bundled() if schedule.get("dataset") == _data.BUNDLED_NAME else None
     if bundled is not None and schedule.get("dataset_sha256") == bundled.sha256:
@@ -664,10 +673,11 @@ def _next_step_check(path, state):
         x, y, rows = stream.next_batch()
         where = "the run's next batch"
     else:
-        x = [0.0] * _data.FEATURES + [1.0] * _data.FEATURES + [-1.0] * _data.FEATURES
-        y, rows, where = list(range(_data.CLASSES)), _data.CLASSES, "a probe batch"
+        inputs, classes = trainer.layer_sizes[0], trainer.layer_sizes[-1]
+        x = [0.0] * inputs + [1.0] * inputs + [-1.0] * inputs
+        y, rows, where = [c % classes for c in range(3)], 3, "a probe batch"
     try:
-        trainer.train_step(Array(x, "<f4", (rows, _data.FEATURES)), Array(list(y), "<i4"))
+        trainer.train_step(Array(x, "<f4", (rows, len(x) // rows)), Array(list(y), "<i4"))
     except RuntimeError as exc:
         raise ValueError(f"the state cannot take a finite step (step {trainer.step_ + 1} on "
                          f"{where}): {str(exc)[:200]}") from None

@@ -179,6 +179,27 @@ class MLPTrainer:
         """SHA-256 (hex) of the canonical JSON of this state's payload (tensors as hex)."""
         return _ckpt.state_hash(_ckpt.encode_state(self.state_dict()))
 
+    def save_checkpoint(self, path):
+        """Write the state to `path` atomically as a `mojolearn.mlp-checkpoint.v1` file (see
+        `mojolearn.checkpoint`)."""
+        data = _ckpt.dumps(self.state_dict())
+        _ckpt.write_atomic(path, data)
+
+    @classmethod
+    def from_checkpoint(cls, path, *, allow_profile_change=False, max_bytes=None):
+        """A trainer restored from `save_checkpoint` output (any layer sizes), after checking
+        the size bound (`max_bytes`, default `checkpoint.MLP_MAX_BYTES`, from the largest
+        admissible model) before parsing, then schema, hash, arithmetic profile, every field
+        and every tensor's length against the declared architecture."""
+        return cls._from_state(_ckpt.load(path, allow_profile_change, _ckpt.MLP_FILE_SCHEMA,
+                                          max_bytes))
+
+    def load_checkpoint(self, path, *, allow_profile_change=False, max_bytes=None):
+        """Restore this trainer from a checkpoint of the same layer sizes; the file is checked
+        whole before anything changes. Returns self."""
+        return self.load_state_dict(_ckpt.load(path, allow_profile_change,
+                                               _ckpt.MLP_FILE_SCHEMA, max_bytes))
+
     def __copy__(self):
         return type(self)._from_state(self.state_dict())
 

@@ -205,6 +205,11 @@ class SmallMLPTrainer:
     # ------------------------------------------------------------ introspection
 
     @property
+    def layer_sizes(self):
+        """[8, 16, 3] (MLPTrainer's attribute, for code that serves both)."""
+        return list(S.ARCHITECTURE)
+
+    @property
     def step_(self):
         """Number of optimizer steps taken."""
         return self._step
@@ -298,6 +303,11 @@ class SmallMLPTrainer:
         hash, arithmetic profile and every field. `allow_profile_change=True` migrates a file
         written under another arithmetic profile (bits then follow ours)."""
         return cls._from_state(_ckpt.load(path, allow_profile_change))
+
+    def load_checkpoint(self, path, *, allow_profile_change=False):
+        """Restore this trainer from a `save_checkpoint` file, checked whole before anything
+        changes. Returns self."""
+        return self.load_state_dict(_ckpt.load(path, allow_profile_change))
 
     @classmethod
     def _from_state(cls, state):
