@@ -51,6 +51,10 @@ def _rows(f):
         r = f["R2"]
         rows.append(("R2", "single-bit flips of a valid checkpoint", f"{r['flips']:,}",
                      f"{r['refused']:,} refused ({r['refused_pct']} %)", _ms(r["worst_ms"])))
+    if g("R2_mlp"):
+        r = f["R2_mlp"]
+        rows.append(("R2", "single-bit flips of a valid MLP checkpoint", f"{r['flips']:,}",
+                     f"{r['refused']:,} refused ({r['bytes']} bytes, mlp-checkpoint.v1)", "-"))
     if g("R3_corpus"):
         r = f["R3_corpus"]
         rows.append(("R3", "adversarial corpus files (attacks/)", str(r["files"]),
