@@ -22,6 +22,7 @@ give the same batches on every machine. Changing any of it changes every CLI sta
 """
 import array as _pyarray
 import csv
+import gzip
 import hashlib
 import io
 import math
@@ -45,6 +46,8 @@ TEST_FRACTION_DIVISOR = 5  # n_class // 5 rows of each class are held out
 
 BUNDLED_NAME = "wine"
 BUNDLED_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "wine_data.csv")
+DIGITS_NAME = "digits"
+DIGITS_FILE = os.path.join(os.path.dirname(BUNDLED_FILE), "digits.csv.gz")
 # The 13 wine attributes in file order; the 8 we keep (see `BUNDLED_COLUMNS`).
 WINE_ATTRIBUTES = ("alcohol", "malic_acid", "ash", "alcalinity_of_ash", "magnesium",
                    "total_phenols", "flavanoids", "nonflavanoid_phenols", "proanthocyanins",
@@ -71,7 +74,7 @@ class Dataset:
         self.label_column = label_column
         self.columns = tuple(columns)
         self.class_names = tuple(class_names)
-        self.train_rows, self.test_rows = split_rows(labels)
+        self.train_rows, self.test_rows = split_rows(labels, len(self.class_names))
         self.labels = labels
         self.features = standardize(raw_rows, self.train_rows)
 
@@ -84,6 +87,14 @@ class Dataset:
         return x, y
 
     @property
+    def n_features(self):
+        return len(self.columns)
+
+    @property
+    def n_classes(self):
+        return len(self.class_names)
+
+    @property
     def n_train(self):
         return len(self.train_rows)
 
@@ -94,11 +105,11 @@ class Dataset:
 
 # -- split and standardization -------------------------------------------------------------
 
-def split_rows(labels):
+def split_rows(labels, classes=CLASSES):
     """(train rows, test rows), both in file order (see the module docstring)."""
     rng = SplitMix64(SPLIT_SEED)
     test = []
-    for c in range(CLASSES):
+    for c in range(classes):  # an absent class draws nothing: more classes, same split
         members = [i for i, y in enumerate(labels) if y == c]
         rng.shuffle(members)
         test.extend(members[:len(members) // TEST_FRACTION_DIVISOR])
@@ -206,30 +217,52 @@ def _number(cell, row, column):
     return value
 
 
-def load_bundled():
-    """The bundled UCI wine data: 8 of its 13 attributes (`BUNDLED_COLUMNS`), classes 0..2."""
+def load_bundled(features=FEATURES):
+    """The bundled UCI wine data, classes 0..2: 8 of its 13 attributes (`BUNDLED_COLUMNS`,
+    for SmallMLPTrainer's 8 inputs) or, with `features=13`, all of them in file order."""
+    if features not in (FEATURES, len(WINE_ATTRIBUTES)):
+        raise DataError(f"the wine data has {len(WINE_ATTRIBUTES)} attributes (or the "
+                        f"{FEATURES} selected ones); the network takes {features} inputs")
     with open(BUNDLED_FILE, "rb") as f:
         blob = f.read()
     lines = blob.decode("ascii").splitlines()
     # scikit-learn's layout: a "178,13,class_0,class_1,class_2" line, then 13 values + label.
-    keep = [WINE_ATTRIBUTES.index(name) for name in BUNDLED_COLUMNS]
+    columns = BUNDLED_COLUMNS if features == FEATURES else WINE_ATTRIBUTES
+    keep = [WINE_ATTRIBUTES.index(name) for name in columns]
     raw, labels = [], []
     for number, line in enumerate(lines[1:], start=2):
         cells = line.split(",")
         raw.append(tuple(_number(cells[j], number, WINE_ATTRIBUTES[j]) for j in keep))
         labels.append(int(cells[13]))
-    return Dataset(BUNDLED_NAME, hashlib.sha256(blob).hexdigest(), "class", BUNDLED_COLUMNS,
+    return Dataset(BUNDLED_NAME, hashlib.sha256(blob).hexdigest(), "class", columns,
                    raw, labels, ("class_0", "class_1", "class_2"))
+
+
+def load_digits():
+    """The bundled optical recognition of handwritten digits (scikit-learn's `digits.csv.gz`,
+    1797 8×8 images): 64 pixel counts 0..16 per row, then the digit 0..9."""
+    with open(DIGITS_FILE, "rb") as f:
+        blob = f.read()
+    lines = gzip.decompress(blob).decode("ascii").splitlines()
+    columns = tuple(f"pixel_{r}_{c}" for r in range(8) for c in range(8))
+    raw, labels = [], []
+    for number, line in enumerate(lines, start=1):
+        cells = line.split(",")
+        raw.append(tuple(_number(cells[j], number, columns[j]) for j in range(64)))
+        labels.append(int(cells[64]))
+    return Dataset(DIGITS_NAME, hashlib.sha256(blob).hexdigest(), "digit", columns, raw, labels,
+                   tuple(str(d) for d in range(10)))
 
 
 def _column_name(header, j):
     return f"{j + 1} ({header[j]!r})" if header else str(j + 1)
 
 
-def load_csv(path, label_column=None):
+def load_csv(path, label_column=None, features=FEATURES, classes=CLASSES):
     """Load a user CSV: a header row of column names (optional when every cell of the first
-    row is numeric), 8 numeric feature columns and one label column (`label_column`, else a
-    column named "label", else the last). Raises DataError naming row and column."""
+    row is numeric), `features` numeric feature columns and one label column (`label_column`,
+    else a column named "label", else the last) holding at most `classes` classes. Raises
+    DataError naming row and column."""
     blob = _read_csv_file(path)
     try:
         text = blob.decode("utf-8-sig")
@@ -248,10 +281,11 @@ def load_csv(path, label_column=None):
                 raise DataError(f"row {first_number}: the header names column {name!r} twice "
                                 f"(columns {header.index(name) + 1} and {j + 1}); column "
                                 f"names must be unique")
-    width = FEATURES + 1
+    width = features + 1
     if len(first) != width:
         raise DataError(f"row {first_number}: {len(first)} columns, expected {width} "
-                        f"(8 numeric features and 1 label)")
+                        f"({features} numeric features and 1 label; --layers sets the "
+                        f"network's inputs)")
     label_j = _label_index(header, label_column, width)
     if not rows:
         raise DataError(f"{path}: no data rows after the header")
@@ -262,7 +296,7 @@ def load_csv(path, label_column=None):
             raise DataError(f"row {number}: {len(cells)} columns, expected {width}")
         raw.append(tuple(_number(cells[j], number, _column_name(header, j)) for j in feature_js))
         label_cells.append((number, cells[label_j].strip()))
-    labels, class_names = _labels(label_cells, _column_name(header, label_j))
+    labels, class_names = _labels(label_cells, _column_name(header, label_j), classes)
     names = [header[j] if header else f"column {j + 1}" for j in feature_js]
     label_name = header[label_j] if header else str(label_j + 1)
     if len(raw) < 2:
@@ -332,35 +366,51 @@ def _label_index(header, label_column, width):
                     f"(columns: {names})")
 
 
-def _labels(cells, column):
-    """Labels as ints 0..2: integer labels must lie in 0..2; otherwise up to 3 distinct
-    strings are numbered in sorted order."""
+def _ordinal(n):
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _labels(cells, column, classes=CLASSES):
+    """Labels as ints 0..classes-1 (the network's outputs): integer labels must lie in that
+    range; otherwise up to `classes` distinct strings are numbered in sorted order."""
     if all(_INTEGER.fullmatch(text) for _, text in cells):
         out = []
         for number, text in cells:
             value = int(text)
-            if not 0 <= value < CLASSES:
-                raise DataError(f"row {number}, column {column}: label {value} is not in 0..2")
+            if not 0 <= value < classes:
+                raise DataError(f"row {number}, column {column}: label {value} is not in "
+                                f"0..{classes - 1}")
             out.append(value)
-        return out, tuple(str(c) for c in range(CLASSES))
+        return out, tuple(str(c) for c in range(classes))
     seen = []
     for number, text in cells:
         if not text:
             raise DataError(f"row {number}, column {column}: empty label")
         if text not in seen:
             seen.append(text)
-            if len(seen) > CLASSES:
+            if len(seen) > classes:
+                shown_names = ", ".join(seen[:min(classes, 3)]) + (", ..." if classes > 3 else "")
                 raise DataError(f"row {number}, column {column}: label {text[:40]!r} is a "
-                                f"4th class (expected at most 3: {', '.join(seen[:3])})")
+                                f"{_ordinal(classes + 1)} class (expected at most {classes}: "
+                                f"{shown_names})")
     names = sorted(seen)
     index = {name: i for i, name in enumerate(names)}
     return [index[text] for _, text in cells], tuple(names)
 
 
-def load(path=None, label_column=None):
-    """The bundled dataset when `path` is None, else the user's CSV."""
+def load(path=None, label_column=None, features=FEATURES, classes=CLASSES, dataset=None):
+    """The user's CSV at `path`, else the bundled `dataset` ("wine", the default, or
+    "digits"), for a network of `features` inputs and `classes` outputs."""
     if path is None:
         if label_column is not None:
             raise DataError("--label-column applies only with --data")
-        return load_bundled()
-    return load_csv(path, label_column)
+        if dataset == DIGITS_NAME:
+            if (features, classes) != (64, 10):
+                raise DataError(f"the digits data has 64 features and 10 classes; the network "
+                                f"takes {features} inputs and {classes} classes")
+            return load_digits()
+        if classes != CLASSES:
+            raise DataError(f"the wine data has 3 classes; the network has {classes} outputs")
+        return load_bundled(features)
+    return load_csv(path, label_column, features, classes)

@@ -26,6 +26,7 @@ _shown = _files.shown
 DEFAULT_CHECKPOINT = "mojolearn-run.ckpt"
 DEFAULTS = dict(epochs=30, batch_size=16, lr=0.01, weight_decay=0.01, seed=0,
                 checkpoint_every=50)
+DIGITS_LAYERS = [64, 128, 10]  # `--dataset digits` without --layers
 SCHEDULE_FORMAT = "mojolearn.data-schedule.v1"
 EXIT_OK, EXIT_INVALID, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -72,6 +73,20 @@ class _Parser(argparse.ArgumentParser):
                                             f"--help)\n", sys.stderr))
 
 
+def _layers_arg(text):
+    try:
+        sizes = [int(part, 10) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as "
+                                         f"64,128,10, got {text!r}") from None
+    from ._layers import LayerSizes
+    try:
+        LayerSizes(sizes, "layer sizes")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return sizes
+
+
 def build_parser():
     d = DEFAULTS
     parser = _Parser(
@@ -94,9 +109,18 @@ def build_parser():
                f"are refused. Exit codes: 0 done, 2 bad input or a diverged run (the last "
                f"checkpoint kept), 130 interrupted by Ctrl-C, 143 by SIGTERM (checkpoint saved "
                f"in both cases).")
-    train.add_argument("--data", metavar="CSV",
-                       help="CSV with 8 numeric feature columns and one label column "
-                            "(labels 0..2 or 3 distinct strings); default: bundled wine data")
+    source = train.add_mutually_exclusive_group()
+    source.add_argument("--data", metavar="CSV",
+                        help="CSV with numeric feature columns and one label column (integer "
+                             "classes from 0, or distinct strings); as many features and "
+                             "classes as the network has (8 and up to 3 without --layers)")
+    source.add_argument("--dataset", choices=(_data.BUNDLED_NAME, _data.DIGITS_NAME),
+                        help="bundled data: wine (default; 8 of 13 attributes, or all 13 with "
+                             "--layers 13,...,3) or digits (8x8 handwritten digits, 64 "
+                             "features, 10 classes; default --layers 64,128,10)")
+    train.add_argument("--layers", type=_layers_arg, metavar="SIZES",
+                       help="layer sizes of an MLPTrainer network, e.g. 64,128,10: inputs, "
+                            "hidden widths, classes (default: SmallMLPTrainer's 8,16,3)")
     train.add_argument("--label-column", metavar="NAME",
                        help="name (or 1-based number without a header) of the label column; "
                             "default: the column named 'label', else the last")
@@ -152,6 +176,24 @@ def _trainer_class():
     return SmallMLPTrainer
 
 
+def _new_trainer(opts, schedule):
+    """SmallMLPTrainer (no --layers) or MLPTrainer, seeded weights, the run's options."""
+    hyper = dict(data_schedule=schedule, lr=opts["lr"], weight_decay=opts["weight_decay"])
+    if opts["layers"] is None:
+        from ._rng import init_small_mlp
+        return _trainer_class()(*init_small_mlp(opts["seed"]), **hyper)
+    from .mlp_trainer import MLPTrainer
+    return MLPTrainer(opts["layers"], seed=opts["seed"], **hyper)
+
+
+def _trainer_for(state):
+    """The trainer (class by the state's schema) holding a checked checkpoint state."""
+    if state["schema"] == _mlp_schema():
+        from .mlp_trainer import MLPTrainer
+        return MLPTrainer._from_state(state)
+    return _trainer_class()._from_state(state)
+
+
 def _mlp_schema():
     from ._mlp_state import MLP_SCHEMA
     return MLP_SCHEMA
@@ -169,7 +211,7 @@ def _peek_checkpoint(path):
         raise UsageError(f"--resume: no checkpoint at {_shown(path)} (train without --resume "
                          f"first, or pass --checkpoint PATH)")
     try:
-        state = _checkpoint_module().load(path)
+        state = _checkpoint_module().load(path, schema=None)
     except (OSError, ValueError) as exc:
         raise UsageError(f"--resume: {_shown(path)} is not a valid mojolearn checkpoint: "
                          f"{exc}") from None
@@ -217,6 +259,11 @@ def run_schedule_problem(state):
             return f"data_schedule has no {key!r}"
         if not ok(schedule[key]):
             return f"data_schedule {key} must be {what}, got {schedule[key]!r}"[:300]
+    layers = schedule.get("layers")
+    mlp = state["schema"] == _mlp_schema()
+    if mlp and layers != state["architecture"] or not mlp and "layers" in schedule:
+        return (f"data_schedule layers {layers!r} differ from the state's network "
+                f"{state['architecture']!r}")[:300]
     if schedule["mode"] != state["numeric_mode"]:
         return (f"data_schedule mode {schedule['mode']!r} differs from the state's numeric "
                 f"mode {state['numeric_mode']!r}")
@@ -238,11 +285,12 @@ def _argmax_correct(logits, targets, rows):
     """Rows whose largest logit (first on ties) is the target; comparisons only."""
     values = logits.tolist() if hasattr(logits, "tolist") else list(logits)
     if values and not isinstance(values[0], list):
-        values = [values[i * 3:(i + 1) * 3] for i in range(rows)]
+        width = len(values) // rows
+        values = [values[i * width:(i + 1) * width] for i in range(rows)]
     correct = 0
     for row, y in zip(values, targets):
         best = 0
-        for j in (1, 2):
+        for j in range(1, len(row)):
             if row[j] > row[best]:
                 best = j
         correct += best == y
@@ -280,13 +328,16 @@ def _resolve_options(args, stored):
     On --resume a given option that differs from the checkpoint is refused by name."""
     d = DEFAULTS
     opts = {"batch_size": args.batch_size, "seed": args.seed, "lr": args.lr,
-            "weight_decay": args.weight_decay, "mode": args.mode}
+            "weight_decay": args.weight_decay, "mode": args.mode, "layers": args.layers}
     if stored is None:
-        defaults = dict(d, mode=_requested_mode())  # MOJOLEARN_NUMERIC_MODE, else identical
+        # MOJOLEARN_NUMERIC_MODE, else identical; digits' default network is MLPTrainer's.
+        defaults = dict(d, mode=_requested_mode(),
+                        layers=DIGITS_LAYERS if args.dataset == _data.DIGITS_NAME else None)
         return {k: (v if v is not None else defaults[k]) for k, v in opts.items()}
     conflicts = []
     for key, flag in (("batch_size", "--batch-size"), ("seed", "--seed"), ("lr", "--lr"),
-                      ("weight_decay", "--weight-decay"), ("mode", "--mode")):
+                      ("weight_decay", "--weight-decay"), ("mode", "--mode"),
+                      ("layers", "--layers")):
         given, saved = opts[key], stored.get(key)
         if given is not None and given != saved:
             conflicts.append(f"{flag} {given} (checkpoint: {saved})")
@@ -321,17 +372,20 @@ def _check_dataset(dataset, stored):
 
 
 def _schedule(dataset, opts, epoch, cursor):
-    return {"format": SCHEDULE_FORMAT, "dataset": dataset.name,
-            "dataset_sha256": dataset.sha256, "label_column": dataset.label_column,
-            "n_train": dataset.n_train, "split_seed": _data.SPLIT_SEED,
-            "seed": opts["seed"], "batch_size": opts["batch_size"], "lr": opts["lr"],
-            "weight_decay": opts["weight_decay"], "mode": opts["mode"],
-            "epoch": epoch, "cursor": cursor}
+    schedule = {"format": SCHEDULE_FORMAT, "dataset": dataset.name,
+                "dataset_sha256": dataset.sha256, "label_column": dataset.label_column,
+                "n_train": dataset.n_train, "split_seed": _data.SPLIT_SEED,
+                "seed": opts["seed"], "batch_size": opts["batch_size"], "lr": opts["lr"],
+                "weight_decay": opts["weight_decay"], "mode": opts["mode"],
+                "epoch": epoch, "cursor": cursor}
+    if opts["layers"] is not None:  # an MLPTrainer run (SmallMLPTrainer's schedule has none)
+        schedule["layers"] = list(opts["layers"])
+    return schedule
 
 
 def _evaluate(trainer, dataset):
     """(test loss, test accuracy) on the held-out rows, or (None, None) when there are none.
-    Chunks of at most 256 rows (a trainer call's limit); with several chunks the loss is the
+    Chunks of at most the trainer's `max_rows`; with several chunks the loss is the
     row-weighted mean of the chunks' losses (a report, not part of the state)."""
     if not dataset.n_test:
         return None, None
@@ -339,16 +393,17 @@ def _evaluate(trainer, dataset):
 
     total, correct = 0.0, 0
     rows = dataset.test_rows
-    for lo in range(0, len(rows), 256):
-        chunk = rows[lo:lo + 256]
+    most = trainer.max_rows
+    for lo in range(0, len(rows), most):
+        chunk = rows[lo:lo + most]
         x, y = dataset.gather(chunk)
-        X = Array._wrap(x, (len(chunk), _data.FEATURES), "<f4")
+        X = Array._wrap(x, (len(chunk), dataset.n_features), "<f4")
         Y = Array._wrap(y, (len(chunk),), "<i4")
         correct += _argmax_correct(trainer.predict_logits(X), y, len(chunk))
         loss, _ = trainer.loss_and_grads(X, Y)
         total += float(loss) * len(chunk)
     n = len(rows)
-    return (float(loss) if n <= 256 else total / n), correct / n
+    return (float(loss) if n <= most else total / n), correct / n
 
 
 def _save(trainer, history, path, schedule):
@@ -424,8 +479,13 @@ def _setup_run(args):
     import mojolearn
     mojolearn.set_numeric_mode(opts["mode"])  # before any binding use
 
+    layers = opts["layers"]
+    features, classes = (layers[0], layers[-1]) if layers else (_data.FEATURES, _data.CLASSES)
+    name = args.dataset
+    if name is None and stored is not None and args.data is None:
+        name = stored["dataset"]  # a bundled run resumes on its own data
     try:
-        dataset = _data.load(args.data, args.label_column)
+        dataset = _data.load(args.data, args.label_column, features, classes, name)
     except _data.DataError as exc:
         raise UsageError(str(exc)) from None
     if stored is not None:
@@ -434,22 +494,18 @@ def _setup_run(args):
     per_epoch = _data.steps_per_epoch(dataset.n_train, bs)
     end = args.steps if args.steps is not None else per_epoch * (args.epochs or DEFAULTS["epochs"])
     history = _history.History(ckpt)
-    Trainer = _trainer_class()
     if stored is not None:
         try:
-            trainer = Trainer.from_checkpoint(ckpt)
+            trainer = _trainer_for(_checkpoint_module().load(ckpt, schema=None))
         except ValueError as exc:
             raise UsageError(f"--resume: {_shown(ckpt)}: {exc}") from None
         start = trainer.step_
         epoch, cursor = stored["epoch"], stored["cursor"]
         history.resume_at(start)
     else:
-        from ._rng import init_small_mlp
         start, epoch, cursor = 0, 0, 0
         try:
-            trainer = Trainer(*init_small_mlp(opts["seed"]),
-                              data_schedule=_schedule(dataset, opts, 0, 0),
-                              lr=opts["lr"], weight_decay=opts["weight_decay"])
+            trainer = _new_trainer(opts, _schedule(dataset, opts, 0, 0))
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         history.start_fresh()
@@ -474,8 +530,10 @@ def _train_loop(args, run, out):
     progress.emit({"event": "start", "dataset": dataset.name, "dataset_sha256": dataset.sha256,
                    "n_train": dataset.n_train, "n_test": dataset.n_test,
                    "start_step": run.start, "end_step": end, "checkpoint": _shown(ckpt),
+                   "network": list(trainer.layer_sizes),
                    **{k: opts[k] for k in opts}})
-    progress.message(f"{'resuming' if run.start else 'training'} on {what}: step {run.start} "
+    net = (f"MLPTrainer {opts['layers']}" if opts["layers"] else "SmallMLPTrainer [8, 16, 3]")
+    progress.message(f"{'resuming' if run.start else 'training'} {net} on {what}: step {run.start} "
                      f"-> {end}, batch {opts['batch_size']}, lr {opts['lr']}, weight decay "
                      f"{opts['weight_decay']}, seed {opts['seed']}, mode {opts['mode']}")
     if run.start >= end:
@@ -486,7 +544,7 @@ def _train_loop(args, run, out):
         try:
             while step < end and not interrupt.hit:
                 x, y, rows = stream.next_batch()
-                result = trainer.train_step(Array._wrap(x, (rows, _data.FEATURES), "<f4"),
+                result = trainer.train_step(Array._wrap(x, (rows, dataset.n_features), "<f4"),
                                             Array._wrap(y, (rows,), "<i4"))
                 step, loss = result["step"], float(result["loss"])
                 correct = _argmax_correct(result["logits"], y, rows)
@@ -660,14 +718,16 @@ def _next_step_check(path, state):
         mojolearn.set_numeric_mode(state["numeric_mode"])
     except RuntimeError:  # another mode's binding is loaded in this process already
         return "not checked (this process runs the other numeric mode)"
-    if state["schema"] == _mlp_schema():
-        from .mlp_trainer import MLPTrainer
-        trainer = MLPTrainer._from_state(state)
-    else:
-        trainer = _trainer_class()._from_state(state)
+    trainer = _trainer_for(state)
     schedule = state["data_schedule"]
-    bundled = _data.load_bundled() if schedule.get("dataset") == _data.BUNDLED_NAME else None
-    if bundled is not None and schedule.get("dataset_sha256") == bundled.sha256:
+    sizes = trainer.layer_sizes
+    try:
+        bundled = _data.load(None, None, sizes[0], sizes[-1], schedule.get("dataset"))
+    except _data.DataError:
+        bundled = None
+    if (schedule.get("format") == SCHEDULE_FORMAT and bundled is not None
+            and schedule.get("dataset") in (_data.BUNDLED_NAME, _data.DIGITS_NAME)
+            and schedule.get("dataset_sha256") == bundled.sha256):
         stream = _data.BatchStream(bundled, schedule["seed"], schedule["batch_size"],
                                    schedule["epoch"], schedule["cursor"])
         x, y, rows = stream.next_batch()

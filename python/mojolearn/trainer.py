@@ -210,6 +210,11 @@ class SmallMLPTrainer:
         return list(S.ARCHITECTURE)
 
     @property
+    def max_rows(self):
+        """The most rows one batch may have (256)."""
+        return _MAX_ROWS
+
+    @property
     def step_(self):
         """Number of optimizer steps taken."""
         return self._step
