@@ -272,3 +272,24 @@ def test_predictions_and_sessions_agree(seed):
     assert joined.tobytes() == b"".join(t.predict_logits(p).tobytes() for p in parts)
     whole = ml.Array([r for p in parts for r in p.tolist()], "<f4")
     assert t.predict_logits(whole).tobytes() == joined.tobytes()
+
+
+@identical_only
+def test_the_mlp_golden_state_hashes():
+    """tests/golden/mlp_identical.json (tools/make_golden.py: the pure-Python reference,
+    cross-checked with the binding when written) for [8, 16, 3], [64, 128, 10], [784, 256, 10]
+    and a 4-layer network. A failure means identical-mode bits moved: that needs a new
+    arithmetic profile, not new goldens."""
+    import json
+    import os
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "tools"))
+    import make_golden
+
+    with open(make_golden.MLP_GOLDEN) as f:
+        golden = json.load(f)
+    assert len(golden["cases"]) == 4
+    for case in golden["cases"]:
+        steps = tuple(int(s) for s in case["state_hash_after_steps"])
+        got = make_golden.binding_mlp_hashes(case["layer_sizes"], case["batch"], steps)
+        assert got == case["state_hash_after_steps"], case["layer_sizes"]

@@ -25,6 +25,17 @@ def main():
             same = got.get(step) == want
             ok &= same
             print(f"{case['batch']:>5} {step:>5}  {got.get(step, '-'):<64}  {'yes' if same else 'NO'}")
+    with open(make_golden.MLP_GOLDEN) as f:
+        mlp = json.load(f)
+    print(f"{'MLPTrainer layer sizes':<24} {'batch':>5} {'step':>5}  match")
+    for case in mlp["cases"]:
+        steps = tuple(int(s) for s in case["state_hash_after_steps"])
+        got = make_golden.binding_mlp_hashes(case["layer_sizes"], case["batch"], steps)
+        for step, want in case["state_hash_after_steps"].items():
+            same = got.get(step) == want
+            ok &= same
+            print(f"{str(case['layer_sizes']):<24} {case['batch']:>5} {step:>5}  "
+                  f"{'yes' if same else 'NO'}")
     print("golden hashes reproduced" if ok else "GOLDEN HASH MISMATCH")
     return 0 if ok else 1
 

@@ -1,5 +1,6 @@
 """Write the identical-mode goldens: tests/golden/small_mlp_identical.json (SmallMLPTrainer
-state hashes) and tests/golden/kernels_identical.json (kernel outputs, tools/golden_kernels.py).
+state hashes), tests/golden/mlp_identical.json (MLPTrainer state hashes for several layer
+sizes) and tests/golden/kernels_identical.json (kernel outputs, tools/golden_kernels.py).
 
     python tools/make_golden.py            # compute, cross-check, write
     python tools/make_golden.py --check    # compute, cross-check, compare with the file
@@ -31,6 +32,22 @@ RECIPE = {
                "weight_decay; schedule = {\"batch\": batch, \"generator\": \"mojolearn._rng."
                "batches\", \"seed\": 2}",
     "hash": "SmallMLPTrainer.state_hash(): SHA-256 of the canonical checkpoint payload",
+}
+
+
+MLP_GOLDEN = os.path.join(ROOT, "tests", "golden", "mlp_identical.json")
+MLP_FORMAT = "mojolearn.mlp-golden.v1"
+# (layer sizes, batch rows, steps whose state hash is pinned): 1 to 3 hidden layers.
+MLP_CASES = (([8, 16, 3], 8, (1, 3)), ([64, 128, 10], 8, (1, 3)), ([784, 256, 10], 4, (1, 2)),
+             ([16, 32, 32, 32, 4], 8, (1, 3)))
+MLP_RECIPE = {
+    "init": f"MLPTrainer(sizes, seed={INIT_SEED}): _layers.LayerSizes(sizes).init({INIT_SEED})",
+    "data": f"mojolearn._rng.batches({DATA_SEED}, batch, max(steps), features=sizes[0], "
+            f"classes=sizes[-1]); step i (one-based) trains on batch i-1",
+    "trainer": "MLPTrainer(sizes, seed=1, data_schedule=schedule) with the default lr, betas, "
+               "eps, weight_decay; schedule = {\"batch\": batch, \"generator\": \"mojolearn."
+               "_rng.batches\", \"seed\": 2}",
+    "hash": "MLPTrainer.state_hash(): SHA-256 of the canonical checkpoint payload",
 }
 
 
@@ -79,6 +96,70 @@ def binding_hashes(batch):
     return out
 
 
+def _mlp_data(sizes, batch, steps):
+    from mojolearn import _rng
+
+    return _rng.batches(DATA_SEED, batch, max(steps), features=sizes[0], classes=sizes[-1])
+
+
+def reference_mlp_hashes(sizes, batch, steps):
+    from mojolearn import _layers, _mlp_state as S
+    from mojolearn import checkpoint
+    from mojolearn._array import Array
+    from tests.reference import mlp as R
+
+    spec = _layers.LayerSizes(sizes)
+    cfg = S.check_config(1e-3, (0.9, 0.999), 1e-8, 0.01)
+    p = [x for w in spec.init(INIT_SEED) for x in w._mv.tolist()]
+    m, v, step = [0.0] * spec.total, [0.0] * spec.total, 0
+    d = R.Dims(sizes=sizes)
+    out = {}
+    for X, y in _mlp_data(sizes, batch, steps):
+        r = R.train_step(p, m, v, step, X.tolist(), y.tolist(), cfg["lr"], cfg["beta1"],
+                         cfg["beta2"], cfg["eps"], cfg["weight_decay"], d)
+        p, m, v, step = r["params"], r["m"], r["v"], r["step"]
+        if step in steps:
+            f = lambda xs: Array(xs, "<f4", (spec.total,))
+            state = {"schema": S.MLP_SCHEMA, "architecture": list(sizes),
+                     "numeric_mode": "identical", "parameter_order": list(spec.names),
+                     "weights": S.split(f(p), spec),
+                     "optimizer": {"kind": S.OPTIMIZER, "step": step, "m": f(m), "v": f(v)},
+                     "config": cfg, "data_schedule": schedule(batch)}
+            out[str(step)] = checkpoint.state_hash(checkpoint.encode_state(state))
+    return out
+
+
+def binding_mlp_hashes(sizes, batch, steps):
+    import mojolearn as ml
+
+    ml.set_numeric_mode("identical")
+    trainer = ml.MLPTrainer(sizes, seed=INIT_SEED, data_schedule=schedule(batch))
+    out = {}
+    for X, y in _mlp_data(sizes, batch, steps):
+        step = trainer.train_step(X, y)["step"]
+        if step in steps:
+            out[str(step)] = trainer.state_hash()
+    return out
+
+
+def build_mlp():
+    from mojolearn import _mlp_state as S
+    from mojolearn.checkpoint import PROFILE
+
+    cases = []
+    for sizes, batch, steps in MLP_CASES:
+        ref = reference_mlp_hashes(sizes, batch, steps)
+        got = binding_mlp_hashes(sizes, batch, steps)
+        if ref != got:
+            sys.exit(f"make_golden: the binding disagrees with the pure-Python reference for "
+                     f"{sizes} at batch {batch}:\n  reference {ref}\n  binding   {got}\n"
+                     f"not writing goldens")
+        cases.append({"layer_sizes": sizes, "batch": batch, "state_hash_after_steps": ref})
+    doc = {"format": MLP_FORMAT, "profile": PROFILE, "numeric_mode": "identical",
+           "recipe": MLP_RECIPE, "cases": cases}
+    return S.canonical(doc) + b"\n"
+
+
 def build():
     from mojolearn import _mlp_state as S
     from mojolearn.checkpoint import PROFILE
@@ -103,7 +184,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare with the file, write nothing")
     args = parser.parse_args()
-    files = [(GOLDEN, build()), (KERNEL_GOLDEN, golden_kernels.build(PROFILE))]
+    files = [(GOLDEN, build()), (KERNEL_GOLDEN, golden_kernels.build(PROFILE)),
+             (MLP_GOLDEN, build_mlp())]
     if args.check:
         same = True
         for path, data in files:
