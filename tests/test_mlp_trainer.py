@@ -293,3 +293,58 @@ def test_the_mlp_golden_state_hashes():
         steps = tuple(int(s) for s in case["state_hash_after_steps"])
         got = make_golden.binding_mlp_hashes(case["layer_sizes"], case["batch"], steps)
         assert got == case["state_hash_after_steps"], case["layer_sizes"]
+
+
+@pytest.mark.parametrize("sizes", [[5, 2], [9, 17, 4], [12, 8, 8, 8, 3]])
+def test_fused_equals_per_operation_bit_for_bit(seed, sizes, monkeypatch):
+    """`mlp_layers_step` (one binding call) and the per-operation calls (MOJOLEARN_MLP_FUSED=0)
+    run the same kernel functions in the same order: the same bits, in this process's mode."""
+    rng = random.Random(seed)
+    data = [batch(rng, rng.randrange(1, 20), sizes[0], sizes[-1]) for _ in range(3)]
+    hashes, outs = [], []
+    for fused in ("1", "0"):
+        monkeypatch.setenv("MOJOLEARN_MLP_FUSED", fused)
+        t = trainer(sizes, 8)
+        results = [t.train_step(*arrays(X, y), return_input_grad=True) for X, y in data]
+        loss, grads = t.loss_and_grads(*arrays(*data[0]))
+        outs.append(([r["loss"] for r in results], [r["input_grad"].tobytes() for r in results],
+                     loss, [g.tobytes() for g in grads],
+                     t.predict_logits(arrays(*data[1])[0]).tobytes()))
+        hashes.append(t.state_hash())
+    assert hashes[0] == hashes[1] and outs[0] == outs[1], f"seed {seed}"
+
+
+_PASS = """
+import json, random, sys
+import mojolearn as ml
+sizes, seed = json.loads(sys.argv[1]), int(sys.argv[2])
+rng = random.Random(seed)
+t = ml.MLPTrainer(sizes, seed=seed % 1000, data_schedule={"a": 1})
+X = ml.Array([[rng.uniform(-2, 2) for _ in range(sizes[0])] for _ in range(32)], "<f4")
+y = ml.Array([rng.randrange(sizes[-1]) for _ in range(32)], "<i4")
+loss, grads = t.loss_and_grads(X, y)
+print(json.dumps({"loss": loss, "grads": [v for g in grads for v in g._mv.tolist()],
+                  "logits": t.predict_logits(X)._mv.tolist()}))
+"""
+
+
+@pytest.mark.parametrize("sizes", [[64, 128, 10], [16, 32, 32, 32, 4]])
+def test_fast_mode_is_within_the_stated_bound_of_identical(seed, sizes):
+    """docs/ARITHMETIC.md "Any layer sizes": one pass from the same state and batch, fast vs
+    identical: |loss|, each logit within 1e-5·(1 + |identical|), each gradient within
+    1e-5·max|identical gradient| (measured: under 3e-7)."""
+    import json
+
+    got = {}
+    for mode in ("identical", "fast"):
+        proc = subprocess.run([sys.executable, "-c", _PASS, json.dumps(sizes), str(seed % 10**6)],
+                              capture_output=True, text=True, timeout=120,
+                              env=dict(os.environ, PYTHONPATH=PKG_PARENT,
+                                       MOJOLEARN_NUMERIC_MODE=mode))
+        assert proc.returncode == 0, proc.stderr
+        got[mode] = json.loads(proc.stdout)
+    a, b = got["identical"], got["fast"]
+    assert abs(a["loss"] - b["loss"]) <= 1e-5 * (1 + abs(a["loss"])), f"seed {seed}"
+    assert all(abs(x - y) <= 1e-5 * (1 + abs(x)) for x, y in zip(a["logits"], b["logits"]))
+    scale = max(abs(g) for g in a["grads"])
+    assert all(abs(x - y) <= 1e-5 * scale for x, y in zip(a["grads"], b["grads"])), f"seed {seed}"

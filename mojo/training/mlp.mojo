@@ -179,3 +179,84 @@ def mlp_steps(d: MLPDims, x: F32P, y: I32P, p: F32P, m: F32P, v: F32P, losses: F
         mlp_backward(d, xb, p, s.hp(), s.dlp(), s.dhp(), grads, dx, rows, want_dx)
         if mode == MODE_TRAIN:
             adamw_flat(p, grads, m, v, d.total(), t0 + i, lr, beta1, beta2, eps, weight_decay)
+
+
+# ---------------------------------------------------------------- any layer sizes
+#
+# Widths [n0, n1, ..., nL] (L layers): W_l (n_l × n_{l-1}) and b_l (n_l) in the flat buffers in
+# the order W1, b1, ..., WL, bL. ARITHMETIC.md "Any layer sizes": forward layer by layer
+# (GEMM NT, bias, ReLU on every layer but the last), mean cross-entropy, backward from the
+# last layer (dW_l = G_lᵀ·A_{l-1} GEMM TN, db_l = sum_rows(G_l), G_{l-1} = (G_l·W_l) masked by
+# A_{l-1} > 0, dX = G_1·W_1), AdamW. For [I, H, O] these are `mlp_steps`' operations in its
+# order, so both give the same bits; mojolearn/_mlp_ops.py makes the same calls one by one.
+
+
+def mlp_layers_steps(sizes: List[Int], x: F32P, y: I32P, p: F32P, m: F32P, v: F32P,
+                     losses: F32P, logits: F32P, grads: F32P, dx: F32P, rows: Int, mode: Int,
+                     k: Int, t0: Int, lr: Float32, beta1: Float32, beta2: Float32, eps: Float32,
+                     weight_decay: Float32, want_dx: Bool):
+    """`mlp_steps` for any layer sizes: `k` consecutive steps over k batches of `rows` rows
+    stacked in x / y, in place on the flat p, m, v (mode train; t = t0, t0+1, ...); modes
+    forward and grads run one batch and leave p, m, v untouched. Targets must already be
+    checked to lie in [0, n_L)."""
+    var layers = len(sizes) - 1
+    var w_off = List[Int](capacity=layers)
+    var b_off = List[Int](capacity=layers)
+    var a_off = List[Int](capacity=layers)
+    var off = 0
+    var act = 0
+    var widest = 1
+    for l in range(layers):
+        w_off.append(off)
+        off += sizes[l + 1] * sizes[l]
+        b_off.append(off)
+        off += sizes[l + 1]
+        a_off.append(act)
+        if l < layers - 1:
+            act += rows * sizes[l + 1]
+            widest = max(widest, sizes[l + 1])
+    var total = off
+    var classes = sizes[layers]
+    # Every hidden layer's ReLU output (kept for the backward pass), two gradient buffers
+    # used in turn, and the logit gradient.
+    var acts = List[Float32](length=max(act, 1), fill=0)
+    var ping = List[Float32](length=rows * widest, fill=0)
+    var pong = List[Float32](length=rows * widest, fill=0)
+    var dlogits = List[Float32](length=rows * classes, fill=0)
+    var ap = F32P(unsafe_from_address=Int(acts.unsafe_ptr()))
+    var pingp = F32P(unsafe_from_address=Int(ping.unsafe_ptr()))
+    var pongp = F32P(unsafe_from_address=Int(pong.unsafe_ptr()))
+    var dlp = F32P(unsafe_from_address=Int(dlogits.unsafe_ptr()))
+    for i in range(k):
+        var xb = x.unsafe_offset(i * rows * sizes[0])
+        var yb = y.unsafe_offset(i * rows)
+        var src = xb
+        for l in range(layers):
+            var last = l == layers - 1
+            var dst = logits if last else ap.unsafe_offset(a_off[l])
+            gemm(src, p.unsafe_offset(w_off[l]), dst, rows, sizes[l + 1], sizes[l], False, True)
+            bias_activation(dst, p.unsafe_offset(b_off[l]), dst, rows, sizes[l + 1], not last)
+            src = dst
+        if mode == MODE_FORWARD:
+            return
+        losses[unsafe_offset=i] = mean_cross_entropy(logits, yb, rows, classes, dlp, True)
+        var g = dlp
+        var spare = pingp
+        var spare_is_ping = True
+        for j in range(layers):
+            var l = layers - 1 - j
+            var below = xb if l == 0 else ap.unsafe_offset(a_off[l - 1])
+            gemm(g, below, grads.unsafe_offset(w_off[l]), sizes[l + 1], sizes[l], rows, True,
+                 False)
+            sum_rows(g, grads.unsafe_offset(b_off[l]), rows, sizes[l + 1])
+            if l > 0:
+                gemm(g, p.unsafe_offset(w_off[l]), spare, rows, sizes[l], sizes[l + 1], False,
+                     False)
+                relu_backward(below, spare, spare, rows, sizes[l])
+                g = spare
+                spare = pongp if spare_is_ping else pingp
+                spare_is_ping = not spare_is_ping
+            elif want_dx:
+                gemm(g, p.unsafe_offset(w_off[0]), dx, rows, sizes[0], sizes[1], False, False)
+        if mode == MODE_TRAIN:
+            adamw_flat(p, grads, m, v, total, t0 + i, lr, beta1, beta2, eps, weight_decay)

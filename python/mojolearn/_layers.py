@@ -27,7 +27,7 @@ MAX_BATCH_BYTES = 256 << 20
 class LayerSizes:
     """A checked `[inputs, hidden..., classes]` with its flat tensor layout."""
 
-    __slots__ = ("sizes", "names", "shapes", "offsets", "total")
+    __slots__ = ("sizes", "names", "shapes", "offsets", "total", "_sizes_q")
 
     def __init__(self, layer_sizes, api="MLPTrainer"):
         if isinstance(layer_sizes, (str, bytes)) or not isinstance(layer_sizes, (list, tuple)):
@@ -64,6 +64,12 @@ class LayerSizes:
                 off += math.prod(shape)
         self.names, self.shapes, self.offsets, self.total = tuple(names), tuple(shapes), \
             tuple(offsets), off
+        self._sizes_q = _pyarray.array("q", sizes)  # what `mlp_layers_step` reads
+
+    @property
+    def sizes_addr(self):
+        """Address of the widths as int64 (valid while this spec lives)."""
+        return self._sizes_q.buffer_info()[0]
 
     @property
     def layers(self):

@@ -11,6 +11,7 @@ interrupted step changes nothing. Calls are serialized by the trainer's lock.
 
 `MLPTrainer([8, 16, 3], weights=w)` gives SmallMLPTrainer's bits from the same `w`.
 """
+import os
 import threading
 
 from . import _backend, _batches
@@ -220,10 +221,10 @@ class MLPTrainer:
         return _batches.owned_batch(X, _API, spec.inputs, spec.max_rows(), name, stacked)
 
     def _run(self, x, y, rows, mode, k=1, want_dx=False):
-        """The per-operation calls on the current state; returns (new _State or None, losses
-        (k,), logits, flat grads, dx). Caller holds the lock."""
-        from . import _mlp_ops
-
+        """One step (or k, or a forward / gradient pass) on the current state: ONE fused
+        binding call (`mlp_layers_step`), or with MOJOLEARN_MLP_FUSED=0 the per-operation
+        calls (`_mlp_ops`), same bits. Returns (new _State or None, losses (k,), logits, flat
+        grads, dx); the trainer's state is never written. Caller holds the lock."""
         spec, st = self._spec, self._state
         if mode == _TRAIN and st.step + k > S.MAX_STEP:
             raise ValueError(f"{_API}: the step counter is exhausted (step {st.step} + {k} "
@@ -235,8 +236,17 @@ class MLPTrainer:
         new = _State(empty((spec.total,)), empty((spec.total,)), empty((spec.total,)),
                      st.step + k) if mode == _TRAIN else None
         try:
-            _mlp_ops.steps(_binding(), spec, x, y, rows, mode, k, st, new, losses, logits,
-                           grads, dx, want_dx, self._hyper())
+            if os.environ.get("MOJOLEARN_MLP_FUSED") == "0":
+                from . import _mlp_ops
+                _mlp_ops.steps(_binding(), spec, x, y, rows, mode, k, st, new, losses, logits,
+                               grads, dx, want_dx, self._hyper())
+            else:
+                out = new or st
+                _binding().mlp_layers_step(
+                    [x._addr, y._addr, st.params._addr, st.m._addr, st.v._addr,
+                     out.params._addr, out.m._addr, out.v._addr, losses._addr, logits._addr,
+                     grads._addr, (dx or logits)._addr, spec.sizes_addr],
+                    [spec.layers, rows, mode, k, st.step + 1, *self._hyper(), int(want_dx)])
         except (RuntimeError, ValueError) as exc:
             raise _translate(_backend.translate(exc)) from None
         return new, losses, logits, grads, dx

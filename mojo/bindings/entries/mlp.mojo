@@ -13,7 +13,7 @@ from std.python import PythonObject
 
 from entries.args import Args, Layout, refuse_nonfinite
 from training.checks import first_nonfinite
-from training.config import F32P, VENDOR
+from training.config import F32P, I64P, VENDOR
 from training.copy import copy_floats
 from training.mlp import (
     MLPDims,
@@ -21,6 +21,7 @@ from training.mlp import (
     MODE_TRAIN,
     adamw_flat,
     bias_activation,
+    mlp_layers_steps,
     mlp_steps,
     relu_backward,
     sum_rows,
@@ -54,7 +55,13 @@ comptime MLP_TRAIN_STEP = Layout(
     "x,targets,params,m,v,new_params,new_m,new_v,losses,logits,grads,input_grad",
     "rows,inputs,hidden,classes,mode,k,t,lr,beta1,beta2,eps,weight_decay,want_input_grad")
 
+comptime MLP_LAYERS_STEP = Layout(
+    "mlp_layers_step",
+    "x,targets,params,m,v,new_params,new_m,new_v,losses,logits,grads,input_grad,sizes",
+    "layers,rows,mode,k,t,lr,beta1,beta2,eps,weight_decay,want_input_grad")
+
 comptime _MAX_ROWS = 1 << 24
+comptime _MAX_LAYERS = 16
 comptime _MAX_WIDTH = 1 << 16
 comptime _MAX_STEP = (1 << 31) - 1
 
@@ -194,6 +201,77 @@ def mlp_train_step(addrs: PythonObject, params: PythonObject) raises -> PythonOb
         refuse_nonfinite(E, "new_m", m, n)
         refuse_nonfinite(E, "new_v", v, n)
     return PythonObject(rows * d.classes)
+
+
+def mlp_layers_step(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
+    """`mlp_train_step` for any layer sizes (MLPTrainer): `sizes` is the address of layers+1
+    int64 widths [n0, ..., nL]. Runs on the host in every build. Returns the logits written."""
+    comptime E = MLP_LAYERS_STEP.name
+    var args = Args(MLP_LAYERS_STEP, addrs, params)
+    var layers = args.int(0, "layers", 1, _MAX_LAYERS)
+    var rows = args.int(1, "rows", 1, _MAX_ROWS)
+    var mode = args.int(2, "mode", 0, 2)
+    var k = args.int(3, "k", 1, _MAX_ROWS)
+    var t = args.int(4, "t", 1, _MAX_STEP)
+    _check_hyper(E, args, 5)
+    var want_dx = args.flag(10, "want_input_grad")
+    if mode != MODE_TRAIN and k != 1:
+        raise Error("ValueError: ", E, ": k must be 1 outside mode train (2), got ", k)
+    if t + k - 1 > _MAX_STEP:
+        raise Error("ValueError: ", E, ": steps t..t+k-1 = ", t, "..", t + k - 1,
+                    " pass the step limit 2**31-1")
+    var sp = I64P(unsafe_from_address=args.addrs[12])
+    var sizes = List[Int](capacity=layers + 1)
+    var n = 0
+    for l in range(layers + 1):
+        var w = Int(sp[unsafe_offset=l])
+        if w < 1 or w > _MAX_WIDTH:
+            raise Error("ValueError: ", E, ": sizes[", l, "] must be in [1, ", _MAX_WIDTH,
+                        "], got ", w)
+        sizes.append(w)
+        if l > 0:
+            n += sizes[l] * sizes[l - 1] + sizes[l]
+    var classes = sizes[layers]
+    var x = args.f32(0)
+    var y = args.i32(1)
+    if mode != MODE_FORWARD:
+        for i in range(k * rows):
+            var label = Int(y[unsafe_offset=i])
+            if label < 0 or label >= classes:
+                raise Error("ValueError: ", E, ": targets[", i, "] = ", label,
+                            " is not a class in [0, ", classes, ")")
+    var p = args.f32(2)
+    var m = args.f32(3)
+    var v = args.f32(4)
+    if mode == MODE_TRAIN:
+        p = args.f32(5)
+        m = args.f32(6)
+        v = args.f32(7)
+    var losses = args.f32(8)
+    var logits = args.f32(9)
+    var grads = args.f32(10)
+    var dx = args.f32(11)
+    # Pure Mojo from here to the restore: no Python API calls while the GIL is released.
+    var ts = external_call["PyEval_SaveThread", Int]()
+    if mode == MODE_TRAIN:
+        copy_floats(args.f32(2), p, n)
+        copy_floats(args.f32(3), m, n)
+        copy_floats(args.f32(4), v, n)
+    mlp_layers_steps(sizes, x, y, p, m, v, losses, logits, grads, dx, rows, mode, k, t,
+                     args.f32param(5), args.f32param(6), args.f32param(7), args.f32param(8),
+                     args.f32param(9), want_dx)
+    external_call["PyEval_RestoreThread", NoneType](ts)
+    refuse_nonfinite(E, "logits", logits, rows * classes)
+    if mode != MODE_FORWARD:
+        refuse_nonfinite(E, "losses", losses, k)
+        refuse_nonfinite(E, "grads", grads, n)
+        if want_dx:
+            refuse_nonfinite(E, "input_grad", dx, rows * sizes[0])
+    if mode == MODE_TRAIN:
+        refuse_nonfinite(E, "new_params", p, n)
+        refuse_nonfinite(E, "new_m", m, n)
+        refuse_nonfinite(E, "new_v", v, n)
+    return PythonObject(rows * classes)
 
 
 # ---------------------------------------------------------------- the resident session
