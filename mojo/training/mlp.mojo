@@ -117,47 +117,41 @@ struct MLPDims(ImplicitlyCopyable):
         return self.b2() + self.classes
 
 
+def dense_forward(src: F32P, w: F32P, b: F32P, dst: F32P, rows: Int, n_out: Int, n_in: Int,
+                  relu: Bool):
+    """One layer forward: dst = src·Wᵀ (GEMM NT) + b, then ReLU when `relu`."""
+    gemm(src, w, dst, rows, n_out, n_in, False, True)
+    bias_activation(dst, b, dst, rows, n_out, relu)
+
+
+def dense_backward(g: F32P, below: F32P, w: F32P, dw: F32P, db: F32P, dbelow: F32P, rows: Int,
+                   n_out: Int, n_in: Int, want_below: Bool, mask: Bool):
+    """One layer backward from its output gradient g (rows × n_out): dW = gᵀ·below (GEMM TN),
+    db = sum_rows(g); when `want_below`, dbelow = g·W (GEMM NN), masked by below > 0 when
+    `mask` (the layer below's ReLU)."""
+    gemm(g, below, dw, n_out, n_in, rows, True, False)
+    sum_rows(g, db, rows, n_out)
+    if want_below:
+        gemm(g, w, dbelow, rows, n_in, n_out, False, False)
+        if mask:
+            relu_backward(below, dbelow, dbelow, rows, n_in)
+
+
 def mlp_forward(d: MLPDims, x: F32P, p: F32P, h: F32P, logits: F32P, rows: Int):
     """Steps 1-2: hidden activations `h` (rows, H) and `logits` (rows, O)."""
-    gemm(x, p.unsafe_offset(d.w1()), h, rows, d.hidden, d.inputs, False, True)
-    bias_activation(h, p.unsafe_offset(d.b1()), h, rows, d.hidden, True)
-    gemm(h, p.unsafe_offset(d.w2()), logits, rows, d.classes, d.hidden, False, True)
-    bias_activation(logits, p.unsafe_offset(d.b2()), logits, rows, d.classes, False)
+    dense_forward(x, p.unsafe_offset(d.w1()), p.unsafe_offset(d.b1()), h, rows, d.hidden,
+                  d.inputs, True)
+    dense_forward(h, p.unsafe_offset(d.w2()), p.unsafe_offset(d.b2()), logits, rows, d.classes,
+                  d.hidden, False)
 
 
 def mlp_backward(d: MLPDims, x: F32P, p: F32P, h: F32P, dlogits: F32P, dh: F32P, grads: F32P,
                  dx: F32P, rows: Int, want_dx: Bool):
     """Steps 4-7: flat `grads` from `dlogits`; `dh` is scratch (rows, H)."""
-    gemm(dlogits, h, grads.unsafe_offset(d.w2()), d.classes, d.hidden, rows, True, False)
-    sum_rows(dlogits, grads.unsafe_offset(d.b2()), rows, d.classes)
-    gemm(dlogits, p.unsafe_offset(d.w2()), dh, rows, d.hidden, d.classes, False, False)
-    relu_backward(h, dh, dh, rows, d.hidden)
-    gemm(dh, x, grads.unsafe_offset(d.w1()), d.hidden, d.inputs, rows, True, False)
-    sum_rows(dh, grads.unsafe_offset(d.b1()), rows, d.hidden)
-    if want_dx:
-        gemm(dh, p.unsafe_offset(d.w1()), dx, rows, d.inputs, d.hidden, False, False)
-
-
-struct StepScratch(Movable):
-    """Per-call scratch: hidden activations, logit gradients, hidden gradients."""
-
-    var h: List[Float32]
-    var dlogits: List[Float32]
-    var dh: List[Float32]
-
-    def __init__(out self, d: MLPDims, rows: Int):
-        self.h = List[Float32](length=rows * d.hidden, fill=0)
-        self.dlogits = List[Float32](length=rows * d.classes, fill=0)
-        self.dh = List[Float32](length=rows * d.hidden, fill=0)
-
-    def hp(self) -> F32P:
-        return F32P(unsafe_from_address=Int(self.h.unsafe_ptr()))
-
-    def dlp(self) -> F32P:
-        return F32P(unsafe_from_address=Int(self.dlogits.unsafe_ptr()))
-
-    def dhp(self) -> F32P:
-        return F32P(unsafe_from_address=Int(self.dh.unsafe_ptr()))
+    dense_backward(dlogits, h, p.unsafe_offset(d.w2()), grads.unsafe_offset(d.w2()),
+                   grads.unsafe_offset(d.b2()), dh, rows, d.classes, d.hidden, True, True)
+    dense_backward(dh, x, p.unsafe_offset(d.w1()), grads.unsafe_offset(d.w1()),
+                   grads.unsafe_offset(d.b1()), dx, rows, d.hidden, d.inputs, want_dx, False)
 
 
 def mlp_steps(d: MLPDims, x: F32P, y: I32P, p: F32P, m: F32P, v: F32P, losses: F32P,
@@ -167,18 +161,11 @@ def mlp_steps(d: MLPDims, x: F32P, y: I32P, p: F32P, m: F32P, v: F32P, losses: F
     """`k` consecutive steps over k batches of `rows` rows stacked in x / y, in place on the
     flat p, m, v (mode train; t = t0, t0+1, ...). `losses[i]` is batch i's loss; `logits`,
     `grads` and `dx` hold the last batch's. Modes forward and grads run one batch (k = 1)
-    and leave p, m, v untouched. Targets must already be checked to lie in [0, O)."""
-    var s = StepScratch(d, rows)
-    for i in range(k):
-        var xb = x.unsafe_offset(i * rows * d.inputs)
-        var yb = y.unsafe_offset(i * rows)
-        mlp_forward(d, xb, p, s.hp(), logits, rows)
-        if mode == MODE_FORWARD:
-            return
-        losses[unsafe_offset=i] = mean_cross_entropy(logits, yb, rows, d.classes, s.dlp(), True)
-        mlp_backward(d, xb, p, s.hp(), s.dlp(), s.dhp(), grads, dx, rows, want_dx)
-        if mode == MODE_TRAIN:
-            adamw_flat(p, grads, m, v, d.total(), t0 + i, lr, beta1, beta2, eps, weight_decay)
+    and leave p, m, v untouched. Targets must already be checked to lie in [0, O). The
+    [I, H, O] case of `mlp_layers_steps`."""
+    var sizes: List[Int] = [d.inputs, d.hidden, d.classes]
+    mlp_layers_steps(sizes, x, y, p, m, v, losses, logits, grads, dx, rows, mode, k, t0, lr,
+                     beta1, beta2, eps, weight_decay, want_dx)
 
 
 # ---------------------------------------------------------------- any layer sizes
@@ -234,8 +221,8 @@ def mlp_layers_steps(sizes: List[Int], x: F32P, y: I32P, p: F32P, m: F32P, v: F3
         for l in range(layers):
             var last = l == layers - 1
             var dst = logits if last else ap.unsafe_offset(a_off[l])
-            gemm(src, p.unsafe_offset(w_off[l]), dst, rows, sizes[l + 1], sizes[l], False, True)
-            bias_activation(dst, p.unsafe_offset(b_off[l]), dst, rows, sizes[l + 1], not last)
+            dense_forward(src, p.unsafe_offset(w_off[l]), p.unsafe_offset(b_off[l]), dst, rows,
+                          sizes[l + 1], sizes[l], not last)
             src = dst
         if mode == MODE_FORWARD:
             return
@@ -246,17 +233,13 @@ def mlp_layers_steps(sizes: List[Int], x: F32P, y: I32P, p: F32P, m: F32P, v: F3
         for j in range(layers):
             var l = layers - 1 - j
             var below = xb if l == 0 else ap.unsafe_offset(a_off[l - 1])
-            gemm(g, below, grads.unsafe_offset(w_off[l]), sizes[l + 1], sizes[l], rows, True,
-                 False)
-            sum_rows(g, grads.unsafe_offset(b_off[l]), rows, sizes[l + 1])
+            var dbelow = spare if l > 0 else dx
+            dense_backward(g, below, p.unsafe_offset(w_off[l]), grads.unsafe_offset(w_off[l]),
+                           grads.unsafe_offset(b_off[l]), dbelow, rows, sizes[l + 1], sizes[l],
+                           l > 0 or want_dx, l > 0)
             if l > 0:
-                gemm(g, p.unsafe_offset(w_off[l]), spare, rows, sizes[l], sizes[l + 1], False,
-                     False)
-                relu_backward(below, spare, spare, rows, sizes[l])
                 g = spare
                 spare = pongp if spare_is_ping else pingp
                 spare_is_ping = not spare_is_ping
-            elif want_dx:
-                gemm(g, p.unsafe_offset(w_off[0]), dx, rows, sizes[0], sizes[1], False, False)
         if mode == MODE_TRAIN:
             adamw_flat(p, grads, m, v, total, t0 + i, lr, beta1, beta2, eps, weight_decay)
