@@ -42,6 +42,11 @@ def _rows(f):
                      f"{r['refused']:,} ValueError, {r['accepted']:,} accepted+round-trip, "
                      f"0 other; {r['seconds']} s, rss +{r['rss_growth_mb']} MB",
                      _ms(r["worst_ms"])))
+    if g("R1_mlp"):
+        r = f["R1_mlp"]
+        rows.append(("R1", "fuzzed bytes into loads (mlp-checkpoint.v1)", f"{r['inputs']:,}",
+                     f"{r['refused']:,} ValueError, {r['accepted']:,} accepted+round-trip, "
+                     f"0 other", "-"))
     if g("R1_load_state_dict"):
         r = f["R1_load_state_dict"]
         rows.append(("R1", "fuzzed states into load_state_dict", f"{r['inputs']:,}",
@@ -76,15 +81,17 @@ def _rows(f):
                      "-"))
         rows.append(("R5", "kill -9 at each call of the save sequence", str(r["pause_points"]),
                      r["pause_targets"], "-"))
-    for key in ("R6_faults", "R6_eintr"):
+    for key in ("R6_faults", "R6_eintr", "R6_faults_mlp", "R6_eintr_mlp"):
         if g(key):
             r = f[key]
-            if key == "R6_faults":
-                rows.append(("R6", "ENOSPC/EIO at each os call of a save", str(r["cases"]),
+            which = " (MLPTrainer)" if key.endswith("_mlp") else ""
+            if key.startswith("R6_faults"):
+                rows.append(("R6", f"ENOSPC/EIO at each os call of a save{which}", str(r["cases"]),
                              f"OSError; old file or complete new file, no temp ({r['sequence']})",
                              "-"))
             else:
-                rows.append(("R6", "EINTR at each retried call + short writes", str(r["retried"]),
+                rows.append(("R6", f"EINTR at each retried call + short writes{which}",
+                             str(r["retried"]),
                              f"all saves completed ({r['short_write_calls']} partial writes)", "-"))
     for mode in ("identical", "fast"):
         r = g(f"R7_{mode}")
@@ -99,7 +106,8 @@ def _rows(f):
                          f"{r['failed_unchanged']} failed, state byte-identical "
                          f"({r['cells']} method/phase cells)", "-"))
     for key, what in (("R9", "dumps(loads(f)) == f, random states"),
-                      ("R9_trainer", "from_checkpoint + save_checkpoint == f")):
+                      ("R9_trainer", "from_checkpoint + save_checkpoint == f"),
+                      ("R9_mlp", "dumps(loads(f)) == f, random MLP states")):
         r = g(key)
         if r:
             rows.append(("R9", what, str(r["states"]), f"{r['byte_equal']} byte-equal", "-"))

@@ -39,11 +39,24 @@ class _Injector:
         return call
 
 
-def _trainer(seed):
-    t = ml.SmallMLPTrainer(*_rng.init_small_mlp(seed), data_schedule={"seed": seed})
+@pytest.fixture(params=["small", "mlp"])
+def kind(request):
+    """Both trainers' saves: SmallMLPTrainer's small file and MLPTrainer's mlp-checkpoint.v1."""
+    return request.param
+
+
+def _trainer(seed, kind="small"):
+    if kind == "small":
+        t = ml.SmallMLPTrainer(*_rng.init_small_mlp(seed), data_schedule={"seed": seed})
+    else:
+        t = ml.MLPTrainer([8, 24, 24, 3], seed=seed, data_schedule={"seed": seed})
     X, y = next(iter(_rng.batches(seed, 8, 1)))
     t.train_step(X, y)
     return t
+
+
+def _suite(name, kind):
+    return name if kind == "small" else f"{name}_mlp"
 
 
 def _sequence(tmp_path, monkeypatch, t):
@@ -54,11 +67,11 @@ def _sequence(tmp_path, monkeypatch, t):
     return inj.log
 
 
-def test_faults_at_every_call(tmp_path, monkeypatch):
+def test_faults_at_every_call(tmp_path, monkeypatch, kind):
     path = tmp_path / "ck.ckpt"
-    _trainer(1).save_checkpoint(path)
+    _trainer(1, kind).save_checkpoint(path)
     old = path.read_bytes()
-    t = _trainer(2)
+    t = _trainer(2, kind)
     new = checkpoint.dumps(t.state_dict())
     h = t.state_hash()
     seq = _sequence(tmp_path, monkeypatch, t)
@@ -83,13 +96,13 @@ def test_faults_at_every_call(tmp_path, monkeypatch):
             assert sorted(os.listdir(tmp_path)) == ["ck.ckpt"], f"{name} #{k}: temporary left"
             assert t.state_hash() == h
             cases += 1
-    record("R6_faults", calls_per_save=len(seq), cases=cases, sequence="/".join(seq))
+    record(_suite("R6_faults", kind), calls_per_save=len(seq), cases=cases, sequence="/".join(seq))
 
 
-def test_eintr_is_retried_and_short_writes_completed(tmp_path, monkeypatch):
+def test_eintr_is_retried_and_short_writes_completed(tmp_path, monkeypatch, kind):
     path = tmp_path / "ck.ckpt"
-    _trainer(1).save_checkpoint(path)
-    t = _trainer(3)
+    _trainer(1, kind).save_checkpoint(path)
+    t = _trainer(3, kind)
     new = checkpoint.dumps(t.state_dict())
     seq = _sequence(tmp_path, monkeypatch, t)
     retried = 0
@@ -107,14 +120,14 @@ def test_eintr_is_retried_and_short_writes_completed(tmp_path, monkeypatch):
         inj = _Injector(m, short_writes=True)
         t.save_checkpoint(path)
     assert inj.log.count("write") > 1 and path.read_bytes() == new
-    record("R6_eintr", retried=retried, short_write_calls=inj.log.count("write"))
+    record(_suite("R6_eintr", kind), retried=retried, short_write_calls=inj.log.count("write"))
 
 
-def test_keyboard_interrupt_mid_save_leaves_old_file(tmp_path, monkeypatch):
+def test_keyboard_interrupt_mid_save_leaves_old_file(tmp_path, monkeypatch, kind):
     path = tmp_path / "ck.ckpt"
-    _trainer(1).save_checkpoint(path)
+    _trainer(1, kind).save_checkpoint(path)
     old = path.read_bytes()
-    t = _trainer(4)
+    t = _trainer(4, kind)
     seq = _sequence(tmp_path, monkeypatch, t)
     for k in range(seq.index("replace") + 1):
         with monkeypatch.context() as m:

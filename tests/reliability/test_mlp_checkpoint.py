@@ -2,7 +2,9 @@
 every single-bit flip refused, tensors checked against the declared architecture, the size
 bound before parsing, and every refusal before any trainer state changes. The writer is the
 small schema's (`_files.write_atomic`), whose kill -9 and I/O-fault suites cover both."""
+import copy
 import json
+import math
 import os
 import random
 
@@ -137,3 +139,60 @@ def test_special_paths_are_refused_for_mlp_saves_too(tmp_path):
         with pytest.raises(ValueError, match=f"is {kind}, not a regular file"):
             ml.MLPTrainer.from_checkpoint(path)
     assert sorted(os.listdir(tmp_path)) == ["p.ckpt"]
+
+
+def _random_mlp_state(rng):
+    """A random state MLPTrainer accepts: 1 to 3 layers of widths 1..6, random float32 bit
+    patterns for weights and moments (v >= 0), a random valid config and schedule."""
+    from mojolearn import _layers
+    from mojolearn import _mlp_state as S
+
+    from ._util import f32_bits, random_state
+
+    sizes = [rng.randint(1, 6) for _ in range(rng.randint(1, 3))] + [rng.randint(2, 6)]
+    spec = _layers.LayerSizes(sizes)
+    base = random_state(rng, ml.numeric_mode_used())
+    return {"schema": S.MLP_SCHEMA, "architecture": sizes, "numeric_mode": base["numeric_mode"],
+            "parameter_order": list(spec.names),
+            "weights": {n: f32_bits(rng, math.prod(s)).reshape(*s)
+                        for n, s in zip(spec.names, spec.shapes)},
+            "optimizer": {"kind": "AdamW", "step": base["optimizer"]["step"],
+                          "m": f32_bits(rng, spec.total),
+                          "v": f32_bits(rng, spec.total, nonneg=True)},
+            "config": base["config"], "data_schedule": base["data_schedule"]}
+
+
+def test_fuzzed_bytes_and_states_are_refused_or_round_trip():
+    """R1 and R9 for the MLP schema: random valid states round-trip byte for byte (and load
+    into a trainer with the file's hash); mutated files (blind and structure-aware) are refused
+    with ValueError or are exactly what the writer writes of what they decode to."""
+    from . import _mutate
+    from ._util import LONG, new_seed
+
+    seed = new_seed()
+    rng = random.Random(seed)
+    states = [_random_mlp_state(rng) for _ in range(300 if LONG else 60)]
+    files = [checkpoint.dumps(s) for s in states]
+    for data in files:
+        assert checkpoint.dumps(checkpoint.loads(data, schema=checkpoint.MLP_FILE_SCHEMA)) == data
+        t = ml.MLPTrainer._from_state(checkpoint.loads(data, schema=checkpoint.MLP_FILE_SCHEMA))
+        assert t.state_hash() == json.loads(data)["payload_sha256"], f"seed {seed}"
+    envelopes = [json.loads(f) for f in files]
+    counts = {"refused": 0, "accepted": 0}
+    n = 100_000 if LONG else 10_000
+    for i in range(n):
+        if rng.random() < 0.5:
+            data, what = _mutate.blind(rng, rng.choice(files), files)
+        else:
+            data, what = _mutate.structured(rng, copy.deepcopy(rng.choice(envelopes)))
+        try:
+            state = checkpoint.loads(data, schema=checkpoint.MLP_FILE_SCHEMA)
+        except ValueError:
+            counts["refused"] += 1
+            continue
+        except Exception as exc:  # noqa: BLE001 - the point is to catch anything
+            pytest.fail(f"seed {seed}, input {i} ({what}): {type(exc).__name__}: {exc}")
+        assert checkpoint.dumps(state) == data, f"seed {seed}, input {i} ({what})"
+        counts["accepted"] += 1
+    record("R1_mlp", inputs=n, **counts)
+    record("R9_mlp", states=len(states), byte_equal=len(states))
