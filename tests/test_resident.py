@@ -16,6 +16,7 @@ from mojolearn import _backend, _mlp_resident, _rng
 from mojolearn import _mlp_state as S
 from mojolearn._array import Array
 from mojolearn._buffer import zeros
+from mojolearn._layers import SMALL
 
 HYPER = dict(lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01)
 CAPACITY = _mlp_resident.CAPACITY_ROWS
@@ -50,8 +51,8 @@ class Packed:
 
 
 def open_session(p, m, v, t=0, capacity=CAPACITY):
-    return b().mlp_resident_open([p._addr, m._addr, v._addr],
-                                 [8, 16, 3, capacity, t, *HYPER.values()])
+    return b().mlp_resident_open([p._addr, m._addr, v._addr, SMALL.sizes_addr],
+                                 [2, capacity, t, *HYPER.values()])
 
 
 @contextlib.contextmanager
@@ -241,11 +242,11 @@ def test_open_refusals():
     p, m, v = rand_state(1)
     nan = Array([math.nan] * S.TOTAL, "<f4")
     with pytest.raises(ValueError, match=r"mlp_resident_open: m must be finite \(index 0 is nan\)"):
-        b().mlp_resident_open([p._addr, nan._addr, v._addr], [8, 16, 3, 4, 0, *HYPER.values()])
+        b().mlp_resident_open([p._addr, nan._addr, v._addr, SMALL.sizes_addr], [2, 4, 0, *HYPER.values()])
     with pytest.raises(ValueError, match="capacity_rows must be an integer"):
-        b().mlp_resident_open([p._addr, m._addr, v._addr], [8, 16, 3, 0, 0, *HYPER.values()])
+        b().mlp_resident_open([p._addr, m._addr, v._addr, SMALL.sizes_addr], [2, 0, 0, *HYPER.values()])
     with pytest.raises(ValueError, match="need lr > 0"):
-        b().mlp_resident_open([p._addr, m._addr, v._addr], [8, 16, 3, 4, 0, -1.0, 0.9, 0.999,
+        b().mlp_resident_open([p._addr, m._addr, v._addr, SMALL.sizes_addr], [2, 4, 0, -1.0, 0.9, 0.999,
                                                            1e-8, 0.0])
 
 

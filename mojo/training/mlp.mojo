@@ -178,6 +178,104 @@ def mlp_steps(d: MLPDims, x: F32P, y: I32P, p: F32P, m: F32P, v: F32P, losses: F
 # order, so both give the same bits; mojolearn/_mlp_ops.py makes the same calls one by one.
 
 
+def total_params(sizes: List[Int]) -> Int:
+    """Floats in the flat buffer of an MLP with these widths."""
+    var n = 0
+    for l in range(len(sizes) - 1):
+        n += sizes[l + 1] * sizes[l] + sizes[l + 1]
+    return n
+
+
+def hidden_floats(sizes: List[Int], rows: Int) -> Int:
+    """Floats of every hidden layer's activations for `rows` rows (`LayerScratch.acts`)."""
+    var n = 0
+    for l in range(1, len(sizes) - 1):
+        n += rows * sizes[l]
+    return n
+
+
+def widest_hidden(sizes: List[Int]) -> Int:
+    var w = 1
+    for l in range(1, len(sizes) - 1):
+        w = max(w, sizes[l])
+    return w
+
+
+@fieldwise_init
+struct LayerScratch(ImplicitlyCopyable):
+    """A step's scratch for `rows` rows: `acts` every hidden layer's ReLU output, layer by
+    layer (`hidden_floats`), kept for the backward pass; `dlogits` (rows × n_L); `ping` and
+    `pong` (rows × `widest_hidden`), the hidden layers' gradients in turn (pong is needed from
+    two hidden layers on)."""
+
+    var acts_at: Int
+    var dlogits_at: Int
+    var ping_at: Int
+    var pong_at: Int
+
+    def acts(self) -> F32P:
+        return F32P(unsafe_from_address=self.acts_at)
+
+    def dlogits(self) -> F32P:
+        return F32P(unsafe_from_address=self.dlogits_at)
+
+    def ping(self) -> F32P:
+        return F32P(unsafe_from_address=self.ping_at)
+
+    def pong(self) -> F32P:
+        return F32P(unsafe_from_address=self.pong_at)
+
+
+def layers_forward(sizes: List[Int], x: F32P, p: F32P, s: LayerScratch, logits: F32P,
+                   rows: Int):
+    """Step 1 of "Any layer sizes": every layer in turn, the last one's output into logits."""
+    var layers = len(sizes) - 1
+    var off = 0
+    var act = 0
+    var src = x
+    for l in range(layers):
+        var last = l == layers - 1
+        var dst = logits if last else s.acts().unsafe_offset(act)
+        var b = off + sizes[l + 1] * sizes[l]
+        dense_forward(src, p.unsafe_offset(off), p.unsafe_offset(b), dst, rows, sizes[l + 1],
+                      sizes[l], not last)
+        off = b + sizes[l + 1]
+        if not last:
+            act += rows * sizes[l + 1]
+        src = dst
+
+
+def layers_backward(sizes: List[Int], x: F32P, p: F32P, s: LayerScratch, grads: F32P,
+                    dx: F32P, rows: Int, want_dx: Bool):
+    """Step 3: the flat gradients from `s.dlogits`, last layer first; dX when `want_dx`."""
+    var layers = len(sizes) - 1
+    var w_off = List[Int](capacity=layers)
+    var a_off = List[Int](capacity=layers)
+    var off = 0
+    var act = 0
+    for l in range(layers):
+        w_off.append(off)
+        off += sizes[l + 1] * sizes[l] + sizes[l + 1]
+        a_off.append(act)
+        if l < layers - 1:
+            act += rows * sizes[l + 1]
+    var g = s.dlogits()
+    var spare = s.ping()
+    var spare_is_ping = True
+    for j in range(layers):
+        var l = layers - 1 - j
+        var below = x if l == 0 else s.acts().unsafe_offset(a_off[l - 1])
+        var dbelow = spare if l > 0 else dx
+        var b = w_off[l] + sizes[l + 1] * sizes[l]
+        dense_backward(g, below, p.unsafe_offset(w_off[l]), grads.unsafe_offset(w_off[l]),
+                       grads.unsafe_offset(b), dbelow, rows, sizes[l + 1], sizes[l],
+                       l > 0 or want_dx, l > 0)
+        if l > 0:
+            g = spare
+            spare = s.pong() if spare_is_ping else s.ping()
+            spare_is_ping = not spare_is_ping
+
+
 def mlp_layers_steps(sizes: List[Int], x: F32P, y: I32P, p: F32P, m: F32P, v: F32P,
                      losses: F32P, logits: F32P, grads: F32P, dx: F32P, rows: Int, mode: Int,
                      k: Int, t0: Int, lr: Float32, beta1: Float32, beta2: Float32, eps: Float32,
@@ -187,59 +285,21 @@ def mlp_layers_steps(sizes: List[Int], x: F32P, y: I32P, p: F32P, m: F32P, v: F3
     forward and grads run one batch and leave p, m, v untouched. Targets must already be
     checked to lie in [0, n_L)."""
     var layers = len(sizes) - 1
-    var w_off = List[Int](capacity=layers)
-    var b_off = List[Int](capacity=layers)
-    var a_off = List[Int](capacity=layers)
-    var off = 0
-    var act = 0
-    var widest = 1
-    for l in range(layers):
-        w_off.append(off)
-        off += sizes[l + 1] * sizes[l]
-        b_off.append(off)
-        off += sizes[l + 1]
-        a_off.append(act)
-        if l < layers - 1:
-            act += rows * sizes[l + 1]
-            widest = max(widest, sizes[l + 1])
-    var total = off
     var classes = sizes[layers]
-    # Every hidden layer's ReLU output (kept for the backward pass), two gradient buffers
-    # used in turn, and the logit gradient.
-    var acts = List[Float32](length=max(act, 1), fill=0)
-    var ping = List[Float32](length=rows * widest, fill=0)
-    var pong = List[Float32](length=rows * widest, fill=0)
+    var acts = List[Float32](length=max(hidden_floats(sizes, rows), 1), fill=0)
+    var ping = List[Float32](length=rows * widest_hidden(sizes), fill=0)
+    var pong = List[Float32](length=rows * widest_hidden(sizes), fill=0)
     var dlogits = List[Float32](length=rows * classes, fill=0)
-    var ap = F32P(unsafe_from_address=Int(acts.unsafe_ptr()))
-    var pingp = F32P(unsafe_from_address=Int(ping.unsafe_ptr()))
-    var pongp = F32P(unsafe_from_address=Int(pong.unsafe_ptr()))
-    var dlp = F32P(unsafe_from_address=Int(dlogits.unsafe_ptr()))
+    var s = LayerScratch(Int(acts.unsafe_ptr()), Int(dlogits.unsafe_ptr()),
+                         Int(ping.unsafe_ptr()), Int(pong.unsafe_ptr()))
+    var total = total_params(sizes)
     for i in range(k):
         var xb = x.unsafe_offset(i * rows * sizes[0])
         var yb = y.unsafe_offset(i * rows)
-        var src = xb
-        for l in range(layers):
-            var last = l == layers - 1
-            var dst = logits if last else ap.unsafe_offset(a_off[l])
-            dense_forward(src, p.unsafe_offset(w_off[l]), p.unsafe_offset(b_off[l]), dst, rows,
-                          sizes[l + 1], sizes[l], not last)
-            src = dst
+        layers_forward(sizes, xb, p, s, logits, rows)
         if mode == MODE_FORWARD:
             return
-        losses[unsafe_offset=i] = mean_cross_entropy(logits, yb, rows, classes, dlp, True)
-        var g = dlp
-        var spare = pingp
-        var spare_is_ping = True
-        for j in range(layers):
-            var l = layers - 1 - j
-            var below = xb if l == 0 else ap.unsafe_offset(a_off[l - 1])
-            var dbelow = spare if l > 0 else dx
-            dense_backward(g, below, p.unsafe_offset(w_off[l]), grads.unsafe_offset(w_off[l]),
-                           grads.unsafe_offset(b_off[l]), dbelow, rows, sizes[l + 1], sizes[l],
-                           l > 0 or want_dx, l > 0)
-            if l > 0:
-                g = spare
-                spare = pongp if spare_is_ping else pingp
-                spare_is_ping = not spare_is_ping
+        losses[unsafe_offset=i] = mean_cross_entropy(logits, yb, rows, classes, s.dlogits(), True)
+        layers_backward(sizes, xb, p, s, grads, dx, rows, want_dx)
         if mode == MODE_TRAIN:
             adamw_flat(p, grads, m, v, total, t0 + i, lr, beta1, beta2, eps, weight_decay)

@@ -7,10 +7,12 @@ word first, which catches a foreign address or a closed block whose memory is st
 it cannot make a use-after-close safe (freed memory may be unmapped or reused), so the handle
 is private: `_mlp_resident.Session` closes it exactly once and never uses it after.
 
-Block layout: 16 int64 header slots (below; `S_DEVICE` is used by GPU builds only), then
-float32 regions, each rounded up to 16 floats: hyperparameters (lr, beta1, beta2, eps,
-weight_decay), two banks of (params, m, v), and per-row scratch for `capacity` rows:
-h (rows × H), dlogits (rows × O), dh (rows × H), int32 labels (rows).
+Block layout: 40 int64 header slots (below; `S_DEVICE` is used by GPU builds only: the widths,
+the region offsets, the counts every call needs), then float32 regions, each rounded up to 16
+floats: hyperparameters (lr, beta1, beta2, eps, weight_decay), two banks of (params, m, v), and
+per-row scratch for `capacity` rows (training/mlp.mojo `LayerScratch`): every hidden layer's
+activations, dlogits (rows × classes), ping and pong (rows × the widest hidden layer; pong from
+two hidden layers on), int32 labels (rows). Any layer sizes [n0, ..., nL], L <= 16.
 
 One bank holds the current state (`S_BANK` says which). A CPU training run reads the current
 bank and writes the other (its first AdamW update reads one bank and writes the other, later
@@ -19,11 +21,13 @@ steps of the run update it in place), then publishes it by switching `S_BANK`: a
 bank stays intact as the backup that `session_rollback` switches back to (the Python side
 uses it when something fails after the binding returned) until the next run overwrites it.
 
-The arithmetic is training/mlp.mojo's (`mlp_forward`, `mean_cross_entropy`, `mlp_backward`,
-`adamw_flat`); the trainer's 8→16→3 network runs training/mlp_lanes.mojo's compile-time
-specialization of the same operations in the same order, so a resident step has the bits of
-`mlp_train_step` and of the per-operation path (tests/test_resident.py compares them).
-On GPU vendors the state is device-resident (training/mlp_gpu_session.mojo): the first run
+The arithmetic is training/mlp.mojo's (`layers_forward`, `mean_cross_entropy`,
+`layers_backward`, `adamw_flat_into`); SmallMLPTrainer's 8→16→3 network runs
+training/mlp_lanes.mojo's compile-time specialization of the same operations in the same order,
+so a resident step has the bits of `mlp_layers_step` and of the per-operation path
+(tests/test_resident.py, tests/test_mlp_trainer.py compare them).
+On GPU vendors a one-hidden-layer network's state is device-resident (deeper networks run on the
+host in every build) (training/mlp_gpu_session.mojo): the first run
 creates the session's device state from the block's params, m, v (so opening a session needs
 no GPU, and a run on a host without one fails with DEVICE_FAILED and changes nothing); from
 then on the device copy is authoritative and the block's banks and scratch are unused. A run
@@ -40,17 +44,19 @@ from training.checks import first_nonfinite
 from training.config import F32P, I32P, I64P, VENDOR
 from training.copy import copy_floats
 from training.loss import mean_cross_entropy
-from training.mlp import (MLPDims, MODE_FORWARD, MODE_TRAIN, adamw_flat_into,
-                          mlp_backward, mlp_forward)
+from training.mlp import (LayerScratch, MLPDims, MODE_FORWARD, MODE_TRAIN, adamw_flat_into,
+                          hidden_floats, layers_backward, layers_forward, total_params,
+                          widest_hidden)
 from training.mlp_gpu_session import (DeviceCheck, DeviceStateP, device_state,
                                       device_state_free, device_state_new)
 from training.mlp_lanes import lanes_backward, lanes_cross_entropy, lanes_forward
 
 comptime MAGIC = 0x314E4F4953534553  # "SESSION1", little-endian
-comptime HEADER_SLOTS = 16
+comptime HEADER_SLOTS = 40
+comptime MAX_LAYERS = 16
 comptime S_MAGIC = 0
 comptime S_INPUTS = 1
-comptime S_HIDDEN = 2
+comptime S_HIDDEN = 2  # the hidden width of a one-hidden-layer network, else 0
 comptime S_CLASSES = 3
 comptime S_CAPACITY = 4
 comptime S_T = 5
@@ -58,6 +64,14 @@ comptime S_BACKUP_T = 6  # -1: no backup to roll back to
 comptime S_TOTAL_FLOATS = 7
 comptime S_DEVICE = 8  # GPU builds: address of the session's DeviceState, 0 until the first run
 comptime S_BANK = 9  # 0 or 1: the bank holding the current (params, m, v)
+comptime S_LAYERS = 10
+comptime S_N = 11  # floats of params (and of m, of v)
+comptime S_R_ACTS = 12  # region offsets (floats from the first float after the header)
+comptime S_R_DL = 13
+comptime S_R_PING = 14
+comptime S_R_PONG = 15
+comptime S_R_Y = 16
+comptime S_SIZES = 17  # the widths n0 .. nL (up to MAX_LAYERS + 1 slots)
 
 # Outcomes of a run (the entry turns them into Python errors).
 comptime OK = 0
@@ -82,44 +96,73 @@ def _round16(n: Int) -> Int:
 @fieldwise_init
 struct Regions(ImplicitlyCopyable):
     """Float offsets of a session's regions from the first float after the header: `p` starts
-    bank 0 (p, m, v, `n` floats apart), `bank_stride` floats later bank 1."""
+    bank 0 (p, m, v, `n` floats apart), `bank_stride` floats later bank 1; the scratch of
+    `LayerScratch` (acts, dl, ping, pong) and the int32 labels `y`."""
 
     var hyper: Int
     var p: Int
     var n: Int
     var bank_stride: Int
-    var h: Int
+    var acts: Int
     var dl: Int
-    var dh: Int
+    var ping: Int
+    var pong: Int
     var y: Int
     var end: Int
 
     @staticmethod
-    def of(d: MLPDims, capacity: Int) -> Regions:
-        var n = _round16(d.total())
+    def of(sizes: List[Int], capacity: Int) -> Regions:
+        var n = _round16(total_params(sizes))
         var p = 16
-        var h = p + 6 * n
-        var dl = h + _round16(capacity * d.hidden)
-        var dh = dl + _round16(capacity * d.classes)
-        var y = dh + _round16(capacity * d.hidden)
-        return Regions(0, p, n, 3 * n, h, dl, dh, y, y + _round16(capacity))
+        var acts = p + 6 * n
+        var dl = acts + _round16(hidden_floats(sizes, capacity))
+        var ping = dl + _round16(capacity * sizes[len(sizes) - 1])
+        var pong = ping + _round16(capacity * widest_hidden(sizes))
+        var y = pong + (_round16(capacity * widest_hidden(sizes)) if len(sizes) > 3 else 0)
+        return Regions(0, p, n, 3 * n, acts, dl, ping, pong, y, y + _round16(capacity))
 
 
 struct Session(ImplicitlyCopyable):
     """A view of an open session block (no ownership: `session_close` frees the block)."""
 
     var addr: Int
-    var dims: MLPDims
+    var dims: MLPDims  # widths of a one-hidden-layer network (hidden 0 for other depths)
+    var layers: Int
+    var n: Int  # floats of params
     var capacity: Int
     var r: Regions
 
     def __init__(out self, addr: Int):
+        # Header reads only: this runs on every call, and SmallMLPTrainer's step is ~2 µs.
         var hdr = I64P(unsafe_from_address=addr)
         self.addr = addr
         self.dims = MLPDims(Int(hdr[unsafe_offset=S_INPUTS]), Int(hdr[unsafe_offset=S_HIDDEN]),
                             Int(hdr[unsafe_offset=S_CLASSES]))
+        self.layers = Int(hdr[unsafe_offset=S_LAYERS])
+        self.n = Int(hdr[unsafe_offset=S_N])
         self.capacity = Int(hdr[unsafe_offset=S_CAPACITY])
-        self.r = Regions.of(self.dims, self.capacity)
+        var n16 = _round16(self.n)
+        self.r = Regions(0, 16, n16, 3 * n16, Int(hdr[unsafe_offset=S_R_ACTS]),
+                         Int(hdr[unsafe_offset=S_R_DL]), Int(hdr[unsafe_offset=S_R_PING]),
+                         Int(hdr[unsafe_offset=S_R_PONG]), Int(hdr[unsafe_offset=S_R_Y]),
+                         Int(hdr[unsafe_offset=S_TOTAL_FLOATS]))
+
+    def sizes(self) -> List[Int]:
+        var out = List[Int](capacity=self.layers + 1)
+        for l in range(self.layers + 1):
+            out.append(Int(self.header()[unsafe_offset=S_SIZES + l]))
+        return out^
+
+    def inputs(self) -> Int:
+        return self.dims.inputs
+
+    def classes(self) -> Int:
+        return self.dims.classes
+
+    def small(self) -> Bool:
+        """SmallMLPTrainer's 8→16→3: the compile-time lanes specialization."""
+        return self.layers == 2 and self.dims.inputs == 8 and self.dims.hidden == 16 \
+            and self.dims.classes == 3
 
     def header(self) -> I64P:
         return I64P(unsafe_from_address=self.addr)
@@ -181,18 +224,29 @@ def is_session(addr: Int) -> Bool:
     return addr != 0 and I64P(unsafe_from_address=addr)[unsafe_offset=S_MAGIC] == MAGIC
 
 
-def session_open(d: MLPDims, capacity: Int, t: Int, lr: Float32, beta1: Float32, beta2: Float32,
-                 eps: Float32, weight_decay: Float32, p: F32P, m: F32P, v: F32P) -> Int:
-    """A new session holding copies of p, m, v (d.total() each) and step count t; 0 when the
-    allocation fails."""
-    var r = Regions.of(d, capacity)
+def session_open(sizes: List[Int], capacity: Int, t: Int, lr: Float32, beta1: Float32,
+                 beta2: Float32, eps: Float32, weight_decay: Float32, p: F32P, m: F32P,
+                 v: F32P) -> Int:
+    """A new session for widths `sizes` (at most MAX_LAYERS layers) holding copies of p, m, v
+    (`total_params(sizes)` each) and step count t; 0 when the allocation fails."""
+    var r = Regions.of(sizes, capacity)
     var addr = external_call["calloc", Int](8 * HEADER_SLOTS + 4 * r.end, 1)
     if addr == 0:
         return 0
+    var layers = len(sizes) - 1
     var hdr = I64P(unsafe_from_address=addr)
-    hdr[unsafe_offset=S_INPUTS] = Int64(d.inputs)
-    hdr[unsafe_offset=S_HIDDEN] = Int64(d.hidden)
-    hdr[unsafe_offset=S_CLASSES] = Int64(d.classes)
+    hdr[unsafe_offset=S_INPUTS] = Int64(sizes[0])
+    hdr[unsafe_offset=S_HIDDEN] = Int64(sizes[1] if layers == 2 else 0)
+    hdr[unsafe_offset=S_CLASSES] = Int64(sizes[layers])
+    hdr[unsafe_offset=S_LAYERS] = Int64(layers)
+    hdr[unsafe_offset=S_N] = Int64(total_params(sizes))
+    hdr[unsafe_offset=S_R_ACTS] = Int64(r.acts)
+    hdr[unsafe_offset=S_R_DL] = Int64(r.dl)
+    hdr[unsafe_offset=S_R_PING] = Int64(r.ping)
+    hdr[unsafe_offset=S_R_PONG] = Int64(r.pong)
+    hdr[unsafe_offset=S_R_Y] = Int64(r.y)
+    for l in range(layers + 1):
+        hdr[unsafe_offset=S_SIZES + l] = Int64(sizes[l])
     hdr[unsafe_offset=S_CAPACITY] = Int64(capacity)
     hdr[unsafe_offset=S_T] = Int64(t)
     hdr[unsafe_offset=S_BACKUP_T] = -1
@@ -204,7 +258,7 @@ def session_open(d: MLPDims, capacity: Int, t: Int, lr: Float32, beta1: Float32,
     hy[unsafe_offset=2] = beta2
     hy[unsafe_offset=3] = eps
     hy[unsafe_offset=4] = weight_decay
-    var n = d.total()
+    var n = s.n
     copy_floats(p, s.params(), n)
     copy_floats(m, s.m(), n)
     copy_floats(v, s.v(), n)
@@ -246,7 +300,7 @@ def session_download(s: Session, p: F32P, m: F32P, v: F32P) raises -> Int:
                 raise Error("RuntimeError: ", E, ": the GPU runtime failed to copy the state "
                             "back (", e, ")")
             return s.t()
-    var n = s.dims.total()
+    var n = s.n
     copy_floats(s.params(), p, n)
     copy_floats(s.m(), m, n)
     copy_floats(s.v(), v, n)
@@ -318,11 +372,11 @@ struct Outputs(ImplicitlyCopyable):
     var dx_at: Int
 
     @staticmethod
-    def packed(out_addr: Int, d: MLPDims, rows: Int, k: Int) -> Outputs:
+    def packed(out_addr: Int, classes: Int, n: Int, rows: Int, k: Int) -> Outputs:
         """The layout of one flat result buffer: [losses | logits | grads | input_grad]."""
         var logits = out_addr + 4 * k
-        var grads = logits + 4 * rows * d.classes
-        return Outputs(out_addr, logits, grads, grads + 4 * d.total())
+        var grads = logits + 4 * rows * classes
+        return Outputs(out_addr, logits, grads, grads + 4 * n)
 
     def losses(self) -> F32P:
         return F32P(unsafe_from_address=self.losses_at)
@@ -341,16 +395,16 @@ def run_steps(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
               mode: Int, want_dx: Bool) -> Outcome:
     """Check the inputs, then run `k` steps (mode train) or one forward / gradient pass on the
     session, all or nothing. Pure Mojo (no Python API): the caller may release the GIL."""
-    var d = s.dims
     if mode != MODE_FORWARD:
-        var bad = first_bad_label(y, y_itemsize, k * rows, d.classes)
+        var bad = first_bad_label(y, y_itemsize, k * rows, s.classes())
         if bad >= 0:
             return Outcome(BAD_TARGET, bad, 0)
-    var bad_x = first_nonfinite(x, k * rows * d.inputs)
+    var bad_x = first_nonfinite(x, k * rows * s.inputs())
     if bad_x >= 0:
         return Outcome(BAD_X, bad_x, 0)
     comptime if VENDOR != "cpu":
-        return _run_device(s, x, y, y_itemsize, o, rows, k, mode, want_dx)
+        if s.layers == 2:  # the device kernel is the one-hidden-layer step
+            return _run_device(s, x, y, y_itemsize, o, rows, k, mode, want_dx)
     var train = mode == MODE_TRAIN
     var t = s.t()
     if train:
@@ -424,27 +478,31 @@ def _run_device(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: 
 def _run_host(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: Int, k: Int,
               mode: Int, want_dx: Bool, t0: Int):
     """The CPU body of `run_steps`: k steps from the current bank into the spare one."""
-    var d = s.dims
     var train = mode == MODE_TRAIN
     var state = s.bank()
     var new = s.bank(spare=True)
-    var h = s.f(s.r.h)
-    var dl = s.f(s.r.dl)
-    var dh = s.f(s.r.dh)
+    var scratch = LayerScratch(Int(s.f(s.r.acts)), Int(s.f(s.r.dl)), Int(s.f(s.r.ping)),
+                               Int(s.f(s.r.pong)))
+    var h = scratch.acts()
+    var dl = scratch.dlogits()
+    var dh = scratch.ping()
     var y32 = I32P(unsafe_from_address=Int(s.f(s.r.y)))
     var lr = s.hyper(0)
     var b1 = s.hyper(1)
     var b2 = s.hyper(2)
     var eps = s.hyper(3)
     var wd = s.hyper(4)
-    var small = d.inputs == 8 and d.hidden == 16 and d.classes == 3
+    var small = s.small()
+    var sizes = List[Int]() if small else s.sizes()
+    var inputs = s.inputs()
+    var classes = s.classes()
     for i in range(k):
-        var xb = x.unsafe_offset(i * rows * d.inputs)
+        var xb = x.unsafe_offset(i * rows * inputs)
         var p = state.p()
         if small:
             lanes_forward[8, 16, 3](xb, p, h, o.logits(), rows)
         else:
-            mlp_forward(d, xb, p, h, o.logits(), rows)
+            layers_forward(sizes, xb, p, scratch, o.logits(), rows)
         if mode == MODE_FORWARD:
             break
         var yb = I32P(unsafe_from_address=y + i * rows * y_itemsize)
@@ -456,20 +514,19 @@ def _run_host(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
             o.losses()[unsafe_offset=i] = lanes_cross_entropy[3](o.logits(), yb, dl, rows)
             lanes_backward[8, 16, 3](xb, p, h, dl, dh, o.grads(), o.dx(), rows, want_dx)
         else:
-            o.losses()[unsafe_offset=i] = mean_cross_entropy(o.logits(), yb, rows, d.classes,
+            o.losses()[unsafe_offset=i] = mean_cross_entropy(o.logits(), yb, rows, classes,
                                                              dl, True)
-            mlp_backward(d, xb, p, h, dl, dh, o.grads(), o.dx(), rows, want_dx)
+            layers_backward(sizes, xb, p, scratch, o.grads(), o.dx(), rows, want_dx)
         if train:
             adamw_flat_into(p, o.grads(), state.m(), state.v(), new.p(), new.m(), new.v(),
-                            d.total(), t0 + i, lr, b1, b2, eps, wd)
+                            s.n, t0 + i, lr, b1, b2, eps, wd)
             state = new
 
 
 def _first_nonfinite_output(s: Session, o: Outputs, rows: Int, k: Int, mode: Int,
                             want_dx: Bool) -> Outcome:
-    var d = s.dims
-    var n = d.total()
-    var at = first_nonfinite(o.logits(), rows * d.classes)
+    var n = s.n
+    var at = first_nonfinite(o.logits(), rows * s.classes())
     if at >= 0:
         return Outcome(NONFINITE, NF_LOGITS, at)
     if mode == MODE_FORWARD:
@@ -481,7 +538,7 @@ def _first_nonfinite_output(s: Session, o: Outputs, rows: Int, k: Int, mode: Int
     if at >= 0:
         return Outcome(NONFINITE, NF_GRADS, at)
     if want_dx:
-        at = first_nonfinite(o.dx(), rows * d.inputs)
+        at = first_nonfinite(o.dx(), rows * s.inputs())
         if at >= 0:
             return Outcome(NONFINITE, NF_INPUT_GRAD, at)
     if mode == MODE_TRAIN:  # the new state, in the spare bank until published

@@ -29,9 +29,9 @@ LAYOUT = {
                          "weight_decay", "want_input_grad")),
     # The resident session (mojo/bindings/entries/mlp.mojo); `_step` / `_steps` take their
     # addresses and params as positional ints, in this order.
-    "mlp_resident_open": (("params", "m", "v"),
-                          ("inputs", "hidden", "classes", "capacity_rows", "t", "lr", "beta1",
-                           "beta2", "eps", "weight_decay")),
+    "mlp_resident_open": (("params", "m", "v", "sizes"),
+                          ("layers", "capacity_rows", "t", "lr", "beta1", "beta2", "eps",
+                           "weight_decay")),
     "mlp_resident_step": (("session", "x", "targets", "out"),
                           ("mode", "rows", "target_itemsize", "want_input_grad", "t")),
     "mlp_resident_steps": (("session", "x", "targets", "out"),

@@ -16,8 +16,9 @@ import weakref
 from . import _backend
 from . import _mlp_state as S
 from ._buffer import zeros
+from ._layers import SMALL
 
-CAPACITY_ROWS = 256  # rows per step the session's scratch holds (the trainer's batch limit)
+CAPACITY_ROWS = 256  # rows per step the session's scratch holds (SmallMLPTrainer's batch limit)
 
 
 def _raw():
@@ -43,11 +44,14 @@ def _close(raw, handle):
 class Session:
     """An open resident session holding (params, m, v, t) and the step's scratch."""
 
-    def __init__(self, params, m, v, t, config):
+    def __init__(self, params, m, v, t, config, spec=SMALL, capacity=CAPACITY_ROWS):
         raw = _raw()
         hyper = [config[k] for k in S.CONFIG_KEYS]
-        self.handle = _call(raw.mlp_resident_open, [params._addr, m._addr, v._addr],
-                            [*S.ARCHITECTURE, CAPACITY_ROWS, t, *hyper])
+        self.spec = spec
+        self.capacity = capacity
+        self.handle = _call(raw.mlp_resident_open,
+                            [params._addr, m._addr, v._addr, spec.sizes_addr],
+                            [spec.layers, capacity, t, *hyper])
         self._finalizer = weakref.finalize(self, _close, raw, self.handle)
 
     def __reduce_ex__(self, protocol):
@@ -55,8 +59,9 @@ class Session:
         raise TypeError("a resident session cannot be copied or pickled")
 
     def download(self):
-        """(params, m, v, t): fresh owned Arrays of 195 and the step count."""
-        p, m, v = zeros((S.TOTAL,)), zeros((S.TOTAL,)), zeros((S.TOTAL,))
+        """(params, m, v, t): fresh owned flat Arrays and the step count."""
+        n = self.spec.total
+        p, m, v = zeros((n,)), zeros((n,)), zeros((n,))
         t = _call(_raw().mlp_resident_download, [self.handle, p._addr, m._addr, v._addr], [])
         return p, m, v, int(t)
 

@@ -23,6 +23,7 @@ from training.mlp import (
     bias_activation,
     mlp_layers_steps,
     mlp_steps,
+    total_params,
     relu_backward,
     sum_rows,
 )
@@ -203,6 +204,19 @@ def mlp_train_step(addrs: PythonObject, params: PythonObject) raises -> PythonOb
     return PythonObject(rows * d.classes)
 
 
+def _sizes(entry: StaticString, args: Args, at: Int, layers: Int) raises -> List[Int]:
+    """The layers+1 int64 widths at address `at` of the call, each in [1, 65536]."""
+    var sp = I64P(unsafe_from_address=args.addrs[at])
+    var sizes = List[Int](capacity=layers + 1)
+    for l in range(layers + 1):
+        var w = Int(sp[unsafe_offset=l])
+        if w < 1 or w > _MAX_WIDTH:
+            raise Error("ValueError: ", entry, ": sizes[", l, "] must be in [1, ", _MAX_WIDTH,
+                        "], got ", w)
+        sizes.append(w)
+    return sizes^
+
+
 def mlp_layers_step(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
     """`mlp_train_step` for any layer sizes (MLPTrainer): `sizes` is the address of layers+1
     int64 widths [n0, ..., nL]. Runs on the host in every build. Returns the logits written."""
@@ -220,17 +234,8 @@ def mlp_layers_step(addrs: PythonObject, params: PythonObject) raises -> PythonO
     if t + k - 1 > _MAX_STEP:
         raise Error("ValueError: ", E, ": steps t..t+k-1 = ", t, "..", t + k - 1,
                     " pass the step limit 2**31-1")
-    var sp = I64P(unsafe_from_address=args.addrs[12])
-    var sizes = List[Int](capacity=layers + 1)
-    var n = 0
-    for l in range(layers + 1):
-        var w = Int(sp[unsafe_offset=l])
-        if w < 1 or w > _MAX_WIDTH:
-            raise Error("ValueError: ", E, ": sizes[", l, "] must be in [1, ", _MAX_WIDTH,
-                        "], got ", w)
-        sizes.append(w)
-        if l > 0:
-            n += sizes[l] * sizes[l - 1] + sizes[l]
+    var sizes = _sizes(E, args, 12, layers)
+    var n = total_params(sizes)
     var classes = sizes[layers]
     var x = args.f32(0)
     var y = args.i32(1)
@@ -283,8 +288,8 @@ def mlp_layers_step(addrs: PythonObject, params: PythonObject) raises -> PythonO
 # | input_grad (rows × I, when asked)].
 
 comptime MLP_RESIDENT_OPEN = Layout(
-    "mlp_resident_open", "params,m,v",
-    "inputs,hidden,classes,capacity_rows,t,lr,beta1,beta2,eps,weight_decay")
+    "mlp_resident_open", "params,m,v,sizes",
+    "layers,capacity_rows,t,lr,beta1,beta2,eps,weight_decay")
 comptime MLP_RESIDENT_STEP = Layout("mlp_resident_step", "session,x,targets,out",
                                     "mode,rows,target_itemsize,want_input_grad,t")
 comptime MLP_RESIDENT_STEPS = Layout("mlp_resident_steps", "session,x,targets,out",
@@ -310,20 +315,19 @@ def mlp_resident_open(addrs: PythonObject, params: PythonObject) raises -> Pytho
     with scratch for up to capacity_rows rows per step."""
     comptime E = MLP_RESIDENT_OPEN.name
     var args = Args(MLP_RESIDENT_OPEN, addrs, params)
-    var d = MLPDims(args.int(0, "inputs", 1, _MAX_WIDTH), args.int(1, "hidden", 1, _MAX_WIDTH),
-                    args.int(2, "classes", 1, _MAX_WIDTH))
-    var capacity = args.int(3, "capacity_rows", 1, _MAX_CAPACITY)
-    var t = args.int(4, "t", 0, _MAX_STEP)
-    _check_hyper(E, args, 5)
-    var n = d.total()
+    var sizes = _sizes(E, args, 3, args.int(0, "layers", 1, _MAX_LAYERS))
+    var capacity = args.int(1, "capacity_rows", 1, _MAX_CAPACITY)
+    var t = args.int(2, "t", 0, _MAX_STEP)
+    _check_hyper(E, args, 3)
+    var n = total_params(sizes)
     var names: List[StaticString] = ["params", "m", "v"]
     for i in range(3):
         var bad = first_nonfinite(args.f32(i), n)
         if bad >= 0:
             raise Error("ValueError: ", E, ": ", names[i], " must be finite (index ", bad,
                         " is ", args.f32(i)[unsafe_offset=bad], ")")
-    var addr = session_open(d, capacity, t, args.f32param(5), args.f32param(6),
-                            args.f32param(7), args.f32param(8), args.f32param(9), args.f32(0),
+    var addr = session_open(sizes, capacity, t, args.f32param(3), args.f32param(4),
+                            args.f32param(5), args.f32param(6), args.f32param(7), args.f32(0),
                             args.f32(1), args.f32(2))
     if addr == 0:
         raise Error("MemoryError: ", E, ": cannot allocate a session for ", capacity, " rows")
@@ -379,7 +383,6 @@ def _resident_run(E: StaticString, session: Int, x_at: Int, y: Int, out_at: Int,
                   rows: Int, k: Int, itemsize: Int, want_dx: Bool,
                   t: Int) raises -> PythonObject:
     var s = _session(E, session)
-    var d = s.dims
     if rows > s.capacity:
         raise Error("ValueError: ", E, ": rows = ", rows, " exceeds the session's capacity of ",
                     s.capacity, " rows")
@@ -391,7 +394,7 @@ def _resident_run(E: StaticString, session: Int, x_at: Int, y: Int, out_at: Int,
     if mode == MODE_TRAIN and t + k > _MAX_STEP:
         raise Error("ValueError: ", E, ": steps ", t + 1, "..", t + k,
                     " pass the step limit 2**31-1")
-    var o = Outputs.packed(out_at, d, rows, k)
+    var o = Outputs.packed(out_at, s.classes(), s.n, rows, k)
     var x = F32P(unsafe_from_address=x_at)
     var outcome: Outcome
     if rows * k >= _GIL_RELEASE_ROWS:
@@ -401,7 +404,7 @@ def _resident_run(E: StaticString, session: Int, x_at: Int, y: Int, out_at: Int,
     else:
         outcome = run_steps(s, x, y, itemsize, o, rows, k, mode, want_dx)
     if outcome.status == BAD_TARGET:
-        raise Error("ValueError: ", E, ": targets must be classes 0..", d.classes - 1,
+        raise Error("ValueError: ", E, ": targets must be classes 0..", s.classes() - 1,
                     "; targets[", outcome.detail, "] = ", read_label(y, itemsize, outcome.detail))
     if outcome.status == BAD_X:
         raise Error("ValueError: ", E, ": X must be finite (flat index ", outcome.detail, " is ",
