@@ -12,7 +12,7 @@ import threading
 import pytest
 
 import mojolearn as ml
-from mojolearn import _backend, _mlp_resident, _rng
+from mojolearn import _backend, _mlp_core, _mlp_resident, _rng
 from mojolearn import _mlp_state as S
 from mojolearn._array import Array
 from mojolearn._buffer import zeros
@@ -334,7 +334,7 @@ def test_failure_after_the_binding_returned_is_rolled_back(monkeypatch):
         raise MemoryError("injected after the step")
 
     monkeypatch.setattr(trainer_mod, "_new_object", broken)  # train_step's unrolled views
-    monkeypatch.setattr(trainer_mod, "_results", broken)  # train_steps' views
+    monkeypatch.setattr(_mlp_core, "_results", broken)  # train_steps' views
     with pytest.raises(MemoryError, match="injected"):
         t.train_step(X, y)
     with pytest.raises(MemoryError, match="injected"):

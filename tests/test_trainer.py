@@ -10,7 +10,7 @@ import threading
 import pytest
 
 import mojolearn as ml
-from mojolearn import _backend, _rng
+from mojolearn import _backend, _mlp_core, _rng
 from mojolearn import trainer as trainer_mod
 from mojolearn._array import Array
 from tests.helpers import run_python
@@ -349,7 +349,7 @@ def test_binding_exception_changes_nothing(monkeypatch):
     (X, y), = data(3, 4)
     t.train_step(X, y)
     before = snapshot(t)
-    real = trainer_mod._binding()
+    real = _mlp_core._binding()
 
     class Failing:
         """Writes every output (the real entry runs), then fails."""
@@ -363,7 +363,7 @@ def test_binding_exception_changes_nothing(monkeypatch):
             return call
 
     failing = Failing()
-    monkeypatch.setattr(trainer_mod, "_binding", lambda: failing)
+    monkeypatch.setattr(_mlp_core, "_binding", lambda: failing)
     monkeypatch.setattr(t, "_run_step", failing.mlp_resident_step)  # train_step's, looked up once
     for fused in ("1", "0"):
         monkeypatch.setenv("MOJOLEARN_MLP_FUSED", fused)

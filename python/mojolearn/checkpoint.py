@@ -328,7 +328,7 @@ def load(path, allow_profile_change=False, schema=FILE_SCHEMA, max_bytes=None):
 
 def trainer_from_bytes(cls, data):
     """A `cls` trainer from checkpoint bytes, checked as a file is (how trainers unpickle)."""
-    return cls._from_state(loads(data))
+    return cls._from_state(loads(data, schema=cls._FILE_SCHEMA))
 
 
 def verify(path, allow_profile_change=False, max_bytes=None):

@@ -11,6 +11,7 @@ import pytest
 
 import mojolearn as ml
 from mojolearn import _mlp_state as S
+from mojolearn import _mlp_core as core_mod
 from mojolearn import _rng, checkpoint, optim, trainer as trainer_mod
 
 from ._util import LONG, new_seed, record
@@ -67,10 +68,10 @@ def _trainer_snapshot(t):
 # them stands for one arriving at that point of the call - for train_step(s) after the binding
 # has applied the step to the resident state (the results are unpacked after it returns).
 _PY_POINTS = {"train_step": [(trainer_mod, "_new_object", 5)],  # its unrolled result views
-              "train_steps": [(trainer_mod, "_results", 1)],
-              "apply_gradients": [(S, "tensor", 4), (S, "flat", 1), (trainer_mod, "Session", 1)],
+              "train_steps": [(core_mod, "_results", 1)],
+              "apply_gradients": [(S, "tensor", 4), (S, "flat", 1), (core_mod, "Session", 1)],
               "load_state_dict": [(S, "tensor", 7), (S, "check_schedule", 1), (S, "flat", 1),
-                                  (S, "check_config", 1), (trainer_mod, "Session", 1)]}
+                                  (S, "check_config", 1), (core_mod, "Session", 1)]}
 # Points that a rework of trainer.py removed are dropped rather than failing with
 # AttributeError; the share of trials that must fail (below) still catches a lost injection.
 _PY_POINTS = {m: [p for p in points if hasattr(p[0], p[1])] for m, points in _PY_POINTS.items()}
@@ -135,8 +136,8 @@ def _trainer_trial(rng, t, monkeypatch):
             monkeypatch.setattr(module, target, boom)
         else:
             entry = _ENTRIES[method]
-            proxy = _Proxy(trainer_mod._backend.binding(), entry, where, exc)
-            monkeypatch.setattr(trainer_mod, "_binding", lambda: proxy)
+            proxy = _Proxy(core_mod._backend.binding(), entry, where, exc)
+            monkeypatch.setattr(core_mod, "_binding", lambda: proxy)
             monkeypatch.setattr(t, "_run_step", proxy.mlp_resident_step)  # train_step's own
     call = {"train_step": lambda: t.train_step(X, y),
             "train_steps": lambda: t.train_steps(Xk, yk, k),

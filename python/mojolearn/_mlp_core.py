@@ -1,0 +1,487 @@
+"""The MLP trainer core: what SmallMLPTrainer and MLPTrainer are, for any layer sizes.
+
+State = flat float32 parameters in the order weight1, bias1, ..., weightL, biasL, flat AdamW
+moments m, v in the same order, the step count t (and, for SmallMLPTrainer, the v1 layout's
+always-zero flags). It lives in a resident session (`_mlp_resident.Session`): binding-owned
+memory that every step updates, so a step is ONE binding call with no state copies; the
+binding checks the batch (finite X, labels in range), writes the results into one fresh
+buffer and either completes or leaves the state as it was. `state_dict`, checkpoints and
+`weights_` download from it; `load_state_dict` and `apply_gradients` open a new session and
+swap it in; the session closes itself when the trainer goes. Calls are serialized by the
+trainer's one lock.
+
+With MOJOLEARN_MLP_FUSED=0 a step runs instead as the per-operation calls the fused step fuses
+(`_mlp_ops`) on a host copy of the state, then publishes it as a new session: same kernels,
+same order, same bits.
+
+A subclass sets `_API` (the name in messages), `_SCHEMA` / `_FILE_SCHEMA` (its payload and
+file schemas), and constructs through `_init_core`; SmallMLPTrainer adds its one justified
+fast path, an unrolled `train_step` for the 8→16→3 network.
+"""
+import array as _pyarray
+import os
+import threading
+
+from . import _backend, _batches
+from . import _mlp_state as S
+from . import checkpoint as _ckpt
+from ._array import _result_view
+from ._buffer import empty, zeros
+from ._mlp_resident import CAPACITY_ROWS, Session
+
+_MODE_FORWARD, _MODE_GRADS, _MODE_TRAIN = 0, 1, 2
+_ZERO = _pyarray.array("f", (0.0,))  # repeated: the fastest zeroed float32 allocation
+
+_binding = _backend.binding  # a module global: tests wrap it to inject binding failures
+
+# os.environ is re-read on every step (tests and tools flip the path between steps), so read
+# its backing dict directly: os.environ.get costs ~0.3 µs, more than a batch-1 step.
+try:
+    _env_get = os.environ._data.get
+    _FUSED_KEY = os.environ.encodekey("MOJOLEARN_MLP_FUSED")
+    _OFF = os.environ.encodevalue("0")
+except AttributeError:  # not CPython's os.environ: take the slow, portable way
+    _env_get, _FUSED_KEY, _OFF = os.environ.get, "MOJOLEARN_MLP_FUSED", "0"
+
+
+def _fused_enabled():
+    return _env_get(_FUSED_KEY) != _OFF
+
+
+class _State:
+    """A host copy of the trainer state (the per-operation path and `tools/`)."""
+
+    __slots__ = ("params", "m", "v", "flags", "step")
+
+    def __init__(self, params, m, v, flags, step):
+        self.params, self.m, self.v, self.flags, self.step = params, m, v, flags, step
+
+
+def _translate(exc, api):
+    """A binding refusal as the trainer's error: a non-finite result as RuntimeError, a
+    refused input (the resident entries check X and targets) as ValueError naming it."""
+    if isinstance(exc, RuntimeError) and "not finite" in str(exc):
+        return RuntimeError(f"{api}: the step produced a non-finite result and was not "
+                            f"applied ({exc})")
+    if type(exc) is ValueError and str(exc).startswith("mlp_resident_"):
+        return ValueError(f"{api}: " + str(exc).partition(": ")[2])
+    return exc
+
+
+def _results(buf, addr, spec, rows, k, want_dx):
+    """(logits, gradients dict, input_grad or None): Arrays viewing the flat result buffer at
+    `addr`, [losses (k) | logits (rows × classes) | grads (total) | input_grad (rows ×
+    inputs)] (each keeps it alive)."""
+    g = addr + 4 * (k + rows * spec.classes)
+    logits = _result_view(buf, (rows, spec.classes), addr + 4 * k, rows * spec.classes)
+    grads = {}
+    for name, shape, off in zip(spec.names, spec.shapes, spec.offsets):
+        size = shape[0] * (shape[1] if len(shape) == 2 else 1)
+        grads[name] = _result_view(buf, shape, g + 4 * off, size)
+    dx = None
+    if want_dx:
+        dx = _result_view(buf, (rows, spec.inputs), g + 4 * spec.total, rows * spec.inputs)
+    return logits, grads, dx
+
+
+class MLPCore:
+    """The shared state, validation, transactions, steps and checkpoints of both trainers."""
+
+    _API = _SCHEMA = _FILE_SCHEMA = None
+
+    def _init_core(self, spec, params, config, schedule, flags=None, max_rows=None, m=None,
+                   v=None, step=0):
+        self._spec = spec
+        self._config = config
+        self._schedule = schedule
+        self._flags = flags
+        self._max_rows = spec.max_rows() if max_rows is None else max_rows
+        self._mode = _binding().mode
+        self._lock = threading.RLock()
+        self._step = step
+        self._session = Session(params, zeros((spec.total,)) if m is None else m,
+                                zeros((spec.total,)) if v is None else v, step, config, spec,
+                                min(CAPACITY_ROWS, self._max_rows))
+
+    # ------------------------------------------------------------ introspection
+
+    @property
+    def layer_sizes(self):
+        """[inputs, hidden..., classes] (a fresh list)."""
+        return list(self._spec.sizes)
+
+    @property
+    def max_rows(self):
+        """The most rows one batch may have."""
+        return self._max_rows
+
+    @property
+    def step_(self):
+        """Number of optimizer steps taken."""
+        return self._step
+
+    @property
+    def weights_(self):
+        """The current parameters: a dict of fresh Arrays weight1, bias1, ..., biasL."""
+        with self._lock:
+            return S.split(self._session.download()[0], self._spec)
+
+    def numeric_mode_used(self):
+        """'identical' or 'fast', read from the loaded binding."""
+        return _binding().mode
+
+    def vendor_used(self):
+        """'cpu', 'cuda' or 'hip', read from the loaded binding."""
+        return _binding().vendor
+
+    # ------------------------------------------------------------ state
+
+    @property
+    def data_schedule(self):
+        """The stored data-order description (a fresh copy). Assigning a new one (validated
+        like the constructor's) records where the data stream stands, e.g. before a save."""
+        with self._lock:
+            return S.check_schedule(self._schedule, self._API)
+
+    @data_schedule.setter
+    def data_schedule(self, value):
+        schedule = S.check_schedule(value, self._API)
+        with self._lock:
+            self._schedule = schedule
+
+    @property
+    def _st(self):
+        """The whole state as a host `_State` of fresh Arrays (synced from the session)."""
+        with self._lock:
+            p, m, v, t = self._session.download()
+            return _State(p, m, v, None if self._flags is None else self._flags.copy(), t)
+
+    def _publish(self, params, m, v, step, config=None, schedule=None, flags=None,
+                 capacity=None):
+        """Replace the session by one holding (params, m, v, step) — opened before anything
+        changes, so a failure to open leaves the trainer as it was — and, when given, the
+        config, schedule and flags, all in ONE assignment. Caller holds the lock."""
+        config = self._config if config is None else config
+        new = Session(params, m, v, step, config, self._spec,
+                      self._session.capacity if capacity is None else capacity)
+        old = self._session
+        (self._session, self._step, self._config, self._schedule, self._flags) = (
+            new, step, config, self._schedule if schedule is None else schedule,
+            self._flags if flags is None else flags)
+        old.close()
+
+    def state_dict(self):
+        """An independent snapshot of the whole resumable state (fresh Arrays)."""
+        with self._lock:
+            st = self._st
+            optimizer = {"kind": S.OPTIMIZER, "step": st.step, "m": st.m, "v": st.v}
+            if st.flags is not None:
+                optimizer["flags"] = st.flags
+            return {"schema": self._SCHEMA, "architecture": list(self._spec.sizes),
+                    "numeric_mode": self._mode, "parameter_order": list(self._spec.names),
+                    "weights": S.split(st.params, self._spec), "optimizer": optimizer,
+                    "config": dict(self._config),
+                    "data_schedule": S.check_schedule(self._schedule, self._API)}
+
+    def load_state_dict(self, state):
+        """Restore a `state_dict()` snapshot (same layer sizes, same numeric mode); validated
+        and copied before anything changes. Returns self."""
+        params, m, v, flags, step, config, schedule, _ = S.validate_state(
+            state, self._mode, self._spec, self._API)
+        with self._lock:
+            self._publish(params, m, v, step, config, schedule, flags)
+        return self
+
+    def state_hash(self):
+        """SHA-256 (hex) of the canonical JSON of the checkpoint payload of this state."""
+        return _ckpt.state_hash(_ckpt.encode_state(self.state_dict()))
+
+    def save_checkpoint(self, path):
+        """Write the state to `path` atomically (see `mojolearn.checkpoint`)."""
+        with self._lock:
+            data = _ckpt.dumps(self.state_dict())
+        _ckpt.write_atomic(path, data)
+
+    @classmethod
+    def _load(cls, path, allow_profile_change, max_bytes):
+        if cls._FILE_SCHEMA == _ckpt.FILE_SCHEMA:
+            return _ckpt.load(path, allow_profile_change)
+        return _ckpt.load(path, allow_profile_change, cls._FILE_SCHEMA, max_bytes)
+
+    def load_checkpoint(self, path, *, allow_profile_change=False, max_bytes=None):
+        """Restore this trainer from a `save_checkpoint` file of the same layer sizes, checked
+        whole before anything changes. Returns self."""
+        return self.load_state_dict(self._load(path, allow_profile_change, max_bytes))
+
+    # A copy is a trainer of its own: same state bits, its own session and lock (a shallow
+    # copy would share the session, and each would then step the other's state).
+    def __copy__(self):
+        return type(self)._from_state(self.state_dict())
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
+
+    def __reduce__(self):
+        return _ckpt.trainer_from_bytes, (type(self), _ckpt.dumps(self.state_dict()))
+
+    # ------------------------------------------------------------ steps
+    #
+    # The fused path (default) is ONE resident-session call per public call: the session
+    # holds the state, the binding checks X's finiteness and the label range, runs the step
+    # and writes loss, logits, gradients and input gradient into one fresh result buffer.
+    # A refused step changes nothing inside the binding; anything failing after the binding
+    # returned is undone by `_recover` (the session keeps the pre-step state until the next
+    # step). MOJOLEARN_MLP_FUSED=0 runs the per-operation path on a host copy instead.
+
+    def _hyper(self):
+        c = self._config
+        return [c["lr"], c["beta1"], c["beta2"], c["eps"], c["weight_decay"]]
+
+    def _check_room(self, k):
+        if self._step + k > S.MAX_STEP:
+            raise ValueError(f"{self._API}: the step counter is exhausted (step "
+                             f"{self._step} + {k} would pass 2**31-1)")
+
+    def _recover(self, t_before):
+        """After a failure: roll the session back to step `t_before` if the step was applied."""
+        try:
+            self._step = self._session.rollback(t_before)
+        except Exception:  # the session refused: it was never changed
+            pass
+
+    def _fit(self, rows):
+        """A session whose scratch holds `rows` rows (reopened larger, state unchanged, when
+        a batch outgrows it). Caller holds the lock."""
+        if rows > self._session.capacity:
+            p, m, v, t = self._session.download()
+            self._publish(p, m, v, t, capacity=min(self._max_rows,
+                                                   max(rows, 2 * self._session.capacity)))
+
+    def _x_input(self, X, name="X", stacked=False):
+        """(object to keep alive, address, rows) of a float32 C-contiguous (rows, inputs) batch;
+        finiteness is checked by the binding."""
+        x = _batches.batch(X, self._API, self._spec.inputs, self._max_rows, name, stacked)
+        return x, x._addr, x._shape[0]
+
+    def _y_input(self, targets, rows):
+        """(object to keep alive, address, itemsize) of `rows` int32 labels; the binding checks
+        the class range."""
+        y = _batches.targets(targets, rows, self._spec.classes, self._API, check_range=False)
+        return y, y._addr, 4
+
+    def _pass(self, xa, ya, itemsize, rows, mode, want_dx, k=1):
+        """One resident pass (forward / grads / one train step), or k train steps in one call;
+        returns the result buffer [losses (k) | logits | grads | input_grad] and the
+        `_results` views of it (logits only in forward mode). A failure after the binding
+        applied a training run (e.g. a MemoryError making the views) rolls it back. Caller
+        holds the lock."""
+        self._fit(rows)
+        spec = self._spec
+        step = self._step
+        buf = _ZERO * (k + rows * spec.classes + spec.total + (rows * spec.inputs if want_dx else 0))
+        out = buf.buffer_info()[0]
+        try:
+            if k == 1:
+                self._step = _binding().mlp_resident_step(self._session.handle, xa, ya, out,
+                                                          mode, rows, itemsize, want_dx, step)
+            else:
+                self._step = _binding().mlp_resident_steps(self._session.handle, xa, ya, out,
+                                                           rows, k, itemsize, step)
+            if mode == _MODE_FORWARD:  # logits only: no gradient views to build
+                logits, grads, dx = _result_view(buf, (rows, spec.classes), out + 4 * k,
+                                                 rows * spec.classes), None, None
+            else:
+                logits, grads, dx = _results(buf, out, spec, rows, k, want_dx)
+        except BaseException as exc:
+            if mode == _MODE_TRAIN:
+                self._recover(step)
+            new = _translate(_backend.translate(exc), self._API)
+            if new is exc:
+                raise
+            raise new from None
+        return buf, logits, grads, dx
+
+    def _check_want_dx(self, value):
+        if value is not False and value is not True:
+            raise TypeError(f"{self._API}: return_input_grad must be a bool, got "
+                            f"{type(value).__name__}")
+
+    def train_step(self, X, targets, *, return_input_grad=False):
+        """One AdamW step on a batch.
+
+        Args:
+            X: float32 (n, inputs), 1 <= n <= `max_rows`. targets: integer (n,), classes
+                0..classes-1.
+            return_input_grad: also return d(loss)/dX.
+
+        Returns:
+            dict: `step` (new count), `loss` (float, before the update), `logits` (n,
+            classes) before the update, `gradients` ({"weight1": ..., "bias1": ..., ...}),
+            and `input_grad` (n, inputs) when asked.
+        """
+        self._check_want_dx(return_input_grad)
+        x, xa, rows = self._x_input(X)
+        y, ya, itemsize = self._y_input(targets, rows)
+        with self._lock:
+            self._check_room(1)
+            if not _fused_enabled():
+                return self._train_step_ops(X, targets, return_input_grad)
+            buf, logits, grads, dx = self._pass(xa, ya, itemsize, rows, _MODE_TRAIN,
+                                                return_input_grad)
+            result = {"step": self._step, "loss": buf[0], "logits": logits, "gradients": grads}
+            if return_input_grad:
+                result["input_grad"] = dx
+            return result
+
+    def train_steps(self, X, targets, k):
+        """`k` steps in ONE binding call over k equal batches stacked in X (k * batch,
+        inputs), targets (k * batch,); bit-equal to k `train_step` calls. Returns dict
+        `step`, `losses` (k floats), `loss` (the last), `logits` and `gradients` of the last
+        step."""
+        if isinstance(k, bool) or type(k) is not int or k < 1:
+            raise ValueError(f"{self._API}: k must be a positive int, got {k!r}")
+        x, xa, total = self._x_input(X, stacked=True)
+        if total % k or not 1 <= total // k <= self._max_rows:
+            raise ValueError(f"{self._API}: X must stack k={k} equal batches of 1 to "
+                             f"{self._max_rows} rows, got {total} rows")
+        y, ya, itemsize = self._y_input(targets, total)
+        rows = total // k
+        with self._lock:
+            self._check_room(k)
+            if not _fused_enabled():
+                return self._train_steps_ops(X, targets, k)
+            step = self._step
+            buf, logits, grads, _ = self._pass(xa, ya, itemsize, rows, _MODE_TRAIN, False, k)
+            try:
+                values = buf[:k].tolist()
+            except BaseException:  # e.g. MemoryError, KeyboardInterrupt: undo the steps
+                self._recover(step)
+                raise
+            return {"step": self._step, "losses": values, "loss": values[-1], "logits": logits,
+                    "gradients": grads}
+
+    def loss_and_grads(self, X, targets):
+        """(loss, [dweight1, dbias1, ..., dbiasL]) of a batch, without a step."""
+        x, xa, rows = self._x_input(X)
+        y, ya, itemsize = self._y_input(targets, rows)
+        names = self._spec.names
+        with self._lock:
+            if not _fused_enabled():
+                x, y = self._owned_batch(X), self._labels(targets, rows)
+                _, losses, _, grads, _ = self._run_ops(x, y, rows, _MODE_GRADS)
+                g = S.split(grads, self._spec)
+                return losses._mv[0], [g[n] for n in names]
+            buf, _, grads, _ = self._pass(xa, ya, itemsize, rows, _MODE_GRADS, False)
+        return buf[0], [grads[n] for n in names]
+
+    def apply_gradients(self, gradients):
+        """One AdamW step with already-combined gradients (parameter order, float32, exact
+        shapes); returns the new step count. All or nothing."""
+        spec, api = self._spec, self._API
+        n = len(spec.names)
+        if isinstance(gradients, dict):
+            raise TypeError(f"{api}: gradients must be a sequence of {n} buffers in the order "
+                            f"{', '.join(spec.names)} (not a dict)"[:300])
+        try:
+            gradients = list(gradients)
+        except TypeError:
+            raise TypeError(f"{api}: gradients must be a sequence of {n} buffers, got "
+                            f"{type(gradients).__name__}") from None
+        if len(gradients) != n:
+            raise ValueError(f"{api}: gradients must hold exactly {n} buffers "
+                             f"({', '.join(spec.names)}), got {len(gradients)}"[:300])
+        g = S.flat([S.tensor(v, s, name + " gradient", api=api)
+                    for v, s, name in zip(gradients, spec.shapes, spec.names)])
+        with self._lock:
+            self._check_room(1)
+            p, m, v, t = self._session.download()  # fresh copies: the update runs on them
+            try:
+                _binding().mlp_adamw([p._addr, g._addr, m._addr, v._addr],
+                                     [spec.total, t + 1, *self._hyper()])
+            except (RuntimeError, ValueError) as exc:
+                raise _translate(exc, api) from None
+            self._publish(p, m, v, t + 1)
+            return t + 1
+
+    def predict_logits(self, X):
+        """Logits (n, classes) of X (n, inputs) with the current weights."""
+        x, xa, rows = self._x_input(X)
+        with self._lock:
+            if not _fused_enabled():
+                return self._forward_ops(self._owned_batch(X))
+            return self._pass(xa, xa, 4, rows, _MODE_FORWARD, False)[1]
+
+    def predict_logits_sessions(self, inputs):
+        """Logits of several batches (a list of float32 (n_i, inputs) buffers), concatenated
+        in the order given: shape (sum n_i, classes)."""
+        if isinstance(inputs, (str, bytes)) or not hasattr(inputs, "__iter__"):
+            raise TypeError(f"{self._API}: inputs must be a list of float32 (n, "
+                            f"{self._spec.inputs}) buffers, got {type(inputs).__name__}")
+        batches = [self._owned_batch(X, name=f"inputs[{i}]") for i, X in enumerate(list(inputs))]
+        if not batches:
+            raise ValueError(f"{self._API}: inputs must hold at least one batch")
+        # Rows are independent, so forwards over any grouping of the rows give each row's bits.
+        with self._lock:
+            raw = b"".join(self.predict_logits(x).tobytes() for x in batches)
+        from ._array import Array
+        classes = self._spec.classes
+        return Array(memoryview(raw).cast("f"), "<f4", (len(raw) // (4 * classes), classes))
+
+    # ------------------------------------------------------------ per-operation path
+
+    def _owned_batch(self, X, name="X", stacked=False):
+        return _batches.owned_batch(X, self._API, self._spec.inputs, self._max_rows, name,
+                                    stacked)
+
+    def _labels(self, targets, rows):
+        return _batches.targets(targets, rows, self._spec.classes, self._API)
+
+    def _run_ops(self, x, y, rows, mode, k=1, want_dx=False):
+        """The per-operation calls on a host copy of the state; returns
+        (new _State or None, losses Array (k,), logits, flat grads, dx). Caller holds the lock."""
+        from . import _mlp_ops
+
+        spec = self._spec
+        st = self._st
+        losses = zeros((k,))
+        logits = empty((rows, spec.classes))
+        grads = zeros((spec.total,))
+        dx = empty((rows, spec.inputs)) if want_dx else zeros((1,))
+        new = _State(empty((spec.total,)), empty((spec.total,)), empty((spec.total,)),
+                     st.flags, st.step + k) if mode == _MODE_TRAIN else None
+        try:
+            _mlp_ops.steps(_binding(), spec, x, y, rows, mode, k, st, new, losses, logits,
+                           grads, dx, want_dx, self._hyper())
+        except (RuntimeError, ValueError) as exc:
+            raise _translate(exc, self._API) from None
+        return new, losses, logits, grads, (dx if want_dx else None)
+
+    def _train_step_ops(self, X, targets, want_dx):
+        x = self._owned_batch(X)
+        y = self._labels(targets, x.shape[0])
+        new, losses, logits, grads, dx = self._run_ops(x, y, x.shape[0], _MODE_TRAIN, 1, want_dx)
+        self._publish(new.params, new.m, new.v, new.step)
+        result = {"step": new.step, "loss": losses._mv[0], "logits": logits,
+                  "gradients": S.split(grads, self._spec)}
+        if want_dx:
+            result["input_grad"] = dx
+        return result
+
+    def _train_steps_ops(self, X, targets, k):
+        x = self._owned_batch(X, stacked=True)
+        y = self._labels(targets, x.shape[0])
+        rows = x.shape[0] // k
+        new, losses, logits, grads, _ = self._run_ops(x, y, rows, _MODE_TRAIN, k)
+        self._publish(new.params, new.m, new.v, new.step)
+        values = losses._mv.tolist()
+        return {"step": new.step, "losses": values, "loss": values[-1], "logits": logits,
+                "gradients": S.split(grads, self._spec)}
+
+    def _forward_ops(self, x):
+        rows = x.shape[0]
+        y = zeros((rows,), "<i4")
+        return self._run_ops(x, y, rows, _MODE_FORWARD)[2]
+
+    def __repr__(self):
+        return (f"{type(self).__name__}({list(self._spec.sizes)}, step={self._step}, "
+                f"lr={self._config['lr']}, mode={self._mode!r})")
