@@ -27,7 +27,8 @@ MAX_BATCH_BYTES = 256 << 20
 class LayerSizes:
     """A checked `[inputs, hidden..., classes]` with its flat tensor layout."""
 
-    __slots__ = ("sizes", "names", "shapes", "offsets", "total", "_sizes_q")
+    __slots__ = ("sizes", "names", "shapes", "offsets", "total", "layers", "inputs", "classes",
+                 "views", "_sizes_q")
 
     def __init__(self, layer_sizes, api="MLPTrainer"):
         if isinstance(layer_sizes, (str, bytes)) or not isinstance(layer_sizes, (list, tuple)):
@@ -65,23 +66,16 @@ class LayerSizes:
         self.names, self.shapes, self.offsets, self.total = tuple(names), tuple(shapes), \
             tuple(offsets), off
         self._sizes_q = _pyarray.array("q", sizes)  # what `mlp_layers_step` reads
+        # Plain attributes, not properties: the trainers read them on every step.
+        self.layers, self.inputs, self.classes = len(sizes) - 1, sizes[0], sizes[-1]
+        # (name, shape, byte offset, size) of each tensor: the result views' table.
+        self.views = tuple((n, sh, 4 * o, math.prod(sh))
+                           for n, sh, o in zip(self.names, self.shapes, self.offsets))
 
     @property
     def sizes_addr(self):
         """Address of the widths as int64 (valid while this spec lives)."""
         return self._sizes_q.buffer_info()[0]
-
-    @property
-    def layers(self):
-        return len(self.sizes) - 1
-
-    @property
-    def inputs(self):
-        return self.sizes[0]
-
-    @property
-    def classes(self):
-        return self.sizes[-1]
 
     def weight(self, l):
         """Offset (in floats) of layer l's weight, l 0-based."""

@@ -25,7 +25,7 @@ import threading
 from . import _backend, _batches
 from . import _mlp_state as S
 from . import checkpoint as _ckpt
-from ._array import _result_view
+from ._array import Array, _new_object, _result_view
 from ._buffer import empty, zeros
 from ._mlp_resident import CAPACITY_ROWS, Session
 
@@ -75,9 +75,16 @@ def _results(buf, addr, spec, rows, k, want_dx):
     g = addr + 4 * (k + rows * spec.classes)
     logits = _result_view(buf, (rows, spec.classes), addr + 4 * k, rows * spec.classes)
     grads = {}
-    for name, shape, off in zip(spec.names, spec.shapes, spec.offsets):
-        size = shape[0] * (shape[1] if len(shape) == 2 else 1)
-        grads[name] = _result_view(buf, shape, g + 4 * off, size)
+    make = _new_object
+    for name, shape, offset, size in spec.views:  # `_result_view`, inlined: ~0.1 µs a view
+        a = make(Array)
+        a._owner = buf
+        a._shape = shape
+        a._dtype = "<f4"
+        a._size = size
+        a._readonly = False
+        a._addr = g + offset
+        grads[name] = a
     dx = None
     if want_dx:
         dx = _result_view(buf, (rows, spec.inputs), g + 4 * spec.total, rows * spec.inputs)
@@ -252,7 +259,7 @@ class MLPCore:
     def _fit(self, rows):
         """A session whose scratch holds `rows` rows (reopened larger, state unchanged, when
         a batch outgrows it). Caller holds the lock."""
-        if rows > self._session.capacity:
+        if rows > self._session.capacity:  # checked again: callers test it before calling
             p, m, v, t = self._session.download()
             self._publish(p, m, v, t, capacity=min(self._max_rows,
                                                    max(rows, 2 * self._session.capacity)))
@@ -275,7 +282,8 @@ class MLPCore:
         `_results` views of it (logits only in forward mode). A failure after the binding
         applied a training run (e.g. a MemoryError making the views) rolls it back. Caller
         holds the lock."""
-        self._fit(rows)
+        if rows > self._session.capacity:
+            self._fit(rows)
         spec = self._spec
         step = self._step
         buf = _ZERO * (k + rows * spec.classes + spec.total + (rows * spec.inputs if want_dx else 0))
@@ -423,7 +431,6 @@ class MLPCore:
         # Rows are independent, so forwards over any grouping of the rows give each row's bits.
         with self._lock:
             raw = b"".join(self.predict_logits(x).tobytes() for x in batches)
-        from ._array import Array
         classes = self._spec.classes
         return Array(memoryview(raw).cast("f"), "<f4", (len(raw) // (4 * classes), classes))
 
