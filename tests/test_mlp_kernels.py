@@ -7,6 +7,7 @@ import pytest
 from mojolearn import _backend
 from mojolearn._array import Array
 from mojolearn._buffer import zeros
+from mojolearn._layers import SMALL
 from tests.reference import mlp as R
 from tests.reference.f32 import f32, hex_list
 from tests.reference.optim import adam_step
@@ -95,8 +96,8 @@ def _call(x, y, p, m, v, rows, mode, k=1, t=1, want_dx=1, hyper=None):
     hyper = hyper or [f32(1e-2), f32(0.9), f32(0.999), f32(1e-8), f32(0.01)]
     n = b().mlp_train_step(
         [x._addr, y._addr, p._addr, m._addr, v._addr, *(o._addr for o in outs), losses._addr,
-         logits._addr, grads._addr, dx._addr],
-        [rows, 8, 16, 3, mode, k, t, *hyper, want_dx])
+         logits._addr, grads._addr, dx._addr, SMALL.sizes_addr],
+        [2, rows, mode, k, t, *hyper, want_dx])
     assert n == rows * 3
     return outs, losses, logits, grads, dx
 
@@ -160,10 +161,12 @@ def test_train_step_refusals(seed):
     bad_y = Array([0, 1, 3, 0], "<i4", (4,))
     with pytest.raises(ValueError, match=r"targets\[2\] = 3 is not a class"):
         _call(x, bad_y, p, m, v, 4, 2)
-    with pytest.raises(ValueError, match="expected 13 params"):
-        b().mlp_train_step([1] * 12, [1] * 12)
+    with pytest.raises(ValueError, match="expected 13 addresses"):
+        b().mlp_train_step([1] * 12, [1] * 11)
+    with pytest.raises(ValueError, match="expected 11 params"):
+        b().mlp_train_step([1] * 13, [1] * 12)
     with pytest.raises(ValueError, match="address 3 is null"):
-        b().mlp_train_step([1, 1, 1, 0] + [1] * 8, [1] * 13)
+        b().mlp_train_step([1, 1, 1, 0] + [1] * 9, [1] * 11)
 
 
 def test_train_step_refuses_nonfinite_result():

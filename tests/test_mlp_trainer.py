@@ -297,7 +297,7 @@ def test_the_mlp_golden_state_hashes():
 
 @pytest.mark.parametrize("sizes", [[5, 2], [9, 17, 4], [12, 8, 8, 8, 3]])
 def test_fused_equals_per_operation_bit_for_bit(seed, sizes, monkeypatch):
-    """`mlp_layers_step` (one binding call) and the per-operation calls (MOJOLEARN_MLP_FUSED=0)
+    """the resident step (one binding call) and the per-operation calls (MOJOLEARN_MLP_FUSED=0)
     run the same kernel functions in the same order: the same bits, in this process's mode."""
     rng = random.Random(seed)
     data = [batch(rng, rng.randrange(1, 20), sizes[0], sizes[-1]) for _ in range(3)]

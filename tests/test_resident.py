@@ -77,8 +77,8 @@ def fused_step(p, m, v, X, y, rows, t, k=1, want_dx=False):
     losses, logits, grads = zeros((k,)), zeros((rows, 3)), zeros((S.TOTAL,))
     dx = zeros((rows, 8))
     b().mlp_train_step([X._addr, y._addr, p._addr, m._addr, v._addr, *(o._addr for o in out),
-                        losses._addr, logits._addr, grads._addr, dx._addr],
-                       [rows, 8, 16, 3, 2, k, t + 1, *HYPER.values(), int(want_dx)])
+                        losses._addr, logits._addr, grads._addr, dx._addr, SMALL.sizes_addr],
+                       [2, rows, 2, k, t + 1, *HYPER.values(), int(want_dx)])
     return out, losses, logits, grads, dx
 
 

@@ -11,9 +11,9 @@ from entries.gemm import (NEURAL_GEMM, NEURAL_GEMM_PACKED, neural_gemm,
                           neural_gemm_packed)
 from entries.loss import (CROSS_ENTROPY, PORTABLE_MATH_EVAL, cross_entropy_entry,
                           portable_math_eval)
-from entries.mlp import (MLP_ADAMW, MLP_BIAS_ACTIVATION, MLP_LAYERS_STEP, MLP_RELU_BACKWARD,
-                         MLP_SUM_ROWS, MLP_TRAIN_STEP, mlp_adamw, mlp_bias_activation,
-                         mlp_layers_step, mlp_relu_backward, mlp_sum_rows, mlp_train_step)
+from entries.mlp import (MLP_ADAMW, MLP_BIAS_ACTIVATION, MLP_RELU_BACKWARD, MLP_SUM_ROWS,
+                         MLP_TRAIN_STEP, mlp_adamw, mlp_bias_activation, mlp_relu_backward,
+                         mlp_sum_rows, mlp_train_step)
 from entries.mlp import (MLP_RESIDENT_CLOSE, MLP_RESIDENT_DOWNLOAD, MLP_RESIDENT_OPEN,
                          MLP_RESIDENT_ROLLBACK, MLP_RESIDENT_STEP, MLP_RESIDENT_STEPS,
                          mlp_resident_close, mlp_resident_download, mlp_resident_open,
@@ -31,8 +31,7 @@ def abi_layout() raises -> PythonObject:
     var out = Python.list()
     comptime for spec in [ALL_FINITE, NEURAL_GEMM, NEURAL_GEMM_PACKED,
                           MLP_BIAS_ACTIVATION, MLP_RELU_BACKWARD,
-                          MLP_SUM_ROWS, MLP_ADAMW, MLP_TRAIN_STEP, MLP_LAYERS_STEP,
-                          MLP_RESIDENT_OPEN,
+                          MLP_SUM_ROWS, MLP_ADAMW, MLP_TRAIN_STEP, MLP_RESIDENT_OPEN,
                           MLP_RESIDENT_STEP, MLP_RESIDENT_STEPS, MLP_RESIDENT_DOWNLOAD,
                           MLP_RESIDENT_ROLLBACK, MLP_RESIDENT_CLOSE, OPTIM_STEP, OPTIM_CLIP_GRAD_NORM,
                           OPTIM_TREE_SUM, OPTIM_RESIDENT_ALLOC, OPTIM_RESIDENT_FREE, OPTIM_COPY,
@@ -59,7 +58,6 @@ def build_module(name: StaticString) raises -> PythonObject:
     m.def_function[mlp_sum_rows]("mlp_sum_rows")
     m.def_function[mlp_adamw]("mlp_adamw")
     m.def_function[mlp_train_step]("mlp_train_step")
-    m.def_function[mlp_layers_step]("mlp_layers_step")
     m.def_function[mlp_resident_open]("mlp_resident_open")
     m.def_function[mlp_resident_step]("mlp_resident_step")
     m.def_function[mlp_resident_steps]("mlp_resident_steps")

@@ -24,7 +24,7 @@ uses it when something fails after the binding returned) until the next run over
 The arithmetic is training/mlp.mojo's (`layers_forward`, `mean_cross_entropy`,
 `layers_backward`, `adamw_flat_into`); SmallMLPTrainer's 8→16→3 network runs
 training/mlp_lanes.mojo's compile-time specialization of the same operations in the same order,
-so a resident step has the bits of `mlp_layers_step` and of the per-operation path
+so a resident step has the bits of `mlp_train_step` and of the per-operation path
 (tests/test_resident.py, tests/test_mlp_trainer.py compare them).
 On GPU vendors a one-hidden-layer network's state is device-resident (deeper networks run on the
 host in every build) (training/mlp_gpu_session.mojo): the first run

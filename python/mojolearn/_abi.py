@@ -20,13 +20,9 @@ LAYOUT = {
     "mlp_adamw": (("params", "grads", "m", "v"),
                   ("n", "t", "lr", "beta1", "beta2", "eps", "weight_decay")),
     "mlp_train_step": (("x", "targets", "params", "m", "v", "new_params", "new_m", "new_v",
-                        "losses", "logits", "grads", "input_grad"),
-                       ("rows", "inputs", "hidden", "classes", "mode", "k", "t", "lr", "beta1",
-                        "beta2", "eps", "weight_decay", "want_input_grad")),
-    "mlp_layers_step": (("x", "targets", "params", "m", "v", "new_params", "new_m", "new_v",
-                         "losses", "logits", "grads", "input_grad", "sizes"),
-                        ("layers", "rows", "mode", "k", "t", "lr", "beta1", "beta2", "eps",
-                         "weight_decay", "want_input_grad")),
+                        "losses", "logits", "grads", "input_grad", "sizes"),
+                       ("layers", "rows", "mode", "k", "t", "lr", "beta1", "beta2", "eps",
+                        "weight_decay", "want_input_grad")),
     # The resident session (mojo/bindings/entries/mlp.mojo); `_step` / `_steps` take their
     # addresses and params as positional ints, in this order.
     "mlp_resident_open": (("params", "m", "v", "sizes"),

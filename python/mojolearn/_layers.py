@@ -65,7 +65,7 @@ class LayerSizes:
                 off += math.prod(shape)
         self.names, self.shapes, self.offsets, self.total = tuple(names), tuple(shapes), \
             tuple(offsets), off
-        self._sizes_q = _pyarray.array("q", sizes)  # what `mlp_layers_step` reads
+        self._sizes_q = _pyarray.array("q", sizes)  # what `mlp_train_step` and `mlp_resident_open` read
         # Plain attributes, not properties: the trainers read them on every step.
         self.layers, self.inputs, self.classes = len(sizes) - 1, sizes[0], sizes[-1]
         # (name, shape, byte offset, size) of each tensor: the result views' table.

@@ -22,7 +22,6 @@ from training.mlp import (
     adamw_flat,
     bias_activation,
     mlp_layers_steps,
-    mlp_steps,
     total_params,
     relu_backward,
     sum_rows,
@@ -53,11 +52,6 @@ comptime MLP_ADAMW = Layout("mlp_adamw", "params,grads,m,v",
                             "n,t,lr,beta1,beta2,eps,weight_decay")
 comptime MLP_TRAIN_STEP = Layout(
     "mlp_train_step",
-    "x,targets,params,m,v,new_params,new_m,new_v,losses,logits,grads,input_grad",
-    "rows,inputs,hidden,classes,mode,k,t,lr,beta1,beta2,eps,weight_decay,want_input_grad")
-
-comptime MLP_LAYERS_STEP = Layout(
-    "mlp_layers_step",
     "x,targets,params,m,v,new_params,new_m,new_v,losses,logits,grads,input_grad,sizes",
     "layers,rows,mode,k,t,lr,beta1,beta2,eps,weight_decay,want_input_grad")
 
@@ -127,83 +121,6 @@ def mlp_adamw(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
     return PythonObject(n)
 
 
-def mlp_train_step(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
-    """A whole MLP step in one call: mode 0 forward (logits), 1 grads (+ losses[0], grads,
-    input_grad), 2 train (k steps; new_params / new_m / new_v receive the updated state).
-    x holds k*rows rows, targets k*rows labels. Returns the logits written (rows*classes)."""
-    comptime E = MLP_TRAIN_STEP.name
-    var args = Args(MLP_TRAIN_STEP, addrs, params)
-    var rows = args.int(0, "rows", 1, _MAX_ROWS)
-    var d = MLPDims(args.int(1, "inputs", 1, _MAX_WIDTH), args.int(2, "hidden", 1, _MAX_WIDTH),
-                    args.int(3, "classes", 1, _MAX_WIDTH))
-    var mode = args.int(4, "mode", 0, 2)
-    var k = args.int(5, "k", 1, _MAX_ROWS)
-    var t = args.int(6, "t", 1, _MAX_STEP)
-    _check_hyper(E, args, 7)
-    var want_dx = args.flag(12, "want_input_grad")
-    if mode != MODE_TRAIN and k != 1:
-        raise Error("ValueError: ", E, ": k must be 1 outside mode train (2), got ", k)
-    if t + k - 1 > _MAX_STEP:
-        raise Error("ValueError: ", E, ": steps t..t+k-1 = ", t, "..", t + k - 1,
-                    " pass the step limit 2**31-1")
-    var x = args.f32(0)
-    var y = args.i32(1)
-    if mode != MODE_FORWARD:
-        for i in range(k * rows):
-            var label = Int(y[unsafe_offset=i])
-            if label < 0 or label >= d.classes:
-                raise Error("ValueError: ", E, ": targets[", i, "] = ", label,
-                            " is not a class in [0, ", d.classes, ")")
-    var n = d.total()
-    var p = args.f32(2)
-    var m = args.f32(3)
-    var v = args.f32(4)
-    if mode == MODE_TRAIN:
-        p = args.f32(5)
-        m = args.f32(6)
-        v = args.f32(7)
-    var losses = args.f32(8)
-    var logits = args.f32(9)
-    var grads = args.f32(10)
-    var dx = args.f32(11)
-    var lr = args.f32param(7)
-    var b1 = args.f32param(8)
-    var b2 = args.f32param(9)
-    var eps = args.f32param(10)
-    var wd = args.f32param(11)
-    # Pure Mojo from here to the restore: no Python API calls while the GIL is released.
-    var ts = external_call["PyEval_SaveThread", Int]()
-    if mode == MODE_TRAIN:
-        copy_floats(args.f32(2), p, n)
-        copy_floats(args.f32(3), m, n)
-        copy_floats(args.f32(4), v, n)
-    var device_error = String()
-    comptime if VENDOR != "cpu":
-        try:
-            mlp_steps_gpu(d.inputs, d.hidden, d.classes, x, y, p, m, v, losses, logits, grads,
-                          dx, rows, mode, k, t, lr, b1, b2, eps, wd, want_dx)
-        except e:
-            device_error = String(e)
-    else:
-        mlp_steps(d, x, y, p, m, v, losses, logits, grads, dx, rows, mode, k, t, lr, b1, b2,
-                  eps, wd, want_dx)
-    external_call["PyEval_RestoreThread", NoneType](ts)
-    if device_error:
-        raise Error("RuntimeError: ", E, ": the GPU runtime failed to run the step (",
-                    device_error, ")")
-    refuse_nonfinite(E, "logits", logits, rows * d.classes)
-    if mode != MODE_FORWARD:
-        refuse_nonfinite(E, "losses", losses, k)
-        refuse_nonfinite(E, "grads", grads, n)
-        if want_dx:
-            refuse_nonfinite(E, "input_grad", dx, rows * d.inputs)
-    if mode == MODE_TRAIN:
-        refuse_nonfinite(E, "new_params", p, n)
-        refuse_nonfinite(E, "new_m", m, n)
-        refuse_nonfinite(E, "new_v", v, n)
-    return PythonObject(rows * d.classes)
-
-
 def _sizes(entry: StaticString, args: Args, at: Int, layers: Int) raises -> List[Int]:
     """The layers+1 int64 widths at address `at` of the call, each in [1, 65536]."""
     var sp = I64P(unsafe_from_address=args.addrs[at])
@@ -217,11 +134,14 @@ def _sizes(entry: StaticString, args: Args, at: Int, layers: Int) raises -> List
     return sizes^
 
 
-def mlp_layers_step(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
-    """`mlp_train_step` for any layer sizes (MLPTrainer): `sizes` is the address of layers+1
-    int64 widths [n0, ..., nL]. Runs on the host in every build. Returns the logits written."""
-    comptime E = MLP_LAYERS_STEP.name
-    var args = Args(MLP_LAYERS_STEP, addrs, params)
+def mlp_train_step(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
+    """A whole MLP step in one call, any layer sizes (`sizes`: the address of layers+1 int64
+    widths [n0, ..., nL]): mode 0 forward (logits), 1 grads (+ losses[0], grads, input_grad),
+    2 train (k steps; new_params / new_m / new_v receive the updated state). x holds k*rows
+    rows, targets k*rows labels. GPU builds run a one-hidden-layer network on the device,
+    deeper ones on the host. Returns the logits written (rows*classes)."""
+    comptime E = MLP_TRAIN_STEP.name
+    var args = Args(MLP_TRAIN_STEP, addrs, params)
     var layers = args.int(0, "layers", 1, _MAX_LAYERS)
     var rows = args.int(1, "rows", 1, _MAX_ROWS)
     var mode = args.int(2, "mode", 0, 2)
@@ -262,10 +182,28 @@ def mlp_layers_step(addrs: PythonObject, params: PythonObject) raises -> PythonO
         copy_floats(args.f32(2), p, n)
         copy_floats(args.f32(3), m, n)
         copy_floats(args.f32(4), v, n)
-    mlp_layers_steps(sizes, x, y, p, m, v, losses, logits, grads, dx, rows, mode, k, t,
-                     args.f32param(5), args.f32param(6), args.f32param(7), args.f32param(8),
-                     args.f32param(9), want_dx)
+    var lr = args.f32param(5)
+    var b1 = args.f32param(6)
+    var b2 = args.f32param(7)
+    var eps = args.f32param(8)
+    var wd = args.f32param(9)
+    var device_error = String()
+    var on_device = False
+    comptime if VENDOR != "cpu":
+        on_device = layers == 2
+        if on_device:
+            try:
+                mlp_steps_gpu(sizes[0], sizes[1], sizes[2], x, y, p, m, v, losses, logits, grads,
+                              dx, rows, mode, k, t, lr, b1, b2, eps, wd, want_dx)
+            except e:
+                device_error = String(e)
+    if not on_device:
+        mlp_layers_steps(sizes, x, y, p, m, v, losses, logits, grads, dx, rows, mode, k, t, lr,
+                         b1, b2, eps, wd, want_dx)
     external_call["PyEval_RestoreThread", NoneType](ts)
+    if device_error:
+        raise Error("RuntimeError: ", E, ": the GPU runtime failed to run the step (",
+                    device_error, ")")
     refuse_nonfinite(E, "logits", logits, rows * classes)
     if mode != MODE_FORWARD:
         refuse_nonfinite(E, "losses", losses, k)
