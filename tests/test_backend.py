@@ -1,4 +1,6 @@
 """Backend: mode/vendor selection read from the binary, the ABI check, typed errors."""
+import os
+
 import pytest
 
 from mojolearn import _abi, _backend
@@ -121,3 +123,32 @@ def test_the_v4_fast_binding_gets_the_same_abi_check():
              "MOJOLEARN_VENDOR": "cpu"})
     assert "mojolearn binding _mojolearn_training_cpu_fast_v4 does not match" in out
     assert "entry 'neural_gemm': address 0 is 'a' in the binding but 'b'" in out
+
+
+_ENV_CHILD = """
+import subprocess, sys
+import mojolearn
+before = subprocess.run(["env", "-0"], capture_output=True).stdout
+mojolearn.matmul(mojolearn.zeros((2, 3)), mojolearn.zeros((3, 4)))  # loads the binding
+mojolearn.SmallMLPTrainer(*mojolearn.init_small_mlp(0), data_schedule={"a": 1})
+after = subprocess.run(["env", "-0"], capture_output=True).stdout
+print("same" if before == after else "CHANGED: " + repr(sorted(set(after.split(b"\\0")) ^ set(before.split(b"\\0")))))
+"""
+
+
+def test_loading_the_binding_leaves_the_environment_as_it_was():
+    """The Mojo runtime's Python initialization calls setenv (PYTHONEXECUTABLE, PYTHONPATH,
+    MOJO_PYTHON_LIBRARY) behind Python's back; children started afterwards inherited them and
+    ran outside the user's virtualenv. `env` in a child before and after loading: identical."""
+    import subprocess
+    import sys
+
+    from tests.helpers import PKG_PARENT
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MOJO_PYTHON")}
+    env.pop("PYTHONEXECUTABLE", None)
+    env["PYTHONPATH"] = PKG_PARENT
+    proc = subprocess.run([sys.executable, "-c", _ENV_CHILD], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "same", proc.stdout

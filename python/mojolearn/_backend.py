@@ -107,7 +107,42 @@ def _typed(fn):
 
 
 def _import(vendor, mode, suffix=""):
-    return importlib.import_module(f"mojolearn.{_STEM}_{vendor}_{mode}{suffix}")
+    with _environment_kept():
+        return importlib.import_module(f"mojolearn.{_STEM}_{vendor}_{mode}{suffix}")
+
+
+class _environment_kept:
+    """Leave the process's C environment exactly as it was across loading a binding: the Mojo
+    runtime's Python initialization calls setenv (PYTHONEXECUTABLE, PYTHONPATH,
+    MOJO_PYTHON_LIBRARY) behind Python's back, and every child the program then starts would
+    inherit them (`subprocess.run([sys.executable, ...])` outside the user's virtualenv)."""
+
+    def __enter__(self):
+        import ctypes
+
+        self._libc = libc = ctypes.CDLL(None)
+        libc.setenv.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]
+        libc.unsetenv.argtypes = [ctypes.c_char_p]
+        self._environ = ctypes.POINTER(ctypes.c_char_p).in_dll(libc, "environ")
+        self._before = self._snapshot()
+        return self
+
+    def _snapshot(self):
+        out, i = {}, 0
+        while self._environ[i] is not None:
+            key, _, value = self._environ[i].partition(b"=")
+            out[key] = value
+            i += 1
+        return out
+
+    def __exit__(self, *exc):
+        after = self._snapshot()
+        for key in after.keys() - self._before.keys():
+            self._libc.unsetenv(key)
+        for key, value in self._before.items():
+            if after.get(key) != value:
+                self._libc.setenv(key, value, 1)
+        return False
 
 
 def cpu_flags():
