@@ -99,6 +99,8 @@ def _options(kind, r):
 
 
 def _reference_step(kind, opts, state, grads, lr, max_norm):
+    if max_norm is not None and max_norm <= 0:  # refused by name, as the reference does
+        raise ValueError(f"Invalid max_norm: {max_norm!r}")
     if kind == "SGD":
         p, g, b, flags, norm, coef = ref.sgd_step(
             state["p"], grads, state["m"], state["flags"], lr, f32(opts["momentum"]),

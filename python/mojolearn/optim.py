@@ -400,7 +400,8 @@ class _Optimizer:
                 far_end, far = end, (kind, j)
 
     def _max_norm(self, max_norm):
-        return None if max_norm is None else _f32_hyper("max_norm", max_norm)
+        # 0 is refused, as the reference does (torch would silently zero every gradient).
+        return None if max_norm is None else _f32_hyper("max_norm", max_norm, lo_open=True)
 
     def _next_lr(self, t):
         if self._schedule is None:
@@ -727,8 +728,9 @@ def clip_grad_norm_(grads, max_norm, norm_type=2.0, error_if_nonfinite=True):
     `error_if_nonfinite=True` (our default; torch's is False) refuses a non-finite gradient or
     norm with ValueError before anything is written. False behaves as torch: the norm is
     computed as is (inf or NaN) and the gradients are scaled by the resulting coefficient.
-    Only `norm_type=2.0` is supported."""
-    max_norm = _f32_hyper("max_norm", max_norm)
+    Only `norm_type=2.0` is supported; `max_norm` must be > 0 (0 is a ValueError, as in the
+    reference; torch would scale every gradient to zero)."""
+    max_norm = _f32_hyper("max_norm", max_norm, lo_open=True)
     if isinstance(norm_type, bool) or not isinstance(norm_type, numbers.Real) or \
             float(norm_type) != 2.0:
         raise ValueError(f"clip_grad_norm_: only norm_type=2.0 is supported, got {norm_type!r}")

@@ -173,6 +173,8 @@ ROWS = [
     ("optim.load_state_dict/flags", lambda e: e.opt.load_state_dict({**e.opt.state_dict(), "buf_initialized": [2, 0]}), ValueError, r"buf_initialized'\] flags must be 0 or 1"),
     ("zero_grad/read-only", lambda e: e.opt.zero_grad([readonly(2, 3), readonly(4)]), ValueError, r"grads\[0\] is read-only"),
     ("clip_grad_norm_/max_norm", lambda e: ml.clip_grad_norm_(e.grads, -1.0), ValueError, r"Invalid max_norm"),
+    ("clip_grad_norm_/max_norm zero", lambda e: ml.clip_grad_norm_(e.grads, 0.0), ValueError, r"Invalid max_norm: 0.0; expected a finite value in \(0"),
+    ("step/max_norm zero", lambda e: e.opt.step(e.grads, max_norm=0), ValueError, r"Invalid max_norm: 0; expected a finite value in \(0"),
     ("clip_grad_norm_/norm_type", lambda e: ml.clip_grad_norm_(e.grads, 1.0, norm_type=1.0), ValueError, r"only norm_type=2.0"),
     ("clip_grad_norm_/read-only", lambda e: ml.clip_grad_norm_([readonly(3)], 1.0), ValueError, r"grads\[0\] is read-only"),
     ("clip_grad_norm_/NaN", lambda e: ml.clip_grad_norm_([e.grads[0], A([NAN] * 4)], 1e-3), ValueError, r"not finite|non-finite|NaN"),
