@@ -155,3 +155,22 @@ def test_empty_and_zeros():
         zeros((-1,))
     with pytest.raises(TypeError, match="dtype"):
         zeros((1,), "float32")
+
+
+def test_array_takes_a_buffers_own_dtype_and_from_list():
+    import array as pyarray
+
+    ints = Array(pyarray.array("i", [1, -2, 3]))
+    assert ints.dtype == "<i4" and ints.tolist() == [1, -2, 3]
+    doubles = Array(pyarray.array("d", [0.5, 1.5]))
+    assert doubles.dtype == "<f8" and doubles.tolist() == [0.5, 1.5]
+    assert Array([1.0, 2.0]).dtype == "<f4"
+    with pytest.raises(TypeError, match="values have dtype <i4, not <f4"):
+        Array(pyarray.array("i", [1]), "<f4")  # nothing converts silently
+    m = Array.from_list([[1, 2], [3, 4]], "<i4")
+    assert m.shape == (2, 2) and m.dtype == "<i4" and m.tolist() == [[1, 2], [3, 4]]
+    assert Array.from_list([0.25, 0.5]).dtype == "<f4"
+    with pytest.raises(TypeError, match="Array.from_list needs a list or tuple"):
+        Array.from_list(pyarray.array("f", [1.0]))
+    with pytest.raises(TypeError, match="dtype must be one of"):
+        Array.from_list([1], "int32")

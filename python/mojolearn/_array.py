@@ -60,15 +60,18 @@ class Array:
     __slots__ = ("_mv_", "_shape", "_dtype", "_addr", "_owner", "_size", "_readonly",
                  "__weakref__")
 
-    def __init__(self, values, dtype="<f4", shape=None):
-        """Copy `values` (a flat or nested list, or a buffer) into a new owned Array."""
-        _check_dtype(dtype)
+    def __init__(self, values, dtype=None, shape=None):
+        """Copy `values` (a flat or nested list, or a buffer) into a new owned Array: a list's
+        dtype is `dtype` (default '<f4'), a buffer's its own (a different `dtype` given is a
+        TypeError: nothing converts silently)."""
         if isinstance(values, (list, tuple)):
+            dtype = _check_dtype("<f4" if dtype is None else dtype)
             flat, found = _flatten(values)
             shape = found if shape is None else _check_shape(shape)
             owned = _pyarray.array(_CODES[dtype], flat)
         else:
             src = Array.from_buffer(values)
+            dtype = src._dtype if dtype is None else _check_dtype(dtype)
             if src._dtype != dtype:
                 raise TypeError(f"values have dtype {src._dtype}, not {dtype}")
             shape = src._shape if shape is None else _check_shape(shape)
@@ -102,6 +105,13 @@ class Array:
         self = cls.__new__(cls)
         self._own(owned, shape, dtype)
         return self
+
+    @classmethod
+    def from_list(cls, values, dtype="<f4"):
+        """A new owned Array from a flat or nested (rectangular) list of numbers."""
+        if not isinstance(values, (list, tuple)):
+            raise TypeError(f"Array.from_list needs a list or tuple, got {type(values).__name__}")
+        return cls(values, dtype)
 
     @classmethod
     def from_buffer(cls, obj):
