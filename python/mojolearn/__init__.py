@@ -35,6 +35,7 @@ _LAZY = {
     "SmallMLPTrainer": "trainer",
     "MLPTrainer": "mlp_trainer",
     "init_small_mlp": "_rng",
+    "from_dlpack": "_dlpack",
     "training": "training",
 }
 

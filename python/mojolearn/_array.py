@@ -202,6 +202,16 @@ class Array:
     def __release_buffer__(self, view):
         view.release()
 
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """DLPack export (a capsule sharing this Array's memory; `copy=True` exports a copy):
+        `numpy.from_dlpack(a)`, `torch.from_dlpack(a)`."""
+        from . import _dlpack
+        return _dlpack.export(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self):
+        """(1, 0): CPU memory."""
+        return (1, 0)
+
     def tobytes(self):
         """The raw native-endian bytes in C order."""
         return self._mv.tobytes()
