@@ -122,7 +122,10 @@ class Array:
         try:
             mv = memoryview(obj)
         except TypeError:
-            raise TypeError(f"Array.from_buffer needs a buffer-protocol object, got "
+            if hasattr(obj, "__dlpack__"):  # a torch tensor, a JAX array: DLPack, zero-copy
+                from ._dlpack import from_dlpack
+                return from_dlpack(obj)
+            raise TypeError(f"Array.from_buffer needs a buffer-protocol or DLPack object, got "
                             f"{type(obj).__name__}") from None
         dtype = dtype_of(mv.format, mv.itemsize)
         if dtype is None:

@@ -34,9 +34,11 @@ def probe(obj):
     try:
         mv = memoryview(obj)
     except TypeError:
-        raise TypeError(f"expected an object with the buffer protocol (a NumPy array, "
-                        f"array.array, memoryview, bytes or mojolearn.Array), got "
-                        f"{type(obj).__name__}") from None
+        if hasattr(obj, "__dlpack__"):  # a torch tensor, a JAX array: DLPack, zero-copy
+            return Array.from_buffer(obj)._probe()
+        raise TypeError(f"expected an object with the buffer protocol or DLPack (a NumPy "
+                        f"array, torch tensor, array.array, memoryview, bytes or "
+                        f"mojolearn.Array), got {type(obj).__name__}") from None
     with mv:
         return Probe(mv.format, mv.itemsize, tuple(mv.shape), tuple(mv.strides), mv.ndim,
                      mv.c_contiguous, mv.readonly, mv.nbytes)

@@ -13,6 +13,18 @@ from ._bufcheck import address, dtype_name, is_integer, is_native_f32, probe, sp
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
 
 
+def _dlpack_in(obj):
+    """A DLPack-only object (a torch tensor, no buffer protocol) as the Array sharing its
+    memory; anything else as it is."""
+    if type(obj) is Array or not hasattr(type(obj), "__dlpack__"):
+        return obj
+    try:
+        memoryview(obj).release()
+        return obj
+    except TypeError:
+        return Array.from_buffer(obj)
+
+
 def _as_array(obj, name):
     if type(obj) is Array:
         return obj
@@ -57,9 +69,12 @@ def probe_f32(obj, name="array"):
     anything else (float64 included: no silent rounding)."""
     try:
         pb = probe(obj)
-    except TypeError:
-        raise TypeError(f"{name} must be a float32 buffer (NumPy array, array.array, "
-                        f"memoryview or mojolearn.Array), got {type(obj).__name__}") from None
+    except TypeError as exc:
+        if hasattr(type(obj), "__dlpack__"):  # e.g. a torch tensor that requires grad
+            raise TypeError(f"{name}: {exc}") from None
+        raise TypeError(f"{name} must be a float32 buffer (NumPy array, torch tensor, "
+                        f"array.array, memoryview or mojolearn.Array), got "
+                        f"{type(obj).__name__}") from None
     if not is_native_f32(pb.format, pb.itemsize):
         raise TypeError(f"{name} must be float32, got {dtype_name(pb.format, pb.itemsize)}")
     return pb
@@ -68,6 +83,7 @@ def probe_f32(obj, name="array"):
 def as_f32_c(obj, ndim=None, name="array"):
     """(Array, copied): `obj` as float32 C-contiguous, borrowed when it already is, else a
     C-order copy. TypeError for any other dtype (float64 included: no silent rounding)."""
+    obj = _dlpack_in(obj)
     pb = probe_f32(obj, name)
     _check_ndim(pb, ndim, name)
     if pb.c_contiguous:
@@ -79,6 +95,7 @@ def as_i32_c(obj, ndim=None, name="array"):
     """(Array, copied): integer values as int32 C-contiguous. Any integer format converts
     (int8..int64, unsigned); a non-integer format is a TypeError, a value outside int32 a
     ValueError naming `name`."""
+    obj = _dlpack_in(obj)
     try:
         pb = probe(obj)
     except TypeError:
@@ -93,7 +110,7 @@ def as_i32_c(obj, ndim=None, name="array"):
         return _as_array(obj, name), False
     if pb.c_contiguous and split_format(pb.format)[0] == "" and pb.nbytes:
         # array.array converts item by item in C and refuses values outside int32.
-        with memoryview(obj) as mv:
+        with (memoryview(obj) if type(obj) is not Array else obj._mv.cast("B")) as mv:
             flat = mv.cast("B").cast(split_format(pb.format)[1])
             try:
                 owned = _pyarray.array(_CODES["<i4"], flat)

@@ -171,9 +171,14 @@ def from_dlpack(obj):
                              f"mojolearn.from_dlpack takes CPU memory only (copy it to the CPU "
                              f"first, e.g. tensor.cpu())")
     try:
-        capsule = obj.__dlpack__(max_version=(1, 0))
-    except TypeError:  # a producer from before DLPack 1.0
-        capsule = obj.__dlpack__()
+        try:
+            capsule = obj.__dlpack__(max_version=(1, 0))
+        except TypeError:  # a producer from before DLPack 1.0
+            capsule = obj.__dlpack__()
+    except (RuntimeError, BufferError, ValueError) as exc:
+        raise TypeError(f"from_dlpack: {type(obj).__name__} refused to export its memory "
+                        f"({type(exc).__name__}: {str(exc)[:200]}); for a torch parameter pass "
+                        f"p.detach() (it shares the memory)") from None
     cap = ctypes.c_void_p(id(capsule))  # CPython: id() is the object's address
     versioned = bool(_api.PyCapsule_IsValid(cap, _VERSIONED))
     if not versioned and not _api.PyCapsule_IsValid(cap, _LEGACY):

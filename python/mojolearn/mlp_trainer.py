@@ -82,3 +82,61 @@ class MLPTrainer(MLPCore):
         trainer = cls.__new__(cls)
         trainer._init_core(spec, params, config, schedule, m=m, v=v, step=step)
         return trainer
+
+    # ------------------------------------------------------------ torch
+
+    @classmethod
+    def from_torch(cls, module, *, data_schedule=None, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                   weight_decay=0.01):
+        """A trainer with the weights (copied) of a torch `nn.Sequential` of `Linear` layers
+        with biases, float32, a `ReLU` between every two of them and none after the last.
+        torch is imported only here. `data_schedule` defaults to {"source": "torch"}."""
+        import torch
+
+        if not isinstance(module, torch.nn.Sequential):
+            raise TypeError(f"{_API}.from_torch: module must be a torch.nn.Sequential of Linear "
+                            f"and ReLU layers, got {type(module).__name__}")
+        layers = list(module)
+        sizes, weights = [], []
+        for i, layer in enumerate(layers):
+            want_linear = i % 2 == 0
+            if want_linear and not isinstance(layer, torch.nn.Linear):
+                raise ValueError(f"{_API}.from_torch: module[{i}] must be a Linear layer, got "
+                                 f"{type(layer).__name__}")
+            if not want_linear and not isinstance(layer, torch.nn.ReLU):
+                raise ValueError(f"{_API}.from_torch: module[{i}] must be a ReLU (one between "
+                                 f"every two Linear layers), got {type(layer).__name__}")
+            if want_linear:
+                if layer.bias is None:
+                    raise ValueError(f"{_API}.from_torch: module[{i}] has no bias (Linear layers "
+                                     f"with bias=True only)")
+                if sizes and layer.in_features != sizes[-1]:
+                    raise ValueError(f"{_API}.from_torch: module[{i}] takes {layer.in_features} "
+                                     f"inputs but the layer before gives {sizes[-1]}")
+                sizes = sizes or [layer.in_features]
+                sizes.append(layer.out_features)
+                weights += [layer.weight.detach().cpu().contiguous(),
+                            layer.bias.detach().cpu().contiguous()]
+        if not layers or len(layers) % 2 == 0:
+            raise ValueError(f"{_API}.from_torch: module must end with a Linear layer (no ReLU "
+                             f"after the last), got {len(layers)} modules")
+        return cls(sizes, weights, data_schedule=data_schedule or {"source": "torch"}, lr=lr,
+                   betas=betas, eps=eps, weight_decay=weight_decay)
+
+    def to_torch(self):
+        """The same network as a new torch `nn.Sequential` (Linear, ReLU, ..., Linear) holding
+        a copy of the current weights (float32, on the CPU). torch is imported only here."""
+        import torch
+
+        sizes = self._spec.sizes
+        modules = []
+        w = self.weights_
+        with torch.no_grad():
+            for l in range(len(sizes) - 1):
+                layer = torch.nn.Linear(sizes[l], sizes[l + 1])
+                layer.weight.copy_(torch.from_dlpack(w[f"weight{l + 1}"]))
+                layer.bias.copy_(torch.from_dlpack(w[f"bias{l + 1}"]))
+                modules.append(layer)
+                if l < len(sizes) - 2:
+                    modules.append(torch.nn.ReLU())
+        return torch.nn.Sequential(*modules)

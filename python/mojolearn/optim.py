@@ -118,7 +118,7 @@ def _is_sparse(obj):
 
 
 def _is_buffer(obj):
-    if type(obj) is Array:
+    if type(obj) is Array or hasattr(type(obj), "__dlpack__"):  # torch tensors: DLPack
         return True
     try:
         memoryview(obj).release()

@@ -194,7 +194,7 @@ ROWS = [
     ("Array/dtype", lambda e: ml.Array([1.0], "<f2"), TypeError, r"dtype must be one of"),
     ("Array/shape mismatch", lambda e: ml.Array([1.0, 2.0, 3.0], shape=(2, 2)), ValueError, r"shape \(2, 2\) does not hold 3 values"),
     ("Array/shape negative", lambda e: ml.Array([1.0], shape=(-1,)), ValueError, r"shape must hold non-negative ints"),
-    ("Array/values type", lambda e: ml.Array(object()), TypeError, r"buffer-protocol object"),
+    ("Array/values type", lambda e: ml.Array(object()), TypeError, r"buffer-protocol or DLPack object"),
     ("Array/reshape", lambda e: e.X.reshape(5, 5), ValueError, r"cannot reshape size 32"),
     ("Array/index", lambda e: e.X[4], IndexError, r"index 4 is out of bounds for axis 0"),
     ("Array/index type", lambda e: e.X[1.0], TypeError, r"Array indices must be ints"),
