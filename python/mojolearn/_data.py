@@ -30,7 +30,7 @@ import os
 import re
 import stat as _stat
 
-from ._files import kind, shown
+from ._files import kind, read_at_most, shown
 from ._portable import round_f32
 from ._rng import SplitMix64
 
@@ -320,21 +320,15 @@ def _read_csv_file(path):
         if st.st_size > MAX_CSV_BYTES:
             raise DataError(f"--data {name} has {st.st_size} bytes, more than the "
                             f"{MAX_CSV_BYTES >> 20} MiB a CSV may have")
-        chunks, size = [], 0
-        while size <= MAX_CSV_BYTES:
-            chunk = os.read(fd, min(1 << 20, MAX_CSV_BYTES + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
+        blob = read_at_most(fd, MAX_CSV_BYTES)
     except OSError as exc:
         raise DataError(f"cannot read --data {name}: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
-    if size > MAX_CSV_BYTES:
+    if len(blob) > MAX_CSV_BYTES:
         raise DataError(f"--data {name} has more than the {MAX_CSV_BYTES >> 20} MiB a CSV may "
                         f"have")
-    return b"".join(chunks)
+    return blob
 
 
 def _rows(text):

@@ -82,6 +82,19 @@ def write_all(fd, data):
         view = view[n:]
 
 
+def read_at_most(fd, bound):
+    """Up to `bound` + 1 bytes from `fd` (one more than allowed tells the caller it was over),
+    in chunks of at most 16 MiB: the bound holds however the file grows meanwhile."""
+    chunks, size = [], 0
+    while size <= bound:
+        chunk = os.read(fd, min(1 << 24, bound + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
 def _tag(real):
     return hashlib.sha256(os.fsencode(os.path.basename(real))).hexdigest()[:8]
 

@@ -305,16 +305,9 @@ def read_bounded(path, max_bytes=MAX_BYTES, schema=FILE_SCHEMA):
             if not tail.endswith(b'"schema":"' + MLP_FILE_SCHEMA.encode() + b'"}\n'):
                 bound = MAX_BYTES
         _check_regular(st, path, bound)
-        chunks, size = [], 0
-        while size <= bound:
-            chunk = os.read(fd, min(1 << 24, bound + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
+        data = _files.read_at_most(fd, bound)
     finally:
         os.close(fd)
-    data = b"".join(chunks)
     if len(data) > bound:
         raise ValueError(f"checkpoint: {_files.shown(path)!r} is larger than {bound} bytes")
     return data
