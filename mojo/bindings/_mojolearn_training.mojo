@@ -14,10 +14,12 @@ from entries.loss import (CROSS_ENTROPY, PORTABLE_MATH_EVAL, cross_entropy_entry
 from entries.mlp import (MLP_ADAMW, MLP_BIAS_ACTIVATION, MLP_RELU_BACKWARD, MLP_SUM_ROWS,
                          MLP_TRAIN_STEP, mlp_adamw, mlp_bias_activation, mlp_relu_backward,
                          mlp_sum_rows, mlp_train_step)
-from entries.mlp import (MLP_RESIDENT_CLOSE, MLP_RESIDENT_DOWNLOAD, MLP_RESIDENT_OPEN,
-                         MLP_RESIDENT_ROLLBACK, MLP_RESIDENT_STEP, MLP_RESIDENT_STEPS,
-                         mlp_resident_close, mlp_resident_download, mlp_resident_open,
-                         mlp_resident_rollback, mlp_resident_step, mlp_resident_steps)
+from entries.mlp import (MLP_RESIDENT_APPLY, MLP_RESIDENT_CLOSE, MLP_RESIDENT_DOWNLOAD,
+                         MLP_RESIDENT_GRADS, MLP_RESIDENT_OPEN, MLP_RESIDENT_ROLLBACK,
+                         MLP_RESIDENT_STEP, MLP_RESIDENT_STEPS, mlp_resident_apply,
+                         mlp_resident_close, mlp_resident_download, mlp_resident_grads,
+                         mlp_resident_open, mlp_resident_rollback, mlp_resident_step,
+                         mlp_resident_steps)
 from entries.optim import (OPTIM_CLIP_GRAD_NORM, OPTIM_COPY, OPTIM_RESIDENT_ALLOC,
                            OPTIM_RESIDENT_FREE, OPTIM_STEP, OPTIM_TREE_SUM, optim_clip_grad_norm,
                            optim_copy, optim_resident_alloc, optim_resident_free, optim_step,
@@ -33,7 +35,8 @@ def abi_layout() raises -> PythonObject:
                           MLP_BIAS_ACTIVATION, MLP_RELU_BACKWARD,
                           MLP_SUM_ROWS, MLP_ADAMW, MLP_TRAIN_STEP, MLP_RESIDENT_OPEN,
                           MLP_RESIDENT_STEP, MLP_RESIDENT_STEPS, MLP_RESIDENT_DOWNLOAD,
-                          MLP_RESIDENT_ROLLBACK, MLP_RESIDENT_CLOSE, OPTIM_STEP, OPTIM_CLIP_GRAD_NORM,
+                          MLP_RESIDENT_ROLLBACK, MLP_RESIDENT_CLOSE, MLP_RESIDENT_GRADS,
+                          MLP_RESIDENT_APPLY, OPTIM_STEP, OPTIM_CLIP_GRAD_NORM,
                           OPTIM_TREE_SUM, OPTIM_RESIDENT_ALLOC, OPTIM_RESIDENT_FREE, OPTIM_COPY,
                           CROSS_ENTROPY, PORTABLE_MATH_EVAL]:
         out.append(PythonObject(String(spec.name, "|", spec.addrs, "|", spec.params)))
@@ -64,6 +67,8 @@ def build_module(name: StaticString) raises -> PythonObject:
     m.def_function[mlp_resident_download]("mlp_resident_download")
     m.def_function[mlp_resident_rollback]("mlp_resident_rollback")
     m.def_function[mlp_resident_close]("mlp_resident_close")
+    m.def_function[mlp_resident_grads]("mlp_resident_grads")
+    m.def_function[mlp_resident_apply]("mlp_resident_apply")
     m.def_function[optim_step]("optim_step")
     m.def_function[optim_clip_grad_norm]("optim_clip_grad_norm")
     m.def_function[optim_tree_sum]("optim_tree_sum")

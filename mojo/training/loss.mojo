@@ -150,10 +150,12 @@ def cross_entropy(logits: F32P, targets: I32P, rows: Int, classes: Int, ignore_i
 
 
 def mean_cross_entropy(logits: F32P, targets: I32P, rows: Int, classes: Int, dlogits: F32P,
-                       want_grad: Bool) -> Float32:
+                       want_grad: Bool, divide_by: Int = 0) -> Float32:
     """Mean cross-entropy of ARITHMETIC.md (no smoothing, nothing ignored); dlogits (rows ×
-    classes) = d(mean)/d(logits) when `want_grad`. Targets in [0, classes), rows >= 1."""
-    var divisor = Float32(rows)
+    classes) = d(mean)/d(logits) when `want_grad`. Targets in [0, classes), rows >= 1.
+    `divide_by` > 0 divides by that count instead of `rows` (a microbatch of a larger batch:
+    its rows' summed losses over the whole batch's count, ARITHMETIC.md "Data parallel")."""
+    var divisor = Float32(divide_by if divide_by > 0 else rows)
     var total = Float32(0.0)
     for r in range(rows):
         var loss = _row(logits.unsafe_offset(r * classes), Int(targets[unsafe_offset=r]),

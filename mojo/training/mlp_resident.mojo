@@ -392,7 +392,7 @@ struct Outputs(ImplicitlyCopyable):
 
 
 def run_steps(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: Int, k: Int,
-              mode: Int, want_dx: Bool) -> Outcome:
+              mode: Int, want_dx: Bool, divide_by: Int = 0) -> Outcome:
     """Check the inputs, then run `k` steps (mode train) or one forward / gradient pass on the
     session, all or nothing. Pure Mojo (no Python API): the caller may release the GIL."""
     if mode != MODE_FORWARD:
@@ -409,7 +409,7 @@ def run_steps(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
     var t = s.t()
     if train:
         s.header()[unsafe_offset=S_BACKUP_T] = -1  # the run overwrites the spare bank
-    _run_host(s, x, y, y_itemsize, o, rows, k, mode, want_dx, t + 1)
+    _run_host(s, x, y, y_itemsize, o, rows, k, mode, want_dx, t + 1, divide_by)
     var which = _first_nonfinite_output(s, o, rows, k, mode, want_dx)
     if which.status != OK:
         return which  # the current bank is untouched
@@ -418,6 +418,13 @@ def run_steps(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
         s.header()[unsafe_offset=S_BACKUP_T] = Int64(t)
         s.set_t(t + k)
     return Outcome(OK, 0, 0)
+
+
+def on_device(s: Session) -> Bool:
+    """Whether a GPU build keeps this session's state in device memory (one hidden layer)."""
+    comptime if VENDOR != "cpu":
+        return s.layers == 2
+    return False
 
 
 def _device(s: Session) raises -> DeviceStateP:
@@ -476,7 +483,7 @@ def _run_device(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: 
 
 
 def _run_host(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: Int, k: Int,
-              mode: Int, want_dx: Bool, t0: Int):
+              mode: Int, want_dx: Bool, t0: Int, divide_by: Int = 0):
     """The CPU body of `run_steps`: k steps from the current bank into the spare one."""
     var train = mode == MODE_TRAIN
     var state = s.bank()
@@ -492,7 +499,9 @@ def _run_host(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
     var b2 = s.hyper(2)
     var eps = s.hyper(3)
     var wd = s.hyper(4)
-    var small = s.small()
+    # The lanes specialization divides by its own rows; another divisor takes the general
+    # path (the same operations, the same bits).
+    var small = s.small() and (divide_by == 0 or divide_by == rows)
     var sizes = List[Int]() if small else s.sizes()
     var inputs = s.inputs()
     var classes = s.classes()
@@ -515,7 +524,7 @@ def _run_host(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
             lanes_backward[8, 16, 3](xb, p, h, dl, dh, o.grads(), o.dx(), rows, want_dx)
         else:
             o.losses()[unsafe_offset=i] = mean_cross_entropy(o.logits(), yb, rows, classes,
-                                                             dl, True)
+                                                             dl, True, divide_by)
             layers_backward(sizes, xb, p, scratch, o.grads(), o.dx(), rows, want_dx)
         if train:
             adamw_flat_into(p, o.grads(), state.m(), state.v(), new.p(), new.m(), new.v(),
@@ -552,4 +561,29 @@ def _first_nonfinite_output(s: Session, o: Outputs, rows: Int, k: Int, mode: Int
         at = first_nonfinite(new.v(), n)
         if at >= 0:
             return Outcome(NONFINITE, NF_V, at)
+    return Outcome(OK, 0, 0)
+
+
+def apply_gradients(s: Session, grads: F32P) -> Outcome:
+    """One AdamW step with the given flat gradients, from the current bank into the spare one,
+    published only when the new state is finite (all or nothing, like a training run; the old
+    bank stays the rollback). CPU sessions only (the caller refuses device-resident ones)."""
+    var bad = first_nonfinite(grads, s.n)
+    if bad >= 0:
+        return Outcome(NONFINITE, NF_GRADS, bad)
+    var t = s.t()
+    var state = s.bank()
+    var new = s.bank(spare=True)
+    s.header()[unsafe_offset=S_BACKUP_T] = -1  # the spare bank is being overwritten
+    adamw_flat_into(state.p(), grads, state.m(), state.v(), new.p(), new.m(), new.v(), s.n,
+                    t + 1, s.hyper(0), s.hyper(1), s.hyper(2), s.hyper(3), s.hyper(4))
+    var checks: List[Int] = [NF_PARAMS, NF_M, NF_V]
+    for i in range(3):
+        var p = new.p() if i == 0 else (new.m() if i == 1 else new.v())
+        var at = first_nonfinite(p, s.n)
+        if at >= 0:
+            return Outcome(NONFINITE, checks[i], at)
+    s.switch_bank()
+    s.header()[unsafe_offset=S_BACKUP_T] = Int64(t)
+    s.set_t(t + 1)
     return Outcome(OK, 0, 0)

@@ -309,6 +309,33 @@ class MLPCore:
             raise new from None
         return buf, logits, grads, dx
 
+    # -- the data-parallel pieces (mojolearn.distributed): caller holds the lock ---------
+
+    def _microbatch(self, xa, ya, itemsize, rows, divide_by):
+        """The result buffer [loss | logits | grads] of one microbatch on the current state,
+        its loss and gradient divided by `divide_by` (the whole batch's rows). No step."""
+        if rows > self._session.capacity:
+            self._fit(rows)
+        spec = self._spec
+        buf = _ZERO * (1 + rows * spec.classes + spec.total)
+        try:
+            _binding().mlp_resident_grads([self._session.handle, xa, ya, buf.buffer_info()[0]],
+                                          [rows, itemsize, divide_by, self._step])
+        except (RuntimeError, ValueError) as exc:
+            raise _translate(exc, self._API) from None
+        return buf
+
+    def _apply_flat(self, grads_addr):
+        """One AdamW step in the session with the flat gradients at `grads_addr`; returns the
+        new step count. All or nothing."""
+        self._check_room(1)
+        try:
+            self._step = _binding().mlp_resident_apply([self._session.handle, grads_addr],
+                                                       [self._step])
+        except (RuntimeError, ValueError) as exc:
+            raise _translate(exc, self._API) from None
+        return self._step
+
     def _check_want_dx(self, value):
         if value is not False and value is not True:
             raise TypeError(f"{self._API}: return_input_grad must be a bool, got "

@@ -18,6 +18,7 @@ from training.copy import copy_floats
 from training.mlp import (
     MLPDims,
     MODE_FORWARD,
+    MODE_GRADS,
     MODE_TRAIN,
     adamw_flat,
     bias_activation,
@@ -39,6 +40,8 @@ from training.mlp_resident import (
     is_session,
     read_label,
     run_steps,
+    apply_gradients,
+    on_device,
     session_close,
     session_download,
     session_open,
@@ -233,6 +236,9 @@ comptime MLP_RESIDENT_STEP = Layout("mlp_resident_step", "session,x,targets,out"
 comptime MLP_RESIDENT_STEPS = Layout("mlp_resident_steps", "session,x,targets,out",
                                      "rows,k,target_itemsize,t")
 comptime MLP_RESIDENT_DOWNLOAD = Layout("mlp_resident_download", "session,params,m,v", "")
+comptime MLP_RESIDENT_GRADS = Layout("mlp_resident_grads", "session,x,targets,out",
+                                     "rows,target_itemsize,divide_by,t")
+comptime MLP_RESIDENT_APPLY = Layout("mlp_resident_apply", "session,grads", "t")
 comptime MLP_RESIDENT_ROLLBACK = Layout("mlp_resident_rollback", "session", "t_before")
 comptime MLP_RESIDENT_CLOSE = Layout("mlp_resident_close", "session", "")
 
@@ -319,8 +325,11 @@ def _addr_arg(entry: StaticString, name: StaticString, obj: PythonObject) raises
 
 def _resident_run(E: StaticString, session: Int, x_at: Int, y: Int, out_at: Int, mode: Int,
                   rows: Int, k: Int, itemsize: Int, want_dx: Bool,
-                  t: Int) raises -> PythonObject:
+                  t: Int, divide_by: Int = 0) raises -> PythonObject:
     var s = _session(E, session)
+    if divide_by != 0 and on_device(s):
+        raise Error("RuntimeError: ", E, ": microbatch gradients of a device-resident session "
+                    "are not supported yet; use MOJOLEARN_VENDOR=cpu")
     if rows > s.capacity:
         raise Error("ValueError: ", E, ": rows = ", rows, " exceeds the session's capacity of ",
                     s.capacity, " rows")
@@ -337,10 +346,10 @@ def _resident_run(E: StaticString, session: Int, x_at: Int, y: Int, out_at: Int,
     var outcome: Outcome
     if rows * k >= _GIL_RELEASE_ROWS:
         var ts = external_call["PyEval_SaveThread", Int]()  # pure Mojo until restored
-        outcome = run_steps(s, x, y, itemsize, o, rows, k, mode, want_dx)
+        outcome = run_steps(s, x, y, itemsize, o, rows, k, mode, want_dx, divide_by)
         external_call["PyEval_RestoreThread", NoneType](ts)
     else:
-        outcome = run_steps(s, x, y, itemsize, o, rows, k, mode, want_dx)
+        outcome = run_steps(s, x, y, itemsize, o, rows, k, mode, want_dx, divide_by)
     if outcome.status == BAD_TARGET:
         raise Error("ValueError: ", E, ": targets must be classes 0..", s.classes() - 1,
                     "; targets[", outcome.detail, "] = ", read_label(y, itemsize, outcome.detail))
@@ -389,3 +398,44 @@ def mlp_resident_steps(session: PythonObject, x: PythonObject, targets: PythonOb
                          _int_arg(E, "k", k, 1, _MAX_STEP),
                          _int_arg(E, "target_itemsize", target_itemsize, 4, 8), False,
                          _int_arg(E, "t", t, 0, _MAX_STEP))
+
+
+def mlp_resident_grads(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
+    """Loss and gradients of one microbatch on the session's current state, divided by
+    `divide_by` (the whole batch's row count) instead of its own rows; out = [loss | logits |
+    grads]. The state is not changed. Returns the session's step count."""
+    comptime E = MLP_RESIDENT_GRADS.name
+    var args = Args(MLP_RESIDENT_GRADS, addrs, params)
+    var rows = args.int(0, "rows", 1, _MAX_CAPACITY)
+    var divide_by = args.int(2, "divide_by", 1, 1 << 40)
+    if divide_by < rows:
+        raise Error("ValueError: ", E, ": divide_by = ", divide_by, " is less than the ", rows,
+                    " rows of the microbatch")
+    return _resident_run(E, args.addrs[0], args.addrs[1], args.addrs[2], args.addrs[3],
+                         MODE_GRADS, rows, 1, args.int(1, "target_itemsize", 4, 8), False,
+                         args.int(3, "t", 0, _MAX_STEP), divide_by)
+
+
+def mlp_resident_apply(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
+    """One AdamW step with the flat gradients at `grads` (parameter order), in the session,
+    all or nothing. Returns the new step count."""
+    comptime E = MLP_RESIDENT_APPLY.name
+    var args = Args(MLP_RESIDENT_APPLY, addrs, params)
+    var s = _session(E, args.addrs[0])
+    var t = args.int(0, "t", 0, _MAX_STEP)
+    if on_device(s):
+        raise Error("RuntimeError: ", E, ": applying gradients to a device-resident session is "
+                    "not supported yet; use MOJOLEARN_VENDOR=cpu")
+    if t != s.t():
+        raise Error("RuntimeError: ", E, ": the caller expects step ", t,
+                    " but the session is at step ", s.t())
+    if t + 1 > _MAX_STEP:
+        raise Error("ValueError: ", E, ": step ", t + 1, " passes the step limit 2**31-1")
+    var outcome = apply_gradients(s, args.f32(1))
+    if outcome.status == NONFINITE:
+        var names: List[StaticString] = ["logits", "losses", "grads", "input_grad", "params",
+                                         "m", "v"]
+        raise Error("RuntimeError: ", E, ": ", "input " if outcome.detail == 2 else "output ",
+                    "'", names[outcome.detail], "' is not finite at index ", outcome.index,
+                    " (the session is unchanged)")
+    return PythonObject(s.t())

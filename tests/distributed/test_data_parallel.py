@@ -1,0 +1,169 @@
+"""DataParallel (issue 18): N = 1, 2, 3, 4 processes under `mpiexec` end with the bits of the
+one-process run for a fixed M; M = 1 is plain `train_step`; the shard form equals the global
+form; a checkpoint saved under N = 4 resumes under N = 2 to the uninterrupted hash; a rank
+killed with SIGKILL ends the job promptly, non-zero, and the last checkpoint loads. The MPI
+tests skip with a printed reason where mpi4py or mpiexec is absent (CI installs both)."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import mojolearn as ml
+from mojolearn import _rng
+from mojolearn.distributed import DataParallel
+
+from ..helpers import PKG_PARENT
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable) + os.pathsep +
+                       os.environ.get("PATH", ""))
+
+
+def _mpi_or_skip():
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        pytest.skip("mpi4py is not installed (the 'mpi' extra; CI installs it)")
+    if MPIEXEC is None:
+        pytest.skip("mpiexec is not on PATH (the mpich wheel provides it)")
+
+
+def _run(n, *args, timeout=180):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, PKG_PARENT]))
+    cmd = [MPIEXEC, "-n", str(n), sys.executable, "-m", "tests.distributed._child", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
+                          cwd=ROOT)
+    assert proc.returncode == 0, f"{cmd}: rc {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    step, digest = proc.stdout.split()[-2:]
+    return int(step), digest
+
+
+def _alone(*args):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, PKG_PARENT]))
+    proc = subprocess.run([sys.executable, "-m", "tests.distributed._child", *args],
+                          capture_output=True, text=True, timeout=180, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    step, digest = proc.stdout.split()[-2:]
+    return int(step), digest
+
+
+# -- one process (no MPI needed) ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make", [
+    lambda: ml.SmallMLPTrainer(*_rng.init_small_mlp(2), data_schedule={"a": 1}),
+    lambda: ml.MLPTrainer([8, 12, 5, 3], seed=2, data_schedule={"a": 1}),
+])
+def test_one_microbatch_is_train_step_bit_for_bit(make):
+    a, b = make(), make()
+    dp = DataParallel(b, microbatches=1, comm=_one())
+    for X, y in _rng.batches(3, 24, 5):
+        ra, rb = a.train_step(X, y), dp.train_step(X, y)
+        assert ra["loss"] == rb["loss"] and ra["step"] == rb["step"]
+    assert a.state_hash() == b.state_hash()
+
+
+def _one():
+    from mojolearn.distributed import _OneProcess
+    return _OneProcess()
+
+
+def test_refusals_name_both_numbers_and_change_nothing():
+    t = ml.MLPTrainer([8, 6, 3], seed=1, data_schedule={"a": 1})
+    with pytest.raises(ValueError, match=r"microbatches must be a power of two >= 1 .* got 3"):
+        DataParallel(t, microbatches=3, comm=_one())
+    with pytest.raises(TypeError, match=r"trainer must be a SmallMLPTrainer or MLPTrainer"):
+        DataParallel(object(), comm=_one())
+    dp = DataParallel(t, microbatches=4, comm=_one())
+    before = t.state_hash()
+    X, y = next(iter(_rng.batches(4, 30, 1)))
+    with pytest.raises(ValueError, match=r"the batch has 30 rows, not a multiple of "
+                                         r"microbatches=4"):
+        dp.train_step(X, y)
+    with pytest.raises(ValueError, match=r"X has 30 rows; the shard of rank 0 is 4 "
+                                         r"microbatches of 8 rows"):
+        dp.train_step(X, y, global_rows=32)
+    assert t.state_hash() == before and t.step_ == 0
+    assert dp.microbatches_of(0) == [0, 1, 2, 3] and dp.rank == 0 and dp.size == 1
+
+
+def test_asking_for_mpi_without_mpi4py_names_the_extra(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_mpi(name, *a, **k):
+        if name.startswith("mpi4py"):
+            raise ImportError("no mpi4py here")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_mpi)
+    t = ml.MLPTrainer([8, 6, 3], data_schedule={"a": 1})
+    with pytest.raises(ImportError, match=r"pip install 'mojolearn\[mpi\]'"):
+        DataParallel(t, comm="mpi")
+    assert DataParallel(t, microbatches=2).size == 1  # None without mpi4py: one process
+
+
+# -- several processes ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["small", "mlp"])
+def test_one_to_four_processes_give_the_bits_of_one(kind):
+    _mpi_or_skip()
+    want = _alone(kind, "4", "30", "global")
+    assert want[0] == 30
+    for n in (1, 2, 3, 4):
+        assert _run(n, kind, "4", "30", "global") == want, f"{kind}, {n} processes"
+
+
+def test_one_microbatch_under_two_processes_is_plain_train_step():
+    _mpi_or_skip()
+    t = ml.SmallMLPTrainer(*_rng.init_small_mlp(5), data_schedule={"run": "dp"})
+    for X, y in _rng.batches(11, 32, 30):
+        t.train_step(X, y)
+    assert _run(2, "small", "1", "30", "global") == (30, t.state_hash())
+
+
+def test_the_shard_form_equals_the_global_form():
+    _mpi_or_skip()
+    assert _run(3, "mlp", "4", "30", "shard") == _run(2, "mlp", "4", "30", "global")
+
+
+def test_a_checkpoint_saved_under_four_resumes_under_two(tmp_path):
+    _mpi_or_skip()
+    want = _alone("mlp", "4", "30", "global")
+    ckpt = str(tmp_path / "dp.ckpt")
+    assert _run(4, "mlp", "4", "30", "global", "-", ckpt, "12")[0] == 12
+    assert _run(2, "mlp", "4", "30", "global", ckpt) == want
+
+
+def test_a_rank_killed_mid_run_ends_the_job_promptly_and_the_checkpoint_loads(tmp_path):
+    _mpi_or_skip()
+    ckpt = tmp_path / "k.ckpt"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, PKG_PARENT]))
+    script = (
+        "import os, signal, sys\n"
+        "import mojolearn as ml\n"
+        "from mojolearn import _rng\n"
+        "from mojolearn.distributed import DataParallel\n"
+        "t = ml.MLPTrainer([8, 24, 3], seed=1, data_schedule={'a': 1})\n"
+        "dp = DataParallel(t, microbatches=2)\n"
+        f"path = {str(ckpt)!r}\n"
+        "for X, y in _rng.batches(2, 16, 100000):\n"
+        "    out = dp.train_step(X, y)\n"
+        "    if out['step'] % 10 == 0:\n"
+        "        dp.save_checkpoint(path)\n"
+        "    if out['step'] == 25 and dp.rank == 1:\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n")
+    t0 = time.monotonic()
+    proc = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-c", script], capture_output=True,
+                          text=True, timeout=120, env=env)
+    elapsed = time.monotonic() - t0
+    assert proc.returncode != 0, proc.stdout
+    assert elapsed < 60, f"the job took {elapsed:.0f} s to end after a rank died"
+    resumed = ml.MLPTrainer.from_checkpoint(ckpt)
+    assert resumed.step_ == 20
