@@ -172,26 +172,27 @@ class DataParallel:
         return {"step": step, "loss": self._loss[0]}
 
     def _gather(self, buffers, per):
-        """All M gradients (and losses) into the preallocated arrays, microbatch order."""
+        """All M gradients (and losses) into the preallocated arrays, microbatch order: this
+        process's block is copied in place (memoryview slices: one memcpy each), then one
+        in-place Allgatherv fills in the others'."""
         t = self.trainer
         n, classes = t._spec.total, t._spec.classes
         start = 1 + per * classes  # [loss | logits | grads]
-        local = _pyarray.array("f")
-        losses = _pyarray.array("f")
-        for buf in buffers:
-            local.extend(buf[start:start + n])
-            losses.append(buf[0])
+        first = self.microbatches_of(self.rank)[:1]
+        grads, losses = memoryview(self._grads), memoryview(self._losses)
+        for j, buf in enumerate(buffers):
+            i = first[0] + j
+            grads[i * n:(i + 1) * n] = memoryview(buf)[start:start + n]
+            losses[i] = buf[0]
         if self._mpi is None:
-            self._grads[:] = local
-            self._losses[:] = losses
             return
-        F = self._mpi.FLOAT
+        F, IN_PLACE = self._mpi.FLOAT, self._mpi.IN_PLACE
         counts = [c * n for c in self._counts]
         displs = [sum(counts[:r]) for r in range(self.size)]
-        self._comm.Allgatherv([local, F], [self._grads, (counts, displs), F])
+        self._comm.Allgatherv(IN_PLACE, [self._grads, (counts, displs), F])
         lcounts = list(self._counts)
         ldispls = [sum(lcounts[:r]) for r in range(self.size)]
-        self._comm.Allgatherv([losses, F], [self._losses, (lcounts, ldispls), F])
+        self._comm.Allgatherv(IN_PLACE, [self._losses, (lcounts, ldispls), F])
 
     # ------------------------------------------------------------ checkpoints
 
