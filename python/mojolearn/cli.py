@@ -73,6 +73,13 @@ class _Parser(argparse.ArgumentParser):
                                             f"--help)\n", sys.stderr))
 
 
+def _power_of_two(text):
+    value = _int_in(1, 1 << 20, "power of two in [1, 2**20]")(text)
+    if value & (value - 1):
+        raise argparse.ArgumentTypeError(f"expected a power of two (1, 2, 4, ...), got {value}")
+    return value
+
+
 def _layers_arg(text):
     try:
         sizes = [int(part, 10) for part in text.split(",")]
@@ -145,6 +152,11 @@ def build_parser():
     train.add_argument("--checkpoint-every", type=_int_in(1, (1 << 31) - 1, ">= 1"),
                        metavar="K", default=d["checkpoint_every"],
                        help=f"save every K steps (default {d['checkpoint_every']})")
+    train.add_argument("--microbatches", type=_power_of_two, metavar="M",
+                       help="data-parallel steps of M microbatches (a power of two dividing "
+                            "every batch): under `mpiexec -n N` the N processes share them and "
+                            "end with the bits of one process; rank 0 writes the checkpoint, "
+                            "history and output")
     train.add_argument("--resume", action="store_true",
                        help="continue the run saved in --checkpoint at exactly the next batch")
     train.add_argument("--plot", metavar="PNG",
@@ -259,6 +271,9 @@ def run_schedule_problem(state):
             return f"data_schedule has no {key!r}"
         if not ok(schedule[key]):
             return f"data_schedule {key} must be {what}, got {schedule[key]!r}"[:300]
+    m = schedule.get("microbatches", 1)
+    if type(m) is not int or m < 1 or m & (m - 1):
+        return f"data_schedule microbatches must be a power of two, got {m!r}"[:300]
     layers = schedule.get("layers")
     mlp = state["schema"] == _mlp_schema()
     if mlp and layers != state["architecture"] or not mlp and "layers" in schedule:
@@ -328,16 +343,17 @@ def _resolve_options(args, stored):
     On --resume a given option that differs from the checkpoint is refused by name."""
     d = DEFAULTS
     opts = {"batch_size": args.batch_size, "seed": args.seed, "lr": args.lr,
-            "weight_decay": args.weight_decay, "mode": args.mode, "layers": args.layers}
+            "weight_decay": args.weight_decay, "mode": args.mode, "layers": args.layers,
+            "microbatches": args.microbatches}
     if stored is None:
         # MOJOLEARN_NUMERIC_MODE, else identical; digits' default network is MLPTrainer's.
-        defaults = dict(d, mode=_requested_mode(),
+        defaults = dict(d, mode=_requested_mode(), microbatches=None,
                         layers=DIGITS_LAYERS if args.dataset == _data.DIGITS_NAME else None)
         return {k: (v if v is not None else defaults[k]) for k, v in opts.items()}
     conflicts = []
     for key, flag in (("batch_size", "--batch-size"), ("seed", "--seed"), ("lr", "--lr"),
                       ("weight_decay", "--weight-decay"), ("mode", "--mode"),
-                      ("layers", "--layers")):
+                      ("layers", "--layers"), ("microbatches", "--microbatches")):
         given, saved = opts[key], stored.get(key)
         if given is not None and given != saved:
             conflicts.append(f"{flag} {given} (checkpoint: {saved})")
@@ -380,6 +396,8 @@ def _schedule(dataset, opts, epoch, cursor):
                 "epoch": epoch, "cursor": cursor}
     if opts["layers"] is not None:  # an MLPTrainer run (SmallMLPTrainer's schedule has none)
         schedule["layers"] = list(opts["layers"])
+    if opts["microbatches"] is not None:  # a data-parallel run
+        schedule["microbatches"] = opts["microbatches"]
     return schedule
 
 
@@ -406,12 +424,24 @@ def _evaluate(trainer, dataset):
     return (float(loss) if n <= most else total / n), correct / n
 
 
-def _save(trainer, history, path, schedule):
+def _save(trainer, history, path, schedule, dp=None):
     """History first (after a crash it then holds at least the checkpoint's steps), then the
-    checkpoint with the data position of the next batch in its data_schedule."""
-    history.flush()
+    checkpoint with the data position of the next batch in its data_schedule. A data-parallel
+    run's processes all record the schedule (it is part of the state); rank 0 writes, and all
+    return once it has (or all raise)."""
     trainer.data_schedule = schedule
-    trainer.save_checkpoint(path)
+    if dp is None:
+        history.flush()
+        trainer.save_checkpoint(path)
+        return
+    problem = None
+    if dp.rank == 0:
+        try:
+            history.flush()
+            trainer.save_checkpoint(path)
+        except Exception as exc:  # noqa: BLE001 - every process must hear of it
+            problem = exc
+    dp._agree(problem)
 
 
 def _target(path, flag):
@@ -458,9 +488,68 @@ def cmd_train(args, out):
         _require_matplotlib()
     _target(args.checkpoint, "--checkpoint")
     _target(_history.path_for(args.checkpoint), "--checkpoint's history")
-    with _lock_run(args.checkpoint):
-        run = _setup_run(args)
-        return _report(args, run, _train_loop(args, run, out))
+    m = args.microbatches
+    if m is None and args.resume:  # a data-parallel run resumes data-parallel
+        try:
+            m = _peek_checkpoint(args.checkpoint).get("microbatches")
+        except UsageError:
+            pass  # _setup_run says what is wrong with the checkpoint
+    group = _Group(m)
+    problem, lock = None, None
+    try:
+        if group.root:  # one lock for the job: rank 0's
+            lock = _lock_run(args.checkpoint)
+    except UsageError as exc:
+        problem = exc
+    group.agree(problem)
+    try:
+        problem, run = None, None
+        try:
+            run = _setup_run(args, group)
+        except UsageError as exc:
+            problem = exc
+        group.agree(problem)
+        return _report(args, run, _train_loop(args, run, out if group.root else group.quiet()))
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+class _Group:
+    """The processes of a run: one without --microbatches; with it, MPI's world when mpi4py
+    is there (else one process). Only rank 0 writes files and output; a refusal on any rank
+    is raised on all of them, so no process waits for another forever."""
+
+    def __init__(self, microbatches):
+        self.comm, self.mpi = None, None
+        if microbatches is not None:
+            from .distributed import _world
+            self.comm, self.mpi = _world(None)
+        self.rank = 0 if self.comm is None else self.comm.rank
+        self.root = self.rank == 0
+        global _QUIET
+        _QUIET = not self.root
+
+    def agree(self, problem):
+        if self.mpi is None:
+            if problem is not None:
+                raise problem
+            return
+        failed = self.comm.allgather(None if problem is None else str(problem))
+        first = next((f for f in failed if f), None)
+        if first is not None:
+            raise problem if problem is not None else UsageError(first)
+
+    def any(self, flag):
+        """The largest `flag` of all processes (a signal seen by one stops all together)."""
+        return flag if self.mpi is None else self.comm.allreduce(flag, op=self.mpi.MAX)
+
+    @staticmethod
+    def quiet():
+        return open(os.devnull, "w")
+
+
+_QUIET = False  # a data-parallel process other than rank 0: no output
 
 
 class _Run:
@@ -470,7 +559,7 @@ class _Run:
         self.__dict__.update(fields)
 
 
-def _setup_run(args):
+def _setup_run(args, group):
     """Options, dataset and trainer of a fresh run (step 0 saved at once) or a resumed one;
     every refusal is a UsageError before anything is written."""
     ckpt = args.checkpoint
@@ -491,6 +580,11 @@ def _setup_run(args):
     if stored is not None:
         _check_dataset(dataset, stored)
     bs = opts["batch_size"]
+    m = opts["microbatches"]
+    if m is not None and (bs % m or dataset.n_train % bs % m):
+        raise UsageError(f"--microbatches {m} must divide every batch: --batch-size {bs} and "
+                         f"the epoch's last batch of {dataset.n_train % bs or bs} rows "
+                         f"({dataset.n_train} training rows)")
     per_epoch = _data.steps_per_epoch(dataset.n_train, bs)
     end = args.steps if args.steps is not None else per_epoch * (args.epochs or DEFAULTS["epochs"])
     history = _history.History(ckpt)
@@ -501,18 +595,25 @@ def _setup_run(args):
             raise UsageError(f"--resume: {_shown(ckpt)}: {exc}") from None
         start = trainer.step_
         epoch, cursor = stored["epoch"], stored["cursor"]
-        history.resume_at(start)
+        if group.root:
+            history.resume_at(start)
     else:
         start, epoch, cursor = 0, 0, 0
         try:
             trainer = _new_trainer(opts, _schedule(dataset, opts, 0, 0))
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        history.start_fresh()
+    dp = None
+    if m is not None:
+        from .distributed import DataParallel
+        dp = DataParallel(trainer, m, group.comm)
+    if stored is None:
+        if group.root:
+            history.start_fresh()
         # Step 0 on disk at once: the checkpoint and its history never belong to two runs.
-        _save(trainer, history, ckpt, _schedule(dataset, opts, 0, 0))
+        _save(trainer, history, ckpt, _schedule(dataset, opts, 0, 0), dp)
     return _Run(ckpt=ckpt, opts=opts, dataset=dataset, per_epoch=per_epoch, start=start,
-                end=end, history=history, trainer=trainer, saved=start,
+                end=end, history=history, trainer=trainer, saved=start, dp=dp, group=group,
                 stream=_data.BatchStream(dataset, opts["seed"], bs, epoch, cursor))
 
 
@@ -525,7 +626,8 @@ def _train_loop(args, run, out):
     trainer, dataset, history, ckpt = run.trainer, run.dataset, run.history, run.ckpt
     opts, stream, end = run.opts, run.stream, run.end
     every = args.log_every or max(1, (end - run.start) // 20)
-    run.progress = progress = Progress(run.start, end, every, json_lines=args.json, stream=out)
+    run.progress = progress = Progress(run.start, end, every, stream=out,
+                                       json_lines=args.json and run.group.root)
     what = f"{dataset.name} ({dataset.n_train} train / {dataset.n_test} test rows)"
     progress.emit({"event": "start", "dataset": dataset.name, "dataset_sha256": dataset.sha256,
                    "n_train": dataset.n_train, "n_test": dataset.n_test,
@@ -544,28 +646,35 @@ def _train_loop(args, run, out):
         try:
             while step < end and not interrupt.hit:
                 x, y, rows = stream.next_batch()
-                result = trainer.train_step(Array._wrap(x, (rows, dataset.n_features), "<f4"),
-                                            Array._wrap(y, (rows,), "<i4"))
+                X = Array._wrap(x, (rows, dataset.n_features), "<f4")
+                Y = Array._wrap(y, (rows,), "<i4")
+                if run.dp is None:
+                    result = trainer.train_step(X, Y)
+                    correct = _argmax_correct(result["logits"], y, rows)
+                    record = {"accuracy": correct / rows}
+                else:  # the steps' logits stay with the processes that computed them
+                    result, correct, record = run.dp.train_step(X, Y), 0, {}
                 step, loss = result["step"], float(result["loss"])
-                correct = _argmax_correct(result["logits"], y, rows)
-                record = {"step": step, "loss": loss, "accuracy": correct / rows}
+                record.update(step=step, loss=loss)
                 # Test points depend on the step only (epoch ends), so a trace is the same
                 # however the run was cut into legs; the end-of-run figures are in the report.
                 if step % run.per_epoch == 0:
                     record["test_loss"], record["test_accuracy"] = _evaluate(trainer, dataset)
                 history.add(record)
-                progress.update(step, loss, correct, rows)
+                progress.update(step, loss, correct, rows if run.dp is None else 0)
                 if step % args.checkpoint_every == 0 and step != end:
                     _save(trainer, history, ckpt, _schedule(dataset, opts, stream.epoch,
-                                                             stream.cursor))
+                                                             stream.cursor), run.dp)
                     run.saved = step
+                interrupt.hit = run.group.any(interrupt.hit)
         except RuntimeError as exc:  # the state is unchanged: the step was refused whole
             progress.close()
             raise UsageError(f"step {trainer.step_ + 1} is not finite, so the run stopped "
                              f"(lr {opts['lr']}, weight decay {opts['weight_decay']} diverge: "
                              f"try smaller ones); {_shown(ckpt)} keeps step {run.saved}; "
                              f"{str(exc)[:200]}") from None
-        _save(trainer, history, ckpt, _schedule(dataset, opts, stream.epoch, stream.cursor))
+        _save(trainer, history, ckpt, _schedule(dataset, opts, stream.epoch, stream.cursor),
+              run.dp)
     progress.close()
     return interrupt.hit, step, loss
 
@@ -590,7 +699,7 @@ def _report(args, run, outcome):
                "test_loss": test_loss, "test_accuracy": test_acc, "state_hash": state_hash,
                "checkpoint": _shown(ckpt), "history": _shown(history),
                "seconds": round(progress.elapsed(), 3)}
-    if args.plot:
+    if args.plot and run.group.root:
         _plot(_history.read(history), args.plot, dataset.name, (trainer.step_, test_loss))
         summary["plot"] = _shown(args.plot)
     acc = "n/a" if test_acc is None else f"{100 * test_acc:.1f}% ({dataset.n_test} rows)"
@@ -756,8 +865,9 @@ def main(argv=None):
         _requested_mode()  # a bad MOJOLEARN_NUMERIC_MODE is one line for every command
         return args.func(args, out)
     except UsageError as exc:
-        print(printable(f"mojolearn {args.command}: error: {exc}", sys.stderr),
-              file=sys.stderr)
+        if not _QUIET:  # under mpiexec, one line from rank 0 (every rank refused the same)
+            print(printable(f"mojolearn {args.command}: error: {exc}", sys.stderr),
+                  file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print(f"mojolearn {args.command}: interrupted", file=sys.stderr)

@@ -167,3 +167,62 @@ def test_a_rank_killed_mid_run_ends_the_job_promptly_and_the_checkpoint_loads(tm
     assert elapsed < 60, f"the job took {elapsed:.0f} s to end after a rank died"
     resumed = ml.MLPTrainer.from_checkpoint(ckpt)
     assert resumed.step_ == 20
+
+
+# -- the command line --------------------------------------------------------------------------
+
+
+def _cli(args, cwd, n=None):
+    env = dict(os.environ, PYTHONPATH=PKG_PARENT)
+    env.pop("MOJOLEARN_NUMERIC_MODE", None)
+    cmd = [sys.executable, "-m", "mojolearn", "train", *args, "--json"]
+    if n is not None:
+        cmd = [MPIEXEC, "-n", str(n)] + cmd
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=cwd)
+    return proc
+
+
+def _done(proc):
+    import json
+
+    assert proc.returncode == 0, f"rc {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+    lines = [json.loads(l) for l in proc.stdout.splitlines() if l.startswith("{")]
+    done = [l for l in lines if l.get("event") == "done"]
+    assert len(done) == 1, "rank 0 alone reports"
+    return done[0]
+
+
+@pytest.mark.parametrize("args", [["--steps", "24", "--microbatches", "4"],
+                                  ["--dataset", "digits", "--steps", "30", "--microbatches", "2"]])
+def test_the_cli_under_mpiexec_equals_one_process(tmp_path, args):
+    _mpi_or_skip()
+    one = _done(_cli([*args, "--checkpoint", "one.ckpt"], tmp_path))
+    two = _done(_cli([*args, "--checkpoint", "two.ckpt"], tmp_path, n=2))
+    assert two["state_hash"] == one["state_hash"]
+    assert (tmp_path / "two.ckpt.history.jsonl").read_bytes() == \
+        (tmp_path / "one.ckpt.history.jsonl").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["one.ckpt", "one.ckpt.history.jsonl", "two.ckpt", "two.ckpt.history.jsonl"])
+
+
+def test_the_cli_resumes_under_another_process_count(tmp_path):
+    _mpi_or_skip()
+    whole = _done(_cli(["--steps", "40", "--microbatches", "4", "--checkpoint", "w.ckpt"],
+                       tmp_path))
+    _done(_cli(["--steps", "15", "--microbatches", "4", "--checkpoint", "r.ckpt"], tmp_path, n=4))
+    again = _done(_cli(["--resume", "--steps", "40", "--checkpoint", "r.ckpt"], tmp_path, n=3))
+    assert again["state_hash"] == whole["state_hash"]
+    assert (tmp_path / "r.ckpt.history.jsonl").read_bytes() == \
+        (tmp_path / "w.ckpt.history.jsonl").read_bytes()
+
+
+def test_cli_refusals_are_one_line_from_rank_zero(tmp_path):
+    _mpi_or_skip()
+    proc = _cli(["--microbatches", "32"], tmp_path, n=2)
+    assert proc.returncode == 2
+    err = [l for l in proc.stderr.splitlines() if l.startswith("mojolearn")]
+    assert err == ["mojolearn train: error: --microbatches 32 must divide every batch: "
+                   "--batch-size 16 and the epoch's last batch of 16 rows (144 training rows)"]
+    assert list(tmp_path.iterdir()) == []
+    proc = _cli(["--microbatches", "3"], tmp_path)
+    assert proc.returncode == 2 and "--microbatches: expected a power of two" in proc.stderr
