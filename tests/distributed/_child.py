@@ -3,11 +3,12 @@ trains `steps` data-parallel steps and prints the state hash from rank 0.
 
     python -m tests.distributed._child TRAINER M STEPS FORM [CKPT_IN] [CKPT_OUT] [SAVE_AT]
 """
+import os
 import sys
 
 import mojolearn as ml
 from mojolearn import _rng
-from mojolearn.distributed import DataParallel
+from mojolearn.distributed import DataParallel, _OneProcess
 
 
 def make(kind):
@@ -24,7 +25,9 @@ def main(argv):
     trainer = make(kind)
     if ckpt_in:
         trainer.load_checkpoint(ckpt_in)
-    dp = DataParallel(trainer, microbatches=m)
+    # DP_ALONE=1: the reference, one process with no MPI at all (mpi4py never imported).
+    comm = _OneProcess() if os.environ.get("DP_ALONE") == "1" else None
+    dp = DataParallel(trainer, microbatches=m, comm=comm)
     batches = _rng.batches(11, 32, steps)
     for X, y in batches[trainer.step_:]:
         if form == "shard":

@@ -43,7 +43,8 @@ def _run(n, *args, timeout=180):
 
 
 def _alone(*args):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, PKG_PARENT]))
+    """The reference: one process, no MPI at all."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, PKG_PARENT]), DP_ALONE="1")
     proc = subprocess.run([sys.executable, "-m", "tests.distributed._child", *args],
                           capture_output=True, text=True, timeout=180, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
