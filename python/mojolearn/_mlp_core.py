@@ -194,7 +194,7 @@ class MLPCore:
         """Restore a `state_dict()` snapshot (same layer sizes, same numeric mode); validated
         and copied before anything changes. Returns self."""
         params, m, v, flags, step, config, schedule, _ = S.validate_state(
-            state, self._mode, self._spec, self._API)
+            state, self._mode, self._spec, self._API, self._SCHEMA)
         with self._lock:
             self._publish(params, m, v, step, config, schedule, flags)
         return self

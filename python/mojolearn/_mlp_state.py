@@ -205,17 +205,17 @@ MLP_SCHEMA = "mojolearn.mlp-trainer.v1"
 MLP_OPTIMIZER_KEYS = frozenset(("kind", "step", "m", "v"))
 
 
-def validate_state(state, mode=None, spec=SMALL, api="SmallMLPTrainer"):
+def validate_state(state, mode=None, spec=SMALL, api="SmallMLPTrainer", schema=SCHEMA):
     """Check a whole state (`state_dict()` form, tensors as buffers) and copy it.
 
-    `spec` SMALL is SmallMLPTrainer's state (schema SCHEMA, optimizer flags); any other spec
-    an MLPTrainer's (schema MLP_SCHEMA, no flags), whose `architecture` must be `spec`'s.
+    `schema` SCHEMA is SmallMLPTrainer's state (with the v1 layout's optimizer flags),
+    MLP_SCHEMA an MLPTrainer's (no flags); `architecture` must be `spec`'s.
     Returns (params, m, v, flags, step, config, schedule, numeric_mode): params, m, v flat
     owned float32 Arrays of `spec.total`, flags an int32 Array of 4 (None for MLPTrainer).
     `mode`, when given, is the process's numeric mode, which the state must have been saved
     under."""
-    small = api == "SmallMLPTrainer"
-    schema, opt_keys = (SCHEMA, OPTIMIZER_KEYS) if small else (MLP_SCHEMA, MLP_OPTIMIZER_KEYS)
+    small = schema == SCHEMA
+    opt_keys = OPTIMIZER_KEYS if small else MLP_OPTIMIZER_KEYS
     _fields(state, STATE_KEYS, "state", api)
     if state["schema"] != schema:
         raise ValueError(f"{api}: state schema must be {schema!r}, got {state['schema']!r}")

@@ -198,7 +198,8 @@ def _decode_payload(payload, small=True):
             type(x) not in (int, float) for x in payload["config"].values()):
         raise ValueError("checkpoint: config values must be numbers")
     # Every semantic rule (finite values, v >= 0, ranges, schedule bounds) is the trainer's.
-    S.validate_state(state, None, spec, "SmallMLPTrainer" if small else "MLPTrainer")
+    S.validate_state(state, None, spec, "SmallMLPTrainer" if small else "MLPTrainer",
+                     S.SCHEMA if small else S.MLP_SCHEMA)
     # The trainer would keep 3.0 or rounded config values, so its state (and hash) would no
     # longer be this file's: refuse what the writer cannot have written.
     if type(payload["architecture"]) is list and any(

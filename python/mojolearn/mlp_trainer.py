@@ -78,7 +78,7 @@ class MLPTrainer(MLPCore):
             raise ValueError(f"{_API}: state must be a state_dict() with an architecture list")
         spec = LayerSizes(state["architecture"], _API)
         params, m, v, _, step, config, schedule, _ = S.validate_state(
-            state, _binding().mode, spec, _API)
+            state, _binding().mode, spec, _API, S.MLP_SCHEMA)
         trainer = cls.__new__(cls)
         trainer._init_core(spec, params, config, schedule, m=m, v=v, step=step)
         return trainer

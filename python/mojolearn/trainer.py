@@ -98,10 +98,6 @@ def _batch(X, name="X", stacked=False):
     return _batches.batch(X, _API, _IN, _MAX_ROWS, name, stacked)
 
 
-def _owned_batch(X, name="X", stacked=False):
-    return _batches.owned_batch(X, _API, _IN, _MAX_ROWS, name, stacked)
-
-
 def _targets(targets, rows, check_range=True):
     return _batches.targets(targets, rows, _OUT, _API, check_range)
 
