@@ -1,14 +1,22 @@
 """Batches into the trainers: X as a float32 C-contiguous (rows, inputs) Array and targets as
 int32 class indices, refused by name otherwise. SmallMLPTrainer's fast paths for Arrays and
 NumPy arrays fall back to these; MLPTrainer uses them directly."""
-from ._buffer import all_finite, as_f32_c, as_i32_c
+from ._buffer import _dlpack_in, all_finite, as_f32_c, as_i32_c
 from ._bufcheck import dtype_name, is_integer, is_native_f32, probe
+
+
+def _named(obj, what):
+    try:
+        return _dlpack_in(obj)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{what}: {exc}") from None
 
 
 def batch(X, api, inputs, max_rows, name="X", stacked=False):
     """X as a float32 C-contiguous (rows, inputs) Array (borrowed when it already is one, else
     a C-order copy) with 1 to `max_rows` rows (`stacked`: the caller checks the row count of
     k stacked batches)."""
+    X = _named(X, f"{api}: {name}")  # a torch tensor: one DLPack exchange, not one per check
     try:
         pb = probe(X)
     except TypeError:
@@ -36,6 +44,7 @@ def owned_batch(X, api, inputs, max_rows, name="X", stacked=False):
 def targets(values, rows, classes, api, check_range=True):
     """targets as an int32 (rows,) Array (any integer dtype accepted); with `check_range` also
     checked to be classes 0..classes-1 here rather than in the binding."""
+    values = _named(values, f"{api}: targets")
     try:
         pb = probe(values)
     except TypeError:

@@ -32,7 +32,7 @@ import weakref
 from . import _backend
 from ._array import Array
 from ._bufcheck import dtype_name, probe
-from ._buffer import probe_f32
+from ._buffer import _dlpack_in, probe_f32
 from ._portable import round_f32
 
 _REFUSED = ("foreach", "fused", "capturable", "differentiable", "amsgrad")
@@ -129,6 +129,10 @@ def _is_buffer(obj):
 
 def _f32_tensor(obj, name, writable):
     """(Array borrowing obj, shape): a C-contiguous float32 buffer, refused otherwise."""
+    try:
+        obj = _dlpack_in(obj)  # a torch tensor: one DLPack exchange, not one per check
+    except TypeError as exc:
+        raise TypeError(f"{name}: {exc}") from None
     if type(obj) is Array and obj._dtype == "<f4" and not (writable and obj._readonly):
         return obj, obj._shape  # our own Arrays are always C-contiguous
     if _is_sparse(obj):

@@ -1,0 +1,103 @@
+"""Benchmark: µs per call of SmallMLPTrainer.train_step (batch 1 and 32) and `matmul` 1×8×16
+with each input kind a user passes (mojolearn.Array, NumPy, memoryview, array.array, torch),
+with the ratio to Array inputs, medians of repeated timings in one run. Kinds whose extra is
+not installed, or that the package under test refuses, print "-".
+
+    python tools/bench_intake.py [--rounds 7] [--calls 2000]
+
+"array.array" means targets as `array.array('i')` and X as a (batch, 8) memoryview over an
+`array.array('f')` (array.array itself is one-dimensional).
+"""
+import argparse
+import array
+import random
+import statistics
+import time
+
+
+def _inputs(kind, rows, rng):
+    xs = [rng.uniform(-1, 1) for _ in range(rows * 8)]
+    ys = [rng.randrange(3) for _ in range(rows)]
+    if kind == "Array":
+        import mojolearn as ml
+        return ml.Array(xs, "<f4", (rows, 8)), ml.Array(ys, "<i4")
+    if kind == "NumPy":
+        import numpy as np
+        return np.array(xs, np.float32).reshape(rows, 8), np.array(ys, np.int32)
+    if kind == "memoryview":
+        return (memoryview(array.array("f", xs)).cast("B").cast("f", (rows, 8)),
+                memoryview(array.array("i", ys)))
+    if kind == "array.array":
+        return memoryview(array.array("f", xs)).cast("B").cast("f", (rows, 8)), array.array("i", ys)
+    if kind == "torch":
+        import torch
+        return torch.tensor(xs, dtype=torch.float32).reshape(rows, 8), torch.tensor(ys)
+    raise ValueError(kind)
+
+
+def _time(fn, calls, rounds):
+    fn()
+    samples = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - t0) / calls * 1e6)
+    return statistics.median(samples)
+
+
+def main():
+    import mojolearn as ml
+    from mojolearn import _rng
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--calls", type=int, default=2000)
+    args = ap.parse_args()
+    rng = random.Random(0)
+    kinds = ("Array", "NumPy", "memoryview", "array.array", "torch")
+    rows_out = []
+    for what, rows in (("train_step, batch 1", 1), ("train_step, batch 32", 32), ("matmul 1x8x16", 1)):
+        cells = {}
+        for kind in kinds:
+            try:
+                X, y = _inputs(kind, rows, rng)
+                if what.startswith("matmul"):
+                    fn = lambda X=X, W=_matrix(kind, 8, 16): ml.matmul(X, W)
+                else:
+                    t = ml.SmallMLPTrainer(*_rng.init_small_mlp(0), data_schedule={"bench": 1})
+                    fn = lambda t=t, X=X, y=y: t.train_step(X, y)
+                cells[kind] = _time(fn, args.calls, args.rounds)
+            except ImportError:
+                cells[kind] = None
+            except (TypeError, ValueError):
+                cells[kind] = None  # refused by this version
+        rows_out.append((what, cells))
+    print(f"mojolearn {ml.__version__}, vendor {ml.vendor_used()}, mode {ml.numeric_mode_used()}; "
+          f"µs per call (median of {args.rounds} x {args.calls}), ratio to Array inputs")
+    print(f"{'call':<22}" + "".join(f"{k:>18}" for k in kinds))
+    for what, cells in rows_out:
+        base = cells["Array"]
+        line = f"{what:<22}"
+        for k in kinds:
+            v = cells[k]
+            line += f"{'-':>18}" if v is None else f"{v:>9.2f} ({v / base:4.2f}x)"
+        print(line)
+
+
+def _matrix(kind, r, c):
+    values = [0.5] * (r * c)
+    if kind == "Array":
+        import mojolearn as ml
+        return ml.Array(values, "<f4", (r, c))
+    if kind == "NumPy":
+        import numpy as np
+        return np.array(values, np.float32).reshape(r, c)
+    if kind == "torch":
+        import torch
+        return torch.tensor(values, dtype=torch.float32).reshape(r, c)
+    return memoryview(array.array("f", values)).cast("B").cast("f", (r, c))
+
+
+if __name__ == "__main__":
+    main()
