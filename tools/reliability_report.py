@@ -60,15 +60,20 @@ def _rows(f):
         r = f["R2_mlp"]
         rows.append(("R2", "single-bit flips of a valid MLP checkpoint", f"{r['flips']:,}",
                      f"{r['refused']:,} refused ({r['bytes']} bytes, mlp-checkpoint.v1)", "-"))
-    if g("R3_corpus"):
-        r = f["R3_corpus"]
-        rows.append(("R3", "adversarial corpus files (attacks/)", str(r["files"]),
-                     f"{r['refused']} refused with the exact message (< 100 ms each)",
-                     _ms(r["worst_ms"])))
-    if g("R3_paths"):
-        r = f["R3_paths"]
-        rows.append(("R3", "path attacks (1 GiB sparse, FIFO, folder, devices, socket, links)",
-                     str(r["attacks"]), "all ValueError, none blocked", _ms(r["worst_ms"])))
+    for key, what in (("R3_corpus", "adversarial corpus files (attacks/)"),
+                      ("R3_corpus_mlp", "adversarial corpus files (attacks/mlp_*, mlp-checkpoint.v1)")):
+        r = g(key)
+        if r:
+            via = "" if r.get("entry_points", 1) == 1 else f" by each of {r['entry_points']} loaders"
+            rows.append(("R3", what, str(r["files"]),
+                         f"{r['refused']} refused with the exact message{via} (< 100 ms each)",
+                         _ms(r["worst_ms"])))
+    for key, which in (("R3_paths", ""), ("R3_paths_mlp", ", MLP loaders")):
+        r = g(key)
+        if r:
+            rows.append(("R3", f"path attacks (1 GiB sparse, FIFO, folder, devices, socket, "
+                               f"links{which})", str(r["attacks"]), "all ValueError, none blocked",
+                         _ms(r["worst_ms"])))
     if g("R4"):
         r = f["R4"]
         rows.append(("R4", "loader modules scanned for pickle/marshal/eval/exec",

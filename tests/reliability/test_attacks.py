@@ -1,11 +1,14 @@
-"""R3: the adversarial corpus (`attacks/`), each file refused by `checkpoint.load` with
-ValueError and its exact expected message in under 100 ms; path attacks (sparse 1 GiB file,
-FIFO, folder, devices, socket, symlinks) made at test time. R4: no pickle/marshal/eval/exec
+"""R3: the adversarial corpora (`attacks/`), each file refused with ValueError and its exact
+expected message in under 100 ms: small-schema files by `checkpoint.load`, `mlp_*` files
+(`mojolearn.mlp-checkpoint.v1`) by `checkpoint.load(..., schema=MLP_FILE_SCHEMA)` and
+`MLPTrainer.from_checkpoint`; path attacks (sparse 1 GiB file, FIFO, folder, devices, socket,
+symlinks) made at test time, for both schemas' loaders. R4: no pickle/marshal/eval/exec
 anywhere in the loader's modules.
 
 A symlink to a regular file is followed (and loads); a symlink to anything else is refused
 like its target."""
 import ast
+import functools
 import math
 import os
 import re
@@ -15,23 +18,35 @@ import time
 
 import pytest
 
+import mojolearn as ml
 from mojolearn import checkpoint
 
 from .attacks import generate
 from ._util import ROOT, record
 
 LIMIT_S = 0.1
-_TIMES = {}
+SMALL, MLP = checkpoint.FILE_SCHEMA, checkpoint.MLP_FILE_SCHEMA
+_TIMES = {SMALL: {}, MLP: {}}
+_CORPUS = {SMALL: generate.ATTACKS, MLP: generate.MLP_ATTACKS}
+_FIGURE = {SMALL: "R3_corpus", MLP: "R3_corpus_mlp"}
 
 
-def _load_refused(path, expected):
+def _loaders(schema):
+    """The entry points a file of `schema` goes through: (name, path -> anything)."""
+    if schema == SMALL:
+        return [("checkpoint.load", checkpoint.load)]
+    return [("checkpoint.load", functools.partial(checkpoint.load, schema=MLP)),
+            ("MLPTrainer.from_checkpoint", ml.MLPTrainer.from_checkpoint)]
+
+
+def _refused_in(load, path, expected):
     """The refusal's time: the best of up to three tries, so that a scheduling hiccup on a
     shared machine is not taken for a slow input."""
     best = math.inf
     for _ in range(3):
         t0 = time.perf_counter()
         with pytest.raises(ValueError) as info:
-            checkpoint.load(path)
+            load(path)
         best = min(best, time.perf_counter() - t0)
         assert re.search(expected, str(info.value)), f"{path}: got {info.value!s:.300}"
         if best < LIMIT_S:
@@ -40,8 +55,16 @@ def _load_refused(path, expected):
     return best
 
 
-@pytest.mark.parametrize("name,make,expected", generate.ATTACKS, ids=[a[0] for a in generate.ATTACKS])
-def test_corpus_file(tmp_path, name, make, expected):
+def _load_refused(path, expected, schema=SMALL):
+    """The slowest of the schema's entry points' refusals of `path`."""
+    return max(_refused_in(load, path, expected) for _, load in _loaders(schema))
+
+
+_CASES = [(schema, *attack) for schema in (SMALL, MLP) for attack in _CORPUS[schema]]
+
+
+@pytest.mark.parametrize("schema,name,make,expected", _CASES, ids=[c[1] for c in _CASES])
+def test_corpus_file(tmp_path, schema, name, make, expected):
     data = make()
     path = os.path.join(generate.FOLDER, name)
     if generate.committed(make):
@@ -50,17 +73,27 @@ def test_corpus_file(tmp_path, name, make, expected):
     else:
         path = tmp_path / name
         path.write_bytes(data)
-    _TIMES[name] = _load_refused(path, expected)
+    _TIMES[schema][name] = _load_refused(path, expected, schema)
     with pytest.raises(ValueError, match=expected):
-        checkpoint.loads(data)
+        checkpoint.loads(data, schema=schema)
 
 
 def test_corpus_is_complete():
-    names = {a[0] for a in generate.ATTACKS}
     on_disk = {n for n in os.listdir(generate.FOLDER) if n.endswith(".ckpt")}
-    assert on_disk == {a[0] for a in generate.ATTACKS if generate.committed(a[1])}
-    assert len(names) == len(generate.ATTACKS) >= 25
-    checkpoint.loads(generate.valid_bytes())  # the base every edit starts from is valid
+    every = generate.ATTACKS + generate.MLP_ATTACKS
+    assert on_disk == {a[0] for a in every if generate.committed(a[1])}
+    assert len({a[0] for a in every}) == len(every)
+    assert len(generate.ATTACKS) >= 25 and len(generate.MLP_ATTACKS) >= 60
+    assert all(a[0].startswith("mlp_") for a in generate.MLP_ATTACKS)
+    assert not any(a[0].startswith("mlp_") for a in generate.ATTACKS)
+    # The bases every edit starts from are valid, and are what the writer writes of what they
+    # hold, so each refusal is its edit's.
+    checkpoint.loads(generate.valid_bytes())
+    for sizes in (generate.MLP_SIZES, generate._LARGE):
+        data = generate.mlp_valid_bytes(sizes)
+        assert checkpoint.dumps(checkpoint.loads(data, schema=MLP)) == data
+        assert ml.MLPTrainer._from_state(checkpoint.loads(data, schema=MLP)).layer_sizes \
+            == list(sizes)
 
 
 class _Alarm:
@@ -77,13 +110,26 @@ class _Alarm:
         signal.signal(signal.SIGALRM, self.old)
 
 
-def _path_attacks(tmp):
-    """(name, path, expected) made in `tmp`."""
+def _sparse(path, size, tail=b""):
+    with open(path, "wb") as f:
+        f.truncate(size - len(tail))  # sparse: no disk blocks
+        f.seek(0, os.SEEK_END)
+        f.write(tail)
+    return path
+
+
+def _path_attacks(tmp, schema=SMALL):
+    """(name, path, expected) made in `tmp` for a loader of `schema`."""
     out = []
-    big = tmp / "sparse_1GiB.ckpt"
-    with open(big, "wb") as f:
-        f.truncate(1 << 30)  # sparse: no disk blocks
+    big = _sparse(tmp / "sparse_1GiB.ckpt", 1 << 30)
     out.append(("sparse 1 GiB file", big, r"is larger than 32768 bytes \(1073741824 bytes\)$"))
+    if schema == MLP:
+        # Ending as an MLP file does not lift the MLP bound (checked by stat, nothing read).
+        over = checkpoint.MLP_MAX_BYTES + 1
+        tail = b'"schema":"' + MLP.encode() + b'"}\n'
+        out.append(("sparse file over MLP_MAX_BYTES, MLP tail",
+                    _sparse(tmp / "sparse_over.ckpt", over, tail),
+                    rf"is larger than {over - 1} bytes \({over} bytes\)$"))
     fifo = tmp / "fifo.ckpt"
     os.mkfifo(fifo)
     out.append(("FIFO", fifo, r"is a FIFO, not a regular file$"))
@@ -106,16 +152,19 @@ def _path_attacks(tmp):
     return out
 
 
-def test_path_attacks(tmp_path):
-    attacks = _path_attacks(tmp_path)
+@pytest.mark.parametrize("schema,figure", [(SMALL, "R3_paths"), (MLP, "R3_paths_mlp")])
+def test_path_attacks(tmp_path, schema, figure):
+    attacks = _path_attacks(tmp_path, schema)
     worst = 0.0
     with _Alarm():
         for name, path, expected in attacks:
-            worst = max(worst, _load_refused(path, expected))
+            worst = max(worst, _load_refused(path, expected, schema))
             with pytest.raises(ValueError, match=expected):
                 checkpoint.verify(path)
-    assert os.stat(tmp_path / "sparse_1GiB.ckpt").st_blocks * 512 < 1 << 20, "not sparse"
-    record("R3_paths", attacks=len(attacks), worst_ms=round(worst * 1e3, 2))
+    for name in ("sparse_1GiB.ckpt", "sparse_over.ckpt"):
+        if (tmp_path / name).exists():
+            assert os.stat(tmp_path / name).st_blocks * 512 < 1 << 20, f"{name} is not sparse"
+    record(figure, attacks=len(attacks), worst_ms=round(worst * 1e3, 2))
 
 
 def test_symlink_to_regular_file_is_followed(tmp_path):
@@ -141,11 +190,14 @@ def test_missing_path_is_the_system_oserror(tmp_path):
 
 def test_record_corpus_times():
     # Runs after the parametrized corpus tests in file order; records their figures.
-    committed = sum(generate.committed(m) for _, m, _ in generate.ATTACKS)
-    if _TIMES:
-        worst = max(_TIMES, key=_TIMES.get)
-        record("R3_corpus", files=len(generate.ATTACKS), committed=committed,
-               refused=len(_TIMES), worst_ms=round(_TIMES[worst] * 1e3, 2), worst_file=worst)
+    for schema, times in _TIMES.items():
+        if times:
+            attacks = _CORPUS[schema]
+            worst = max(times, key=times.get)
+            record(_FIGURE[schema], files=len(attacks),
+                   committed=sum(generate.committed(m) for _, m, _ in attacks),
+                   refused=len(times), worst_ms=round(times[worst] * 1e3, 2), worst_file=worst,
+                   entry_points=len(_loaders(schema)))
 
 
 # -- R4 ---------------------------------------------------------------------------------------
