@@ -78,14 +78,16 @@ def _rows(f):
         r = f["R4"]
         rows.append(("R4", "loader modules scanned for pickle/marshal/eval/exec",
                      str(r["modules"]), f"{r['violations']} found", "-"))
-    if g("R5"):
-        r = f["R5"]
-        rows.append(("R5", "kill -9 of a saver at random instants", str(r["kills"]),
-                     f"{r['old_or_new']} old-or-new, {r['torn']} torn; temp left after "
-                     f"{r['with_temp_left']} kills, {r['stale_after_next_save']} after next save",
-                     "-"))
-        rows.append(("R5", "kill -9 at each call of the save sequence", str(r["pause_points"]),
-                     r["pause_targets"], "-"))
+    for key, which in (("R5", ""), ("R5_mlp", " (MLPTrainer)")):
+        r = g(key)
+        if r:
+            size = f" ({r['layer_sizes']}, {r['bytes']:,} bytes)" if "bytes" in r else ""
+            rows.append(("R5", f"kill -9 of a saver at random instants{which}", str(r["kills"]),
+                         f"{r['old_or_new']} old-or-new, {r['torn']} torn; temp left after "
+                         f"{r['with_temp_left']} kills, {r['stale_after_next_save']} after next "
+                         f"save{size}", "-"))
+            rows.append(("R5", f"kill -9 at each call of the save sequence{which}",
+                         str(r["pause_points"]), r["pause_targets"], "-"))
     for key in ("R6_faults", "R6_eintr", "R6_faults_mlp", "R6_eintr_mlp"):
         if g(key):
             r = f[key]

@@ -1,8 +1,10 @@
-"""R5 driver, run as `python -m tests.reliability._crash_child FOLDER KILLS SEED` in its own
-process (no binding loaded, so forking is safe): forks savers that write two alternating
-checkpoints to one target in a loop and SIGKILLs them at random instants, then at each call of
-the save sequence through an injected pause. Prints one JSON object of observations; the test
-asserts on it."""
+"""R5 driver, run as `python -m tests.reliability._crash_child FOLDER KILLS SEED [OLD NEW]` in
+its own process (no binding loaded, so forking is safe): forks savers that write two
+alternating checkpoints to one target in a loop and SIGKILLs them at random instants, then at
+each call of the save sequence through an injected pause. The two versions are the files OLD
+and NEW when given (the test writes them with a trainer, e.g. MLPTrainer, which this process
+must not load), else two small-schema files of the attack corpus's base. Prints one JSON
+object of observations; the test asserts on it."""
 import json
 import os
 import random
@@ -17,7 +19,13 @@ from .attacks import generate
 _CALLS = ("open", "write", "fsync", "close", "replace")
 
 
-def _versions():
+def _versions(paths):
+    if paths:
+        versions = []
+        for path in paths:
+            with open(path, "rb") as f:
+                versions.append(f.read())
+        return tuple(versions)
     a = generate.base_envelope()
     b = generate.base_envelope()
     b["payload"]["optimizer"]["step"] = 8
@@ -61,10 +69,10 @@ def _fork(fn, *args):
     return pid
 
 
-def main(folder, kills, seed):
+def main(folder, kills, seed, version_paths=()):
     rng = random.Random(seed)
     target = os.path.join(folder, "run.ckpt")
-    versions = _versions()
+    versions = _versions(version_paths)
     checkpoint.write_atomic(target, versions[0])
     out = {"kills": 0, "torn": 0, "old_or_new": 0, "with_temp_left": 0, "max_temps": 0,
            "versions_seen": [0, 0], "pause_steps": [], "stale_after_next_save": 0}
@@ -105,4 +113,4 @@ def main(folder, kills, seed):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:6])
