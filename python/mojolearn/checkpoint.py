@@ -227,6 +227,15 @@ def loads(data, allow_profile_change=False, schema=FILE_SCHEMA, max_bytes=None):
 
 def _loads(data, allow_profile_change=False, schema=FILE_SCHEMA, max_bytes=None):
     """`loads`, and the parsed envelope."""
+    # Nesting just under the parser's limit parses, and the checks after it (re-encoding,
+    # hashing, decoding) recurse deeper still: a RecursionError anywhere is the same refusal.
+    try:
+        return _parse(data, allow_profile_change, schema, max_bytes)
+    except RecursionError:
+        raise ValueError("checkpoint: JSON nests too deeply") from None
+
+
+def _parse(data, allow_profile_change, schema, max_bytes):
     if not isinstance(data, (bytes, bytearray)):
         raise ValueError(f"checkpoint: expected bytes, got {type(data).__name__}")
     bound = _bound(schema, max_bytes)
@@ -237,8 +246,6 @@ def _loads(data, allow_profile_change=False, schema=FILE_SCHEMA, max_bytes=None)
     try:
         envelope = json.loads(data[:-1].decode("ascii"), object_pairs_hook=_unique,
                               parse_constant=_no_constant, parse_float=_finite_float)
-    except RecursionError:
-        raise ValueError("checkpoint: JSON nests too deeply") from None
     except _Refusal as exc:
         raise ValueError(str(exc)) from None
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors

@@ -4,6 +4,7 @@ import json
 import os
 import random
 import signal
+import sys
 
 import pytest
 
@@ -91,6 +92,26 @@ def test_d7_a_bad_path_type_names_the_path():
         checkpoint.load(3)
     with pytest.raises(TypeError, match="checkpoint: path must be"):
         checkpoint.write_atomic(None, b"x")
+
+
+@pytest.mark.parametrize("base,loader", [
+    (generate.base_envelope, ml.SmallMLPTrainer.from_checkpoint),
+    (generate.mlp_base_envelope, ml.MLPTrainer.from_checkpoint)])
+def test_d8_nesting_just_under_the_parser_limit_is_a_value_error(tmp_path, base, loader):
+    # Was a RecursionError: the file parses, and the re-encoding after it recursed deeper. The
+    # depth that crashed moved with the caller's stack, so every depth near the limit is tried.
+    path = tmp_path / "deep.ckpt"
+    limit = sys.getrecursionlimit()
+    for depth in range(900, 1010, 3):
+        env = base()
+        sys.setrecursionlimit(limit + 2000)  # the writer of the attack needs the room
+        try:
+            env["payload"]["schema"] = json.loads("[" * depth + "]" * depth)
+            path.write_bytes(generate.canon(generate.seal(env)) + b"\n")
+        finally:
+            sys.setrecursionlimit(limit)
+        with pytest.raises(ValueError):
+            loader(path)
 
 
 def test_accepted_files_reproduce_their_hash_in_the_trainer(tmp_path):
