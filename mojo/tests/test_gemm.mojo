@@ -1,9 +1,9 @@
 # Checks: C (+)= op(A)·op(B), float32, all four transpose combinations, on shapes that break the
 # tiling (1×1×1, 1×N×1, 15×16×17, 61×73×79, 2×65×1200, the MLP's shapes, one large):
 #  - gemm_naive and gemm_identical[W] for W in 1, 4, 8, 16 equal a plain scalar reference written
-#    here, bit for bit, overwriting and accumulating, and on any split of the rows;
+#    here, bit for bit, overwriting and accumulating, and on any split of the rows or columns;
 #  - gemm_fast is within FAST_BOUND of a float64 reference, gives the same bits twice and on any
-#    row split;
+#    row or column split;
 #  - no kernel writes outside the rows it was given or outside C (guard words).
 # Inputs are fresh random bit patterns each run (±0, subnormals, tiny and large magnitudes); the
 # seed is printed in every failure message. Run with --fp-mode contract=off (as identical builds).
@@ -143,7 +143,7 @@ def check_case_identical(m: Int, n: Int, k: Int, s: UInt64) raises:
                 want[GUARD + i] = c0[GUARD + i]
             scalar_ref(ptr(a), ptr(b), ptr(want).unsafe_offset(GUARD), m, n, k, ta, tb,
                        accumulate)
-            for variant in range(6):
+            for variant in range(7):
                 var got = guarded(m * n)
                 for i in range(m * n):
                     got[GUARD + i] = c0[GUARD + i]
@@ -163,12 +163,16 @@ def check_case_identical(m: Int, n: Int, k: Int, s: UInt64) raises:
                         run_identical[8](ptr(a), ptr(b), cp, m, n, k, ta, tb, accumulate, r0, r1)
                     elif variant == 4:
                         run_identical[16](ptr(a), ptr(b), cp, m, n, k, ta, tb, accumulate, r0, r1)
-                    else:  # the whole matrix in one call
+                    elif variant == 5:  # the whole matrix in one call
                         if part == 0:
                             run_identical[8](ptr(a), ptr(b), cp, m, n, k, ta, tb, accumulate, 0,
                                              m)
-                var label = String(what, " variant ", variant, " (naive, W=1, 4, 8, 16, whole)",
-                                   " split ", split)
+                    else:  # all rows, columns in two calls split at a random column
+                        var cut = split * n // max(m, 1)
+                        gemm_identical[8](ptr(a), ptr(b), cp, m, n, k, ta, tb, accumulate, 0, m,
+                                          0 if part == 0 else cut, cut if part == 0 else n)
+                var label = String(what, " variant ", variant,
+                                   " (naive, W=1, 4, 8, 16, whole, columns)", " split ", split)
                 check_guards(got, m * n, label)
                 assert_bits_equal(got, want, m * n, label)
 
@@ -221,10 +225,20 @@ def test_fast_within_bound_deterministic_and_split_invariant() raises:
                           accumulate, 0, r)
                 gemm_fast(ptr(a), ptr(b), ptr(split).unsafe_offset(GUARD), m, n, k, ta, tb,
                           accumulate, r, m)
+                var cols = guarded(m * n)
+                for i in range(m * n):
+                    cols[GUARD + i] = c0[GUARD + i]
+                var q = Int(random_ui64(0, UInt64(n)))
+                gemm_fast(ptr(a), ptr(b), ptr(cols).unsafe_offset(GUARD), m, n, k, ta, tb,
+                          accumulate, 0, m, 0, q)
+                gemm_fast(ptr(a), ptr(b), ptr(cols).unsafe_offset(GUARD), m, n, k, ta, tb,
+                          accumulate, 0, m, q, n)
                 check_guards(once, m * n, what)
                 check_guards(split, m * n, what)
+                check_guards(cols, m * n, what)
                 assert_bits_equal(twice, once, m * n, String(what, " (run twice)"))
                 assert_bits_equal(split, once, m * n, String(what, " (rows split at ", r, ")"))
+                assert_bits_equal(cols, once, m * n, String(what, " (columns split at ", q, ")"))
                 for i in range(m):
                     for j in range(n):
                         var exact = Float64(0.0)

@@ -2,7 +2,8 @@
 
 Dimensions: m rows of C, n columns of C, k the contracted dimension.
 op(A) = A (m×k, row stride k) or Aᵀ (A stored k×m); op(B) = B (k×n) or Bᵀ (B stored n×k).
-Every function computes only rows [row_begin, row_end) of C, so Python threads can split rows.
+Every function computes only rows [row_begin, row_end) of C (and, optionally, columns
+[col_begin, col_end)), so threads can split the outputs (training/pool.mojo).
 
 Identical mode, every target (ARITHMETIC.md "Reductions"): each output is
     acc = +0.0; for p in 0..k-1: acc = acc + a[i,p] * b[p,j]     (product rounded, sum rounded)
@@ -81,10 +82,12 @@ def _pack_b[NR: Int](b: F32P, n: Int, k: Int, tb: Bool, p0: Int, kc: Int, j0: In
         var jb = j0 + jp * NR
         var cols = min(NR, j0 + nc - jb)
         if tb:  # B stored n×k: column j of op(B) is contiguous
-            for jj in range(cols):
-                var src = b.unsafe_offset((jb + jj) * k + p0)
-                for p in range(kc):
-                    out[unsafe_offset=p * NR + jj] = src[unsafe_offset=p]
+            # p outermost: each panel row is written once, whole, from `cols` read streams
+            # (jj outermost scatters every write across all kc rows of the panel).
+            var src = b.unsafe_offset(jb * k + p0)
+            for p in range(kc):
+                for jj in range(cols):
+                    out[unsafe_offset=p * NR + jj] = src[unsafe_offset=jj * k + p]
         else:
             for p in range(kc):
                 var src = b.unsafe_offset((p0 + p) * n + jb)
@@ -108,11 +111,11 @@ def _pack_a[MR: Int](a: F32P, m: Int, k: Int, ta: Bool, i0: Int, mc: Int, p0: In
                 var src = a.unsafe_offset((p0 + p) * m + ib)
                 for ii in range(rows):
                     out[unsafe_offset=p * MR + ii] = src[unsafe_offset=ii]
-        else:
-            for ii in range(rows):
-                var src = a.unsafe_offset((ib + ii) * k + p0)
-                for p in range(kc):
-                    out[unsafe_offset=p * MR + ii] = src[unsafe_offset=p]
+        else:  # as in _pack_b: p outermost, one whole panel row at a time
+            var src = a.unsafe_offset(ib * k + p0)
+            for p in range(kc):
+                for ii in range(rows):
+                    out[unsafe_offset=p * MR + ii] = src[unsafe_offset=ii * k + p]
         for ii in range(rows, MR):
             for p in range(kc):
                 out[unsafe_offset=p * MR + ii] = 0.0
@@ -231,24 +234,29 @@ def _store_edge[W: Int, MR: Int, NV: Int, T: Int](acc: SIMD[DType.float32, T], c
 
 def _gemm_blocked[FUSED: Bool, W: Int, MR: Int, NV: Int, NCB: Int = NC](
     a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool, accumulate: Bool,
-    row_begin: Int, row_end: Int, kc_max: Int,
+    row_begin: Int, row_end: Int, kc_max: Int, col_begin: Int = 0, col_end: Int = -1,
 ):
+    """Rows [row_begin, row_end) and columns [col_begin, col_end) of C (col_end -1: n)."""
     comptime NR = NV * W
-    if row_begin >= row_end or n == 0:
+    var c_end = n if col_end < 0 else col_end
+    if row_begin >= row_end or col_begin >= c_end:
         return
     if k == 0:  # no products: acc is +0.0 (identical), or C itself (fast, accumulating)
         if not (FUSED and accumulate):
-            gemm_naive(a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end)
+            for i in range(row_begin, row_end):
+                for j in range(col_begin, c_end):
+                    var at = i * n + j
+                    c[unsafe_offset=at] = (c[unsafe_offset=at] + 0.0) if accumulate else 0.0
         return
-    var ncb = min(NCB, n)
+    var ncb = min(NCB, c_end - col_begin)
     var kcb = min(kc_max, k)
     var mcb = min(MC, row_end - row_begin)
     var bbuf = List[Float32](length=kcb * ((ncb + NR - 1) // NR) * NR, fill=0.0)
     var abuf = List[Float32](length=kcb * ((mcb + MR - 1) // MR) * MR, fill=0.0)
     var bp = F32P(unsafe_from_address=Int(bbuf.unsafe_ptr()))
     var ap = F32P(unsafe_from_address=Int(abuf.unsafe_ptr()))
-    for jc in range(0, n, NCB):
-        var nc = min(NCB, n - jc)
+    for jc in range(col_begin, c_end, NCB):
+        var nc = min(NCB, c_end - jc)
         for pc in range(0, k, kcb):
             var kc = min(kcb, k - pc)
             _pack_b[NR](b, n, k, tb, pc, kc, jc, nc, bp)
@@ -272,15 +280,17 @@ def _gemm_blocked[FUSED: Bool, W: Int, MR: Int, NV: Int, NCB: Int = NC](
 
 
 def gemm_identical[W: Int](a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool,
-                           tb: Bool, accumulate: Bool, row_begin: Int, row_end: Int):
+                           tb: Bool, accumulate: Bool, row_begin: Int, row_end: Int,
+                           col_begin: Int = 0, col_end: Int = -1):
     """Identical-mode GEMM with SIMD width W across output columns: the bits of `gemm_naive`."""
     comptime NV = 1 if W >= 16 else 16 // W
     _gemm_blocked[False, W, 4, NV](a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end,
-                                   max(k, 1))
+                                   max(k, 1), col_begin, col_end)
 
 
 def gemm_fast(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
-              accumulate: Bool, row_begin: Int, row_end: Int):
+              accumulate: Bool, row_begin: Int, row_end: Int, col_begin: Int = 0,
+              col_end: Int = -1):
     """Fast-mode GEMM: FMA chains, packed panels, a 6 × 2W register tile, k blocked by KC.
 
     Narrow products (n ≤ W, as in the MLP) take a 6 × W tile, or 6 × 8 when n ≤ 8 and W = 16,
@@ -290,20 +300,23 @@ def gemm_fast(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: B
     comptime if FAST_W >= 16:
         if n <= FAST_W // 2:
             _gemm_blocked[True, FAST_W // 2, 6, 1](a, b, c, m, n, k, ta, tb, accumulate,
-                                                   row_begin, row_end, FAST_KC)
+                                                   row_begin, row_end, FAST_KC, col_begin,
+                                                   col_end)
             return
     if n <= FAST_W:
         _gemm_blocked[True, FAST_W, 6, 1](a, b, c, m, n, k, ta, tb, accumulate, row_begin,
-                                          row_end, FAST_KC)
+                                          row_end, FAST_KC, col_begin, col_end)
         return
     _gemm_blocked[True, FAST_W, 6, 2, FAST_NC](a, b, c, m, n, k, ta, tb, accumulate, row_begin,
-                                               row_end, FAST_KC)
+                                               row_end, FAST_KC, col_begin, col_end)
 
 
 def gemm(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
-         accumulate: Bool, row_begin: Int, row_end: Int):
-    """The GEMM of this build's numeric mode."""
+         accumulate: Bool, row_begin: Int, row_end: Int, col_begin: Int = 0, col_end: Int = -1):
+    """The GEMM of this build's numeric mode, on rows [row_begin, row_end) and columns
+    [col_begin, col_end) of C (col_end -1: all n)."""
     comptime if IDENTICAL:
-        gemm_identical[IDENTICAL_W](a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end)
+        gemm_identical[IDENTICAL_W](a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end,
+                                    col_begin, col_end)
     else:
-        gemm_fast(a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end)
+        gemm_fast(a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end, col_begin, col_end)

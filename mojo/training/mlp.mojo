@@ -28,9 +28,9 @@ rounded float32 result, so `tests/reference/mlp.py` matches this FMA-free, fixed
 for bit: the reference is the executable spec of the order above.
 """
 from training.config import F32P, I32P
-from training.gemm import gemm as gemm_mode
 from training.loss import mean_cross_entropy
 from training.optim import adam_scalars, adam_update_into, bias_corrections
+from training.pool import split_gemm
 
 comptime MODE_FORWARD = 0
 comptime MODE_GRADS = 1
@@ -40,39 +40,77 @@ comptime MODE_TRAIN = 2
 # ---------------------------------------------------------------- elementwise pieces
 
 
+# SIMD width of the elementwise pieces: every lane is an independent output (or, in sum_rows,
+# an independent column's sum), so any width gives the same bits.
+comptime EW = 8
+
+
 def bias_activation(values: F32P, bias: F32P, dst: F32P, rows: Int, cols: Int, relu: Bool):
     """dst = values + bias (broadcast over rows), then ReLU when `relu`. `dst` may be `values`."""
     for r in range(rows):
-        var base = r * cols
-        for c in range(cols):
-            var z = values[unsafe_offset=base + c] + bias[unsafe_offset=c]
+        var src = values.unsafe_offset(r * cols)
+        var out = dst.unsafe_offset(r * cols)
+        var c = 0
+        while c + EW <= cols:
+            var z = src.unsafe_load[width=EW](c) + bias.unsafe_load[width=EW](c)
+            if relu:
+                z = z.gt(0).select(z, SIMD[DType.float32, EW](0.0))
+            out.unsafe_offset(c).unsafe_store(z)
+            c += EW
+        while c < cols:
+            var z = src[unsafe_offset=c] + bias[unsafe_offset=c]
             if relu and not (z > 0):
                 z = Float32(0.0)
-            dst[unsafe_offset=base + c] = z
+            out[unsafe_offset=c] = z
+            c += 1
 
 
 def relu_backward(activation: F32P, incoming: F32P, dst: F32P, rows: Int, cols: Int):
     """dst = incoming where activation > 0, else +0.0. `dst` may be `incoming`."""
-    for i in range(rows * cols):
+    var n = rows * cols
+    var i = 0
+    while i + EW <= n:
+        var g = incoming.unsafe_load[width=EW](i)
+        var a = activation.unsafe_load[width=EW](i)
+        dst.unsafe_offset(i).unsafe_store(a.gt(0).select(g, SIMD[DType.float32, EW](0.0)))
+        i += EW
+    while i < n:
         dst[unsafe_offset=i] = incoming[unsafe_offset=i] if activation[unsafe_offset=i] > 0 else Float32(0.0)
+        i += 1
 
 
 def sum_rows(values: F32P, dst: F32P, rows: Int, cols: Int):
     """dst[c] = sum of values[:, c], rows ascending from +0.0 (the bias gradient)."""
-    for c in range(cols):
-        dst[unsafe_offset=c] = Float32(0.0)
-    for r in range(rows):
-        var base = r * cols
-        for c in range(cols):
-            # Columns are independent, so walking rows in the outer loop keeps each
-            # column's order (rows ascending) and reads memory in order.
-            dst[unsafe_offset=c] = dst[unsafe_offset=c] + values[unsafe_offset=base + c]
+    # Columns are independent, so a block of columns is summed in registers down all the rows
+    # (each column still rows ascending) and stored once.
+    comptime BLOCK = 4 * EW
+    var c = 0
+    while c + BLOCK <= cols:
+        var acc = SIMD[DType.float32, BLOCK](0.0)
+        for r in range(rows):
+            acc = acc + values.unsafe_load[width=BLOCK](r * cols + c)
+        dst.unsafe_offset(c).unsafe_store(acc)
+        c += BLOCK
+    while c + EW <= cols:
+        var acc = SIMD[DType.float32, EW](0.0)
+        for r in range(rows):
+            acc = acc + values.unsafe_load[width=EW](r * cols + c)
+        dst.unsafe_offset(c).unsafe_store(acc)
+        c += EW
+    while c < cols:
+        var acc = Float32(0.0)
+        for r in range(rows):
+            acc = acc + values[unsafe_offset=r * cols + c]
+        dst[unsafe_offset=c] = acc
+        c += 1
 
 
-def gemm(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool):
+def gemm(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
+         pool: Int = 0):
     """C = op(A)·op(B) with the build's GEMM (training/gemm.mojo `gemm`, the one `neural_gemm`
-    calls), so the fused and per-operation paths share it in both numeric modes."""
-    gemm_mode(a, b, c, m, n, k, ta, tb, False, 0, m)
+    calls), so the fused and per-operation paths share it in both numeric modes; shared with
+    the workers of `pool` (training/pool.mojo) when there is one, for the same bits."""
+    split_gemm(pool, a, b, c, m, n, k, ta, tb, False)
 
 
 def adamw_flat(p: F32P, g: F32P, m: F32P, v: F32P, n: Int, t: Int, lr: Float32, beta1: Float32,
@@ -118,21 +156,21 @@ struct MLPDims(ImplicitlyCopyable):
 
 
 def dense_forward(src: F32P, w: F32P, b: F32P, dst: F32P, rows: Int, n_out: Int, n_in: Int,
-                  relu: Bool):
+                  relu: Bool, pool: Int = 0):
     """One layer forward: dst = src·Wᵀ (GEMM NT) + b, then ReLU when `relu`."""
-    gemm(src, w, dst, rows, n_out, n_in, False, True)
+    gemm(src, w, dst, rows, n_out, n_in, False, True, pool)
     bias_activation(dst, b, dst, rows, n_out, relu)
 
 
 def dense_backward(g: F32P, below: F32P, w: F32P, dw: F32P, db: F32P, dbelow: F32P, rows: Int,
-                   n_out: Int, n_in: Int, want_below: Bool, mask: Bool):
+                   n_out: Int, n_in: Int, want_below: Bool, mask: Bool, pool: Int = 0):
     """One layer backward from its output gradient g (rows × n_out): dW = gᵀ·below (GEMM TN),
     db = sum_rows(g); when `want_below`, dbelow = g·W (GEMM NN), masked by below > 0 when
     `mask` (the layer below's ReLU)."""
-    gemm(g, below, dw, n_out, n_in, rows, True, False)
+    gemm(g, below, dw, n_out, n_in, rows, True, False, pool)
     sum_rows(g, db, rows, n_out)
     if want_below:
-        gemm(g, w, dbelow, rows, n_in, n_out, False, False)
+        gemm(g, w, dbelow, rows, n_in, n_out, False, False, pool)
         if mask:
             relu_backward(below, dbelow, dbelow, rows, n_in)
 
@@ -201,17 +239,25 @@ def widest_hidden(sizes: List[Int]) -> Int:
     return w
 
 
-@fieldwise_init
 struct LayerScratch(ImplicitlyCopyable):
     """A step's scratch for `rows` rows: `acts` every hidden layer's ReLU output, layer by
     layer (`hidden_floats`), kept for the backward pass; `dlogits` (rows × n_L); `ping` and
     `pong` (rows × `widest_hidden`), the hidden layers' gradients in turn (pong is needed from
-    two hidden layers on)."""
+    two hidden layers on); `pool`, the worker pool the step's GEMMs share (0: none)."""
 
     var acts_at: Int
     var dlogits_at: Int
     var ping_at: Int
     var pong_at: Int
+    var pool: Int
+
+    def __init__(out self, acts_at: Int, dlogits_at: Int, ping_at: Int, pong_at: Int,
+                 pool: Int = 0):
+        self.acts_at = acts_at
+        self.dlogits_at = dlogits_at
+        self.ping_at = ping_at
+        self.pong_at = pong_at
+        self.pool = pool
 
     def acts(self) -> F32P:
         return F32P(unsafe_from_address=self.acts_at)
@@ -238,7 +284,7 @@ def layers_forward(sizes: List[Int], x: F32P, p: F32P, s: LayerScratch, logits: 
         var dst = logits if last else s.acts().unsafe_offset(act)
         var b = off + sizes[l + 1] * sizes[l]
         dense_forward(src, p.unsafe_offset(off), p.unsafe_offset(b), dst, rows, sizes[l + 1],
-                      sizes[l], not last)
+                      sizes[l], not last, s.pool)
         off = b + sizes[l + 1]
         if not last:
             act += rows * sizes[l + 1]
@@ -269,7 +315,7 @@ def layers_backward(sizes: List[Int], x: F32P, p: F32P, s: LayerScratch, grads: 
         var b = w_off[l] + sizes[l + 1] * sizes[l]
         dense_backward(g, below, p.unsafe_offset(w_off[l]), grads.unsafe_offset(w_off[l]),
                        grads.unsafe_offset(b), dbelow, rows, sizes[l + 1], sizes[l],
-                       l > 0 or want_dx, l > 0)
+                       l > 0 or want_dx, l > 0, s.pool)
         if l > 0:
             g = spare
             spare = s.pong() if spare_is_ping else s.ping()
