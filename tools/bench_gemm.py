@@ -19,11 +19,21 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SQUARES = [64, 256, 1024]
-MLP = []  # (label, m, n, k, transpose_a, transpose_b) for the 8→16→3 MLP
+MLP = []  # (label, m, n, k, transpose_a, transpose_b): the 8→16→3 MLP's products
 for _b in (1, 32, 256):
     MLP += [(f"X·W1ᵀ   n={_b}", _b, 16, 8, False, True), (f"H·W2ᵀ   n={_b}", _b, 3, 16, False, True),
             (f"dLᵀ·H   n={_b}", 3, 16, _b, True, False), (f"dL·W2   n={_b}", _b, 16, 3, False, False),
             (f"dHᵀ·X   n={_b}", 16, 8, _b, True, False), (f"dH·W1   n={_b}", _b, 8, 16, False, False)]
+# The products of one training step at batch 256 of bench_mlp.py's larger networks (GFLOP/s):
+# forward A·Wᵀ per layer, then dW = Gᵀ·A and dA = G·W from the last layer down.
+for _sizes in ([64, 128, 10], [54, 256, 256, 7], [784, 256, 10]):
+    _tag = "-".join(map(str, _sizes))
+    for _l in range(len(_sizes) - 1):
+        MLP.append((f"{_tag} fwd{_l + 1}", 256, _sizes[_l + 1], _sizes[_l], False, True))
+    for _l in reversed(range(len(_sizes) - 1)):
+        MLP.append((f"{_tag} dW{_l + 1}", _sizes[_l + 1], _sizes[_l], 256, True, False))
+        if _l > 0:
+            MLP.append((f"{_tag} dA{_l}", 256, _sizes[_l], _sizes[_l + 1], False, False))
 
 
 def cases():
@@ -138,7 +148,8 @@ def main():
     for title, res in columns:
         ran.setdefault(title.split()[0], res.get("_binding", "?"))
     print("Modules: " + "; ".join(f"{mode}: {name}" for mode, name in ran.items()) + ".")
-    print("GFLOP/s for the squares, µs per call from Python for the MLP shapes; ratio = "
+    print("GFLOP/s for the squares and every product of at least 2^20 multiply-adds, µs per "
+          "call from Python for the smaller ones; ratio = "
           "mojolearn t1 / BLAS (>1 is faster for GFLOP/s, <1 is faster for µs); t1/t2: threads.\n")
     titles = [t for t, _ in columns] + [t for t, _ in baselines]
     ratio_titles = [f"{t.split()[0][:4]}/{bt.split()[1]}" for t, _ in columns
@@ -147,7 +158,7 @@ def main():
     print(head)
     print("-" * len(head))
     for label, m, n, k, ta, tb in cases():
-        square = label.endswith("³")
+        square = label.endswith("³") or m * n * k >= 1 << 20
         def value(res):
             sec = res[label]
             return 2.0 * m * n * k / sec / 1e9 if square else sec * 1e6

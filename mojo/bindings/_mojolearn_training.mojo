@@ -24,6 +24,9 @@ from entries.optim import (OPTIM_CLIP_GRAD_NORM, OPTIM_COPY, OPTIM_RESIDENT_ALLO
                            OPTIM_RESIDENT_FREE, OPTIM_STEP, OPTIM_TREE_SUM, optim_clip_grad_norm,
                            optim_copy, optim_resident_alloc, optim_resident_free, optim_step,
                            optim_tree_sum)
+from entries.pool import (MLP_RESIDENT_USE_POOL, POOL_OPEN, POOL_SERVE, POOL_STOP,
+                          POOL_WORKER_PARTS, mlp_resident_use_pool, pool_open_entry,
+                          pool_serve_entry, pool_stop_entry, pool_worker_parts_entry)
 from entries.util import ALL_FINITE, all_finite, device_count
 from training.config import ACCELERATOR, MODE, TARGET_CPU, VENDOR
 
@@ -36,7 +39,8 @@ def abi_layout() raises -> PythonObject:
                           MLP_SUM_ROWS, MLP_ADAMW, MLP_TRAIN_STEP, MLP_RESIDENT_OPEN,
                           MLP_RESIDENT_STEP, MLP_RESIDENT_STEPS, MLP_RESIDENT_DOWNLOAD,
                           MLP_RESIDENT_ROLLBACK, MLP_RESIDENT_CLOSE, MLP_RESIDENT_GRADS,
-                          MLP_RESIDENT_APPLY, OPTIM_STEP, OPTIM_CLIP_GRAD_NORM,
+                          MLP_RESIDENT_APPLY, MLP_RESIDENT_USE_POOL, POOL_OPEN, POOL_SERVE,
+                          POOL_STOP, POOL_WORKER_PARTS, OPTIM_STEP, OPTIM_CLIP_GRAD_NORM,
                           OPTIM_TREE_SUM, OPTIM_RESIDENT_ALLOC, OPTIM_RESIDENT_FREE, OPTIM_COPY,
                           CROSS_ENTROPY, PORTABLE_MATH_EVAL]:
         out.append(PythonObject(String(spec.name, "|", spec.addrs, "|", spec.params)))
@@ -69,6 +73,11 @@ def build_module(name: StaticString) raises -> PythonObject:
     m.def_function[mlp_resident_close]("mlp_resident_close")
     m.def_function[mlp_resident_grads]("mlp_resident_grads")
     m.def_function[mlp_resident_apply]("mlp_resident_apply")
+    m.def_function[mlp_resident_use_pool]("mlp_resident_use_pool")
+    m.def_function[pool_open_entry]("pool_open")
+    m.def_function[pool_serve_entry]("pool_serve")
+    m.def_function[pool_stop_entry]("pool_stop")
+    m.def_function[pool_worker_parts_entry]("pool_worker_parts")
     m.def_function[optim_step]("optim_step")
     m.def_function[optim_clip_grad_norm]("optim_clip_grad_norm")
     m.def_function[optim_tree_sum]("optim_tree_sum")

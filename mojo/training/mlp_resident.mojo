@@ -72,6 +72,7 @@ comptime S_R_PING = 14
 comptime S_R_PONG = 15
 comptime S_R_Y = 16
 comptime S_SIZES = 17  # the widths n0 .. nL (up to MAX_LAYERS + 1 slots)
+comptime S_POOL = 34  # the worker pool (training/pool.mojo) the host steps' GEMMs share, or 0
 
 # Outcomes of a run (the entry turns them into Python errors).
 comptime OK = 0
@@ -489,7 +490,7 @@ def _run_host(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
     var state = s.bank()
     var new = s.bank(spare=True)
     var scratch = LayerScratch(Int(s.f(s.r.acts)), Int(s.f(s.r.dl)), Int(s.f(s.r.ping)),
-                               Int(s.f(s.r.pong)))
+                               Int(s.f(s.r.pong)), Int(s.header()[unsafe_offset=S_POOL]))
     var h = scratch.acts()
     var dl = scratch.dlogits()
     var dh = scratch.ping()

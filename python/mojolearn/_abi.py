@@ -38,6 +38,12 @@ LAYOUT = {
     "mlp_resident_grads": (("session", "x", "targets", "out"),
                            ("rows", "target_itemsize", "divide_by", "t")),
     "mlp_resident_apply": (("session", "grads"), ("t",)),
+    "mlp_resident_use_pool": (("session", "pool"), ()),
+    # The worker pool of MOJOLEARN_NUM_THREADS (mojolearn/_threads.py).
+    "pool_open": ((), ("workers",)),
+    "pool_serve": (("pool",), ()),
+    "pool_stop": (("pool",), ()),
+    "pool_worker_parts": (("pool",), ()),
     "optim_step": (("table", "exp_avg", "exp_avg_sq", "buf_initialized", "scratch", "step"),
                    ("kind", "n_tensors", "n_total", "t", "lr", "beta1", "beta2", "eps",
                     "weight_decay", "momentum", "dampening", "nesterov", "maximize", "clip",

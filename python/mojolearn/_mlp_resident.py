@@ -15,6 +15,7 @@ import weakref
 
 from . import _backend
 from . import _mlp_state as S
+from . import _threads
 from ._buffer import zeros
 from ._layers import SMALL
 
@@ -53,6 +54,9 @@ class Session:
                             [params._addr, m._addr, v._addr, spec.sizes_addr],
                             [spec.layers, capacity, t, *hyper])
         self._finalizer = weakref.finalize(self, _close, raw, self.handle)
+        pool = _threads.pool()
+        if pool:
+            _call(raw.mlp_resident_use_pool, [self.handle, pool], [])
 
     def __reduce_ex__(self, protocol):
         # A copy would share the handle, and use it after the original's finalizer closed it.

@@ -15,40 +15,19 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from . import _backend
+from ._threads import num_threads
 from ._array import Array, _result_view
 from ._buffer import as_f32_c
 
-_ENV_THREADS = "MOJOLEARN_NUM_THREADS"
 _ZERO_F32 = _pyarray.array("f", (0.0,))  # repeated to allocate zeroed outputs quickly
-_MAX_THREADS = 256
 # Rows go to extra threads only when each thread gets at least this many multiply-adds.
 _MIN_MACS_PER_THREAD = 1 << 18
 
 _pool_lock = threading.Lock()
 _pool = None
-_threads = None  # MOJOLEARN_NUM_THREADS, parsed once per process (like the numeric mode)
 _raw = None  # the loaded binding module
 _tls = threading.local()  # per thread: the packed address block [3, a, b, c]
 _params_cache = {}  # (m, n, k, ta, tb) -> (float64 params block, its address)
-
-
-def num_threads():
-    """The thread count MOJOLEARN_NUM_THREADS asks for (default 1), read once per process at
-    first use. ValueError (on every call) while the value is invalid."""
-    global _threads
-    if _threads is None:
-        raw = os.environ.get(_ENV_THREADS)
-        value = 1
-        if raw is not None and raw.strip() != "":
-            try:
-                value = int(raw.strip(), 10)
-            except ValueError:
-                value = 0
-            if not 1 <= value <= _MAX_THREADS:
-                raise ValueError(f"{_ENV_THREADS} must be an integer in [1, {_MAX_THREADS}], "
-                                 f"got {raw!r}")
-        _threads = value
-    return _threads
 
 
 def _load():
@@ -111,7 +90,7 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False):
     # The hot path (our own 2-D float32 Arrays) skips the generic buffer probe.
     A = a if type(a) is Array and a._dtype == "<f4" and len(a._shape) == 2 else _operand(a, "a")
     B = b if type(b) is Array and b._dtype == "<f4" and len(b._shape) == 2 else _operand(b, "b")
-    threads = _threads or num_threads()
+    threads = num_threads()
     k, m = A._shape if ta else A._shape[::-1]
     n, kb = B._shape if tb else B._shape[::-1]
     if k != kb:

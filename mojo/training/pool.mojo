@@ -1,0 +1,178 @@
+"""Worker threads for the training step: MOJOLEARN_NUM_THREADS = N runs N - 1 workers beside
+the calling thread, each split GEMM cut into N parts of its outputs (rows or columns of C),
+never along k, so every thread count gives the same bits in both numeric modes.
+
+The threads are Python threads (mojolearn/_threads.py) parked in `serve` with the GIL released;
+the pool is a calloc'd block of Int64 words, its address the handle. A split GEMM publishes
+its task, and every thread, the caller included, claims parts from an atomic counter until none
+is left; the caller then waits for the parts others claimed. A worker that is asleep (or was
+never started, as in a forked child) claims nothing, and the caller runs every part itself: a
+task never waits for a worker to wake.
+
+Idle workers spin for about SPIN_NS, then poll every SLEEP_US microseconds (usleep; no futex,
+which is not portable), so a step that follows a pause may run its first GEMMs alone.
+"""
+from std.atomic import Atomic
+from std.ffi import external_call
+from std.time import perf_counter_ns
+
+from training.config import F32P, I64P
+from training.gemm import gemm
+
+comptime MAGIC = 0x6D6C706F6F6C3031  # "mlpool01"
+comptime SPIN_NS = 200_000
+comptime SLEEP_US = 100
+# Below this many multiply-adds a GEMM runs on the calling thread alone: sharing it would
+# cost more (a second packing of the other operand, the hand-over) than it saves.
+comptime MIN_SPLIT_MACS = 1 << 18
+
+# Words of the block. NEXT and PARTS carry the task's generation in their high 32 bits, so a
+# claim that raced with the end of a task is recognised as stale and dropped.
+comptime P_MAGIC = 0
+comptime P_WORKERS = 1
+comptime P_STOP = 2
+comptime P_NEXT = 3  # generation << 32 | the next part to claim (atomic)
+comptime P_DONE = 4  # parts finished (atomic)
+comptime P_PARTS = 5  # generation << 32 | parts of the current task
+comptime P_BUSY = 6  # a calling thread owns the pool (try-lock: others run alone)
+comptime P_GEN = 7  # the last task's generation (written by the owner only)
+comptime P_TASK = 8  # a, b, c, m, n, k, ta, tb, accumulate, by_columns
+comptime P_WORKER_PARTS = 20  # parts the workers ran (atomic): tests see that they take part
+comptime WORDS = 24
+comptime LOW = (Int64(1) << 32) - 1
+
+
+def pool_open(workers: Int) -> Int:
+    """A pool for `workers` threads (they call `serve`); 0 when the allocation fails."""
+    var addr = external_call["calloc", Int](WORDS, 8)
+    if addr != 0:
+        var w = I64P(unsafe_from_address=addr)
+        w[unsafe_offset=P_MAGIC] = MAGIC
+        w[unsafe_offset=P_WORKERS] = Int64(workers)
+    return addr
+
+
+def is_pool(addr: Int) -> Bool:
+    return addr != 0 and I64P(unsafe_from_address=addr)[unsafe_offset=P_MAGIC] == MAGIC
+
+
+def pool_stop(addr: Int):
+    """Ask every worker to return from `serve` (they notice within SLEEP_US)."""
+    Atomic[Int64].store(_word(addr, P_STOP), 1)
+
+
+def worker_parts(addr: Int) -> Int:
+    """Parts the pool's workers have run so far."""
+    return Int(Atomic[Int64].load(_word(addr, P_WORKER_PARTS)))
+
+
+def pool_free(addr: Int):
+    """Free a stopped pool whose workers have all returned."""
+    I64P(unsafe_from_address=addr)[unsafe_offset=P_MAGIC] = 0
+    external_call["free", NoneType](addr)
+
+
+@always_inline
+def _word(addr: Int, i: Int) -> UnsafePointer[Int64, MutAnyOrigin]:
+    return UnsafePointer[Int64, MutAnyOrigin](unsafe_from_address=addr + 8 * i)
+
+
+def serve(addr: Int):
+    """A worker's loop: claim and run parts until `pool_stop`. Pure Mojo (no GIL needed)."""
+    var idle_since = perf_counter_ns()
+    while Atomic[Int64].load(_word(addr, P_STOP)) == 0:
+        if _claim_and_run(addr, True):
+            idle_since = perf_counter_ns()
+        elif Int(perf_counter_ns() - idle_since) > SPIN_NS:
+            _ = external_call["usleep", Int32](UInt32(SLEEP_US))
+
+
+def _claim_and_run(addr: Int, worker: Bool) -> Bool:
+    """Run parts of the current task while any is left; whether this thread ran one."""
+    var ran = False
+    while True:
+        var task = Atomic[Int64].load(_word(addr, P_PARTS))
+        var next = Atomic[Int64].load(_word(addr, P_NEXT))
+        if next >> 32 != task >> 32 or next & LOW >= task & LOW:
+            return ran
+        var claim = Atomic[Int64].fetch_add(_word(addr, P_NEXT), 1)
+        # PARTS read after the claim describes the claim's own task whenever the claim is
+        # good (a task's PARTS is published before its NEXT, and the next task's only after
+        # every part of this one is done). A stale generation or a part past the end means
+        # the task ended meanwhile or another thread took its last part.
+        task = Atomic[Int64].load(_word(addr, P_PARTS))
+        if claim >> 32 != task >> 32 or claim & LOW >= task & LOW:
+            return ran
+        _run_part(addr, Int(claim & LOW), Int(task & LOW))
+        if worker:
+            _ = Atomic[Int64].fetch_add(_word(addr, P_WORKER_PARTS), 1)
+        _ = Atomic[Int64].fetch_add(_word(addr, P_DONE), 1)
+        ran = True
+
+
+def _run_part(addr: Int, part: Int, parts: Int):
+    var w = I64P(unsafe_from_address=addr)
+    var t = P_TASK
+    var a = F32P(unsafe_from_address=Int(w[unsafe_offset=t]))
+    var b = F32P(unsafe_from_address=Int(w[unsafe_offset=t + 1]))
+    var c = F32P(unsafe_from_address=Int(w[unsafe_offset=t + 2]))
+    var m = Int(w[unsafe_offset=t + 3])
+    var n = Int(w[unsafe_offset=t + 4])
+    var k = Int(w[unsafe_offset=t + 5])
+    var ta = w[unsafe_offset=t + 6] != 0
+    var tb = w[unsafe_offset=t + 7] != 0
+    var accumulate = w[unsafe_offset=t + 8] != 0
+    if w[unsafe_offset=t + 9] != 0:
+        gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m, _cut(n, part, parts, 16),
+             _cut(n, part + 1, parts, 16))
+    else:
+        gemm(a, b, c, m, n, k, ta, tb, accumulate, _cut(m, part, parts, 8),
+             _cut(m, part + 1, parts, 8))
+
+
+@always_inline
+def _cut(extent: Int, i: Int, parts: Int, align: Int) -> Int:
+    """Boundary i of `parts` near-equal pieces of [0, extent), on multiples of `align`."""
+    if i >= parts:
+        return extent
+    return min(extent, (extent * i // parts + align // 2) // align * align)
+
+
+def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool,
+               tb: Bool, accumulate: Bool):
+    """C (+)= op(A)·op(B), all of C, shared with the pool's workers when it is large enough
+    (pool 0: this thread alone). The bits of `gemm` on any thread count."""
+    var workers = Int(I64P(unsafe_from_address=pool)[unsafe_offset=P_WORKERS]) if pool else 0
+    # Cut the dimension whose other operand is cheaper to pack twice: every part packs all of
+    # op(A) when columns are split, all of op(B) when rows are.
+    var by_columns = m * k < n * k
+    var extent = n if by_columns else m
+    var parts = min(workers + 1, extent // (16 if by_columns else 8))
+    if parts < 2 or m * n * k < MIN_SPLIT_MACS:
+        gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m)
+        return
+    if Atomic[Int64].fetch_add(_word(pool, P_BUSY), 1) != 0:  # another caller has it
+        _ = Atomic[Int64].fetch_add(_word(pool, P_BUSY), -1)
+        gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m)
+        return
+    var w = I64P(unsafe_from_address=pool)
+    var t = P_TASK
+    w[unsafe_offset=t] = Int64(Int(a))
+    w[unsafe_offset=t + 1] = Int64(Int(b))
+    w[unsafe_offset=t + 2] = Int64(Int(c))
+    w[unsafe_offset=t + 3] = Int64(m)
+    w[unsafe_offset=t + 4] = Int64(n)
+    w[unsafe_offset=t + 5] = Int64(k)
+    w[unsafe_offset=t + 6] = Int64(1 if ta else 0)
+    w[unsafe_offset=t + 7] = Int64(1 if tb else 0)
+    w[unsafe_offset=t + 8] = Int64(1 if accumulate else 0)
+    w[unsafe_offset=t + 9] = Int64(1 if by_columns else 0)
+    var gen = (w[unsafe_offset=P_GEN] + 1) & LOW
+    w[unsafe_offset=P_GEN] = gen
+    Atomic[Int64].store(_word(pool, P_DONE), 0)
+    Atomic[Int64].store(_word(pool, P_PARTS), (gen << 32) | Int64(parts))
+    Atomic[Int64].store(_word(pool, P_NEXT), gen << 32)  # publishes the task
+    _ = _claim_and_run(pool, False)
+    while Atomic[Int64].load(_word(pool, P_DONE)) < Int64(parts):
+        pass
+    _ = Atomic[Int64].fetch_add(_word(pool, P_BUSY), -1)
