@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU, no network and no Mojo toolchain (Python 3.10+): run the
-# identical-mode golden-hash check and the training benchmark with the package built here by
+# identical-mode golden-hash check (SmallMLPTrainer's and MLPTrainer's goldens through the
+# trainers' device-resident sessions, and on cuda the stateless mlp_train_step against the cpu
+# binding: tools/device_golden.py) and the training benchmark with the package built here by
 # tools/build_device_package.sh (carried as build/device/). Prints the tables.
 set -uo pipefail
 cd "$(dirname "$0")/.."

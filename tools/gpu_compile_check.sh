@@ -38,6 +38,18 @@ wrapper="$out/tmp/mojo_wrappers/_mojolearn_training_hip_identical.mojo"
 amd_unexplained() {  # the fused/approximate f32 lines of one gfx9 kernel listing that no rule explains
   awk '
   function next_op(i,  j) { for (j = i + 1; j <= NR && (a[j] ~ /^[ \t]*s_nop/ || a[j] !~ /^[ \t]+[a-z]/); j++); return a[j] }
+  # The 64-bit integer division expansion: the reciprocal is scaled by 0x5f7ffffc (2^64) before
+  # anything overwrites it; the scheduler may put unrelated instructions in between.
+  function u64_div_rcp(i,  f, d, j, n) {
+    split(a[i], f, /[ \t,]+/); d = f[3]
+    for (j = i + 1; j <= NR && n < 8; j++) {
+      if (a[j] ~ /^[ \t]*s_nop/ || a[j] !~ /^[ \t]+[a-z]/) continue
+      n++
+      if (a[j] ~ ("^[ \t]+v_mul_f32_e32 v[0-9]+, 0x5f7ffffc, " d "$")) return 1
+      split(a[j], f, /[ \t,]+/); if (f[3] == d) return 0
+    }
+    return 0
+  }
   { a[NR] = $0 }
   END {
     for (i = 1; i <= NR; i++) {
@@ -58,7 +70,7 @@ amd_unexplained() {  # the fused/approximate f32 lines of one gfx9 kernel listin
       if (sq && i - sq <= 14 && l ~ /v_fma_f32 v[0-9]+, -v[0-9]+, v[0-9]+, v[0-9]+/) continue
       if (l ~ /^[ \t]+v_fmac_f32_e32 v[0-9]+, 0x[4c]f800000, v[0-9]+/) continue   # i64 <-> f32 split
       if (l ~ /^[ \t]+v_fma_f32/ && next_op(i) ~ /v_cvt_u32_f32/) continue       # f32 -> i64 split
-      if (l ~ /^[ \t]+v_rcp_f32/ && next_op(i) ~ /v_mul_f32_e32 v[0-9]+, 0x5f7ffffc/) continue
+      if (l ~ /^[ \t]+v_rcp_f32_e32 v[0-9]+, / && u64_div_rcp(i)) continue
       n = split(FILENAME, p, "/"); print p[n] ":" i ":" l
     }
   }' "$1"

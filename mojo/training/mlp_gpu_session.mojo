@@ -4,18 +4,20 @@ their pre-step backup live in device memory between calls.
 `training/mlp_resident.mojo` creates a `DeviceState` at a session's first run (opening a
 session never needs a GPU) and keeps its address in the session block's `S_DEVICE` header
 slot; from then on the device copy of p, m, v is authoritative and the block's host copy is
-stale. Each GPU operation costs microseconds of launch latency, far more than this model's
-arithmetic, so a run is four of them: one upload of the batch (x, then the labels as int32),
-one device-to-device copy backing p | m | v up (training runs), one launch of
-`training/mlp_gpu.mojo`'s step kernel (which also writes the finiteness status words), and one
-download of losses | logits | grads | dx | status, never the state. A non-finite result
-restores p | m | v from the device backup.
+stale. Any layer sizes the session supports. Each GPU operation costs microseconds of
+latency, so a run keeps the copies to three: one upload of the batch (x, then the labels as
+int32), one device-to-device copy backing p | m | v up (training runs), then the step's
+launches (training/mlp_gpu_layers.mojo `enqueue_steps`: the fused kernel for a small
+one-hidden-layer network, else one kernel per phase and layer, then the finiteness scan that
+writes the status words), and one download of losses | logits | grads | dx | status, never the
+state. A non-finite result restores p | m | v from the device backup.
 
 If a restore itself fails the device state is unknown: it is marked `lost`, and every later
 run, download or rollback on the session is refused (the session can only be closed).
 
-Run on an NVIDIA H200 (tools/device_check.sh, tools/device_extra.sh); the hip build is
-compile-checked only.
+A one-hidden-layer session on the fused kernel has run on an NVIDIA H200
+(tools/device_check.sh, tools/device_extra.sh); sessions on the layer kernels (deeper or larger
+networks) are compile-checked only, as is the hip build.
 """
 from std.ffi import external_call
 from std.sys import size_of
@@ -24,7 +26,9 @@ from max.gpu.host import DeviceBuffer, DeviceContext, HostBuffer
 
 from training.config import F32P, I32P, I64P
 from training.copy import copy_floats
-from training.mlp_gpu import BLOCK, CHECKS, enqueue_mlp_steps
+from training.mlp import LayerScratch, total_params
+from training.mlp_gpu import CHECKS
+from training.mlp_gpu_layers import DeviceRun, SEEN_WORDS, enqueue_steps, scratch_floats
 
 
 def _f(b: DeviceBuffer[DType.float32], offset: Int = 0) -> F32P:
@@ -45,17 +49,18 @@ struct DeviceState(Movable):
     to the largest run seen."""
 
     var ctx: DeviceContext
+    var sizes: List[Int]
     var inputs: Int
-    var hidden: Int
     var classes: Int
     var capacity: Int
     var total: Int
     var lost: Bool
     var state: DeviceBuffer[DType.float32]  # p | m | v, total each
     var backup: DeviceBuffer[DType.float32]
-    var h: DeviceBuffer[DType.float32]
+    var acts: DeviceBuffer[DType.float32]  # training.mlp.LayerScratch's regions
     var dl: DeviceBuffer[DType.float32]
-    var dh: DeviceBuffer[DType.float32]
+    var ping: DeviceBuffer[DType.float32]
+    var pong: DeviceBuffer[DType.float32]
     var row_loss: DeviceBuffer[DType.float32]
     var seen: DeviceBuffer[DType.int64]
     var inp: DeviceBuffer[DType.float32]  # x (k·rows·inputs) | labels as int32 (k·rows)
@@ -65,24 +70,27 @@ struct DeviceState(Movable):
     var stage: HostBuffer[DType.float32]
     var out_host: HostBuffer[DType.float32]
 
-    def __init__(out self, inputs: Int, hidden: Int, classes: Int, capacity: Int, p: F32P,
-                 m: F32P, v: F32P) raises:
+    def __init__(out self, sizes: List[Int], capacity: Int, p: F32P, m: F32P, v: F32P) raises:
         """Allocate everything and upload p, m, v; waits, so a failure surfaces here."""
         self.ctx = DeviceContext()
+        self.sizes = sizes.copy()
+        var inputs = sizes[0]
+        var classes = sizes[len(sizes) - 1]
         self.inputs = inputs
-        self.hidden = hidden
         self.classes = classes
         self.capacity = capacity
-        self.total = hidden * inputs + hidden + classes * hidden + classes
+        self.total = total_params(sizes)
         self.lost = False
         var n = self.total
+        var sf = scratch_floats(sizes, capacity)
         self.state = self.ctx.enqueue_create_buffer[DType.float32](3 * n)
         self.backup = self.ctx.enqueue_create_buffer[DType.float32](3 * n)
-        self.h = self.ctx.enqueue_create_buffer[DType.float32](capacity * hidden)
-        self.dl = self.ctx.enqueue_create_buffer[DType.float32](capacity * classes)
-        self.dh = self.ctx.enqueue_create_buffer[DType.float32](capacity * hidden)
-        self.row_loss = self.ctx.enqueue_create_buffer[DType.float32](capacity)
-        self.seen = self.ctx.enqueue_create_buffer[DType.int64](CHECKS * BLOCK)
+        self.acts = self.ctx.enqueue_create_buffer[DType.float32](sf[0])
+        self.dl = self.ctx.enqueue_create_buffer[DType.float32](sf[1])
+        self.ping = self.ctx.enqueue_create_buffer[DType.float32](sf[2])
+        self.pong = self.ctx.enqueue_create_buffer[DType.float32](sf[3])
+        self.row_loss = self.ctx.enqueue_create_buffer[DType.float32](sf[4])
+        self.seen = self.ctx.enqueue_create_buffer[DType.int64](SEEN_WORDS)
         var in_words = capacity * (inputs + 1)
         var out_words = 1 + capacity * (classes + inputs) + n + CHECKS
         self.inp = self.ctx.enqueue_create_buffer[DType.float32](in_words)
@@ -152,15 +160,16 @@ struct DeviceState(Movable):
             self.out = self.ctx.enqueue_create_buffer[DType.float32](words)
         if words > len(self.out_host):
             self.out_host = self.ctx.enqueue_create_host_buffer[DType.float32](words)
-        enqueue_mlp_steps(self.ctx, _f(self.inp),
-                          I32P(unsafe_from_address=Int(_f(self.inp, k * rows * I))),
-                          _f(self.state), _f(self.state, n), _f(self.state, 2 * n), _f(self.out),
-                          _f(self.out, at_logits), _f(self.out, at_grads), _f(self.out, at_dx),
-                          _f(self.h), _f(self.dl), _f(self.dh), _f(self.row_loss), I,
-                          self.hidden, O, rows, mode, k, t0, lr, beta1, beta2, eps,
-                          weight_decay, want_dx,
-                          I64P(unsafe_from_address=Int(self.seen.unsafe_ptr())),
-                          I32P(unsafe_from_address=Int(_f(self.out, at_status))), True)
+        var scratch = LayerScratch(Int(_f(self.acts)), Int(_f(self.dl)), Int(_f(self.ping)),
+                                   Int(_f(self.pong)))
+        var run = DeviceRun(Int(_f(self.inp)), Int(_f(self.inp, k * rows * I)),
+                            Int(_f(self.state)), Int(_f(self.state, n)),
+                            Int(_f(self.state, 2 * n)), Int(_f(self.out)),
+                            Int(_f(self.out, at_logits)), Int(_f(self.out, at_grads)),
+                            Int(_f(self.out, at_dx)), scratch, Int(_f(self.row_loss)),
+                            Int(self.seen.unsafe_ptr()), Int(_f(self.out, at_status)))
+        enqueue_steps(self.ctx, self.sizes, run, rows, mode, k, t0, lr, beta1, beta2, eps,
+                      weight_decay, want_dx, True)
         var host = F32P(unsafe_from_address=Int(self.out_host.unsafe_ptr()))
         self.ctx.enqueue_copy(host, self.out.create_sub_buffer[DType.float32](0, words))
         self.ctx.synchronize()
@@ -186,10 +195,10 @@ struct DeviceState(Movable):
 comptime DeviceStateP = Pointer[DeviceState, MutAnyOrigin]
 
 
-def device_state_new(inputs: Int, hidden: Int, classes: Int, capacity: Int, p: F32P, m: F32P,
-                     v: F32P) raises -> Int:
-    """A heap-allocated DeviceState holding copies of p, m, v; its address (never 0)."""
-    var state = DeviceState(inputs, hidden, classes, capacity, p, m, v)
+def device_state_new(sizes: List[Int], capacity: Int, p: F32P, m: F32P, v: F32P) raises -> Int:
+    """A heap-allocated DeviceState for widths `sizes` holding copies of p, m, v; its address
+    (never 0)."""
+    var state = DeviceState(sizes, capacity, p, m, v)
     var addr = external_call["malloc", Int](size_of[DeviceState]())
     if addr == 0:
         raise Error("cannot allocate the device state")

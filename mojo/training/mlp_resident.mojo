@@ -26,16 +26,19 @@ The arithmetic is training/mlp.mojo's (`layers_forward`, `mean_cross_entropy`,
 training/mlp_lanes.mojo's compile-time specialization of the same operations in the same order,
 so a resident step has the bits of `mlp_train_step` and of the per-operation path
 (tests/test_resident.py, tests/test_mlp_trainer.py compare them).
-On GPU vendors a one-hidden-layer network's state is device-resident (deeper networks run on the
-host in every build) (training/mlp_gpu_session.mojo): the first run
-creates the session's device state from the block's params, m, v (so opening a session needs
-no GPU, and a run on a host without one fails with DEVICE_FAILED and changes nothing); from
-then on the device copy is authoritative and the block's banks and scratch are unused. A run
-uploads only the batch, backs the state up device to device, runs the step kernel of
-training/mlp_gpu.mojo, checks finiteness on the device and downloads only the outputs and
-status words; a refused or failed run restores from the device backup, and
-`session_download`, `session_rollback` and `session_close` act on the device state. The cuda
-path has run on an NVIDIA H200 (tools/device_check.sh, tools/device_extra.sh); hip is
+On GPU vendors the state of every session (any layer sizes) is device-resident
+(training/mlp_gpu_session.mojo): the first run creates the session's device state from the
+block's params, m, v (so opening a session needs no GPU, and a run on a host without one fails
+with DEVICE_FAILED and changes nothing); from then on the device copy is authoritative and the
+block's banks and scratch are unused. A run uploads only the batch, backs the state up device
+to device, runs the step on the device (training/mlp_gpu_layers.mojo: the fused one-block
+kernel of training/mlp_gpu.mojo for a small one-hidden-layer network, else one kernel per
+phase and layer), checks finiteness on the device and downloads only the outputs and status
+words; a refused or failed run restores from the device backup, and `session_download`,
+`session_rollback` and `session_close` act on the device state. Microbatch gradients and
+`apply_gradients` (data parallel) stay host-only: the entries refuse them for device
+sessions. The cuda fused path has run on an NVIDIA H200 (tools/device_check.sh,
+tools/device_extra.sh); the layer kernels (deeper or larger networks) and the hip build are
 compile-checked only.
 """
 from std.ffi import external_call
@@ -404,8 +407,7 @@ def run_steps(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
     if bad_x >= 0:
         return Outcome(BAD_X, bad_x, 0)
     comptime if VENDOR != "cpu":
-        if s.layers == 2:  # the device kernel is the one-hidden-layer step
-            return _run_device(s, x, y, y_itemsize, o, rows, k, mode, want_dx)
+        return _run_device(s, x, y, y_itemsize, o, rows, k, mode, want_dx)
     var train = mode == MODE_TRAIN
     var t = s.t()
     if train:
@@ -422,9 +424,9 @@ def run_steps(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
 
 
 def on_device(s: Session) -> Bool:
-    """Whether a GPU build keeps this session's state in device memory (one hidden layer)."""
+    """Whether this build keeps the session's state in device memory (every GPU build)."""
     comptime if VENDOR != "cpu":
-        return s.layers == 2
+        return True
     return False
 
 
@@ -432,9 +434,8 @@ def _device(s: Session) raises -> DeviceStateP:
     """The session's device state, created from the block's p, m, v at the first run."""
     var hdr = s.header()
     if hdr[unsafe_offset=S_DEVICE] == 0:
-        var d = s.dims
-        hdr[unsafe_offset=S_DEVICE] = Int64(device_state_new(
-            d.inputs, d.hidden, d.classes, s.capacity, s.params(), s.m(), s.v()))
+        hdr[unsafe_offset=S_DEVICE] = Int64(device_state_new(s.sizes(), s.capacity, s.params(),
+                                                             s.m(), s.v()))
     return device_state(Int(hdr[unsafe_offset=S_DEVICE]))
 
 

@@ -27,7 +27,7 @@ from training.mlp import (
     relu_backward,
     sum_rows,
 )
-from training.mlp_gpu import mlp_steps_gpu
+from training.mlp_gpu_layers import mlp_layers_steps_gpu
 from training.mlp_resident import (
     BAD_TARGET,
     BAD_X,
@@ -141,8 +141,8 @@ def mlp_train_step(addrs: PythonObject, params: PythonObject) raises -> PythonOb
     """A whole MLP step in one call, any layer sizes (`sizes`: the address of layers+1 int64
     widths [n0, ..., nL]): mode 0 forward (logits), 1 grads (+ losses[0], grads, input_grad),
     2 train (k steps; new_params / new_m / new_v receive the updated state). x holds k*rows
-    rows, targets k*rows labels. GPU builds run a one-hidden-layer network on the device,
-    deeper ones on the host. Returns the logits written (rows*classes)."""
+    rows, targets k*rows labels. GPU builds run every network on the device (uploaded and
+    downloaded per call), with the CPU's bits in identical mode. Returns the logits written (rows*classes)."""
     comptime E = MLP_TRAIN_STEP.name
     var args = Args(MLP_TRAIN_STEP, addrs, params)
     var layers = args.int(0, "layers", 1, _MAX_LAYERS)
@@ -191,16 +191,13 @@ def mlp_train_step(addrs: PythonObject, params: PythonObject) raises -> PythonOb
     var eps = args.f32param(8)
     var wd = args.f32param(9)
     var device_error = String()
-    var on_device = False
     comptime if VENDOR != "cpu":
-        on_device = layers == 2
-        if on_device:
-            try:
-                mlp_steps_gpu(sizes[0], sizes[1], sizes[2], x, y, p, m, v, losses, logits, grads,
-                              dx, rows, mode, k, t, lr, b1, b2, eps, wd, want_dx)
-            except e:
-                device_error = String(e)
-    if not on_device:
+        try:
+            mlp_layers_steps_gpu(sizes, x, y, p, m, v, losses, logits, grads, dx, rows, mode, k,
+                                 t, lr, b1, b2, eps, wd, want_dx)
+        except e:
+            device_error = String(e)
+    else:
         mlp_layers_steps(sizes, x, y, p, m, v, losses, logits, grads, dx, rows, mode, k, t, lr,
                          b1, b2, eps, wd, want_dx)
     external_call["PyEval_RestoreThread", NoneType](ts)
