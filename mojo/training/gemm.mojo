@@ -28,6 +28,7 @@ panels (copies only: no arithmetic), zero padded at the edges; a micro-kernel ke
 tile of C in registers. Identical mode never splits k (the tile is stored once, after the
 whole chain, so `C + acc` stays one add); fast mode splits k into KC blocks for the caches.
 """
+from std.ffi import external_call
 from std.math import fma
 from std.sys import simd_width_of
 
@@ -270,10 +271,11 @@ def _gemm_blocked[FUSED: Bool, W: Int, MR: Int, NV: Int, NCB: Int = NC](
     var ncb = min(NCB, c_end - col_begin)
     var kcb = min(kc_max, k)
     var mcb = min(MC, row_end - row_begin)
-    var bbuf = List[Float32](length=kcb * ((ncb + NR - 1) // NR) * NR, fill=0.0)
-    var abuf = List[Float32](length=kcb * ((mcb + MR - 1) // MR) * MR, fill=0.0)
-    var bp = F32P(unsafe_from_address=Int(bbuf.unsafe_ptr()))
-    var ap = F32P(unsafe_from_address=Int(abuf.unsafe_ptr()))
+    # Packing writes every float of a panel, padding included: the buffers need no zero fill.
+    var b_floats = kcb * ((ncb + NR - 1) // NR) * NR
+    var bbuf = external_call["malloc", Int](4 * (b_floats + kcb * ((mcb + MR - 1) // MR) * MR))
+    var bp = F32P(unsafe_from_address=bbuf)
+    var ap = bp.unsafe_offset(b_floats)
     for jc in range(col_begin, c_end, NCB):
         var nc = min(NCB, c_end - jc)
         for pc in range(0, k, kcb):
@@ -294,8 +296,7 @@ def _gemm_blocked[FUSED: Bool, W: Int, MR: Int, NV: Int, NCB: Int = NC](
                             kc, ap.unsafe_offset(ir * kc), bpanel,
                             c.unsafe_offset((ic + ir) * n + jc + jr), n,
                             min(MR, mc - ir), min(NR, nc - jr), how)
-    _ = bbuf^
-    _ = abuf^
+    external_call["free", NoneType](bbuf)
 
 
 def gemm_identical[W: Int](a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool,

@@ -73,8 +73,8 @@ def pool_free(addr: Int):
 
 
 @always_inline
-def _word(addr: Int, i: Int) -> UnsafePointer[Int64, MutAnyOrigin]:
-    return UnsafePointer[Int64, MutAnyOrigin](unsafe_from_address=addr + 8 * i)
+def _word(addr: Int, i: Int) -> I64P:
+    return I64P(unsafe_from_address=addr + 8 * i)
 
 
 def serve(addr: Int):
