@@ -10,7 +10,8 @@ from ._array import Array
 from ._backend import numeric_mode_used, set_numeric_mode, vendor_used
 from ._buffer import empty, zeros
 
-__version__ = "0.1.0"
+# __version__ is read on first access (module __getattr__ below), from pyproject.toml through
+# the installed metadata: see _version.py.
 
 
 def _preload_runtime():
@@ -41,6 +42,11 @@ _LAZY = {
 
 
 def __getattr__(name):
+    if name == "__version__":
+        from ._version import version
+
+        value = globals()["__version__"] = version()
+        return value
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'mojolearn' has no attribute {name!r}")
