@@ -21,32 +21,16 @@ installed is shown as '-'.
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
+
+from bench_train import timed  # the same rounds and medians as the small trainer's benchmark
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CELLS = [([64, 128, 10], 32), ([64, 128, 10], 256), ([54, 256, 256, 7], 32),
          ([54, 256, 256, 7], 256), ([784, 256, 10], 32), ([784, 256, 10], 256)]
 SCAN = 64
 LR, WD, BETAS, EPS = 1e-3, 0.01, (0.9, 0.999), 1e-8
-
-
-def timed(fn, steps_per_call, rounds, budget_s):
-    """Median over `rounds` of the mean µs per step, each round lasting about budget_s."""
-    fn()
-    t0 = time.perf_counter()
-    fn()
-    once = max(time.perf_counter() - t0, 1e-7)
-    calls = max(1, int(budget_s / once))
-    per_round = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        per_round.append((time.perf_counter() - t0) / (calls * steps_per_call) * 1e6)
-    return statistics.median(per_round)
 
 
 def problem(sizes, batch):
