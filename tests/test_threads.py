@@ -7,7 +7,7 @@ import pytest
 
 from .helpers import run_python
 
-# Networks whose products are large enough to be split (>= 2**18 multiply-adds), with an
+# Networks whose products are large enough to be split (>= 2**20 multiply-adds), with an
 # uneven number of parts for some thread counts and both cut directions (rows and columns).
 CODE = """
 import json, os
@@ -16,7 +16,7 @@ from mojolearn import _rng, _threads
 from mojolearn._array import Array
 ml.set_numeric_mode({mode!r})
 out = {{}}
-for sizes, rows in (([64, 128, 10], 96), ([54, 256, 256, 7], 40), ([30, 200, 3], 300)):
+for sizes, rows in (([64, 128, 10], 160), ([54, 256, 256, 7], 40), ([30, 200, 3], 300)):
     tr = ml.MLPTrainer(sizes, seed=5, data_schedule={{"test": 1}})
     rng = _rng.SplitMix64(sum(sizes) + rows)
     xs = [rng.uniform() * 2 - 1 for _ in range(3 * rows * sizes[0])]

@@ -24,7 +24,7 @@ comptime SPIN_NS = 200_000
 comptime SLEEP_US = 100
 # Below this many multiply-adds a GEMM runs on the calling thread alone: sharing it would
 # cost more (a second packing of the other operand, the hand-over) than it saves.
-comptime MIN_SPLIT_MACS = 1 << 18
+comptime MIN_SPLIT_MACS = 1 << 20
 
 # Words of the block. NEXT and PARTS carry the task's generation in their high 32 bits, so a
 # claim that raced with the end of a task is recognised as stale and dropped.
