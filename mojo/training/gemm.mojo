@@ -86,14 +86,22 @@ def _pack_b[NR: Int](b: F32P, n: Int, k: Int, tb: Bool, p0: Int, kc: Int, j0: In
             # p outermost: each panel row is written once, whole, from `cols` read streams
             # (jj outermost scatters every write across all kc rows of the panel).
             var src = b.unsafe_offset(jb * k + p0)
-            for p in range(kc):
-                for jj in range(cols):
-                    out[unsafe_offset=p * NR + jj] = src[unsafe_offset=jj * k + p]
+            if cols == NR:  # a whole panel: the unrolled gather keeps NR loads in flight
+                for p in range(kc):
+                    comptime for jj in range(NR):
+                        out[unsafe_offset=p * NR + jj] = src[unsafe_offset=jj * k + p]
+            else:
+                for p in range(kc):
+                    for jj in range(cols):
+                        out[unsafe_offset=p * NR + jj] = src[unsafe_offset=jj * k + p]
         else:
             for p in range(kc):
                 var src = b.unsafe_offset((p0 + p) * n + jb)
-                for jj in range(cols):
-                    out[unsafe_offset=p * NR + jj] = src[unsafe_offset=jj]
+                if cols == NR:  # one vector copy per panel row
+                    out.unsafe_offset(p * NR).unsafe_store(src.unsafe_load[width=NR]())
+                else:
+                    for jj in range(cols):
+                        out[unsafe_offset=p * NR + jj] = src[unsafe_offset=jj]
         for jj in range(cols, NR):
             for p in range(kc):
                 out[unsafe_offset=p * NR + jj] = 0.0
@@ -110,13 +118,21 @@ def _pack_a[MR: Int](a: F32P, m: Int, k: Int, ta: Bool, i0: Int, mc: Int, p0: In
         if ta:  # A stored k×m: row p of A holds op(A)[:, p]
             for p in range(kc):
                 var src = a.unsafe_offset((p0 + p) * m + ib)
-                for ii in range(rows):
-                    out[unsafe_offset=p * MR + ii] = src[unsafe_offset=ii]
+                if rows == MR:
+                    comptime for ii in range(MR):
+                        out[unsafe_offset=p * MR + ii] = src[unsafe_offset=ii]
+                else:
+                    for ii in range(rows):
+                        out[unsafe_offset=p * MR + ii] = src[unsafe_offset=ii]
         else:  # as in _pack_b: p outermost, one whole panel row at a time
             var src = a.unsafe_offset(ib * k + p0)
             for p in range(kc):
-                for ii in range(rows):
-                    out[unsafe_offset=p * MR + ii] = src[unsafe_offset=ii * k + p]
+                if rows == MR:
+                    comptime for ii in range(MR):
+                        out[unsafe_offset=p * MR + ii] = src[unsafe_offset=ii * k + p]
+                else:
+                    for ii in range(rows):
+                        out[unsafe_offset=p * MR + ii] = src[unsafe_offset=ii * k + p]
         for ii in range(rows, MR):
             for p in range(kc):
                 out[unsafe_offset=p * MR + ii] = 0.0
