@@ -169,12 +169,8 @@ def _micro[FUSED: Bool, W: Int, MR: Int, NV: Int](kc: Int, ap: F32P, bp: F32P, c
                 comptime for v in range(NV):
                     acc = acc.insert[offset=(r * NV + v) * W](
                         c.unsafe_load[width=W](r * ldc + v * W))
-        elif FUSED:
-            acc = _load_edge[W, MR, NV, T](c, ldc, rows, cols)
         else:
-            for r in range(rows):
-                for j in range(cols):
-                    acc[r * NR + j] = c[unsafe_offset=r * ldc + j]
+            acc = _load_edge[W, MR, NV, T](c, ldc, rows, cols)
     # Two k steps per iteration (each output still adds its products p ascending): the
     # scheduler of a generic x86-64-v3 build then interleaves the steps' multiplies and adds,
     # where one step per iteration had each add wait on the multiply just before it (~20 %
@@ -194,15 +190,8 @@ def _micro[FUSED: Bool, W: Int, MR: Int, NV: Int](kc: Int, ap: F32P, bp: F32P, c
                 if how == ADD:
                     tile = out.unsafe_load[width=W]() + tile
                 out.unsafe_store(tile)
-    elif FUSED:  # fast mode never ADDs: its chain starts from C instead
-        _store_edge[W, MR, NV, T](acc, c, ldc, rows, cols)
-    else:
-        for r in range(rows):
-            for j in range(cols):
-                var x = acc[r * NR + j]
-                if how == ADD:
-                    x = c[unsafe_offset=r * ldc + j] + x
-                c[unsafe_offset=r * ldc + j] = x
+    else:  # fast mode never ADDs (its chain starts from C instead); identical mode may
+        _store_edge[W, MR, NV, T](acc, c, ldc, rows, cols, how == ADD)
 
 
 @always_inline
@@ -251,7 +240,9 @@ def _load_edge[W: Int, MR: Int, NV: Int, T: Int](c: F32P, ldc: Int, rows: Int,
 
 @always_inline
 def _store_edge[W: Int, MR: Int, NV: Int, T: Int](acc: SIMD[DType.float32, T], c: F32P,
-                                                  ldc: Int, rows: Int, cols: Int):
+                                                  ldc: Int, rows: Int, cols: Int, add: Bool):
+    """The real rows × cols of an edge tile into C, each `C + acc` (one rounded add) when
+    `add`, else `acc`."""
     comptime for r in range(MR):
         if r < rows:
             comptime for v in range(NV):
@@ -259,10 +250,15 @@ def _store_edge[W: Int, MR: Int, NV: Int, T: Int](acc: SIMD[DType.float32, T], c
                 var out = c.unsafe_offset(r * ldc + v * W)
                 var tile = acc.slice[W, offset=(r * NV + v) * W]()
                 if lanes == W:
+                    if add:
+                        tile = out.unsafe_load[width=W]() + tile
                     out.unsafe_store(tile)
                 else:
                     for j in range(lanes):
-                        out[unsafe_offset=j] = tile[j]
+                        var x = tile[j]
+                        if add:
+                            x = out[unsafe_offset=j] + x
+                        out[unsafe_offset=j] = x
 
 
 # ---------------------------------------------------------------- blocked driver
