@@ -9,19 +9,24 @@ is left; the caller then waits for the parts others claimed. A worker that is as
 never started, as in a forked child) claims nothing, and the caller runs every part itself: a
 task never waits for a worker to wake.
 
-Idle workers spin for about SPIN_NS, then poll every SLEEP_US microseconds (usleep; no futex,
-which is not portable), so a step that follows a pause may run its first GEMMs alone.
+Idle workers spin for about SPIN_NS (the gaps between a step's products are shorter), then
+sleep: on x86-64 Linux in futex_wait on the WAKE word, which a caller publishing a task bumps
+and wakes only while a worker sleeps; elsewhere they poll every SLEEP_US microseconds.
 """
 from std.atomic import Atomic
 from std.ffi import external_call
+from std.sys.info import CompilationTarget
 from std.time import perf_counter_ns
 
 from training.config import F32P, I64P
 from training.gemm import gemm
 
 comptime MAGIC = 0x6D6C706F6F6C3031  # "mlpool01"
-comptime SPIN_NS = 200_000
+comptime SPIN_NS = 50_000
 comptime SLEEP_US = 100
+comptime SYS_FUTEX = 202  # x86-64 Linux
+comptime FUTEX_WAIT_PRIVATE = 128
+comptime FUTEX_WAKE_PRIVATE = 129
 # Below this many multiply-adds a GEMM runs on the calling thread alone: sharing it would
 # cost more (a second packing of the other operand, the hand-over) than it saves.
 comptime MIN_SPLIT_MACS = 1 << 20
@@ -38,6 +43,8 @@ comptime P_BUSY = 6  # a calling thread owns the pool (try-lock: others run alon
 comptime P_GEN = 7  # the last task's generation (written by the owner only)
 comptime P_TASK = 8  # a, b, c, m, n, k, ta, tb, accumulate, by_columns
 comptime P_WORKER_PARTS = 20  # parts the workers ran (atomic): tests see that they take part
+comptime P_WAKE = 21  # bumped at every task (the futex word: its low 32 bits)
+comptime P_SLEEPERS = 22  # workers about to sleep or asleep (atomic)
 comptime WORDS = 24
 comptime LOW = (Int64(1) << 32) - 1
 
@@ -57,19 +64,14 @@ def is_pool(addr: Int) -> Bool:
 
 
 def pool_stop(addr: Int):
-    """Ask every worker to return from `serve` (they notice within SLEEP_US)."""
+    """Ask every worker to return from `serve`."""
     Atomic[Int64].store(_word(addr, P_STOP), 1)
+    _wake(addr)
 
 
 def worker_parts(addr: Int) -> Int:
     """Parts the pool's workers have run so far."""
     return Int(Atomic[Int64].load(_word(addr, P_WORKER_PARTS)))
-
-
-def pool_free(addr: Int):
-    """Free a stopped pool whose workers have all returned."""
-    I64P(unsafe_from_address=addr)[unsafe_offset=P_MAGIC] = 0
-    external_call["free", NoneType](addr)
 
 
 @always_inline
@@ -84,23 +86,49 @@ def serve(addr: Int):
         if _claim_and_run(addr, True):
             idle_since = perf_counter_ns()
         elif Int(perf_counter_ns() - idle_since) > SPIN_NS:
-            _ = external_call["usleep", Int32](UInt32(SLEEP_US))
+            _sleep(addr)
+            idle_since = perf_counter_ns()
+
+
+def _sleep(addr: Int):
+    comptime if CompilationTarget.is_x86():
+        var seen = Atomic[Int64].load(_word(addr, P_WAKE))
+        _ = Atomic[Int64].fetch_add(_word(addr, P_SLEEPERS), 1)
+        # A task published after `seen` was read either shows in this check or changes the
+        # word, and futex_wait then returns at once: no wake-up is lost.
+        if not _has_work(addr) and Atomic[Int64].load(_word(addr, P_STOP)) == 0:
+            _ = external_call["syscall", Int](SYS_FUTEX, addr + 8 * P_WAKE, FUTEX_WAIT_PRIVATE,
+                                              Int(seen & LOW), 0, 0, 0)
+        _ = Atomic[Int64].fetch_add(_word(addr, P_SLEEPERS), -1)
+    else:
+        _ = external_call["usleep", Int32](UInt32(SLEEP_US))
+
+
+def _wake(addr: Int):
+    """Bump the WAKE word and wake the sleeping workers, if any (a syscall only then)."""
+    _ = Atomic[Int64].fetch_add(_word(addr, P_WAKE), 1)
+    comptime if CompilationTarget.is_x86():
+        if Atomic[Int64].load(_word(addr, P_SLEEPERS)) > 0:
+            _ = external_call["syscall", Int](SYS_FUTEX, addr + 8 * P_WAKE, FUTEX_WAKE_PRIVATE,
+                                              1 << 30, 0, 0, 0)
+
+
+def _has_work(addr: Int) -> Bool:
+    var task = Atomic[Int64].load(_word(addr, P_PARTS))
+    var next = Atomic[Int64].load(_word(addr, P_NEXT))
+    return next >> 32 == task >> 32 and next & LOW < task & LOW
 
 
 def _claim_and_run(addr: Int, worker: Bool) -> Bool:
     """Run parts of the current task while any is left; whether this thread ran one."""
     var ran = False
-    while True:
-        var task = Atomic[Int64].load(_word(addr, P_PARTS))
-        var next = Atomic[Int64].load(_word(addr, P_NEXT))
-        if next >> 32 != task >> 32 or next & LOW >= task & LOW:
-            return ran
+    while _has_work(addr):
         var claim = Atomic[Int64].fetch_add(_word(addr, P_NEXT), 1)
         # PARTS read after the claim describes the claim's own task whenever the claim is
         # good (a task's PARTS is published before its NEXT, and the next task's only after
         # every part of this one is done). A stale generation or a part past the end means
         # the task ended meanwhile or another thread took its last part.
-        task = Atomic[Int64].load(_word(addr, P_PARTS))
+        var task = Atomic[Int64].load(_word(addr, P_PARTS))
         if claim >> 32 != task >> 32 or claim & LOW >= task & LOW:
             return ran
         _run_part(addr, Int(claim & LOW), Int(task & LOW))
@@ -108,6 +136,7 @@ def _claim_and_run(addr: Int, worker: Bool) -> Bool:
             _ = Atomic[Int64].fetch_add(_word(addr, P_WORKER_PARTS), 1)
         _ = Atomic[Int64].fetch_add(_word(addr, P_DONE), 1)
         ran = True
+    return ran
 
 
 def _run_part(addr: Int, part: Int, parts: Int):
@@ -172,6 +201,7 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     Atomic[Int64].store(_word(pool, P_DONE), 0)
     Atomic[Int64].store(_word(pool, P_PARTS), (gen << 32) | Int64(parts))
     Atomic[Int64].store(_word(pool, P_NEXT), gen << 32)  # publishes the task
+    _wake(pool)
     _ = _claim_and_run(pool, False)
     while Atomic[Int64].load(_word(pool, P_DONE)) < Int64(parts):
         pass
