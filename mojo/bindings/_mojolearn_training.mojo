@@ -9,6 +9,7 @@ from std.python.bindings import PythonModuleBuilder
 
 from entries.gemm import (NEURAL_GEMM, NEURAL_GEMM_PACKED, neural_gemm,
                           neural_gemm_packed)
+from entries.intake import INTAKE_READ, intake_read
 from entries.loss import (CROSS_ENTROPY, PORTABLE_MATH_EVAL, cross_entropy_entry,
                           portable_math_eval)
 from entries.mlp import (MLP_ADAMW, MLP_BIAS_ACTIVATION, MLP_RELU_BACKWARD, MLP_SUM_ROWS,
@@ -38,7 +39,7 @@ def abi_layout() raises -> PythonObject:
                           MLP_RESIDENT_ROLLBACK, MLP_RESIDENT_CLOSE, MLP_RESIDENT_GRADS,
                           MLP_RESIDENT_APPLY, OPTIM_STEP, OPTIM_CLIP_GRAD_NORM,
                           OPTIM_TREE_SUM, OPTIM_RESIDENT_ALLOC, OPTIM_RESIDENT_FREE, OPTIM_COPY,
-                          CROSS_ENTROPY, PORTABLE_MATH_EVAL]:
+                          CROSS_ENTROPY, PORTABLE_MATH_EVAL, INTAKE_READ]:
         out.append(PythonObject(String(spec.name, "|", spec.addrs, "|", spec.params)))
     return out
 
@@ -77,4 +78,5 @@ def build_module(name: StaticString) raises -> PythonObject:
     m.def_function[optim_copy]("optim_copy")
     m.def_function[cross_entropy_entry]("cross_entropy")
     m.def_function[portable_math_eval]("portable_math_eval")
+    m.def_function[intake_read]("intake_read")
     return m.finalize()
