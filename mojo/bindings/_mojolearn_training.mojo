@@ -9,6 +9,7 @@ from std.python.bindings import PythonModuleBuilder
 
 from entries.gemm import (NEURAL_GEMM, NEURAL_GEMM_PACKED, neural_gemm,
                           neural_gemm_packed)
+from entries.intake import INTAKE_READ, intake_read
 from entries.loss import (CROSS_ENTROPY, PORTABLE_MATH_EVAL, cross_entropy_entry,
                           portable_math_eval)
 from entries.mlp import (MLP_ADAMW, MLP_BIAS_ACTIVATION, MLP_RELU_BACKWARD, MLP_SUM_ROWS,
@@ -42,7 +43,7 @@ def abi_layout() raises -> PythonObject:
                           MLP_RESIDENT_APPLY, MLP_RESIDENT_USE_POOL, POOL_OPEN, POOL_SERVE,
                           POOL_STOP, POOL_WORKER_PARTS, OPTIM_STEP, OPTIM_CLIP_GRAD_NORM,
                           OPTIM_TREE_SUM, OPTIM_RESIDENT_ALLOC, OPTIM_RESIDENT_FREE, OPTIM_COPY,
-                          CROSS_ENTROPY, PORTABLE_MATH_EVAL]:
+                          CROSS_ENTROPY, PORTABLE_MATH_EVAL, INTAKE_READ]:
         out.append(PythonObject(String(spec.name, "|", spec.addrs, "|", spec.params)))
     return out
 
@@ -86,4 +87,5 @@ def build_module(name: StaticString) raises -> PythonObject:
     m.def_function[optim_copy]("optim_copy")
     m.def_function[cross_entropy_entry]("cross_entropy")
     m.def_function[portable_math_eval]("portable_math_eval")
+    m.def_function[intake_read]("intake_read")
     return m.finalize()

@@ -57,12 +57,15 @@ LAYOUT = {
                       ("rows", "classes", "ignore_index", "label_smoothing", "reduction",
                        "want_grad")),
     "portable_math_eval": (("x", "y"), ("n", "function")),
+    # Takes a Python object (a buffer or a DLPack capsule) and a spec int, not address lists:
+    # `_reader` is its only caller.
+    "intake_read": (("object",), ("spec",)),
 }
 
 # Entries `_backend.Binding` exposes unwrapped: they raise plain Exception("<Type>: ...") and
 # their callers translate it (the wrapper's extra Python frame costs ~0.06 µs, a noticeable part
 # of a batch-1 training step).
-RAW_ENTRIES = frozenset({"mlp_resident_step", "mlp_resident_steps"})
+RAW_ENTRIES = frozenset({"mlp_resident_step", "mlp_resident_steps", "intake_read"})
 
 
 def parse(binding_layout):

@@ -13,7 +13,8 @@ import sys
 if sys.byteorder != "little":  # every CPU and GPU target we build for is little-endian
     raise ImportError("mojolearn supports little-endian hosts only")
 
-from ._bufcheck import Probe, address, dtype_name, split_format
+from . import _reader
+from ._bufcheck import dtype_name, split_format
 
 # dtype -> array.array typecode (native = little-endian, checked above).
 _CODES = {"<f4": "f", "<i4": "i" if _pyarray.array("i").itemsize == 4 else "l",
@@ -143,7 +144,7 @@ class Array:
         self._dtype = dtype
         self._size = math.prod(self._shape)
         self._readonly = mv.readonly
-        self._addr = address(mv) if mv.nbytes else 0
+        self._addr = _reader.describe(mv).address if mv.nbytes else 0
         return self
 
     # -- layout --------------------------------------------------------------------------
@@ -177,12 +178,9 @@ class Array:
         return self._readonly
 
     def _probe(self):
-        strides, step = [], self.itemsize
-        for d in reversed(self._shape):
-            strides.append(step)
-            step *= d
-        return Probe(_CODES[self._dtype], self.itemsize, self._shape, tuple(reversed(strides)),
-                     len(self._shape), True, self._readonly, self.nbytes)
+        """This Array's `_reader.Layout` (always C-contiguous, on the CPU)."""
+        return _reader.Layout(_CODES[self._dtype], self.itemsize, self._shape, len(self._shape),
+                              True, self._readonly, self.nbytes, self._addr, 1, self)
 
     def __len__(self):
         if not self._shape:

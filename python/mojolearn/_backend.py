@@ -236,6 +236,21 @@ def binding():
         return _loaded
 
 
+def reader():
+    """The binding's `intake_read` (host code, the same in every build), WITHOUT fixing this
+    process's numeric mode: reading a buffer (a checkpoint's tensors, `Array.from_buffer`)
+    may come before `set_numeric_mode`. The loaded binding's when there is one, else the cpu
+    identical module's (always built), ABI-checked but not recorded as the binding."""
+    with _lock:
+        if _loaded is not None:
+            return _loaded.raw.intake_read
+        try:
+            return Binding(_import("cpu", "identical")).raw.intake_read
+        except ImportError as exc:
+            raise ImportError(f"mojolearn: cannot load the cpu/identical binding ({exc}); "
+                              f"reinstall with `pip install .`") from exc
+
+
 def numeric_mode_used():
     """'identical' or 'fast', read from the loaded binary."""
     return binding().mode

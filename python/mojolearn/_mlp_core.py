@@ -267,14 +267,12 @@ class MLPCore:
     def _x_input(self, X, name="X", stacked=False):
         """(object to keep alive, address, rows) of a float32 C-contiguous (rows, inputs) batch;
         finiteness is checked by the binding."""
-        x = _batches.batch(X, self._API, self._spec.inputs, self._max_rows, name, stacked)
-        return x, x._addr, x._shape[0]
+        return _batches.x_input(X, self._API, self._spec.inputs, self._max_rows, name, stacked)
 
     def _y_input(self, targets, rows):
         """(object to keep alive, address, itemsize) of `rows` int32 labels; the binding checks
         the class range."""
-        y = _batches.targets(targets, rows, self._spec.classes, self._API, check_range=False)
-        return y, y._addr, 4
+        return _batches.y_input(targets, rows, self._spec.classes, self._API)
 
     def _pass(self, xa, ya, itemsize, rows, mode, want_dx, k=1):
         """One resident pass (forward / grads / one train step), or k train steps in one call;

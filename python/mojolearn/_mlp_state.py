@@ -12,8 +12,8 @@ import operator
 import struct
 
 from ._array import Array
-from ._buffer import as_f32_c, as_i32_c
-from ._bufcheck import dtype_name, is_native_f32, is_int32, probe
+from ._bufcheck import dtype_name, is_native_f32, is_int32
+from ._intake import as_f32_c, as_i32_c, probe
 from ._layers import SMALL
 
 NAMES, SHAPES, OFFSETS, TOTAL = SMALL.names, SMALL.shapes, SMALL.offsets, SMALL.total
@@ -157,6 +157,8 @@ def tensor(value, shape, name, dtype="<f4", api="SmallMLPTrainer"):
     kind = "float32" if dtype == "<f4" else "int32"
     try:
         pb = probe(value)
+    except ValueError as exc:
+        raise ValueError(f"{api}: {name}: {exc}") from None
     except TypeError:
         raise TypeError(f"{api}: {name} must be a {kind} buffer (NumPy array, "
                         f"array.array, memoryview or mojolearn.Array), got "

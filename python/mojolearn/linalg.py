@@ -10,14 +10,13 @@ thread whatever the setting (a thread hand-off costs more than they take). The v
 read once per process, at the first call.
 """
 import array as _pyarray
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from . import _backend
+from ._array import _result_view
+from ._intake import f32
 from ._threads import num_threads
-from ._array import Array, _result_view
-from ._buffer import as_f32_c
 
 _ZERO_F32 = _pyarray.array("f", (0.0,))  # repeated to allocate zeroed outputs quickly
 # Rows go to extra threads only when each thread gets at least this many multiply-adds.
@@ -58,10 +57,6 @@ def _params_block(m, n, k, ta, tb):
     return block
 
 
-def _operand(x, name):
-    return as_f32_c(x, ndim=2, name=name)[0]
-
-
 def _flag(value, name):
     if type(value) is not bool:
         raise TypeError(f"matmul: {name} must be True or False, got {type(value).__name__} "
@@ -87,16 +82,16 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False):
     if type(ta) is not bool or type(tb) is not bool:
         _flag(ta, "transpose_a")
         _flag(tb, "transpose_b")
-    # The hot path (our own 2-D float32 Arrays) skips the generic buffer probe.
-    A = a if type(a) is Array and a._dtype == "<f4" and len(a._shape) == 2 else _operand(a, "a")
-    B = b if type(b) is Array and b._dtype == "<f4" and len(b._shape) == 2 else _operand(b, "b")
+    # The keep-alives (operands, DLPack capsules or C-order copies) live until the call ends.
+    a_kept, a_at, a_shape = f32(a, "a", 2)
+    b_kept, b_at, b_shape = f32(b, "b", 2)
     threads = num_threads()
-    k, m = A._shape if ta else A._shape[::-1]
-    n, kb = B._shape if tb else B._shape[::-1]
+    k, m = a_shape if ta else a_shape[::-1]
+    n, kb = b_shape if tb else b_shape[::-1]
     if k != kb:
         raise ValueError(
-            f"matmul: contracted dimensions disagree: a has shape {A._shape}"
-            f"{' (transposed)' if ta else ''} and b has shape {B._shape}"
+            f"matmul: contracted dimensions disagree: a has shape {a_shape}"
+            f"{' (transposed)' if ta else ''} and b has shape {b_shape}"
             f"{' (transposed)' if tb else ''}, so op(a) is {m}x{k} but op(b) is {kb}x{n}")
     buf = _ZERO_F32 * (m * n)
     out = _result_view(buf, (m, n), buf.buffer_info()[0], m * n)
@@ -107,14 +102,14 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False):
     try:
         if parts == 1:
             q, qaddr = _tls.__dict__.get("block") or _addr_block()
-            q[1] = A._addr
-            q[2] = B._addr
+            q[1] = a_at
+            q[2] = b_at
             q[3] = out._addr
             params = _params_cache.get((m, n, k, ta, tb)) or _params_block(m, n, k, ta, tb)
             raw.neural_gemm_packed(qaddr, params[1])
         else:
-            _run_split(raw.neural_gemm, [A._addr, B._addr, out._addr], m, n, k, ta, tb, parts,
-                       (buf, A, B))
+            _run_split(raw.neural_gemm, [a_at, b_at, out._addr], m, n, k, ta, tb, parts,
+                       (buf, a_kept, b_kept))
     except Exception as exc:
         raise _backend.translate(exc) from None
     return out

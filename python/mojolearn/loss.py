@@ -7,7 +7,8 @@ gives the same bits on every machine. Python only validates, allocates and packs
 import math
 
 from . import _backend
-from ._buffer import _I32_MAX, _I32_MIN, as_f32_c, as_i32_c, zeros
+from ._buffer import zeros
+from ._intake import _I32_MAX, _I32_MIN, f32, i32
 
 _REDUCTIONS = {"none": 0, "sum": 1, "mean": 2}
 # The binding's "ignore nothing" value: no int32 target equals it.
@@ -48,20 +49,20 @@ def cross_entropy(logits, targets, ignore_index=-100, reduction="mean", label_sm
         RuntimeError: the loss or its gradient is not finite (e.g. a target logit of -inf).
     """
     code = _check_options(ignore_index, reduction, label_smoothing, return_grad)
-    z, _ = as_f32_c(logits, ndim=2, name="logits")
-    rows, classes = z.shape
+    z_kept, z_at, z_shape = f32(logits, "logits", 2)
+    rows, classes = z_shape
     if rows == 0 or classes == 0:
         raise ValueError(f"logits must have at least one row and one class, got shape "
-                         f"{z.shape}")
-    t, _ = as_i32_c(targets, ndim=1, name="targets")
-    if t.shape[0] != rows:
-        raise ValueError(f"targets must have shape ({rows},) to match logits {z.shape}, got "
-                         f"{t.shape}")
+                         f"{z_shape}")
+    t_kept, t_at, t_shape = i32(targets, "targets", 1)
+    if t_shape[0] != rows:
+        raise ValueError(f"targets must have shape ({rows},) to match logits {z_shape}, got "
+                         f"{t_shape}")
     losses = zeros((rows,))
     dlogits = zeros((rows, classes)) if return_grad else None
     ignore = ignore_index if _I32_MIN <= ignore_index <= _I32_MAX else _IGNORE_NOTHING
     result = _backend.binding().cross_entropy(
-        [z._addr, t._addr, losses._addr, (dlogits if return_grad else losses)._addr],
+        [z_at, t_at, losses._addr, (dlogits if return_grad else losses)._addr],
         [rows, classes, ignore, float(label_smoothing), code, 1 if return_grad else 0])
     loss = losses if code == 0 else result
     return (loss, dlogits) if return_grad else loss

@@ -31,8 +31,8 @@ import weakref
 
 from . import _backend
 from ._array import Array
-from ._bufcheck import dtype_name, probe
-from ._buffer import _dlpack_in, probe_f32
+from ._bufcheck import dtype_name
+from ._intake import f32_shared, probe
 from ._portable import round_f32
 
 _REFUSED = ("foreach", "fused", "capturable", "differentiable", "amsgrad")
@@ -121,31 +121,21 @@ def _is_buffer(obj):
     if type(obj) is Array or hasattr(type(obj), "__dlpack__"):  # torch tensors: DLPack
         return True
     try:
-        memoryview(obj).release()
+        probe(obj)
         return True
-    except TypeError:
+    except (TypeError, ValueError):
         return False
 
 
 def _f32_tensor(obj, name, writable):
-    """(Array borrowing obj, shape): a C-contiguous float32 buffer, refused otherwise."""
-    try:
-        obj = _dlpack_in(obj)  # a torch tensor: one DLPack exchange, not one per check
-    except TypeError as exc:
-        raise TypeError(f"{name}: {exc}") from None
-    if type(obj) is Array and obj._dtype == "<f4" and not (writable and obj._readonly):
-        return obj, obj._shape  # our own Arrays are always C-contiguous
+    """(Array sharing obj's memory, shape): a C-contiguous float32 buffer, refused otherwise."""
     if _is_sparse(obj):
         raise TypeError(f"{name}: sparse tensors are not supported")
     if isinstance(obj, dict):
         raise TypeError(f"{name}: parameter groups (dicts) are not supported; pass the "
                         f"tensors themselves")
-    pb = probe_f32(obj, name)
-    if not pb.c_contiguous:
-        raise ValueError(f"{name} must be C-contiguous")
-    if writable and pb.readonly:
-        raise ValueError(f"{name} is read-only; it is updated in place, so it must be writable")
-    return Array.from_buffer(obj), pb.shape
+    arr = f32_shared(obj, name, writable)
+    return arr, arr._shape
 
 
 def _tensor_list(obj, name):

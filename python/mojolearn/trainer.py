@@ -3,13 +3,12 @@
 The [8, 16, 3] case of the MLP trainer core (`_mlp_core.MLPCore`, which MLPTrainer is too):
 the reference's constructor (four weight buffers), its state layout and file schema
 (`mojolearn.small-mlp-checkpoint.v1`, with the always-zero flags), a batch limit of 256 rows,
-and one fast path a benchmark justifies: `train_step` checks Array and NumPy inputs inline and
-builds its five result views unrolled (at batch 1 each saved call is ~3 % of a ~2 µs step).
+and one fast path a benchmark justifies: `train_step` checks Array inputs inline and builds its
+five result views unrolled (at batch 1 each saved call is ~3 % of a ~3 µs step). Every other
+input comes in as every entry's does (`_batches`, `_intake`).
 Everything else — state, validation, transactions, the other steps, checkpoints — is the core's.
 """
-import array as _pyarray
-
-from . import _batches
+from ._batches import x_input as _x_input, y_input as _y_input
 from . import _mlp_state as S
 from . import checkpoint as _ckpt
 from ._array import Array, _new_object, _result_view
@@ -28,78 +27,10 @@ _W1_SHAPE, _B1_SHAPE, _W2_SHAPE, _B2_SHAPE = S.SHAPES
 # `train_step` spells the flat gradient layout out (offsets 0, 128, 144, 192).
 assert S.OFFSETS == (0, 128, 144, 192) and S.TOTAL == 195 and S.ARCHITECTURE == [8, 16, 3]
 _LOGITS_SHAPES = [(rows, _OUT) for rows in range(_MAX_ROWS + 1)]  # shared, not rebuilt per step
-# array.array typecodes of signed 4- and 8-byte integers: labels the binding reads directly.
-_SIGNED_CODES = frozenset(c for c in "ilq" if _pyarray.array(c).itemsize in (4, 8))
-_NDARRAY = [None]  # numpy.ndarray once one has been seen (numpy itself is never imported)
 
 
 def _translate(exc):
     return _core_translate(exc, _API)
-
-
-def _is_ndarray(obj):
-    t = type(obj)
-    if t is _NDARRAY[0]:
-        return True
-    if _NDARRAY[0] is None and t.__name__ == "ndarray" and t.__module__ == "numpy":
-        _NDARRAY[0] = t
-        return True
-    return False
-
-
-def _x_input(X, name="X", stacked=False):
-    """(object to keep alive, address, rows) of a float32 C-contiguous (rows, 8) batch.
-
-    mojolearn.Array and NumPy arrays are checked by type and attributes (cheaper than a
-    memoryview); anything else goes through `_batch`. Finiteness is checked by the binding."""
-    if type(X) is Array:
-        shape = X._shape
-        if (X._dtype == "<f4" and len(shape) == 2 and shape[1] == _IN and shape[0] > 0
-                and (stacked or shape[0] <= _MAX_ROWS)):
-            return X, X._addr, shape[0]
-    elif _is_ndarray(X):
-        shape = X.shape
-        dt = X.dtype
-        if (dt.char == "f" and dt.isnative and len(shape) == 2 and shape[1] == _IN
-                and shape[0] > 0 and (stacked or shape[0] <= _MAX_ROWS)
-                and X.flags.c_contiguous):
-            return X, X.__array_interface__["data"][0], shape[0]
-    x = _batch(X, name, stacked)
-    return x, x._addr, x._shape[0]
-
-
-def _y_input(targets, rows):
-    """(object to keep alive, address, itemsize 4 or 8) of `rows` integer labels. Signed
-    int32 / int64 buffers go to the binding as they are (it checks the class range); other
-    integer dtypes are converted to int32 first."""
-    t = type(targets)
-    if t is Array:
-        if targets._shape == (rows,):
-            dt = targets._dtype
-            if dt == "<i4":
-                return targets, targets._addr, 4
-            if dt == "<i8":
-                return targets, targets._addr, 8
-    elif t is _pyarray.array:
-        if targets.typecode in _SIGNED_CODES:
-            addr, n = targets.buffer_info()
-            if n == rows:
-                return targets, addr, targets.itemsize
-    elif _is_ndarray(targets):
-        dt = targets.dtype
-        if (dt.kind == "i" and dt.itemsize in (4, 8) and dt.isnative
-                and targets.shape == (rows,) and targets.flags.c_contiguous):
-            return targets, targets.__array_interface__["data"][0], dt.itemsize
-    y = _targets(targets, rows, check_range=False)
-    return y, y._addr, 4
-
-
-def _batch(X, name="X", stacked=False):
-    return _batches.batch(X, _API, _IN, _MAX_ROWS, name, stacked)
-
-
-def _targets(targets, rows, check_range=True):
-    return _batches.targets(targets, rows, _OUT, _API, check_range)
 
 
 class SmallMLPTrainer(MLPCore):
@@ -136,12 +67,6 @@ class SmallMLPTrainer(MLPCore):
                         max_rows=_MAX_ROWS)
         self._run_step = _binding().mlp_resident_step  # train_step's entry, looked up once
 
-    def _x_input(self, X, name="X", stacked=False):
-        return _x_input(X, name, stacked)
-
-    def _y_input(self, targets, rows):
-        return _y_input(targets, rows)
-
     @classmethod
     def from_checkpoint(cls, path, *, allow_profile_change=False):
         """A trainer restored from `save_checkpoint` output, after checking size, schema,
@@ -174,17 +99,18 @@ class SmallMLPTrainer(MLPCore):
         if return_input_grad is not False and return_input_grad is not True:
             raise TypeError(f"SmallMLPTrainer: return_input_grad must be a bool, got "
                             f"{type(return_input_grad).__name__}")
-        # The common case (float32 / int32 Arrays) checked inline; `_x_input` / `_y_input`
-        # handle (and refuse) everything else. At batch 1 each saved call is ~3 % of a step.
+        # Arrays checked inline, the rest through the intake (whose keep-alives — the object,
+        # a DLPack capsule or a converted copy — live as long as this frame): two calls are
+        # ~0.2 µs, 6 % of a batch-1 step (tools/bench_train.py).
         if (type(X) is Array and X._dtype == "<f4" and len(shape := X._shape) == 2
                 and shape[1] == _IN and 0 < (rows := shape[0]) <= _MAX_ROWS):
             xa = X._addr
         else:
-            x_kept, xa, rows = _x_input(X)  # a converted copy lives as long as this frame
+            x_kept, xa, rows = _x_input(X, _API, _IN, _MAX_ROWS)
         if type(targets) is Array and targets._dtype == "<i4" and targets._shape == (rows,):
             ya, itemsize = targets._addr, 4
         else:
-            y_kept, ya, itemsize = _y_input(targets, rows)
+            y_kept, ya, itemsize = _y_input(targets, rows, _OUT, _API)
         lock = self._lock
         lock.acquire()  # explicit: `with` costs ~0.05 µs more
         try:
