@@ -44,8 +44,8 @@ def _uninterrupted(folder, mode):
 
 
 def _killed_leg(folder, mode, resume, target):
-    """Run until the run reports step >= target, then SIGKILL. True when the kill landed
-    (False: the run finished first, e.g. on a machine busy enough to let it race ahead)."""
+    """Run until the run reports step >= target, then SIGKILL. (landed, exit status): landed
+    is False when the run ended first, e.g. on a machine busy enough to let it race ahead."""
     proc = subprocess.Popen(_cmd(folder, mode, resume), env=_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
     try:
@@ -59,7 +59,7 @@ def _killed_leg(folder, mode, resume, target):
         proc.kill()
         proc.wait(timeout=60)
         proc.stdout.close()
-    return proc.returncode == -signal.SIGKILL
+    return proc.returncode == -signal.SIGKILL, proc.returncode
 
 
 def _same_as_reference(run_dir, ref_dir, ref, done, seed, at):
@@ -86,7 +86,7 @@ def test_kill_9_and_resume(tmp_path, mode):
     ref_dir.mkdir()
     ref = _uninterrupted(str(ref_dir), mode)
     want = KILLS * (5 if LONG else 1)
-    kills, runs, at = 0, 0, []
+    kills, runs, legs, at = 0, 0, 0, []
     run_dir, resume = None, False
     while kills < want:
         if run_dir is None:
@@ -101,7 +101,11 @@ def test_kill_9_and_resume(tmp_path, mode):
             continue
         left = want - kills
         target = min(STEPS - 1, start + rng.randint(1, max(1, (STEPS - start) // (left + 1) * 2)))
-        landed = _killed_leg(str(run_dir), mode, resume, target)
+        landed, status = _killed_leg(str(run_dir), mode, resume, target)
+        # A leg that failed (a refused --resume, say) would otherwise be retried forever.
+        assert landed or status == 0, f"seed {seed}: a leg exited with {status} before its kill"
+        legs += 1
+        assert legs <= 20 * want, f"seed {seed}: {legs} legs for {kills} kills"
         info = checkpoint.verify(ckpt)  # whatever instant the kill hit, the file is whole
         assert info["numeric_mode"] == mode
         resume = True
