@@ -4,7 +4,6 @@ import struct
 import sys
 
 import pytest
-
 from mojolearn import Array, empty, zeros
 
 

@@ -2,8 +2,8 @@
 import os
 
 import pytest
-
 from mojolearn import _abi, _backend
+
 from tests.helpers import run_python
 
 

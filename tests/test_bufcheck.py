@@ -4,7 +4,6 @@ import array
 import struct
 
 import pytest
-
 from mojolearn import Array, _array, _bufcheck, _buffer, _intake
 
 

@@ -4,9 +4,8 @@ import platform
 import subprocess
 import sys
 
-import pytest
-
 import mojolearn
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -6,11 +6,11 @@ import json
 import os
 import random
 
-import pytest
-
 import mojolearn as ml
-from mojolearn import _rng, checkpoint
+import pytest
 from mojolearn import _mlp_state as S
+from mojolearn import _rng, checkpoint
+
 from tests.reliability._mutate import nodes
 
 SCHEDULE = {"dataset_sha256": "ab" * 32, "seed": 11, "cursor": 96}

@@ -5,8 +5,15 @@ import json
 import random
 import signal
 
-from tests.test_cli import (_start_child, _read_until, assert_one_line_error, done_record,
-                            json_lines, ok, run_cli)
+from tests.test_cli import (
+    _read_until,
+    _start_child,
+    assert_one_line_error,
+    done_record,
+    json_lines,
+    ok,
+    run_cli,
+)
 
 DIGITS = ["--dataset", "digits", "--layers", "64,128,10"]
 

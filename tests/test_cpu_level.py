@@ -7,17 +7,17 @@ exact (math.fsum) sum within FAST_BOUND on fresh random inputs, and against each
 output is the same FMA chain under every tile, so the two builds must give the same bits. Both
 identical modules must reproduce the golden state hashes and kernel goldens.
 """
-import subprocess
-import sys
 import math
 import os
 import platform
 import random
 import struct
+import subprocess
+import sys
 
 import pytest
-
 from mojolearn import _backend
+
 from tests.helpers import run_python
 from tests.test_gemm import FAST_BOUND, matrix
 

@@ -11,7 +11,6 @@ import random
 import struct
 
 import pytest
-
 from mojolearn import _data, _history
 from mojolearn._progress import Progress
 from mojolearn._rng import SplitMix64

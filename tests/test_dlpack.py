@@ -5,9 +5,8 @@ producer's memory released once the last view goes."""
 import gc
 import weakref
 
-import pytest
-
 import mojolearn as ml
+import pytest
 
 
 def _np():

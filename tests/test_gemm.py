@@ -13,12 +13,11 @@ import math
 import os
 import random
 import struct
-import sys
-
-import pytest
 
 import mojolearn
+import pytest
 from mojolearn import Array, _backend
+
 from tests.helpers import PKG_PARENT, run_python
 from tests.reference import gemm as R
 from tests.reference.f32 import from_bits, hex_list
@@ -309,7 +308,7 @@ def test_nonfinite_product_raises_naming_entry_and_output():
 
 
 def _entry_call(params, n_addrs=3, packed=False):
-    a, b, c = mojolearn.zeros((4, 4)), mojolearn.zeros((4, 4)), mojolearn.zeros((4, 4))
+    a, b = mojolearn.zeros((4, 4)), mojolearn.zeros((4, 4))
     buf, c_addr = guarded_c([from_bits(SENTINEL)] * 16)
     addrs = [a._addr, b._addr, c_addr][:n_addrs] + [a._addr] * max(0, n_addrs - 3)
     if packed:

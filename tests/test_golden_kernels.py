@@ -8,9 +8,8 @@ import json
 import os
 import sys
 
-import pytest
-
 import mojolearn
+import pytest
 from mojolearn import _backend
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

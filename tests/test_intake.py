@@ -5,9 +5,8 @@ import array
 import ast
 import pathlib
 
-import pytest
-
 import mojolearn as ml
+import pytest
 from mojolearn import _intake
 
 PKG = pathlib.Path(ml.__file__).parent

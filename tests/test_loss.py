@@ -12,11 +12,11 @@ import array
 import math
 import random
 
-import pytest
-
 import mojolearn
+import pytest
 from mojolearn import Array, _backend
 from mojolearn.loss import cross_entropy
+
 from tests.helpers import run_python
 from tests.reference import loss as ref
 from tests.reference.f32 import f32, hexf

@@ -3,11 +3,11 @@ on fresh random inputs (the seed is printed on failure), and every entry refusal
 import random
 
 import pytest
-
 from mojolearn import _backend
 from mojolearn._array import Array
 from mojolearn._buffer import zeros
 from mojolearn._layers import SMALL
+
 from tests.reference import mlp as R
 from tests.reference.f32 import f32, hex_list
 from tests.reference.optim import adam_step

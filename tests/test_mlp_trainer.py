@@ -9,9 +9,8 @@ import random
 import subprocess
 import sys
 
-import pytest
-
 import mojolearn as ml
+import pytest
 from mojolearn import _layers, _rng
 
 from tests.helpers import PKG_PARENT
@@ -145,7 +144,7 @@ def test_seeded_initialization_is_the_same_in_every_process():
         assert proc.stdout.strip() == mine
         # torch's default nn.Linear bounds: every value within 1/sqrt(fan_in).
         for name, w in here.items():
-            fan_in = sizes[int(name.lstrip("weightbias")) - 1]
+            fan_in = sizes[int(name.removeprefix("weight").removeprefix("bias")) - 1]
             assert max(abs(v) for v in w._mv.tolist()) <= 1 / fan_in ** 0.5
 
 

@@ -14,8 +14,8 @@ import random
 import struct
 
 import pytest
-
 from mojolearn import _backend
+
 from tests.helpers import run_python
 from tests.reference.f32 import from_bits, hexf, ulp_distance
 from tests.reference.portable_math import exp32, log32

@@ -9,7 +9,6 @@ import sys
 
 import pytest
 
-import mojolearn
 from tests.helpers import PKG_PARENT
 
 SCRIPT = """

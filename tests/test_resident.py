@@ -9,9 +9,8 @@ import math
 import os
 import threading
 
-import pytest
-
 import mojolearn as ml
+import pytest
 from mojolearn import _backend, _mlp_core, _mlp_resident, _rng
 from mojolearn import _mlp_state as S
 from mojolearn._array import Array

@@ -5,10 +5,10 @@ steps: same weights, moments, step and losses, byte for byte."""
 import json
 import os
 
-import pytest
-
 import mojolearn as ml
+import pytest
 from mojolearn import _backend, _rng
+
 from tests.helpers import run_python
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -6,11 +6,11 @@ import math
 import random
 import struct
 
-import pytest
-
 import mojolearn
+import pytest
 from mojolearn import ConstantLR, WarmupCosineLR, WarmupLinearLR
 from mojolearn._portable import cospi, round_f32
+
 from tests.reference.f32 import f32, hexf
 
 

@@ -6,9 +6,8 @@ import array
 import gc
 import math
 
-import pytest
-
 import mojolearn as ml
+import pytest
 from mojolearn import _rng
 from mojolearn._array import Array
 

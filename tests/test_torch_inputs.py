@@ -4,9 +4,8 @@ place; the same bits as the same values in Arrays. `MLPTrainer.from_torch` / `to
 trips. Skipped with a printed reason where torch is not installed."""
 import random
 
-import pytest
-
 import mojolearn as ml
+import pytest
 from mojolearn import _rng
 
 torch = pytest.importorskip("torch")

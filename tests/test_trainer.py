@@ -7,12 +7,11 @@ import math
 import random
 import threading
 
-import pytest
-
 import mojolearn as ml
+import pytest
 from mojolearn import _backend, _mlp_core, _rng
-from mojolearn import trainer as trainer_mod
 from mojolearn._array import Array
+
 from tests.helpers import run_python
 from tests.reference import mlp as R
 from tests.reference.f32 import f32, hex_list
@@ -240,7 +239,7 @@ def test_loss_decreases_on_learnable_task(seed):
         batches.append((X, Array(labels, "<i4", (32,))))
     t = make(seed, lr=2e-2)
     first = [t.loss_and_grads(X, y)[0] for X, y in batches]
-    for epoch in range(40):
+    for _epoch in range(40):
         for X, y in batches:
             t.train_step(X, y)
     last = [t.loss_and_grads(X, y)[0] for X, y in batches]

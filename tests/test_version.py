@@ -13,9 +13,9 @@ import shutil
 import subprocess
 import sys
 
+import mojolearn
 import pytest
 
-import mojolearn
 from tests.helpers import PKG_PARENT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

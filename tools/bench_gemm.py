@@ -157,7 +157,7 @@ def main():
     head = f"{'shape':<16}" + "".join(f"{t:>13}" for t in titles + ratio_titles)
     print(head)
     print("-" * len(head))
-    for label, m, n, k, ta, tb in cases():
+    for label, m, n, k, _ta, _tb in cases():
         square = label.endswith("³") or m * n * k >= 1 << 20
         def value(res):
             sec = res[label]

@@ -63,7 +63,8 @@ def main():
             try:
                 X, y = _inputs(kind, rows, rng)
                 if what.startswith("matmul"):
-                    fn = lambda X=X, W=_matrix(kind, 8, 16): ml.matmul(X, W)
+                    W = _matrix(kind, 8, 16)
+                    fn = lambda X=X, W=W: ml.matmul(X, W)
                 else:
                     t = ml.SmallMLPTrainer(*_rng.init_small_mlp(0), data_schedule={"bench": 1})
                     fn = lambda t=t, X=X, y=y: t.train_step(X, y)

@@ -217,7 +217,7 @@ def main():
     head = f"{'batch':>5} " + " ".join(f"{m[:5] + ' ' + c:>20}" for m in ours for c in cols)
     head += f" {'numpy':>8} {'torch':>8} {'numpy/ident step':>17} {'numpy/ident s256':>17}"
     print(head)
-    for i, batch in enumerate(BATCHES):
+    for batch in BATCHES:
         line = f"{batch:>5} " + " ".join(f"{ours[m][batch][c]:>20.2f}" for m in ours for c in cols)
         npv = base_np[batch] if base_np else float("nan")
         tv = base_torch[batch] if base_torch else float("nan")

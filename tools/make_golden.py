@@ -59,6 +59,7 @@ def reference_hashes(batch):
     from mojolearn import _mlp_state as S
     from mojolearn import _rng, checkpoint
     from mojolearn._array import Array
+
     from tests.reference import mlp as R
 
     init = _rng.init_small_mlp(INIT_SEED)
@@ -103,9 +104,10 @@ def _mlp_data(sizes, batch, steps):
 
 
 def reference_mlp_hashes(sizes, batch, steps):
-    from mojolearn import _layers, _mlp_state as S
-    from mojolearn import checkpoint
+    from mojolearn import _layers, checkpoint
+    from mojolearn import _mlp_state as S
     from mojolearn._array import Array
+
     from tests.reference import mlp as R
 
     spec = _layers.LayerSizes(sizes)

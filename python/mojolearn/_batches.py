@@ -3,9 +3,9 @@ int32 / int64 class indices, through `_intake`, refused by name otherwise. Both 
 these: `x_input` / `y_input` for a step's addresses, `batch` / `owned_batch` / `targets` for
 Arrays (the per-operation path)."""
 from ._array import Array
+from ._bufcheck import dtype_name, is_integer, is_native_f32
 from ._buffer import all_finite
 from ._intake import as_f32_c, as_i32_c, borrowed_f32, labels, probe
-from ._bufcheck import dtype_name, is_integer, is_native_f32
 
 
 def x_input(X, api, inputs, max_rows, name="X", stacked=False):

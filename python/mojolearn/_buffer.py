@@ -3,7 +3,7 @@ callers' buffers is `_intake`'s."""
 import array as _pyarray
 import math
 
-from ._array import Array, _CODES, _check_dtype, _check_shape
+from ._array import _CODES, Array, _check_dtype, _check_shape
 from ._intake import as_f32_c
 
 

@@ -157,7 +157,7 @@ def from_dlpack(obj):
     """An Array sharing a DLPack producer's CPU memory (NumPy, torch, anything with
     `__dlpack__`), keeping it alive. ValueError for a non-CPU device, a strided layout or a
     dtype other than float32, float64, int32, int64; TypeError for an object without DLPack."""
-    from ._array import Array, _CODES
+    from ._array import _CODES, Array
 
     if not hasattr(obj, "__dlpack__"):
         raise TypeError(f"from_dlpack: {type(obj).__name__} does not export DLPack "

@@ -13,7 +13,6 @@ import stat as _stat
 
 from . import _files
 
-
 SUFFIX = ".history.jsonl"
 
 

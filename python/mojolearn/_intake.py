@@ -15,7 +15,7 @@ as long as the address is used, and must not resize the buffer meanwhile.
 import array as _pyarray
 
 from . import _reader
-from ._array import Array, _CODES, dtype_of
+from ._array import _CODES, Array, dtype_of
 from ._bufcheck import dtype_name, is_integer, is_native_f32, split_format
 
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1

@@ -15,8 +15,8 @@ import array as _pyarray
 import math
 import operator
 
-from ._rng import SplitMix64, _check_seed
 from ._portable import round_f32
+from ._rng import SplitMix64, _check_seed
 
 MAX_LAYERS = 16
 MAX_WIDTH = 65536

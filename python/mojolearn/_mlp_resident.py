@@ -13,9 +13,8 @@ as plain ints; the trainer calls them directly.
 """
 import weakref
 
-from . import _backend
+from . import _backend, _threads
 from . import _mlp_state as S
-from . import _threads
 from ._buffer import zeros
 from ._layers import SMALL
 

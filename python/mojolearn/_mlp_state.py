@@ -12,7 +12,7 @@ import operator
 import struct
 
 from ._array import Array
-from ._bufcheck import dtype_name, is_native_f32, is_int32
+from ._bufcheck import dtype_name, is_int32, is_native_f32
 from ._intake import as_f32_c, as_i32_c, probe
 from ._layers import SMALL
 

@@ -91,7 +91,7 @@ def init_small_mlp(seed):
 def batches(seed, rows, count=1, features=8, classes=3):
     """`count` batches [(X (rows, features) float32 Array, targets (rows,) int32 Array), ...]
     with X uniform in [-1, 1) and targets uniform in [0, classes)."""
-    from ._array import Array, _CODES
+    from ._array import _CODES, Array
 
     for name, value, lo in (("rows", rows, 1), ("count", count, 1), ("features", features, 1),
                             ("classes", classes, 1)):

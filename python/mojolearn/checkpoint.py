@@ -43,8 +43,8 @@ import stat as _stat
 from . import _files
 from . import _mlp_state as S
 from ._array import frombytes
-from ._layers import MAX_PARAMS, SMALL, LayerSizes
 from ._files import TMP_SUFFIX, clean_stale_temporaries, write_atomic  # noqa: F401 (API)
+from ._layers import MAX_PARAMS, SMALL, LayerSizes
 
 FILE_SCHEMA = "mojolearn.small-mlp-checkpoint.v1"
 MLP_FILE_SCHEMA = "mojolearn.mlp-checkpoint.v1"

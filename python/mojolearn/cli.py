@@ -759,6 +759,7 @@ def _plot(records, path, title, final_test=None):
 
 def cmd_info(args, out):
     import mojolearn
+
     from . import _backend
 
     if args.mode:
@@ -821,6 +822,7 @@ def _next_step_check(path, state):
     next batch when the checkpoint is a `train` run on the bundled data, else on a fixed probe
     batch of unit-scale rows; ValueError when it does not. The file is not changed."""
     import mojolearn
+
     from ._array import Array
 
     try:

@@ -8,15 +8,16 @@ five result views unrolled (at batch 1 each saved call is ~3 % of a ~3 µs step)
 input comes in as every entry's does (`_batches`, `_intake`).
 Everything else — state, validation, transactions, the other steps, checkpoints — is the core's.
 """
-from ._batches import x_input as _x_input, y_input as _y_input
+from . import _backend
 from . import _mlp_state as S
 from . import checkpoint as _ckpt
 from ._array import Array, _new_object, _result_view
+from ._batches import x_input as _x_input
+from ._batches import y_input as _y_input
 from ._buffer import zeros
 from ._layers import SMALL
-from ._mlp_core import MLPCore, _MODE_TRAIN, _ZERO, _binding, _env_get, _FUSED_KEY, _OFF
+from ._mlp_core import _FUSED_KEY, _MODE_TRAIN, _OFF, _ZERO, MLPCore, _binding, _env_get
 from ._mlp_core import _translate as _core_translate
-from . import _backend
 
 _IN, _HID, _OUT = S.ARCHITECTURE
 _MAX_ROWS = 256

@@ -5,14 +5,12 @@ killed with SIGKILL ends the job promptly, non-zero, and the last checkpoint loa
 tests skip with a printed reason where mpi4py or mpiexec is absent (CI installs both)."""
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
 
-import pytest
-
 import mojolearn as ml
+import pytest
 from mojolearn import _rng
 from mojolearn.distributed import DataParallel
 

@@ -4,7 +4,6 @@ the size knobs (CI vs `MOJOLEARN_LONG_TESTS=1`) and the figures each suite recor
 import array
 import json
 import os
-import random
 import struct
 import time
 

@@ -16,13 +16,12 @@ import signal
 import socket
 import time
 
-import pytest
-
 import mojolearn as ml
+import pytest
 from mojolearn import checkpoint
 
-from .attacks import generate
 from ._util import ROOT, record
+from .attacks import generate
 
 LIMIT_S = 0.1
 SMALL, MLP = checkpoint.FILE_SCHEMA, checkpoint.MLP_FILE_SCHEMA
@@ -157,7 +156,7 @@ def test_path_attacks(tmp_path, schema, figure):
     attacks = _path_attacks(tmp_path, schema)
     worst = 0.0
     with _Alarm():
-        for name, path, expected in attacks:
+        for _name, path, expected in attacks:
             worst = max(worst, _load_refused(path, expected, schema))
             with pytest.raises(ValueError, match=expected):
                 checkpoint.verify(path)

@@ -6,9 +6,8 @@ import array
 import math
 import os
 
-import pytest
-
 import mojolearn as ml
+import pytest
 from mojolearn import _files, _rng, checkpoint, cli, optim, schedules
 from mojolearn import _mlp_state as S
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import mojolearn as ml
+
 from tests.helpers import PKG_PARENT
 
 from ._util import LONG, ROOT, new_seed, record

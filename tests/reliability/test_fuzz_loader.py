@@ -16,7 +16,6 @@ import resource
 import time
 
 import pytest
-
 from mojolearn import checkpoint
 from mojolearn._array import Array
 
@@ -188,7 +187,8 @@ def test_fuzz_load_state_dict():
 
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)

@@ -8,9 +8,8 @@ never be retried on Linux) and short writes: the save succeeds."""
 import errno
 import os
 
-import pytest
-
 import mojolearn as ml
+import pytest
 from mojolearn import _rng, checkpoint
 
 from ._util import record

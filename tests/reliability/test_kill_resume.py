@@ -9,11 +9,11 @@ import subprocess
 import sys
 
 import pytest
-
 from mojolearn import checkpoint
+
 from tests.helpers import PKG_PARENT
 
-from ._util import LONG, ROOT, new_seed, record
+from ._util import LONG, new_seed, record
 
 STEPS = 200
 KILLS = 20

@@ -8,9 +8,8 @@ import math
 import os
 import random
 
-import pytest
-
 import mojolearn as ml
+import pytest
 from mojolearn import checkpoint
 
 from ._util import record

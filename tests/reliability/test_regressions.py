@@ -6,9 +6,8 @@ import random
 import signal
 import sys
 
-import pytest
-
 import mojolearn as ml
+import pytest
 from mojolearn import _files, checkpoint
 
 from ._util import random_state

@@ -10,10 +10,9 @@ import subprocess
 import sys
 import threading
 
-import pytest
-
 import mojolearn as ml
-from mojolearn import _data, _files, _rng, checkpoint, cli, optim
+import pytest
+from mojolearn import _data, _files, _rng, checkpoint, optim
 
 from ..helpers import PKG_PARENT
 from ._util import LONG, record

@@ -7,12 +7,12 @@ import array
 import math
 import random
 
-import pytest
-
 import mojolearn as ml
-from mojolearn import _mlp_state as S
+import pytest
 from mojolearn import _mlp_core as core_mod
-from mojolearn import _rng, checkpoint, optim, trainer as trainer_mod
+from mojolearn import _mlp_state as S
+from mojolearn import _rng, checkpoint, optim
+from mojolearn import trainer as trainer_mod
 
 from ._util import LONG, new_seed, record
 
