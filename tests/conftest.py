@@ -4,6 +4,7 @@ MOJOLEARN_BLOCK_NUMPY=1 makes `import numpy` fail for the whole run (the NumPy-f
 the test command): tests that use NumPy as a reference skip through `pytest.importorskip`, and
 everything else must pass without it.
 """
+
 import os
 import sys
 

@@ -1,4 +1,5 @@
 """Helpers shared by test files."""
+
 import os
 import sys
 
@@ -25,8 +26,16 @@ def run_python(code, env=None, block_numpy=False, timeout=120):
     full_env = dict(os.environ)
     full_env.update(env or {})
     prefix = NUMPY_BLOCKER if block_numpy else ""
-    proc = subprocess.run([sys.executable, "-c", prefix + code], capture_output=True, text=True,
-                          env=full_env, timeout=timeout, cwd="/")
+    proc = subprocess.run(
+        [sys.executable, "-c", prefix + code],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        cwd="/",
+    )
     if proc.returncode != 0:
-        raise AssertionError(f"subprocess failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        raise AssertionError(
+            f"subprocess failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+        )
     return proc.stdout

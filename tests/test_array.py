@@ -1,4 +1,5 @@
 """mojolearn.Array: ownership, layout, interop (NumPy, memoryview) and the NumPy-free helpers."""
+
 import array
 import struct
 import sys

@@ -1,4 +1,5 @@
 """Backend: mode/vendor selection read from the binary, the ABI check, typed errors."""
+
 import os
 
 import pytest
@@ -15,9 +16,11 @@ def _devices(vendor):
 
 
 def test_default_is_identical_numpy_free_and_cpu_without_a_gpu():
-    out = run_python("import mojolearn, sys; print(mojolearn.vendor_used(), "
-                     "mojolearn.numeric_mode_used(), 'numpy' in sys.modules)",
-                     env={"MOJOLEARN_NUMERIC_MODE": "", "MOJOLEARN_VENDOR": ""})
+    out = run_python(
+        "import mojolearn, sys; print(mojolearn.vendor_used(), "
+        "mojolearn.numeric_mode_used(), 'numpy' in sys.modules)",
+        env={"MOJOLEARN_NUMERIC_MODE": "", "MOJOLEARN_VENDOR": ""},
+    )
     vendor, mode, numpy_loaded = out.split()
     assert (mode, numpy_loaded) == ("identical", "False")
     gpus = [v for v in _backend._GPU_ORDER if _devices(v) > 0]
@@ -25,8 +28,10 @@ def test_default_is_identical_numpy_free_and_cpu_without_a_gpu():
 
 
 def test_env_selects_fast():
-    out = run_python("import mojolearn; print(mojolearn.numeric_mode_used())",
-                     env={"MOJOLEARN_NUMERIC_MODE": "fast"})
+    out = run_python(
+        "import mojolearn; print(mojolearn.numeric_mode_used())",
+        env={"MOJOLEARN_NUMERIC_MODE": "fast"},
+    )
     assert out.strip() == "fast"
 
 
@@ -39,7 +44,8 @@ def test_set_numeric_mode_before_use_and_refused_after():
         "try:\n"
         "    mojolearn.set_numeric_mode('identical')\n"
         "except RuntimeError as e:\n"
-        "    print('refused:', e)\n")
+        "    print('refused:', e)\n"
+    )
     first, second = out.strip().splitlines()
     assert first == "fast" and second.startswith("refused:") and "'fast' already" in second
 
@@ -47,28 +53,33 @@ def test_set_numeric_mode_before_use_and_refused_after():
 def test_bad_mode_names_refused():
     with pytest.raises(ValueError, match="mode must be 'identical' or 'fast', got 'quick'"):
         _backend.set_numeric_mode("quick")
-    out = run_python("import mojolearn\ntry:\n    mojolearn.numeric_mode_used()\n"
-                     "except ValueError as e:\n    print(e)",
-                     env={"MOJOLEARN_NUMERIC_MODE": "exact"})
+    out = run_python(
+        "import mojolearn\ntry:\n    mojolearn.numeric_mode_used()\n"
+        "except ValueError as e:\n    print(e)",
+        env={"MOJOLEARN_NUMERIC_MODE": "exact"},
+    )
     assert "MOJOLEARN_NUMERIC_MODE must be 'identical' or 'fast', got 'exact'" in out
 
 
 def test_missing_vendor_binding_named():
-    out = run_python("import mojolearn\ntry:\n    mojolearn.vendor_used()\n"
-                     "except ImportError as e:\n    print(e)",
-                     env={"MOJOLEARN_VENDOR": "hip"})
+    out = run_python(
+        "import mojolearn\ntry:\n    mojolearn.vendor_used()\n"
+        "except ImportError as e:\n    print(e)",
+        env={"MOJOLEARN_VENDOR": "hip"},
+    )
     assert "MOJOLEARN_VENDOR=hip" in out and "no hip binding" in out
 
 
 # Swaps neural_gemm's first two address names in the Python declaration, then loads.
 _REORDERED_ABI = (
-        "from mojolearn import _abi, _backend\n"
-        "addrs, params = _abi.LAYOUT['neural_gemm']\n"
-        "_abi.LAYOUT['neural_gemm'] = ((addrs[1], addrs[0]) + addrs[2:], params)\n"
-        "try:\n"
-        "    _backend.binding()\n"
-        "except ImportError as e:\n"
-        "    print(e)\n")
+    "from mojolearn import _abi, _backend\n"
+    "addrs, params = _abi.LAYOUT['neural_gemm']\n"
+    "_abi.LAYOUT['neural_gemm'] = ((addrs[1], addrs[0]) + addrs[2:], params)\n"
+    "try:\n"
+    "    _backend.binding()\n"
+    "except ImportError as e:\n"
+    "    print(e)\n"
+)
 
 
 def test_reordered_abi_declaration_fails_the_import_naming_the_entry():
@@ -106,9 +117,11 @@ def test_binding_errors_arrive_typed():
 
 
 def test_import_is_lazy_and_fast():
-    out = run_python("import time; t = time.perf_counter(); import mojolearn; "
-                     "d = time.perf_counter() - t; import sys; "
-                     "print(d, any(m.startswith('mojolearn._mojolearn_training') for m in sys.modules))")
+    out = run_python(
+        "import time; t = time.perf_counter(); import mojolearn; "
+        "d = time.perf_counter() - t; import sys; "
+        "print(d, any(m.startswith('mojolearn._mojolearn_training') for m in sys.modules))"
+    )
     seconds, loaded = out.split()
     assert loaded == "False"  # the binding loads on first use, not at import
     print(f"import mojolearn took {float(seconds) * 1000:.1f} ms")
@@ -119,8 +132,12 @@ def test_the_v4_fast_binding_gets_the_same_abi_check():
         pytest.skip("no runnable x86-64-v4 fast binding here (not installed, or no AVX-512)")
     out = run_python(
         _REORDERED_ABI,
-        env={"MOJOLEARN_NUMERIC_MODE": "fast", "MOJOLEARN_CPU_LEVEL": "auto",
-             "MOJOLEARN_VENDOR": "cpu"})
+        env={
+            "MOJOLEARN_NUMERIC_MODE": "fast",
+            "MOJOLEARN_CPU_LEVEL": "auto",
+            "MOJOLEARN_VENDOR": "cpu",
+        },
+    )
     assert "mojolearn binding _mojolearn_training_cpu_fast_v4 does not match" in out
     assert "entry 'neural_gemm': address 0 is 'a' in the binding but 'b'" in out
 
@@ -148,7 +165,8 @@ def test_loading_the_binding_leaves_the_environment_as_it_was():
     env = {k: v for k, v in os.environ.items() if not k.startswith("MOJO_PYTHON")}
     env.pop("PYTHONEXECUTABLE", None)
     env["PYTHONPATH"] = PKG_PARENT
-    proc = subprocess.run([sys.executable, "-c", _ENV_CHILD], capture_output=True, text=True,
-                          env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", _ENV_CHILD], capture_output=True, text=True, env=env, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "same", proc.stdout

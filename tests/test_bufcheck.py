@@ -1,5 +1,6 @@
 """_bufcheck, _intake and _buffer: layout probes, dtype-strict conversion, addresses — every
 refusal."""
+
 import array
 import struct
 
@@ -9,8 +10,14 @@ from mojolearn import Array, _array, _bufcheck, _buffer, _intake
 
 def test_probe_reports_layout():
     pb = _intake.probe(array.array("f", [1, 2, 3]))
-    assert (pb.format, pb.itemsize, pb.shape, pb.ndim, pb.c_contiguous, pb.readonly) == \
-        ("f", 4, (3,), 1, True, False)
+    assert (pb.format, pb.itemsize, pb.shape, pb.ndim, pb.c_contiguous, pb.readonly) == (
+        "f",
+        4,
+        (3,),
+        1,
+        True,
+        False,
+    )
     pb = _intake.probe(bytes(8))
     assert pb.readonly and pb.format == "B"
     pb = _intake.probe(Array([[1.0, 2.0], [3.0, 4.0]]))

@@ -1,4 +1,5 @@
 """Build-time refusals and properties of the installed binding files."""
+
 import os
 import platform
 import subprocess
@@ -15,10 +16,17 @@ def _python_without_max_core():
     for exe in (getattr(sys, "_base_executable", None), "python3", sys.executable):
         if not exe:
             continue
-        probe = subprocess.run([exe, "-c", "import importlib.metadata as m, setuptools\n"
-                                "try:\n    m.distribution('max-core'); print('has')\n"
-                                "except m.PackageNotFoundError:\n    print('lacks')"],
-                               capture_output=True, text=True)
+        probe = subprocess.run(
+            [
+                exe,
+                "-c",
+                "import importlib.metadata as m, setuptools\n"
+                "try:\n    m.distribution('max-core'); print('has')\n"
+                "except m.PackageNotFoundError:\n    print('lacks')",
+            ],
+            capture_output=True,
+            text=True,
+        )
         if probe.stdout.strip() == "lacks":
             return exe
     return None
@@ -29,8 +37,14 @@ def test_gpu_vendor_without_max_core_is_a_clear_build_error(tmp_path):
     if exe is None:
         pytest.skip("every interpreter here has max-core installed")
     env = dict(os.environ, MOJOLEARN_VENDORS="cpu,cuda")
-    proc = subprocess.run([exe, "setup.py", "-q", "build_ext", "--build-lib", str(tmp_path)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [exe, "setup.py", "-q", "build_ext", "--build-lib", str(tmp_path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode != 0
     assert "needs max-core==26.7.0" in proc.stderr + proc.stdout
     assert not list(tmp_path.rglob("*.so"))
@@ -38,9 +52,14 @@ def test_gpu_vendor_without_max_core_is_a_clear_build_error(tmp_path):
 
 def test_unknown_vendor_is_a_clear_build_error(tmp_path):
     env = dict(os.environ, MOJOLEARN_VENDORS="cpu,tpu")
-    proc = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--build-lib",
-                           str(tmp_path)], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_ext", "--build-lib", str(tmp_path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode != 0 and "unknown vendor 'tpu'" in proc.stderr + proc.stdout
 
 
@@ -57,8 +76,11 @@ def test_extension_files_carry_no_cpython_tag_and_an_origin_runpath():
         assert b"$ORIGIN/_mojo_libs\0" in data
         assert b"/modular/lib\0" not in data  # no dangling path into a build environment
     libs = os.listdir(os.path.join(pkg, "_mojo_libs"))
-    assert {"libKGENCompilerRTShared.so", "libMSupportGlobals.so",
-            "libAsyncRTRuntimeGlobals.so"} <= set(libs)
+    assert {
+        "libKGENCompilerRTShared.so",
+        "libMSupportGlobals.so",
+        "libAsyncRTRuntimeGlobals.so",
+    } <= set(libs)
 
 
 # ---------------------------------------------------------------- the extra x86-64-v4 builds
@@ -79,11 +101,20 @@ def _v4_switched_off(env):
 def _planned(**overrides):
     import json
 
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("MOJOLEARN_BUILD_V4", "MOJOLEARN_TARGET_CPU", "MOJOLEARN_VENDORS")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MOJOLEARN_BUILD_V4", "MOJOLEARN_TARGET_CPU", "MOJOLEARN_VENDORS")
+    }
     env.update(overrides)
-    proc = subprocess.run([sys.executable, "-c", _LIST_EXTENSIONS], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", _LIST_EXTENSIONS],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if proc.returncode != 0:
         return proc.stdout + proc.stderr
     return {module: target for module, target in json.loads(proc.stdout)}
@@ -91,15 +122,21 @@ def _planned(**overrides):
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86_64 only")
 def test_x86_64_builds_the_v4_modules_unless_told_not_to():
-    assert _planned() == {"_mojolearn_training_cpu_identical": "x86-64-v3",
-                          "_mojolearn_training_cpu_fast": "x86-64-v3",
-                          "_mojolearn_training_cpu_identical_v4": "x86-64-v4",
-                          "_mojolearn_training_cpu_fast_v4": "x86-64-v4"}
-    portable = {"_mojolearn_training_cpu_identical": "x86-64-v3",
-                "_mojolearn_training_cpu_fast": "x86-64-v3"}
+    assert _planned() == {
+        "_mojolearn_training_cpu_identical": "x86-64-v3",
+        "_mojolearn_training_cpu_fast": "x86-64-v3",
+        "_mojolearn_training_cpu_identical_v4": "x86-64-v4",
+        "_mojolearn_training_cpu_fast_v4": "x86-64-v4",
+    }
+    portable = {
+        "_mojolearn_training_cpu_identical": "x86-64-v3",
+        "_mojolearn_training_cpu_fast": "x86-64-v3",
+    }
     assert _planned(MOJOLEARN_BUILD_V4="0") == portable
     assert _planned(MOJOLEARN_TARGET_CPU="native") == {
-        "_mojolearn_training_cpu_identical": "native", "_mojolearn_training_cpu_fast": "native"}
+        "_mojolearn_training_cpu_identical": "native",
+        "_mojolearn_training_cpu_fast": "native",
+    }
 
 
 def test_bad_build_v4_flag_is_a_clear_build_error():
@@ -131,8 +168,13 @@ def test_a_build_without_v4_removes_a_stale_v4_module(tmp_path):
     stale_identical.write_bytes(b"old")
     keep.write_bytes(b"new")
     code = _STALE.replace("{action}", "cmd.remove_stale_v4(exts)")
-    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "removed the stale _mojolearn_training_cpu_fast_v4.so" in proc.stdout
     assert "removed the stale _mojolearn_training_cpu_identical_v4.so" in proc.stdout
@@ -140,9 +182,17 @@ def test_a_build_without_v4_removes_a_stale_v4_module(tmp_path):
     assert keep.read_bytes() == b"new"
     # A build that makes the v4 module keeps it.
     stale.write_bytes(b"old")
-    code = _STALE.replace("{action}", 'cmd.remove_stale_v4(exts + [g["MojoExtension"]('
-                          '"_mojolearn_training", "cpu", "fast", "x86-64-v4", "_v4")])')
-    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    code = _STALE.replace(
+        "{action}",
+        'cmd.remove_stale_v4(exts + [g["MojoExtension"]('
+        '"_mojolearn_training", "cpu", "fast", "x86-64-v4", "_v4")])',
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert stale.exists()

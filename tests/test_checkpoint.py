@@ -1,6 +1,7 @@
 """Checkpoint files: the canonical envelope, atomic save, the bounded loader and each of its
 refusals (ValueError naming the problem, nothing changed), the reference-layout profile
 migration, `verify`, and a small mutation fuzz of `loads`."""
+
 import hashlib
 import json
 import os
@@ -24,8 +25,12 @@ def trained(seed=1, steps=3):
 
 
 def canon(obj):
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
-                      allow_nan=False).encode() + b"\n"
+    return (
+        json.dumps(
+            obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+        ).encode()
+        + b"\n"
+    )
 
 
 def rewrap(envelope, rehash=True):
@@ -66,10 +71,14 @@ def test_round_trip(tmp_path):
     u.save_checkpoint(tmp_path / "again.json")
     assert (tmp_path / "again.json").read_bytes() == path.read_bytes()
     info = checkpoint.verify(path)
-    assert info == {"step": 3, "schema": "mojolearn.small-mlp-checkpoint.v1",
-                    "profile": "mojolearn.portable-fp32.v1",
-                    "numeric_mode": t.numeric_mode_used(), "state_hash": t.state_hash(),
-                    "architecture": [8, 16, 3]}
+    assert info == {
+        "step": 3,
+        "schema": "mojolearn.small-mlp-checkpoint.v1",
+        "profile": "mojolearn.portable-fp32.v1",
+        "numeric_mode": t.numeric_mode_used(),
+        "state_hash": t.state_hash(),
+        "architecture": [8, 16, 3],
+    }
 
 
 def test_atomic_save_failure_keeps_old_file(tmp_path, monkeypatch):
@@ -78,8 +87,10 @@ def test_atomic_save_failure_keeps_old_file(tmp_path, monkeypatch):
     old = path.read_bytes()
     t = trained(2)
     for target in ("replace", "fsync"):
+
         def boom(*a, **k):
             raise OSError(f"injected {target} failure")
+
         with monkeypatch.context() as m:
             m.setattr(os, target, boom)
             with pytest.raises(OSError, match="injected"):
@@ -92,54 +103,126 @@ def test_atomic_save_failure_keeps_old_file(tmp_path, monkeypatch):
 
 def _edits():
     """(name, function(envelope) -> bytes, expected message fragment)."""
+
     def payload(fn, rehash=True):
         def edit(env):
             fn(env["payload"])
             return rewrap(env, rehash)
+
         return edit
 
     def raw(fn):
         return lambda env: fn(rewrap(env, False))
 
     return [
-        ("duplicate key", raw(lambda b: b.replace(b'{"arithmetic_profile"',
-                                                   b'{"schema":"x","arithmetic_profile"', 1)),
-         "duplicate key"),
-        ("bad hex", payload(lambda p: p["weights"]["bias2"].update(hex="zz" + p["weights"]["bias2"]["hex"][2:])),
-         "not hexadecimal"),
-        ("short hex", payload(lambda p: p["weights"]["bias2"].update(hex="00" * 11)), "needs 24 hex digits"),
-        ("wrong shape", payload(lambda p: p["weights"]["weight1"].update(shape=[8, 16])), "shape must be"),
-        ("wrong dtype", payload(lambda p: p["optimizer"]["flags"].update(dtype="<f4")), "dtype must be"),
-        ("tensor field", payload(lambda p: p["optimizer"]["m"].update(order="C")), "exactly dtype, shape, hex"),
+        (
+            "duplicate key",
+            raw(
+                lambda b: b.replace(
+                    b'{"arithmetic_profile"', b'{"schema":"x","arithmetic_profile"', 1
+                )
+            ),
+            "duplicate key",
+        ),
+        (
+            "bad hex",
+            payload(
+                lambda p: p["weights"]["bias2"].update(hex="zz" + p["weights"]["bias2"]["hex"][2:])
+            ),
+            "not hexadecimal",
+        ),
+        (
+            "short hex",
+            payload(lambda p: p["weights"]["bias2"].update(hex="00" * 11)),
+            "needs 24 hex digits",
+        ),
+        (
+            "wrong shape",
+            payload(lambda p: p["weights"]["weight1"].update(shape=[8, 16])),
+            "shape must be",
+        ),
+        (
+            "wrong dtype",
+            payload(lambda p: p["optimizer"]["flags"].update(dtype="<f4")),
+            "dtype must be",
+        ),
+        (
+            "tensor field",
+            payload(lambda p: p["optimizer"]["m"].update(order="C")),
+            "exactly dtype, shape, hex",
+        ),
         ("file schema", lambda env: rewrap({**env, "schema": "other.v1"}), "schema must be"),
         ("state schema", payload(lambda p: p.update(schema="x")), "state schema"),
-        ("hash mismatch", payload(lambda p: p["optimizer"].update(step=2), rehash=False),
-         "payload_sha256 does not match"),
+        (
+            "hash mismatch",
+            payload(lambda p: p["optimizer"].update(step=2), rehash=False),
+            "payload_sha256 does not match",
+        ),
         ("unknown envelope field", lambda env: rewrap({**env, "comment": "hi"}), "envelope fields"),
-        ("missing envelope field", lambda env: rewrap({k: v for k, v in env.items() if k != "payload_sha256"}, False),
-         "envelope fields"),
+        (
+            "missing envelope field",
+            lambda env: rewrap({k: v for k, v in env.items() if k != "payload_sha256"}, False),
+            "envelope fields",
+        ),
         ("unknown payload field", payload(lambda p: p.update(extra=1)), "unknown fields"),
         ("missing payload field", payload(lambda p: p.pop("config")), "missing fields"),
-        ("missing optimizer field", payload(lambda p: p["optimizer"].pop("flags")), "optimizer must hold"),
-        ("other profile", lambda env: rewrap({**env, "arithmetic_profile": "someone.else.v3"}),
-         "arithmetic profile is 'someone.else.v3'"),
+        (
+            "missing optimizer field",
+            payload(lambda p: p["optimizer"].pop("flags")),
+            "optimizer must hold",
+        ),
+        (
+            "other profile",
+            lambda env: rewrap({**env, "arithmetic_profile": "someone.else.v3"}),
+            "arithmetic profile is 'someone.else.v3'",
+        ),
         ("NaN", raw(lambda b: b.replace(b'"lr":', b'"lr":NaN,"x":', 1)), "not allowed"),
         ("huge number", raw(lambda b: b.replace(b'"lr":', b'"lr":1e999,"x":', 1)), "out of range"),
         ("not canonical", raw(lambda b: b.replace(b'","', b'", "', 1)), "not canonical"),
         ("two newlines", raw(lambda b: b + b"\n"), "exactly one newline"),
         ("no newline", raw(lambda b: b[:-1]), "exactly one newline"),
-        ("non-ascii", raw(lambda b: b.replace(b'"cursor"', '"c\u00fcrsor"'.encode(), 1)), "ASCII JSON"),
+        (
+            "non-ascii",
+            raw(lambda b: b.replace(b'"cursor"', '"c\u00fcrsor"'.encode(), 1)),
+            "ASCII JSON",
+        ),
         ("not json", raw(lambda b: b[:100] + b"\n"), "ASCII JSON"),
         ("top level list", raw(lambda b: b"[1]\n"), "must be a JSON object"),
-        ("negative v", payload(lambda p: p["optimizer"]["v"].update(hex="000080bf" + p["optimizer"]["v"]["hex"][8:])),
-         "must be >= 0"),
-        ("inf weight", payload(lambda p: p["weights"]["bias1"].update(hex="0000807f" + p["weights"]["bias1"]["hex"][8:])),
-         "bias1 must be finite"),
-        ("bool step", payload(lambda p: p["optimizer"].update(step=True)), "step must be an integer"),
-        ("string lr", payload(lambda p: p["config"].update(lr="0.001")), "config values must be numbers"),
+        (
+            "negative v",
+            payload(
+                lambda p: p["optimizer"]["v"].update(
+                    hex="000080bf" + p["optimizer"]["v"]["hex"][8:]
+                )
+            ),
+            "must be >= 0",
+        ),
+        (
+            "inf weight",
+            payload(
+                lambda p: p["weights"]["bias1"].update(
+                    hex="0000807f" + p["weights"]["bias1"]["hex"][8:]
+                )
+            ),
+            "bias1 must be finite",
+        ),
+        (
+            "bool step",
+            payload(lambda p: p["optimizer"].update(step=True)),
+            "step must be an integer",
+        ),
+        (
+            "string lr",
+            payload(lambda p: p["config"].update(lr="0.001")),
+            "config values must be numbers",
+        ),
         ("bad lr", payload(lambda p: p["config"].update(lr=0)), "learning rate"),
         ("bad mode", payload(lambda p: p.update(numeric_mode="exact")), "numeric_mode"),
-        ("deep schedule", payload(lambda p: p.update(data_schedule={"a": [[[[[[[[[1]]]]]]]]]})), "deeper than 8"),
+        (
+            "deep schedule",
+            payload(lambda p: p.update(data_schedule={"a": [[[[[[[[[1]]]]]]]]]})),
+            "deeper than 8",
+        ),
     ]
 
 
@@ -185,17 +268,26 @@ def reference_layout_file(t, profile=None):
     sd = t.state_dict()
     tensor = lambda a: {"dtype": a.dtype, "shape": list(a.shape), "hex": a.tobytes().hex()}
     payload = {
-        "schema": "mojolearn.small-mlp-trainer.v1", "architecture": [8, 16, 3],
+        "schema": "mojolearn.small-mlp-trainer.v1",
+        "architecture": [8, 16, 3],
         "numeric_mode": sd["numeric_mode"],
         "parameter_order": ["weight1", "bias1", "weight2", "bias2"],
         "weights": {n: tensor(a) for n, a in sd["weights"].items()},
-        "optimizer": {"kind": "AdamW", "step": sd["optimizer"]["step"],
-                      "m": tensor(sd["optimizer"]["m"]), "v": tensor(sd["optimizer"]["v"]),
-                      "flags": tensor(sd["optimizer"]["flags"])},
-        "config": sd["config"], "data_schedule": sd["data_schedule"],
+        "optimizer": {
+            "kind": "AdamW",
+            "step": sd["optimizer"]["step"],
+            "m": tensor(sd["optimizer"]["m"]),
+            "v": tensor(sd["optimizer"]["v"]),
+            "flags": tensor(sd["optimizer"]["flags"]),
+        },
+        "config": sd["config"],
+        "data_schedule": sd["data_schedule"],
     }
-    env = {"schema": "mojolearn.small-mlp-checkpoint.v1", "payload": payload,
-           "payload_sha256": hashlib.sha256(canon(payload)[:-1]).hexdigest()}
+    env = {
+        "schema": "mojolearn.small-mlp-checkpoint.v1",
+        "payload": payload,
+        "payload_sha256": hashlib.sha256(canon(payload)[:-1]).hexdigest(),
+    }
     if profile is not None:
         env["arithmetic_profile"] = profile
     return canon(env)
@@ -205,8 +297,11 @@ def test_reference_profile_refused_then_migrated(tmp_path):
     t = trained(4)
     path = tmp_path / "reference.json"
     path.write_bytes(reference_layout_file(t))
-    with pytest.raises(ValueError, match=r"arithmetic profile is none \(the reference's default "
-                                         r"mojolearn.neural-training.fp32.v1\).*allow_profile_change"):
+    with pytest.raises(
+        ValueError,
+        match=r"arithmetic profile is none \(the reference's default "
+        r"mojolearn.neural-training.fp32.v1\).*allow_profile_change",
+    ):
         ml.SmallMLPTrainer.from_checkpoint(path)
     u = ml.SmallMLPTrainer.from_checkpoint(path, allow_profile_change=True)
     assert u.state_hash() == t.state_hash() and u.step_ == t.step_
@@ -214,7 +309,10 @@ def test_reference_profile_refused_then_migrated(tmp_path):
     assert info["profile"] == "mojolearn.neural-training.fp32.v1"
     # After the migration the trainer saves under our profile.
     u.save_checkpoint(tmp_path / "ours.json")
-    assert json.loads((tmp_path / "ours.json").read_bytes())["arithmetic_profile"] == checkpoint.PROFILE
+    assert (
+        json.loads((tmp_path / "ours.json").read_bytes())["arithmetic_profile"]
+        == checkpoint.PROFILE
+    )
     # Our own file, written by hand with our profile, loads without the flag.
     path.write_bytes(reference_layout_file(t, checkpoint.PROFILE))
     assert ml.SmallMLPTrainer.from_checkpoint(path).state_hash() == t.state_hash()
@@ -243,7 +341,7 @@ def test_mutation_fuzz(seed):
             if op == 0:
                 data[i] = rng.randrange(256)
             elif op == 1:
-                del data[i:i + rng.randint(1, 50)]
+                del data[i : i + rng.randint(1, 50)]
             else:
                 data[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 5)))
         try:

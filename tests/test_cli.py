@@ -5,6 +5,7 @@ steps (final state hash and loss history equal to an uninterrupted run), refusal
 dataset and option conflicts on resume, bad arguments), `--json` output, `verify` on good and
 tampered files, `info`, and `--plot` (when matplotlib is installed).
 """
+
 import hashlib
 import json
 import os
@@ -28,8 +29,14 @@ def _env(extra=None):
 
 
 def run_cli(args, cwd, env=None, timeout=TIMEOUT):
-    return subprocess.run([sys.executable, "-m", "mojolearn", *args], capture_output=True,
-                          text=True, cwd=cwd, env=_env(env), timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "mojolearn", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=_env(env),
+        timeout=timeout,
+    )
 
 
 def ok(proc):
@@ -68,6 +75,7 @@ def random_csv(rng, rows, labels=("setosa", "versicolor", "virginica")):
 
 # -- the main job ----------------------------------------------------------------------------
 
+
 def test_main_job_trains_well_above_chance(tmp_path):
     proc = run_cli(["train", "--json"], tmp_path)
     records = json_lines(ok(proc).stdout)
@@ -97,6 +105,7 @@ def test_main_job_trains_well_above_chance(tmp_path):
 
 # -- exact resume ----------------------------------------------------------------------------
 
+
 def _uninterrupted(tmp_path, common, name="full.ckpt"):
     done = done_record(run_cli(["train", *common, "--checkpoint", name, "--json"], tmp_path))
     return done["state_hash"], (tmp_path / (name + ".history.jsonl")).read_bytes()
@@ -106,8 +115,16 @@ def test_resume_after_clean_stops_matches_uninterrupted(tmp_path, seed):
     rng = random.Random(seed)
     batch = rng.choice((7, 10, 16, 25))  # 144 rows: most leave a partial last batch
     end = 45
-    common = ["--steps", str(end), "--batch-size", str(batch), "--seed", str(seed),
-              "--checkpoint-every", "1000"]
+    common = [
+        "--steps",
+        str(end),
+        "--batch-size",
+        str(batch),
+        "--seed",
+        str(seed),
+        "--checkpoint-every",
+        "1000",
+    ]
     want_hash, want_history = _uninterrupted(tmp_path, common)
     stops = sorted(rng.sample(range(1, end), 3))
     for i, stop in enumerate(stops):
@@ -117,16 +134,36 @@ def test_resume_after_clean_stops_matches_uninterrupted(tmp_path, seed):
         else:
             args.append("--resume")
         assert done_record(run_cli(args, tmp_path))["step"] == stop
-    done = done_record(run_cli(["train", "--resume", "--steps", str(end), "--checkpoint",
-                                "part.ckpt", "--json"], tmp_path))
+    done = done_record(
+        run_cli(
+            ["train", "--resume", "--steps", str(end), "--checkpoint", "part.ckpt", "--json"],
+            tmp_path,
+        )
+    )
     assert done["state_hash"] == want_hash, f"seed {seed}: stops {stops}, batch {batch}"
     assert (tmp_path / "part.ckpt.history.jsonl").read_bytes() == want_history
 
 
 def _start_child(tmp_path, common, name):
-    return subprocess.Popen([sys.executable, "-m", "mojolearn", "train", *common, "--checkpoint",
-                             name, "--json", "--log-every", "1"], cwd=tmp_path, env=_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mojolearn",
+            "train",
+            *common,
+            "--checkpoint",
+            name,
+            "--json",
+            "--log-every",
+            "1",
+        ],
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _read_until(child, step):
@@ -141,8 +178,16 @@ def _read_until(child, step):
 def test_resume_after_a_signal_at_a_random_step(tmp_path, seed, how):
     rng = random.Random(seed)
     end, every = 1500, rng.choice((5, 7, 13))
-    common = ["--steps", str(end), "--batch-size", "12", "--seed", str(seed),
-              "--checkpoint-every", str(every)]
+    common = [
+        "--steps",
+        str(end),
+        "--batch-size",
+        "12",
+        "--seed",
+        str(seed),
+        "--checkpoint-every",
+        str(every),
+    ]
     want_hash, want_history = _uninterrupted(tmp_path, common)
     at = rng.randint(20, 400)
     child = _start_child(tmp_path, common, "run.ckpt")
@@ -163,8 +208,12 @@ def test_resume_after_a_signal_at_a_random_step(tmp_path, seed, how):
         assert stopped["event"] == "interrupted" and stopped["step"] == report["step"]
         assert "Resume with: mojolearn train" in err and "--resume" in err
     assert report["step"] >= seen - every or report["step"] == end, (seen, report)
-    done = done_record(run_cli(["train", "--resume", "--checkpoint", "run.ckpt", "--steps",
-                                str(end), "--json"], tmp_path))
+    done = done_record(
+        run_cli(
+            ["train", "--resume", "--checkpoint", "run.ckpt", "--steps", str(end), "--json"],
+            tmp_path,
+        )
+    )
     assert done["state_hash"] == want_hash, f"seed {seed}: {how} after step {seen}"
     assert (tmp_path / "run.ckpt.history.jsonl").read_bytes() == want_history
 
@@ -180,8 +229,11 @@ def test_resume_cuts_history_written_past_the_checkpoint(tmp_path, seed):
     (tmp_path / "c.ckpt").write_bytes(saved)  # back to step 23; history has 31 steps
     with open(tmp_path / "c.ckpt.history.jsonl", "ab") as f:
         f.write(b'{"accuracy":0.5,"lo')
-    done = done_record(run_cli(["train", "--resume", "--steps", "50", "--checkpoint", "c.ckpt",
-                                "--json"], tmp_path))
+    done = done_record(
+        run_cli(
+            ["train", "--resume", "--steps", "50", "--checkpoint", "c.ckpt", "--json"], tmp_path
+        )
+    )
     assert done["state_hash"] == want_hash
     assert (tmp_path / "c.ckpt.history.jsonl").read_bytes() == want_history
 
@@ -189,27 +241,65 @@ def test_resume_cuts_history_written_past_the_checkpoint(tmp_path, seed):
 def test_fast_mode_resume_and_mode_conflict(tmp_path, seed):
     common = ["--mode", "fast", "--steps", "40", "--seed", str(seed)]
     want, _ = _uninterrupted(tmp_path, common)
-    ok(run_cli(["train", "--mode", "fast", "--steps", "17", "--seed", str(seed), "--checkpoint",
-                "f.ckpt"], tmp_path))
+    ok(
+        run_cli(
+            [
+                "train",
+                "--mode",
+                "fast",
+                "--steps",
+                "17",
+                "--seed",
+                str(seed),
+                "--checkpoint",
+                "f.ckpt",
+            ],
+            tmp_path,
+        )
+    )
     report = json.loads(ok(run_cli(["verify", "f.ckpt", "--json"], tmp_path)).stdout)
     assert report["numeric_mode"] == "fast"
-    assert_one_line_error(run_cli(["train", "--resume", "--checkpoint", "f.ckpt",
-                                   "--mode", "identical"], tmp_path),
-                          "--mode identical (checkpoint: fast)")
-    done = done_record(run_cli(["train", "--resume", "--checkpoint", "f.ckpt", "--steps", "40",
-                                "--json"], tmp_path))
+    assert_one_line_error(
+        run_cli(["train", "--resume", "--checkpoint", "f.ckpt", "--mode", "identical"], tmp_path),
+        "--mode identical (checkpoint: fast)",
+    )
+    done = done_record(
+        run_cli(
+            ["train", "--resume", "--checkpoint", "f.ckpt", "--steps", "40", "--json"], tmp_path
+        )
+    )
     assert done["state_hash"] == want
 
 
 # -- refusals ------------------------------------------------------------------------------
 
+
 def test_resume_refuses_another_dataset_and_conflicting_options(tmp_path, seed):
     rng = random.Random(seed)
     (tmp_path / "a.csv").write_text(random_csv(rng, 60))
     (tmp_path / "b.csv").write_text(random_csv(rng, 60))
-    ok(run_cli(["train", "--data", "a.csv", "--label-column", "species", "--steps", "5",
-                "--batch-size", "8", "--lr", "0.003", "--weight-decay", "0.1", "--seed", "7"],
-               tmp_path))
+    ok(
+        run_cli(
+            [
+                "train",
+                "--data",
+                "a.csv",
+                "--label-column",
+                "species",
+                "--steps",
+                "5",
+                "--batch-size",
+                "8",
+                "--lr",
+                "0.003",
+                "--weight-decay",
+                "0.1",
+                "--seed",
+                "7",
+            ],
+            tmp_path,
+        )
+    )
     ckpt_before = (tmp_path / "mojolearn-run.ckpt").read_bytes()
     hist_before = (tmp_path / "mojolearn-run.ckpt.history.jsonl").read_bytes()
     for args, parts in [
@@ -217,27 +307,54 @@ def test_resume_refuses_another_dataset_and_conflicting_options(tmp_path, seed):
         ([], ["dataset sha256"]),  # the bundled data instead
         (["--data", "a.csv", "--batch-size", "16"], ["--batch-size 16 (checkpoint: 8)"]),
         (["--data", "a.csv", "--seed", "8"], ["--seed 8 (checkpoint: 7)"]),
-        (["--data", "a.csv", "--lr", "0.01", "--weight-decay", "0"],
-         ["--lr 0.01 (checkpoint: 0.003)", "--weight-decay 0.0 (checkpoint: 0.1)"]),
+        (
+            ["--data", "a.csv", "--lr", "0.01", "--weight-decay", "0"],
+            ["--lr 0.01 (checkpoint: 0.003)", "--weight-decay 0.0 (checkpoint: 0.1)"],
+        ),
     ]:
         proc = run_cli(["train", "--resume", "--steps", "9", *args], tmp_path)
         assert_one_line_error(proc, "--resume", *parts)
     # Equal options are fine, and a refusal changed nothing on disk.
     assert (tmp_path / "mojolearn-run.ckpt").read_bytes() == ckpt_before
     assert (tmp_path / "mojolearn-run.ckpt.history.jsonl").read_bytes() == hist_before
-    done = done_record(run_cli(["train", "--resume", "--data", "a.csv", "--label-column",
-                                "species", "--batch-size", "8", "--seed", "7", "--lr", "0.003",
-                                "--steps", "9", "--json"], tmp_path))
+    done = done_record(
+        run_cli(
+            [
+                "train",
+                "--resume",
+                "--data",
+                "a.csv",
+                "--label-column",
+                "species",
+                "--batch-size",
+                "8",
+                "--seed",
+                "7",
+                "--lr",
+                "0.003",
+                "--steps",
+                "9",
+                "--json",
+            ],
+            tmp_path,
+        )
+    )
     assert done["step"] == 9
 
 
 BAD_CSVS = [
     ("columns", "a,b,c,d,e,f,g,h,y\n1,2,3,4,5,6,7,8,0\n1,2,3,4,5,6,7,8\n", ["row 3", "8 columns"]),
-    ("non-numeric", "a,b,c,d,e,f,g,h,y\n1,2,3,4,5,6,7,8,0\n1,2,3,4,5,6,7,eight,1\n",
-     ["row 3", "column 8 ('h')", "'eight' is not a number"]),
+    (
+        "non-numeric",
+        "a,b,c,d,e,f,g,h,y\n1,2,3,4,5,6,7,8,0\n1,2,3,4,5,6,7,eight,1\n",
+        ["row 3", "column 8 ('h')", "'eight' is not a number"],
+    ),
     ("nan", "a,b,c,d,e,f,g,h,y\n1,2,3,NaN,5,6,7,8,0\n", ["row 2", "column 4 ('d')", "finite"]),
-    ("classes", "a,b,c,d,e,f,g,h,y\n" + "".join(f"1,2,3,4,5,6,7,8,{c}\n" for c in "pqrs"),
-     ["row 5", "column 9 ('y')", "4th class"]),
+    (
+        "classes",
+        "a,b,c,d,e,f,g,h,y\n" + "".join(f"1,2,3,4,5,6,7,8,{c}\n" for c in "pqrs"),
+        ["row 5", "column 9 ('y')", "4th class"],
+    ),
     ("empty", "", ["empty"]),
 ]
 
@@ -249,36 +366,47 @@ def test_bad_csv_exit_2_one_line(tmp_path, what, text, parts):
     assert not (tmp_path / "mojolearn-run.ckpt").exists()
 
 
-@pytest.mark.parametrize("args,part", [
-    (["--batch-size", "0"], "--batch-size: expected an integer in [1, 256]"),
-    (["--batch-size", "257"], "--batch-size: expected an integer in [1, 256]"),
-    (["--lr", "-1"], "--lr: expected a finite number > 0"),
-    (["--lr", "nan"], "--lr: expected a finite number > 0"),
-    (["--weight-decay", "inf"], "--weight-decay: expected a finite number >= 0"),
-    (["--seed", "-3"], "--seed: expected an integer in [0, 2**64)"),
-    (["--steps", "5", "--epochs", "2"], "not allowed with argument"),
-    (["--mode", "quick"], "invalid choice: 'quick'"),
-])
+@pytest.mark.parametrize(
+    "args,part",
+    [
+        (["--batch-size", "0"], "--batch-size: expected an integer in [1, 256]"),
+        (["--batch-size", "257"], "--batch-size: expected an integer in [1, 256]"),
+        (["--lr", "-1"], "--lr: expected a finite number > 0"),
+        (["--lr", "nan"], "--lr: expected a finite number > 0"),
+        (["--weight-decay", "inf"], "--weight-decay: expected a finite number >= 0"),
+        (["--seed", "-3"], "--seed: expected an integer in [0, 2**64)"),
+        (["--steps", "5", "--epochs", "2"], "not allowed with argument"),
+        (["--mode", "quick"], "invalid choice: 'quick'"),
+    ],
+)
 def test_bad_arguments_exit_2(tmp_path, args, part):
     proc = run_cli(["train", *args], tmp_path)
     assert proc.returncode == 2 and part in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_usage_refusals_exit_2(tmp_path):
-    assert_one_line_error(run_cli(["train", "--resume"], tmp_path),
-                          "--resume: no checkpoint at mojolearn-run.ckpt")
-    assert_one_line_error(run_cli(["train", "--label-column", "y"], tmp_path),
-                          "--label-column applies only with --data")
-    assert_one_line_error(run_cli(["train", "--data", "nowhere.csv"], tmp_path),
-                          "cannot read --data nowhere.csv")
-    assert_one_line_error(run_cli(["train", "--checkpoint", "no/such/dir/c.ckpt"], tmp_path),
-                          "does not exist")
+    assert_one_line_error(
+        run_cli(["train", "--resume"], tmp_path), "--resume: no checkpoint at mojolearn-run.ckpt"
+    )
+    assert_one_line_error(
+        run_cli(["train", "--label-column", "y"], tmp_path),
+        "--label-column applies only with --data",
+    )
+    assert_one_line_error(
+        run_cli(["train", "--data", "nowhere.csv"], tmp_path), "cannot read --data nowhere.csv"
+    )
+    assert_one_line_error(
+        run_cli(["train", "--checkpoint", "no/such/dir/c.ckpt"], tmp_path), "does not exist"
+    )
     (tmp_path / "junk.ckpt").write_text("{}\n")
-    assert_one_line_error(run_cli(["train", "--resume", "--checkpoint", "junk.ckpt"], tmp_path),
-                          "not a valid mojolearn checkpoint")
+    assert_one_line_error(
+        run_cli(["train", "--resume", "--checkpoint", "junk.ckpt"], tmp_path),
+        "not a valid mojolearn checkpoint",
+    )
 
 
 # -- verify, info, plot --------------------------------------------------------------------
+
 
 def test_verify_good_and_tampered(tmp_path):
     done = done_record(run_cli(["train", "--steps", "12", "--json"], tmp_path))
@@ -321,17 +449,26 @@ def _png_size(blob):
 def test_plot_writes_a_png(tmp_path):
     pytest.importorskip("matplotlib")
     ok(run_cli(["train", "--steps", "30", "--checkpoint-every", "10"], tmp_path))
-    done = done_record(run_cli(["train", "--resume", "--steps", "60", "--plot", "loss.png",
-                                "--json"], tmp_path))
+    done = done_record(
+        run_cli(["train", "--resume", "--steps", "60", "--plot", "loss.png", "--json"], tmp_path)
+    )
     assert done["plot"] == "loss.png"
     width, height = _png_size((tmp_path / "loss.png").read_bytes())
     assert width >= 300 and height >= 200
 
 
 def test_plot_without_matplotlib_names_the_extra(tmp_path):
-    code = ("import sys; sys.modules['matplotlib'] = None; from mojolearn.cli import main; "
-            "sys.exit(main(['train', '--plot', 'x.png']))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=tmp_path, env=_env(), timeout=TIMEOUT)
+    code = (
+        "import sys; sys.modules['matplotlib'] = None; from mojolearn.cli import main; "
+        "sys.exit(main(['train', '--plot', 'x.png']))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_env(),
+        timeout=TIMEOUT,
+    )
     assert_one_line_error(proc, "--plot needs matplotlib", "mojolearn[plot]")
     assert not (tmp_path / "mojolearn-run.ckpt").exists()

@@ -7,6 +7,7 @@ exact (math.fsum) sum within FAST_BOUND on fresh random inputs, and against each
 output is the same FMA chain under every tile, so the two builds must give the same bits. Both
 identical modules must reproduce the golden state hashes and kernel goldens.
 """
+
 import math
 import os
 import platform
@@ -31,8 +32,10 @@ def _has_v4_module(mode="fast"):
 
 def _skip_unless_v4(mode="fast"):
     if not _has_v4_module(mode):
-        pytest.skip(f"this install has no x86-64-v4 {mode} binding (not x86_64, or built with "
-                    f"MOJOLEARN_TARGET_CPU / MOJOLEARN_BUILD_V4=0)")
+        pytest.skip(
+            f"this install has no x86-64-v4 {mode} binding (not x86_64, or built with "
+            f"MOJOLEARN_TARGET_CPU / MOJOLEARN_BUILD_V4=0)"
+        )
     if not _backend.cpu_has_v4():
         missing = sorted(_backend._V4_FLAGS - _backend.cpu_flags())
         pytest.skip(f"this CPU lacks {', '.join(missing)}: the v4 binding cannot run here")
@@ -48,9 +51,14 @@ print(b.name, b.target_cpu, b.mode)
 
 
 def loaded(level, mode="fast", patch=""):
-    out = run_python(_LOAD.format(patch=patch),
-                     env={"MOJOLEARN_NUMERIC_MODE": mode, "MOJOLEARN_CPU_LEVEL": level,
-                          "MOJOLEARN_VENDOR": "cpu"})
+    out = run_python(
+        _LOAD.format(patch=patch),
+        env={
+            "MOJOLEARN_NUMERIC_MODE": mode,
+            "MOJOLEARN_CPU_LEVEL": level,
+            "MOJOLEARN_VENDOR": "cpu",
+        },
+    )
     return out.split()
 
 
@@ -69,33 +77,52 @@ def test_v3_forces_the_portable_binding():
 
 def test_auto_without_avx512_loads_the_portable_binding():
     # A CPU without AVX-512, simulated: the flags are read once, so presetting them is enough.
-    assert loaded("auto", patch="_backend._cpu_flags = frozenset({'avx2', 'fma'})")[0] == \
-        "_mojolearn_training_cpu_fast"
+    assert (
+        loaded("auto", patch="_backend._cpu_flags = frozenset({'avx2', 'fma'})")[0]
+        == "_mojolearn_training_cpu_fast"
+    )
 
 
 def test_v4_refused_where_it_cannot_run():
-    code = ("from mojolearn import _backend\n{patch}\n"
-            "try:\n    _backend.binding()\nexcept ImportError as e:\n    print('refused:', e)\n")
-    no_avx512 = run_python(code.format(patch="_backend._cpu_flags = frozenset({'avx2', "
-                                             "'avx512f', 'avx512vl'})"),
-                           env={"MOJOLEARN_NUMERIC_MODE": "fast", "MOJOLEARN_CPU_LEVEL": "v4",
-                                "MOJOLEARN_VENDOR": "cpu"})
+    code = (
+        "from mojolearn import _backend\n{patch}\n"
+        "try:\n    _backend.binding()\nexcept ImportError as e:\n    print('refused:', e)\n"
+    )
+    no_avx512 = run_python(
+        code.format(patch="_backend._cpu_flags = frozenset({'avx2', 'avx512f', 'avx512vl'})"),
+        env={
+            "MOJOLEARN_NUMERIC_MODE": "fast",
+            "MOJOLEARN_CPU_LEVEL": "v4",
+            "MOJOLEARN_VENDOR": "cpu",
+        },
+    )
     if _has_v4_module():
-        assert "refused: MOJOLEARN_CPU_LEVEL=v4, but this CPU lacks avx512bw, avx512cd, " \
-               "avx512dq" in no_avx512
+        assert (
+            "refused: MOJOLEARN_CPU_LEVEL=v4, but this CPU lacks avx512bw, avx512cd, "
+            "avx512dq" in no_avx512
+        )
     else:
         assert "refused: MOJOLEARN_CPU_LEVEL=v4, but this install has no x86-64-v4" in no_avx512
-    no_module = run_python(code.format(patch="_backend._available = lambda v, m, s='': s == ''"),
-                           env={"MOJOLEARN_NUMERIC_MODE": "fast", "MOJOLEARN_CPU_LEVEL": "v4",
-                                "MOJOLEARN_VENDOR": "cpu"})
-    assert "refused: MOJOLEARN_CPU_LEVEL=v4, but this install has no x86-64-v4 fast binding" \
+    no_module = run_python(
+        code.format(patch="_backend._available = lambda v, m, s='': s == ''"),
+        env={
+            "MOJOLEARN_NUMERIC_MODE": "fast",
+            "MOJOLEARN_CPU_LEVEL": "v4",
+            "MOJOLEARN_VENDOR": "cpu",
+        },
+    )
+    assert (
+        "refused: MOJOLEARN_CPU_LEVEL=v4, but this install has no x86-64-v4 fast binding"
         in no_module
+    )
 
 
 def test_bad_level_refused_naming_the_variable():
-    out = run_python("from mojolearn import _backend\ntry:\n    _backend.binding()\n"
-                     "except ValueError as e:\n    print(e)",
-                     env={"MOJOLEARN_NUMERIC_MODE": "fast", "MOJOLEARN_CPU_LEVEL": "avx512"})
+    out = run_python(
+        "from mojolearn import _backend\ntry:\n    _backend.binding()\n"
+        "except ValueError as e:\n    print(e)",
+        env={"MOJOLEARN_NUMERIC_MODE": "fast", "MOJOLEARN_CPU_LEVEL": "avx512"},
+    )
     assert "MOJOLEARN_CPU_LEVEL must be one of ('auto', 'v3', 'v4'), got 'avx512'" in out
 
 
@@ -104,8 +131,11 @@ def test_identical_follows_the_level():
     assert (name, mode) == ("_mojolearn_training_cpu_identical", "identical")
     _skip_unless_v4("identical")
     for level in ("auto", "v4"):
-        assert loaded(level, "identical") == ["_mojolearn_training_cpu_identical_v4",
-                                              "x86-64-v4", "identical"], level
+        assert loaded(level, "identical") == [
+            "_mojolearn_training_cpu_identical_v4",
+            "x86-64-v4",
+            "identical",
+        ], level
 
 
 def test_both_identical_modules_reproduce_the_goldens():
@@ -115,15 +145,38 @@ def test_both_identical_modules_reproduce_the_goldens():
     if levels == ["v3"]:
         print("v4 identical binding not runnable here: checking the portable one only")
     for level in levels:
-        env = dict(os.environ, MOJOLEARN_NUMERIC_MODE="identical", MOJOLEARN_CPU_LEVEL=level,
-                   MOJOLEARN_VENDOR="cpu")
-        golden = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "device_golden.py")],
-                                env=env, capture_output=True, text=True, timeout=300)
-        assert golden.returncode == 0 and "golden hashes reproduced" in golden.stdout, \
+        env = dict(
+            os.environ,
+            MOJOLEARN_NUMERIC_MODE="identical",
+            MOJOLEARN_CPU_LEVEL=level,
+            MOJOLEARN_VENDOR="cpu",
+        )
+        golden = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "tools", "device_golden.py")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert golden.returncode == 0 and "golden hashes reproduced" in golden.stdout, (
             f"level {level}:\n{golden.stdout}\n{golden.stderr}"
-        kernels = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                  os.path.join(ROOT, "tests", "test_golden_kernels.py")],
-                                 env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+        )
+        kernels = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                os.path.join(ROOT, "tests", "test_golden_kernels.py"),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=ROOT,
+        )
         assert kernels.returncode == 0, f"level {level}:\n{kernels.stdout[-3000:]}"
 
 
@@ -139,9 +192,15 @@ def test_cpu_flags_read_from_cpuinfo():
 
 # (m, n, k, transpose_a, transpose_b): the three tiles (n <= 8, n <= W, wider), edge rows and
 # columns, a k longer than one k block, n over one packed B block (1024 columns), the MLP shapes.
-SHAPES = [(37, 41, 300, False, False), (256, 16, 8, False, True), (256, 8, 16, False, False),
-          (7, 3, 16, False, True), (16, 8, 64, True, False), (3, 1100, 5, False, False),
-          (13, 29, 600, True, True)]
+SHAPES = [
+    (37, 41, 300, False, False),
+    (256, 16, 8, False, True),
+    (256, 8, 16, False, False),
+    (7, 3, 16, False, True),
+    (16, 8, 64, True, False),
+    (3, 1100, 5, False, False),
+    (13, 29, 600, True, True),
+]
 
 _PRODUCTS = """
 import array, sys
@@ -167,9 +226,14 @@ def _products(tmp_path, operands, level):
         with open(path + ".b", "wb") as f:
             f.write(b.tobytes())
         jobs.append((path, a.shape, b.shape, ta, tb))
-    out = run_python(_PRODUCTS.format(jobs=jobs),
-                     env={"MOJOLEARN_NUMERIC_MODE": "fast", "MOJOLEARN_CPU_LEVEL": level,
-                          "MOJOLEARN_VENDOR": "cpu"}).split()
+    out = run_python(
+        _PRODUCTS.format(jobs=jobs),
+        env={
+            "MOJOLEARN_NUMERIC_MODE": "fast",
+            "MOJOLEARN_CPU_LEVEL": level,
+            "MOJOLEARN_VENDOR": "cpu",
+        },
+    ).split()
     return out[0], [bytes.fromhex(x) for x in out[1:]]
 
 
@@ -183,11 +247,15 @@ def _check_bound(seed, name, a, b, ta, tb, got_bytes):
         for j in range(n):
             terms = [A[i][p] * B[p][j] for p in range(k)]
             exact = math.fsum(terms)
-            bound = (FAST_BOUND * (k + 1) * 2.0 ** -24 * math.fsum(abs(t) for t in terms)
-                     + (k + 1) * 2.0 ** -149)
+            bound = (
+                FAST_BOUND * (k + 1) * 2.0**-24 * math.fsum(abs(t) for t in terms)
+                + (k + 1) * 2.0**-149
+            )
             err = abs(got[i * n + j] - exact)
-            assert err <= bound, (f"seed {seed}, {name}, {m}x{n}x{k}: C[{i},{j}] = "
-                                  f"{got[i * n + j]!r}, exact {exact!r}")
+            assert err <= bound, (
+                f"seed {seed}, {name}, {m}x{n}x{k}: C[{i},{j}] = "
+                f"{got[i * n + j]!r}, exact {exact!r}"
+            )
             worst = max(worst, err / bound if bound else 0.0)
     return worst
 
@@ -196,8 +264,14 @@ def test_both_fast_modules_within_bound_and_bit_equal(tmp_path, seed):
     rng = random.Random(seed)
     operands = []
     for m, n, k, ta, tb in SHAPES:
-        operands.append((matrix(rng, k, m) if ta else matrix(rng, m, k),
-                         matrix(rng, n, k) if tb else matrix(rng, k, n), ta, tb))
+        operands.append(
+            (
+                matrix(rng, k, m) if ta else matrix(rng, m, k),
+                matrix(rng, n, k) if tb else matrix(rng, k, n),
+                ta,
+                tb,
+            )
+        )
     levels = ["v3"]
     if _has_v4_module() and _backend.cpu_has_v4():
         levels.append("v4")
@@ -207,8 +281,10 @@ def test_both_fast_modules_within_bound_and_bit_equal(tmp_path, seed):
     for level in levels:
         name, outs = _products(tmp_path, operands, level)
         assert outs[0::2] == outs[1::2], f"seed {seed}: {name} differs between two runs"
-        worst = max(_check_bound(seed, name, a, b, ta, tb, got)
-                    for (a, b, ta, tb), got in zip(operands, outs[0::2]))
+        worst = max(
+            _check_bound(seed, name, a, b, ta, tb, got)
+            for (a, b, ta, tb), got in zip(operands, outs[0::2])
+        )
         print(f"{name}: worst error / bound = {worst:.3g}")
         results[level] = outs[0::2]
     if "v4" in results:

@@ -3,6 +3,7 @@ per-epoch order and resume position, the loss-history side file, progress output
 
 Pure Python (no binding): each test builds fresh random inputs from the `seed` fixture.
 """
+
 import hashlib
 import io
 import json
@@ -40,6 +41,7 @@ def _random_csv(rng, rows, header=True, labels=("0", "1", "2"), label_at=8):
 
 
 # -- bundled data --------------------------------------------------------------------------
+
 
 def test_bundled_wine_shape_split_and_hash():
     ds = _data.load()
@@ -91,8 +93,10 @@ def test_bundled_columns_are_the_eight_most_separating():
 def test_standardize_matches_numpy_within_rounding(seed):
     np = pytest.importorskip("numpy")
     rng = random.Random(seed)
-    raw = [tuple(rng.uniform(-1e3, 1e3) * rng.choice((1e-3, 1, 1e3)) for _ in range(8))
-           for _ in range(rng.randint(3, 60))]
+    raw = [
+        tuple(rng.uniform(-1e3, 1e3) * rng.choice((1e-3, 1, 1e3)) for _ in range(8))
+        for _ in range(rng.randint(3, 60))
+    ]
     train = sorted(rng.sample(range(len(raw)), rng.randint(2, len(raw))))
     got = np.array(_data.standardize(raw, train), dtype=np.float32)
     a = np.array(raw, dtype=np.float64)
@@ -110,6 +114,7 @@ def test_constant_training_feature_becomes_zero():
 
 
 # -- split, order, position ----------------------------------------------------------------
+
 
 def test_split_is_stratified_and_deterministic(seed):
     rng = random.Random(seed)
@@ -154,7 +159,7 @@ def test_batch_stream_visits_each_row_once_per_epoch(seed):
             x, y, rows = stream.next_batch()
             assert rows == (bs if k < per - 1 else ds.n_train - bs * (per - 1))
             assert len(x) == 8 * rows and len(y) == rows
-            seen.extend(tuple(x[i * 8:(i + 1) * 8]) for i in range(rows))
+            seen.extend(tuple(x[i * 8 : (i + 1) * 8]) for i in range(rows))
         assert sorted(seen) == sorted(ds.features[r] for r in ds.train_rows), f"seed {seed}"
         assert (stream.epoch, stream.cursor) == (epoch + 1, 0)
 
@@ -173,6 +178,7 @@ def test_stream_restarted_at_position_gives_the_same_batches(seed):
 
 
 # -- CSV loading and refusals --------------------------------------------------------------
+
 
 def test_csv_with_header_string_labels_and_label_column(tmp_path, seed):
     rng = random.Random(seed)
@@ -197,23 +203,47 @@ def test_csv_headerless_numeric_labels_last_column(tmp_path, seed):
 
 BAD_CSVS = [
     # (description, text, expected substrings of the one-line message)
-    ("wrong column count in a row", "a,b,c,d,e,f,g,h,label\n1,2,3,4,5,6,7,8,0\n1,2,3,4,5,6,7,0\n",
-     ["row 3", "8 columns, expected 9"]),
-    ("wrong column count in the header", "a,b,c,d,e,f,g,label\n1,2,3,4,5,6,7,0\n",
-     ["row 1", "8 columns, expected 9"]),
-    ("non-numeric cell", "a,b,c,d,e,f,g,h,label\n1,2,3,4,5,6,7,8,0\n1,2,x3,4,5,6,7,8,1\n",
-     ["row 3", "column 3 ('c')", "'x3' is not a number"]),
-    ("NaN cell", "a,b,c,d,e,f,g,h,label\n1,2,3,4,5,6,7,8,0\n1,2,3,4,5,nan,7,8,1\n",
-     ["row 3", "column 6 ('f')", "not a finite"]),
-    ("infinite cell", "a,b,c,d,e,f,g,h,label\n1,2,3,4,5,6,7,1e39,0\n1,2,3,4,5,6,7,8,1\n",
-     ["row 2", "column 8 ('h')", "not a finite"]),
-    ("empty cell", "a,b,c,d,e,f,g,h,label\n1,2,3,4,5,6,7,8,0\n1,,3,4,5,6,7,8,1\n",
-     ["row 3", "column 2 ('b')", "empty cell"]),
-    ("more than 3 classes", "a,b,c,d,e,f,g,h,label\n" + "".join(
-        f"1,2,3,4,5,6,7,8,{c}\n" for c in ("x", "y", "z", "x", "w")),
-     ["row 6", "column 9 ('label')", "4th class"]),
-    ("integer label out of range", "a,b,c,d,e,f,g,h,label\n1,2,3,4,5,6,7,8,0\n1,2,3,4,5,6,7,8,3\n",
-     ["row 3", "column 9 ('label')", "label 3 is not in 0..2"]),
+    (
+        "wrong column count in a row",
+        "a,b,c,d,e,f,g,h,label\n1,2,3,4,5,6,7,8,0\n1,2,3,4,5,6,7,0\n",
+        ["row 3", "8 columns, expected 9"],
+    ),
+    (
+        "wrong column count in the header",
+        "a,b,c,d,e,f,g,label\n1,2,3,4,5,6,7,0\n",
+        ["row 1", "8 columns, expected 9"],
+    ),
+    (
+        "non-numeric cell",
+        "a,b,c,d,e,f,g,h,label\n1,2,3,4,5,6,7,8,0\n1,2,x3,4,5,6,7,8,1\n",
+        ["row 3", "column 3 ('c')", "'x3' is not a number"],
+    ),
+    (
+        "NaN cell",
+        "a,b,c,d,e,f,g,h,label\n1,2,3,4,5,6,7,8,0\n1,2,3,4,5,nan,7,8,1\n",
+        ["row 3", "column 6 ('f')", "not a finite"],
+    ),
+    (
+        "infinite cell",
+        "a,b,c,d,e,f,g,h,label\n1,2,3,4,5,6,7,1e39,0\n1,2,3,4,5,6,7,8,1\n",
+        ["row 2", "column 8 ('h')", "not a finite"],
+    ),
+    (
+        "empty cell",
+        "a,b,c,d,e,f,g,h,label\n1,2,3,4,5,6,7,8,0\n1,,3,4,5,6,7,8,1\n",
+        ["row 3", "column 2 ('b')", "empty cell"],
+    ),
+    (
+        "more than 3 classes",
+        "a,b,c,d,e,f,g,h,label\n"
+        + "".join(f"1,2,3,4,5,6,7,8,{c}\n" for c in ("x", "y", "z", "x", "w")),
+        ["row 6", "column 9 ('label')", "4th class"],
+    ),
+    (
+        "integer label out of range",
+        "a,b,c,d,e,f,g,h,label\n1,2,3,4,5,6,7,8,0\n1,2,3,4,5,6,7,8,3\n",
+        ["row 3", "column 9 ('label')", "label 3 is not in 0..2"],
+    ),
     ("empty file", "", ["empty"]),
     ("header only", "a,b,c,d,e,f,g,h,label\n", ["no data rows"]),
 ]
@@ -244,6 +274,7 @@ def test_unknown_label_column_and_non_utf8_are_refused(tmp_path, seed):
 
 
 # -- history side file ---------------------------------------------------------------------
+
 
 def test_history_appends_on_flush_and_cuts_back_on_resume(tmp_path, seed):
     rng = random.Random(seed)
@@ -278,6 +309,7 @@ def test_history_drops_a_torn_last_line(tmp_path):
 
 # -- progress output -----------------------------------------------------------------------
 
+
 def test_progress_plain_lines_and_json_lines():
     out = io.StringIO()
     p = Progress(0, 10, 5, stream=out, bar=False)
@@ -293,8 +325,9 @@ def test_progress_plain_lines_and_json_lines():
         p.update(step, 1.0, correct=1, rows=2)
     records = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [r["step"] for r in records] == [6, 9]
-    assert all(r["event"] == "progress" and r["accuracy"] == 0.5 and r["end_step"] == 9
-               for r in records)
+    assert all(
+        r["event"] == "progress" and r["accuracy"] == 0.5 and r["end_step"] == 9 for r in records
+    )
 
 
 def test_progress_bar_with_tqdm_and_fallback_without(monkeypatch):
@@ -321,8 +354,9 @@ def test_labels_that_only_look_like_integers_are_strings(tmp_path):
     # "+-1" and "²" pass str.isdigit-style checks but are not integers: they are treated as
     # string labels (here: more than 3 distinct values, refused by row and column) rather
     # than crashing the command line with a traceback.
-    rows = ["1,2,3,4,5,6,7,8,label"] + [f"{i},1,1,1,1,1,1,1,{lab}"
-                                        for i, lab in enumerate(["+-1", "²", "0", "1"])]
+    rows = ["1,2,3,4,5,6,7,8,label"] + [
+        f"{i},1,1,1,1,1,1,1,{lab}" for i, lab in enumerate(["+-1", "²", "0", "1"])
+    ]
     path = tmp_path / "odd.csv"
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
     with pytest.raises(_data.DataError, match=r"row 5, column 9 .*4th class"):

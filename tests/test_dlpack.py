@@ -2,6 +2,7 @@
 `mojolearn.from_dlpack`, against NumPy and torch when installed: shared memory (writes visible
 both ways, also after the last name of the producer is deleted), every refusal named, and the
 producer's memory released once the last view goes."""
+
 import gc
 import weakref
 
@@ -115,13 +116,24 @@ def test_copy_true_exports_an_independent_copy():
     assert a[0] == 1.0
 
 
-@pytest.mark.parametrize("what,make,message", [
-    ("strided", lambda np, torch: np.ones((4, 4), np.float32)[:, ::2], r"not C-contiguous \(shape \(4, 2\), strides \(4, 2\)"),
-    ("float16", lambda np, torch: np.ones(3, np.float16), r"dtype float16 is not supported"),
-    ("uint8", lambda np, torch: np.ones(3, np.uint8), r"dtype uint8 is not supported"),
-    ("bool", lambda np, torch: torch.ones(2, dtype=torch.bool), r"dtype bool8 is not supported"),
-    ("transposed torch", lambda np, torch: torch.ones(3, 2).t(), r"not C-contiguous"),
-])
+@pytest.mark.parametrize(
+    "what,make,message",
+    [
+        (
+            "strided",
+            lambda np, torch: np.ones((4, 4), np.float32)[:, ::2],
+            r"not C-contiguous \(shape \(4, 2\), strides \(4, 2\)",
+        ),
+        ("float16", lambda np, torch: np.ones(3, np.float16), r"dtype float16 is not supported"),
+        ("uint8", lambda np, torch: np.ones(3, np.uint8), r"dtype uint8 is not supported"),
+        (
+            "bool",
+            lambda np, torch: torch.ones(2, dtype=torch.bool),
+            r"dtype bool8 is not supported",
+        ),
+        ("transposed torch", lambda np, torch: torch.ones(3, 2).t(), r"not C-contiguous"),
+    ],
+)
 def test_from_dlpack_refusals_say_which(what, make, message):
     np, torch = _np(), _torch()
     with pytest.raises(ValueError, match=message):
@@ -136,8 +148,11 @@ def test_non_cpu_and_non_dlpack_objects_are_refused_by_name():
         def __dlpack__(self, **kw):  # never reached
             raise AssertionError
 
-    with pytest.raises(ValueError, match=r"lives on CUDA device 0; mojolearn.from_dlpack takes "
-                                         r"CPU memory only"):
+    with pytest.raises(
+        ValueError,
+        match=r"lives on CUDA device 0; mojolearn.from_dlpack takes "
+        r"CPU memory only",
+    ):
         ml.from_dlpack(OnGpu())
     with pytest.raises(TypeError, match=r"from_dlpack: list does not export DLPack"):
         ml.from_dlpack([1.0, 2.0])

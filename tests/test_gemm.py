@@ -8,6 +8,7 @@ since the installed binary has one. Fast mode (subprocesses): within FAST_BOUND 
 sum, the same bits twice and with 1 or 2 threads. Every refusal raises the documented type,
 names what is wrong, and leaves the output untouched; nothing is written outside C.
 """
+
 import array
 import math
 import os
@@ -34,9 +35,14 @@ GUARD = 16
 SHAPES = [(1, 1, 1), (1, 37, 1), (15, 16, 17), (61, 73, 79), (2, 65, 1200)]
 MLP_SHAPES = []
 for _batch in (1, 32, 256):  # 8→16→3: X·W1ᵀ, H·W2ᵀ, dlogitsᵀ·H, dlogits·W2, dhiddenᵀ·X, dhidden·W1
-    MLP_SHAPES += [(_batch, 16, 8, False, True), (_batch, 3, 16, False, True),
-                   (3, 16, _batch, True, False), (_batch, 16, 3, False, False),
-                   (16, 8, _batch, True, False), (_batch, 8, 16, False, False)]
+    MLP_SHAPES += [
+        (_batch, 16, 8, False, True),
+        (_batch, 3, 16, False, True),
+        (3, 16, _batch, True, False),
+        (_batch, 16, 3, False, False),
+        (16, 8, _batch, True, False),
+        (_batch, 8, 16, False, False),
+    ]
 TRANSPOSES = [(False, False), (False, True), (True, False), (True, True)]
 
 
@@ -89,8 +95,9 @@ def test_mlp_shapes_equal_reference_bit_for_bit(seed, shape):
     rng = random.Random(seed)
     a, b = operands(rng, m, n, k, ta, tb)
     got = mojolearn.matmul(a, b, transpose_a=ta, transpose_b=tb)
-    assert hex_list(flat(got)) == hex_list(R.gemm(flat(a), flat(b), m, n, k, ta, tb)), \
+    assert hex_list(flat(got)) == hex_list(R.gemm(flat(a), flat(b), m, n, k, ta, tb)), (
         f"seed {seed}"
+    )
 
 
 @needs_identical
@@ -110,8 +117,7 @@ def test_large_product_sampled_outputs(seed, ta, tb):
 
 def guarded_c(values):
     """C inside a buffer of guard words; returns (buffer, address of C)."""
-    buf = Array([from_bits(SENTINEL)] * GUARD + list(values) + [from_bits(SENTINEL)] * GUARD,
-                "<f4")
+    buf = Array([from_bits(SENTINEL)] * GUARD + list(values) + [from_bits(SENTINEL)] * GUARD, "<f4")
     return buf, buf._addr + 4 * GUARD
 
 
@@ -137,13 +143,12 @@ def test_entry_accumulates_on_split_rows_within_bounds(seed, ta, tb, packed):
         if packed:
             q = array.array("q", [3, a._addr, b._addr, c_addr])
             d = array.array("d", [8] + params)
-            written = _backend.binding().neural_gemm_packed(q.buffer_info()[0],
-                                                            d.buffer_info()[0])
+            written = _backend.binding().neural_gemm_packed(q.buffer_info()[0], d.buffer_info()[0])
         else:
             written = _backend.binding().neural_gemm([a._addr, b._addr, c_addr], params)
         assert written == (r1 - r0) * n
     assert guards_intact(buf), f"seed {seed}: wrote outside C"
-    got = flat(buf)[GUARD:GUARD + m * n]
+    got = flat(buf)[GUARD : GUARD + m * n]
     want = R.gemm(flat(a), flat(b), m, n, k, ta, tb, c=c_old)
     assert hex_list(got) == hex_list(want), f"seed {seed} cuts {cuts}"
 
@@ -155,7 +160,7 @@ def test_entry_leaves_rows_outside_its_range(seed):
     a, b = operands(rng, m, n, k, False, False)
     buf, c_addr = guarded_c([from_bits(SENTINEL)] * (m * n))
     _backend.binding().neural_gemm([a._addr, b._addr, c_addr], [m, n, k, 0, 0, 0, 3, 5])
-    words = struct.unpack(f"<{buf.size}I", buf.tobytes())[GUARD:GUARD + m * n]
+    words = struct.unpack(f"<{buf.size}I", buf.tobytes())[GUARD : GUARD + m * n]
     for idx, w in enumerate(words):
         assert (w == SENTINEL) == (not 3 * n <= idx < 5 * n), f"seed {seed} output {idx}"
     assert guards_intact(buf)
@@ -202,11 +207,17 @@ for ta, tb in {cases!r}:
 def run_products(tmp_path, a, b, cases, mode, threads):
     (tmp_path / "a.bin").write_bytes(a.tobytes())
     (tmp_path / "b.bin").write_bytes(b.tobytes())
-    code = _SUBPROCESS.format(root=PKG_PARENT, a=str(tmp_path / "a.bin"),
-                              b=str(tmp_path / "b.bin"), ashape=a.shape, bshape=b.shape,
-                              cases=cases)
-    out = run_python(code, env={"MOJOLEARN_NUMERIC_MODE": mode,
-                                "MOJOLEARN_NUM_THREADS": str(threads)})
+    code = _SUBPROCESS.format(
+        root=PKG_PARENT,
+        a=str(tmp_path / "a.bin"),
+        b=str(tmp_path / "b.bin"),
+        ashape=a.shape,
+        bshape=b.shape,
+        cases=cases,
+    )
+    out = run_python(
+        code, env={"MOJOLEARN_NUMERIC_MODE": mode, "MOJOLEARN_NUM_THREADS": str(threads)}
+    )
     lines = out.split()
     return [bytes.fromhex(x) for x in lines]
 
@@ -242,8 +253,10 @@ def test_fast_mode_within_stated_bound(tmp_path, seed):
         for j in range(n):
             terms = [fa[i * k + p] * fb[p * n + j] for p in range(k)]
             exact = math.fsum(terms)
-            bound = (FAST_BOUND * (k + 1) * 2.0 ** -24 * math.fsum(abs(t) for t in terms)
-                     + (k + 1) * 2.0 ** -149)
+            bound = (
+                FAST_BOUND * (k + 1) * 2.0**-24 * math.fsum(abs(t) for t in terms)
+                + (k + 1) * 2.0**-149
+            )
             err = abs(got[i * n + j] - exact)
             assert err <= bound, f"seed {seed} C[{i},{j}] = {got[i * n + j]}, exact {exact}"
             worst = max(worst, err / bound if bound else 0.0)
@@ -289,11 +302,13 @@ def test_matmul_flags_are_keyword_only():
 
 @pytest.mark.parametrize("value", ["0", "-1", "two", "1.5", "100000"])
 def test_invalid_thread_count_is_refused(value):
-    code = ("import mojolearn\n"
-            "try:\n"
-            "    mojolearn.matmul(mojolearn.zeros((2, 2)), mojolearn.zeros((2, 2)))\n"
-            "except ValueError as e:\n"
-            "    print('ValueError', e)\n")
+    code = (
+        "import mojolearn\n"
+        "try:\n"
+        "    mojolearn.matmul(mojolearn.zeros((2, 2)), mojolearn.zeros((2, 2)))\n"
+        "except ValueError as e:\n"
+        "    print('ValueError', e)\n"
+    )
     out = run_python(code, env={"MOJOLEARN_NUM_THREADS": value})
     assert out.startswith("ValueError") and "MOJOLEARN_NUM_THREADS" in out and value in out
 
@@ -314,8 +329,7 @@ def _entry_call(params, n_addrs=3, packed=False):
     if packed:
         q = array.array("q", [len(addrs)] + addrs)
         d = array.array("d", [len(params)] + list(params))
-        call = lambda: _backend.binding().neural_gemm_packed(q.buffer_info()[0],
-                                                             d.buffer_info()[0])
+        call = lambda: _backend.binding().neural_gemm_packed(q.buffer_info()[0], d.buffer_info()[0])
     else:
         call = lambda: _backend.binding().neural_gemm(addrs, list(params))
     return call, buf
@@ -323,11 +337,17 @@ def _entry_call(params, n_addrs=3, packed=False):
 
 GOOD = [4, 4, 4, 0, 0, 0, 0, 4]
 BAD_CALLS = [
-    ("addresses", GOOD, 2), ("addresses", GOOD, 4), ("params", GOOD[:7], 3),
-    ("m must be an integer", [-1] + GOOD[1:], 3), ("n must be an integer", [4, -4] + GOOD[2:], 3),
-    ("k must be an integer", [4, 4, -2] + GOOD[3:], 3), ("k must be an integer", [4, 4, 2.5] + GOOD[3:], 3),
-    ("transpose_a", GOOD[:3] + [2] + GOOD[4:], 3), ("accumulate", GOOD[:5] + [-1] + GOOD[6:], 3),
-    ("rows", GOOD[:6] + [3, 2], 3), ("rows", GOOD[:6] + [0, 5], 3),
+    ("addresses", GOOD, 2),
+    ("addresses", GOOD, 4),
+    ("params", GOOD[:7], 3),
+    ("m must be an integer", [-1] + GOOD[1:], 3),
+    ("n must be an integer", [4, -4] + GOOD[2:], 3),
+    ("k must be an integer", [4, 4, -2] + GOOD[3:], 3),
+    ("k must be an integer", [4, 4, 2.5] + GOOD[3:], 3),
+    ("transpose_a", GOOD[:3] + [2] + GOOD[4:], 3),
+    ("accumulate", GOOD[:5] + [-1] + GOOD[6:], 3),
+    ("rows", GOOD[:6] + [3, 2], 3),
+    ("rows", GOOD[:6] + [0, 5], 3),
     ("row_begin", GOOD[:6] + [-1, 4], 3),
 ]
 

@@ -2,6 +2,7 @@
 GEMM (four transposes), cross-entropy (mean; sum with smoothing; extreme, equal and ignored
 rows), Adam and AdamW (three steps), exp and log. The file comes from the pure-Python reference
 (`python tools/make_golden.py`); a difference means the arithmetic changed."""
+
 import array
 import hashlib
 import json
@@ -20,8 +21,9 @@ with open(os.path.join(ROOT, "tests", "golden", "kernels_identical.json")) as _f
     DOC = json.load(_f)
 CASES = {c["name"]: c for c in DOC["cases"]}
 
-pytestmark = pytest.mark.skipif(mojolearn.numeric_mode_used() != "identical",
-                                reason="goldens pin identical mode only")
+pytestmark = pytest.mark.skipif(
+    mojolearn.numeric_mode_used() != "identical", reason="goldens pin identical mode only"
+)
 
 
 def _arr(hexes, shape):
@@ -51,8 +53,12 @@ def test_cross_entropy_golden(name):
     case = CASES[name]
     rows, classes = case["shape"]
     loss, grad = mojolearn.cross_entropy(
-        _arr(case["inputs"]["logits"], (rows, classes)), array.array("i", case["targets"]),
-        reduction=case["reduction"], label_smoothing=case["label_smoothing"], return_grad=True)
+        _arr(case["inputs"]["logits"], (rows, classes)),
+        array.array("i", case["targets"]),
+        reduction=case["reduction"],
+        label_smoothing=case["label_smoothing"],
+        return_grad=True,
+    )
     _check(case, {"loss": G.hexs([loss]), "dlogits": G.hexs(sum(grad.tolist(), []))})
 
 
@@ -61,15 +67,20 @@ def test_optimizer_golden(name):
     case = CASES[name]
     sizes = case["sizes"]
     flat = G.unhex(case["inputs"]["params"])
-    params = [mojolearn.Array(flat[:sizes[0]]), mojolearn.Array(flat[sizes[0]:])]
+    params = [mojolearn.Array(flat[: sizes[0]]), mojolearn.Array(flat[sizes[0] :])]
     cls = mojolearn.Adam if name.startswith("Adam_") else mojolearn.AdamW
     opt = cls(params, lr=case["lr"], weight_decay=case["weight_decay"])
     for g in case["inputs"]["grads"]:
         gf = G.unhex(g)
-        opt.step([mojolearn.Array(gf[:sizes[0]]), mojolearn.Array(gf[sizes[0]:])])
-    _check(case, {"params": G.hexs(params[0].tolist() + params[1].tolist()),
-                  "exp_avg": G.hexs(opt.exp_avg.tolist()),
-                  "exp_avg_sq": G.hexs(opt.exp_avg_sq.tolist())})
+        opt.step([mojolearn.Array(gf[: sizes[0]]), mojolearn.Array(gf[sizes[0] :])])
+    _check(
+        case,
+        {
+            "params": G.hexs(params[0].tolist() + params[1].tolist()),
+            "exp_avg": G.hexs(opt.exp_avg.tolist()),
+            "exp_avg_sq": G.hexs(opt.exp_avg_sq.tolist()),
+        },
+    )
 
 
 @pytest.mark.parametrize("name,function", [("exp32", 1), ("log32", 3)])

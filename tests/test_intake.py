@@ -1,6 +1,7 @@
 """The one intake (`_intake`, `_reader`, the binding's `intake_read`): the binding's fast accept
 agrees with the slow path's layout wherever it accepts, every input kind reaches the same
 address, refusals are named, and the buffer layer has no import circle."""
+
 import array
 import ast
 import pathlib
@@ -14,18 +15,35 @@ PKG = pathlib.Path(ml.__file__).parent
 
 def _kinds():
     values = [float(i) for i in range(12)]
-    out = [array.array("f", values), memoryview(array.array("f", values)).cast("B").cast("f", (3, 4)),
-           ml.Array(values, "<f4", (3, 4)), memoryview(array.array("f", values))[::2],
-           memoryview(array.array("f", values)).toreadonly(), array.array("d", values),
-           array.array("i", range(12)), array.array("q", range(12)), bytes(16), [1.0]]
+    out = [
+        array.array("f", values),
+        memoryview(array.array("f", values)).cast("B").cast("f", (3, 4)),
+        ml.Array(values, "<f4", (3, 4)),
+        memoryview(array.array("f", values))[::2],
+        memoryview(array.array("f", values)).toreadonly(),
+        array.array("d", values),
+        array.array("i", range(12)),
+        array.array("q", range(12)),
+        bytes(16),
+        [1.0],
+    ]
     try:
         import numpy as np
+
         a = np.arange(12, dtype=np.float32).reshape(3, 4)
-        out += [a, a[:, ::2], a.T, a.astype(">f4"), a.astype(np.float64), np.zeros((0, 4), np.float32)]
+        out += [
+            a,
+            a[:, ::2],
+            a.T,
+            a.astype(">f4"),
+            a.astype(np.float64),
+            np.zeros((0, 4), np.float32),
+        ]
     except ImportError:
         pass
     try:
         import torch
+
         t = torch.arange(12, dtype=torch.float32).reshape(3, 4)
         out += [t, t.t(), t.double(), torch.arange(3), torch.zeros(0)]
     except ImportError:
@@ -86,8 +104,9 @@ def test_more_than_eight_dimensions_are_refused_by_name():
     for _ in range(2):  # also when the first NumPy array the process sees is such a one
         with pytest.raises(ValueError, match="at most 8 dimensions"):
             _intake.probe(np.zeros((1,) * 9, np.float32))
-    with pytest.raises(ValueError, match="at most 8 dimensions without suboffsets are "
-                                         "supported, got 9 dimensions"):
+    with pytest.raises(
+        ValueError, match="at most 8 dimensions without suboffsets are supported, got 9 dimensions"
+    ):
         ml.matmul(np.zeros((1,) * 9, np.float32), np.zeros((1, 1), np.float32))
 
 

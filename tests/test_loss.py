@@ -8,6 +8,7 @@
 - every refusal (Python API and raw entry) with a message naming the argument, outputs
   untouched by refused calls, guard words around outputs, non-finite results refused.
 """
+
 import array
 import math
 import random
@@ -41,7 +42,7 @@ def _row(rng, classes):
         hot = rng.randrange(classes)
         return [1.0 if j == hot else 0.0 for j in range(classes)]
     if kind == 3:  # subnormal logits: differences are subnormal, exp(d) rounds to 1
-        return [f32(rng.uniform(-1, 1) * 2.0 ** -140) for _ in range(classes)]
+        return [f32(rng.uniform(-1, 1) * 2.0**-140) for _ in range(classes)]
     if kind == 4:  # exp(z - mx) underflows into the subnormal range
         return [f32(rng.uniform(-103, -87)) if j else 0.0 for j in range(classes)]
     if kind == 5:
@@ -79,8 +80,10 @@ def test_identical_matches_reference_bit_for_bit(seed):
     for case in range(1000):
         logits, targets, ignore, reduction, eps, want_grad = _case(rng)
         z, t = _arrays(logits, targets)
-        what = (f"seed={seed} case={case} reduction={reduction} eps={eps} ignore={ignore} "
-                f"targets={targets}")
+        what = (
+            f"seed={seed} case={case} reduction={reduction} eps={eps} ignore={ignore} "
+            f"targets={targets}"
+        )
         if all(y == ignore for y in targets):
             with pytest.raises(ValueError, match="every row is ignored"):
                 mojolearn.cross_entropy(z, t, ignore, reduction, eps, want_grad)
@@ -138,8 +141,7 @@ def _bound_cases(seed, count):
         targets = [rng.randrange(classes) for _ in range(rows)]
         if rows > 1:
             targets[0] = -100
-        cases.append((logits, targets, -100, rng.choice(REDUCTIONS),
-                      rng.choice((0.0, 0.1, 0.5))))
+        cases.append((logits, targets, -100, rng.choice(REDUCTIONS), rng.choice((0.0, 0.1, 0.5))))
     return cases
 
 
@@ -203,13 +205,15 @@ def test_torch_parity(seed):
         z, t = _arrays(logits, targets)
         loss, grad = mojolearn.cross_entropy(z, t, ignore, reduction, eps, True)
         zt = torch.tensor(logits, dtype=torch.float64, requires_grad=True)
-        lt = torch.nn.functional.cross_entropy(zt, torch.tensor(targets), ignore_index=ignore,
-                                               reduction=reduction, label_smoothing=eps)
+        lt = torch.nn.functional.cross_entropy(
+            zt, torch.tensor(targets), ignore_index=ignore, reduction=reduction, label_smoothing=eps
+        )
         lt.sum().backward()
         want = lt.tolist()
         got = loss.tolist() if reduction == "none" else loss
-        for a, b in zip(got if reduction == "none" else [got],
-                        want if reduction == "none" else [want]):
+        for a, b in zip(
+            got if reduction == "none" else [got], want if reduction == "none" else [want]
+        ):
             assert _close(a, b), f"seed={seed} case={k}: {a!r} vs torch {b!r}"
         for row, trow in zip(grad.tolist(), zt.grad.tolist()):
             for a, b in zip(row, trow):
@@ -236,8 +240,9 @@ def test_return_types_and_integer_targets():
 
 def test_ignore_index_rows_and_out_of_int32_ignore_index():
     z = Array([1.0, 2.0, 3.0, 4.0], "<f4", (2, 2))
-    per_row, grad = mojolearn.cross_entropy(z, array.array("i", [1, 7]), ignore_index=7,
-                                            reduction="none", return_grad=True)
+    per_row, grad = mojolearn.cross_entropy(
+        z, array.array("i", [1, 7]), ignore_index=7, reduction="none", return_grad=True
+    )
     assert per_row[1] == 0.0 and grad.tolist()[1] == [0.0, 0.0]
     mean = mojolearn.cross_entropy(z, array.array("i", [1, 7]), ignore_index=7)
     assert hexf(mean) == hexf(per_row[0])  # divided by the one kept row
@@ -256,18 +261,21 @@ def _valid():
     return z, Array([0, 2], "<i4")
 
 
-@pytest.mark.parametrize("kwargs, exc, match", [
-    ({"reduction": "avg"}, ValueError, "reduction"),
-    ({"reduction": None}, TypeError, "reduction"),
-    ({"label_smoothing": -0.1}, ValueError, "label_smoothing"),
-    ({"label_smoothing": 1.5}, ValueError, "label_smoothing"),
-    ({"label_smoothing": math.nan}, ValueError, "label_smoothing"),
-    ({"label_smoothing": "0.1"}, TypeError, "label_smoothing"),
-    ({"label_smoothing": True}, TypeError, "label_smoothing"),
-    ({"ignore_index": 1.0}, TypeError, "ignore_index"),
-    ({"ignore_index": True}, TypeError, "ignore_index"),
-    ({"return_grad": 1}, TypeError, "return_grad"),
-])
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        ({"reduction": "avg"}, ValueError, "reduction"),
+        ({"reduction": None}, TypeError, "reduction"),
+        ({"label_smoothing": -0.1}, ValueError, "label_smoothing"),
+        ({"label_smoothing": 1.5}, ValueError, "label_smoothing"),
+        ({"label_smoothing": math.nan}, ValueError, "label_smoothing"),
+        ({"label_smoothing": "0.1"}, TypeError, "label_smoothing"),
+        ({"label_smoothing": True}, TypeError, "label_smoothing"),
+        ({"ignore_index": 1.0}, TypeError, "ignore_index"),
+        ({"ignore_index": True}, TypeError, "ignore_index"),
+        ({"return_grad": 1}, TypeError, "return_grad"),
+    ],
+)
 def test_refuses_bad_options(kwargs, exc, match):
     z, t = _valid()
     with pytest.raises(exc, match=match):
@@ -296,18 +304,22 @@ def test_refuses_bad_buffers():
         mojolearn.cross_entropy(z, array.array("q", [0, 1 << 40]))
 
 
-@pytest.mark.parametrize("targets, match", [
-    ([0, 3], r"targets\[1\] = 3 is outside \[0, 3\)"),
-    ([-1, 0], r"targets\[0\] = -1 is outside \[0, 3\)"),
-    ([-100, -100], "every row is ignored"),
-])
+@pytest.mark.parametrize(
+    "targets, match",
+    [
+        ([0, 3], r"targets\[1\] = 3 is outside \[0, 3\)"),
+        ([-1, 0], r"targets\[0\] = -1 is outside \[0, 3\)"),
+        ([-100, -100], "every row is ignored"),
+    ],
+)
 def test_refuses_bad_targets_for_every_reduction(targets, match):
     z, _ = _valid()
     before = z.tobytes()
     for reduction in REDUCTIONS:
         with pytest.raises(ValueError, match=match):
-            mojolearn.cross_entropy(z, array.array("i", targets), reduction=reduction,
-                                    return_grad=True)
+            mojolearn.cross_entropy(
+                z, array.array("i", targets), reduction=reduction, return_grad=True
+            )
     assert z.tobytes() == before
 
 
@@ -331,24 +343,26 @@ def test_refuses_non_finite_results_naming_entry_and_output():
 
 
 def _entry_call(z, t, losses_addr, dlogits_addr, params):
-    return _backend.binding().cross_entropy([z._addr, t._addr, losses_addr, dlogits_addr],
-                                            params)
+    return _backend.binding().cross_entropy([z._addr, t._addr, losses_addr, dlogits_addr], params)
 
 
-@pytest.mark.parametrize("params, match", [
-    ([-1, 3, -100, 0.0, 2, 1], "cross_entropy: rows must be an integer in"),
-    ([0, 3, -100, 0.0, 2, 1], "cross_entropy: rows must be an integer in"),
-    ([2, -3, -100, 0.0, 2, 1], "cross_entropy: classes must be an integer in"),
-    ([2, 3, 1 << 40, 0.0, 2, 1], "cross_entropy: ignore_index must be an integer in"),
-    ([2, 3, -100, 1.5, 2, 1], "cross_entropy: label_smoothing must be in"),
-    ([2, 3, -100, math.nan, 2, 1], "cross_entropy: label_smoothing must be in"),
-    ([2, 3, -100, 0.0, 3, 1], "cross_entropy: reduction must be an integer in"),
-    ([2, 3, -100, 0.0, 2, 2], "cross_entropy: want_grad must be an integer in"),
-    ([2.5, 3, -100, 0.0, 2, 1], "cross_entropy: rows must be an integer in"),
-    ([1 << 21, 1 << 20, -100, 0.0, 2, 1], "exceeds 2\\^40"),
-    ([1 << 40, 1 << 40, -100, 0.0, 2, 1], "exceeds 2\\^40"),
-    ([2, 3, -100, 0.0, 2], "cross_entropy: expected 6 params, got 5"),
-])
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ([-1, 3, -100, 0.0, 2, 1], "cross_entropy: rows must be an integer in"),
+        ([0, 3, -100, 0.0, 2, 1], "cross_entropy: rows must be an integer in"),
+        ([2, -3, -100, 0.0, 2, 1], "cross_entropy: classes must be an integer in"),
+        ([2, 3, 1 << 40, 0.0, 2, 1], "cross_entropy: ignore_index must be an integer in"),
+        ([2, 3, -100, 1.5, 2, 1], "cross_entropy: label_smoothing must be in"),
+        ([2, 3, -100, math.nan, 2, 1], "cross_entropy: label_smoothing must be in"),
+        ([2, 3, -100, 0.0, 3, 1], "cross_entropy: reduction must be an integer in"),
+        ([2, 3, -100, 0.0, 2, 2], "cross_entropy: want_grad must be an integer in"),
+        ([2.5, 3, -100, 0.0, 2, 1], "cross_entropy: rows must be an integer in"),
+        ([1 << 21, 1 << 20, -100, 0.0, 2, 1], "exceeds 2\\^40"),
+        ([1 << 40, 1 << 40, -100, 0.0, 2, 1], "exceeds 2\\^40"),
+        ([2, 3, -100, 0.0, 2], "cross_entropy: expected 6 params, got 5"),
+    ],
+)
 def test_entry_refuses_bad_params_and_writes_nothing(params, match):
     z, t = _valid()
     out = Array([7.0] * 8, "<f4")
@@ -378,15 +392,21 @@ def test_entry_writes_only_inside_its_outputs(seed):
         pad = 16
         losses = Array([guard] * (rows + 2 * pad), "<f4")
         dlogits = Array([guard] * (rows * classes + 2 * pad), "<f4")
-        _entry_call(z, t, losses._addr + 4 * pad, dlogits._addr + 4 * pad,
-                    [rows, classes, -100, 0.25, reduction, 1])
+        _entry_call(
+            z,
+            t,
+            losses._addr + 4 * pad,
+            dlogits._addr + 4 * pad,
+            [rows, classes, -100, 0.25, reduction, 1],
+        )
         lv, dv = losses.tolist(), dlogits.tolist()
-        assert lv[:pad] == [guard] * pad and lv[pad + rows:] == [guard] * pad, f"seed={seed}"
-        assert dv[:pad] == [guard] * pad and dv[pad + rows * classes:] == [guard] * pad
-        assert guard not in lv[pad:pad + rows] and guard not in dv[pad:pad + rows * classes]
+        assert lv[:pad] == [guard] * pad and lv[pad + rows :] == [guard] * pad, f"seed={seed}"
+        assert dv[:pad] == [guard] * pad and dv[pad + rows * classes :] == [guard] * pad
+        assert guard not in lv[pad : pad + rows] and guard not in dv[pad : pad + rows * classes]
         # Without the gradient, dlogits is not touched at all.
-        _entry_call(z, t, losses._addr + 4 * pad, dlogits._addr,
-                    [rows, classes, -100, 0.25, reduction, 0])
+        _entry_call(
+            z, t, losses._addr + 4 * pad, dlogits._addr, [rows, classes, -100, 0.25, reduction, 0]
+        )
         assert dlogits.tolist()[:pad] == [guard] * pad
 
 

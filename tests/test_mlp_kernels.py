@@ -1,5 +1,6 @@
 """The MLP binding entries against the pure-Python reference, bit for bit (identical mode),
 on fresh random inputs (the seed is printed on failure), and every entry refusal."""
+
 import random
 
 import pytest
@@ -12,8 +13,9 @@ from tests.reference import mlp as R
 from tests.reference.f32 import f32, hex_list
 from tests.reference.optim import adam_step
 
-pytestmark = pytest.mark.skipif(_backend.requested_mode() != "identical",
-                                reason="bit comparisons hold in identical mode")
+pytestmark = pytest.mark.skipif(
+    _backend.requested_mode() != "identical", reason="bit comparisons hold in identical mode"
+)
 
 
 def b():
@@ -34,7 +36,9 @@ def test_bias_activation(seed, rows, cols, relu):
     rng = random.Random(seed)
     v, bias = f32s(rng, rows * cols, -2, 2), f32s(rng, cols)
     out = zeros((rows * cols,))
-    assert b().mlp_bias_activation([v._addr, bias._addr, out._addr], [rows, cols, relu]) == rows * cols
+    assert (
+        b().mlp_bias_activation([v._addr, bias._addr, out._addr], [rows, cols, relu]) == rows * cols
+    )
     want = []
     for r in range(rows):
         for c in range(cols):
@@ -75,10 +79,20 @@ def test_adamw(seed):
     p, g, m = f32s(rng, n), f32s(rng, n), f32s(rng, n, -0.01, 0.01)
     v = f32s(rng, n, 0, 1e-3)
     hyper = [f32(1e-2), f32(0.9), f32(0.999), f32(1e-8), f32(0.01)]
-    (rp,), _, (rm,), (rv,), _, _ = adam_step([p.tolist()], [g.tolist()], [m.tolist()], [v.tolist()],
-                                             t, *hyper, decoupled=True, maximize=False)
+    (rp,), _, (rm,), (rv,), _, _ = adam_step(
+        [p.tolist()],
+        [g.tolist()],
+        [m.tolist()],
+        [v.tolist()],
+        t,
+        *hyper,
+        decoupled=True,
+        maximize=False,
+    )
     b().mlp_adamw([p._addr, g._addr, m._addr, v._addr], [n, t, *hyper])
-    assert (hexes(p), hexes(m), hexes(v)) == (hex_list(rp), hex_list(rm), hex_list(rv)), f"seed {seed}"
+    assert (hexes(p), hexes(m), hexes(v)) == (hex_list(rp), hex_list(rm), hex_list(rv)), (
+        f"seed {seed}"
+    )
 
 
 def _problem(rng, rows, k=1):
@@ -95,9 +109,21 @@ def _call(x, y, p, m, v, rows, mode, k=1, t=1, want_dx=1, hyper=None):
     losses, logits, grads, dx = zeros((k,)), zeros((rows * 3,)), zeros((195,)), zeros((rows * 8,))
     hyper = hyper or [f32(1e-2), f32(0.9), f32(0.999), f32(1e-8), f32(0.01)]
     n = b().mlp_train_step(
-        [x._addr, y._addr, p._addr, m._addr, v._addr, *(o._addr for o in outs), losses._addr,
-         logits._addr, grads._addr, dx._addr, SMALL.sizes_addr],
-        [2, rows, mode, k, t, *hyper, want_dx])
+        [
+            x._addr,
+            y._addr,
+            p._addr,
+            m._addr,
+            v._addr,
+            *(o._addr for o in outs),
+            losses._addr,
+            logits._addr,
+            grads._addr,
+            dx._addr,
+            SMALL.sizes_addr,
+        ],
+        [2, rows, mode, k, t, *hyper, want_dx],
+    )
     assert n == rows * 3
     return outs, losses, logits, grads, dx
 
@@ -112,9 +138,20 @@ def test_train_step_matches_reference(seed, rows, k):
     rp, rm, rv = p.tolist(), m.tolist(), v.tolist()
     xs, ys = x.tolist(), y.tolist()
     for i in range(k):
-        X = [xs[(i * rows + r) * 8:(i * rows + r + 1) * 8] for r in range(rows)]
-        ref = R.train_step(rp, rm, rv, 40 + i, X, ys[i * rows:(i + 1) * rows], f32(1e-2),
-                           f32(0.9), f32(0.999), f32(1e-8), f32(0.01))
+        X = [xs[(i * rows + r) * 8 : (i * rows + r + 1) * 8] for r in range(rows)]
+        ref = R.train_step(
+            rp,
+            rm,
+            rv,
+            40 + i,
+            X,
+            ys[i * rows : (i + 1) * rows],
+            f32(1e-2),
+            f32(0.9),
+            f32(0.999),
+            f32(1e-8),
+            f32(0.01),
+        )
         assert hex_list([losses[i]]) == hex_list([ref["loss"]]), f"seed {seed}, step {i}"
         rp, rm, rv = ref["params"], ref["m"], ref["v"]
     assert hexes(logits) == hex_list([z for r in ref["logits"] for z in r]), f"seed {seed}"
@@ -127,7 +164,7 @@ def test_forward_and_grads_modes(seed):
     rng = random.Random(seed)
     rows = 9
     x, y, p, m, v = _problem(rng, rows)
-    X = [x.tolist()[r * 8:(r + 1) * 8] for r in range(rows)]
+    X = [x.tolist()[r * 8 : (r + 1) * 8] for r in range(rows)]
     outs, _, logits, _, _ = _call(x, y, p, m, v, rows, 0)
     _, ref_logits = R.forward(p.tolist(), X)
     assert hexes(logits) == hex_list([z for r in ref_logits for z in r]), f"seed {seed}"

@@ -2,6 +2,7 @@
 bit) on fresh random data; the equalities between its entry points; the [8, 16, 3] case
 against SmallMLPTrainer; the seeded initialization; state round trips, exact resume in a new
 process; every refusal with nothing changed."""
+
 import copy
 import os
 import pickle
@@ -17,8 +18,10 @@ from tests.helpers import PKG_PARENT
 from tests.reference import mlp as R
 from tests.reference.f32 import f32
 
-identical_only = pytest.mark.skipif(ml.numeric_mode_used() != "identical",
-                                    reason="bit equality with the reference is identical mode's")
+identical_only = pytest.mark.skipif(
+    ml.numeric_mode_used() != "identical",
+    reason="bit equality with the reference is identical mode's",
+)
 
 # (layer sizes, rows, steps): 0 to 4 hidden layers, widths 1..512, classes 2..20, 1..300 rows.
 ARCHITECTURES = [
@@ -56,8 +59,9 @@ def trainer(sizes, seed, **kw):
 
 
 @identical_only
-@pytest.mark.parametrize("sizes,rows,steps", ARCHITECTURES,
-                         ids=["-".join(map(str, a[0])) for a in ARCHITECTURES])
+@pytest.mark.parametrize(
+    "sizes,rows,steps", ARCHITECTURES, ids=["-".join(map(str, a[0])) for a in ARCHITECTURES]
+)
 def test_steps_equal_the_reference_bit_for_bit(seed, sizes, rows, steps):
     rng = random.Random(seed)
     t = trainer(sizes, seed % (1 << 64), lr=0.05)
@@ -68,12 +72,26 @@ def test_steps_equal_the_reference_bit_for_bit(seed, sizes, rows, steps):
     for _ in range(steps):
         X, y = batch(rng, rows, sizes[0], sizes[-1])
         out = t.train_step(*arrays(X, y), return_input_grad=True)
-        ref = R.train_step(p, m, v, step, X, y, cfg["lr"], cfg["beta1"], cfg["beta2"],
-                           cfg["eps"], cfg["weight_decay"], d)
+        ref = R.train_step(
+            p,
+            m,
+            v,
+            step,
+            X,
+            y,
+            cfg["lr"],
+            cfg["beta1"],
+            cfg["beta2"],
+            cfg["eps"],
+            cfg["weight_decay"],
+            d,
+        )
         p, m, v, step = ref["params"], ref["m"], ref["v"], ref["step"]
         assert hexes([out["loss"]]) == hexes([ref["loss"]]), f"seed {seed}"
         assert hexes(out["logits"]._mv.tolist()) == hexes(flat(ref["logits"])), f"seed {seed}"
-        got = [g for n in t.state_dict()["parameter_order"] for g in out["gradients"][n]._mv.tolist()]
+        got = [
+            g for n in t.state_dict()["parameter_order"] for g in out["gradients"][n]._mv.tolist()
+        ]
         assert hexes(got) == hexes(ref["grads"]), f"seed {seed}"
         assert hexes(out["input_grad"]._mv.tolist()) == hexes(flat(ref["dX"])), f"seed {seed}"
     state = t.state_dict()
@@ -107,7 +125,10 @@ def test_the_8_16_3_case_is_small_mlp_trainer(seed):
     general = ml.MLPTrainer([8, 16, 3], weights=list(w), data_schedule={"s": 1}, lr=0.02)
     for _ in range(4):
         X, y = arrays(*batch(rng, rng.randrange(1, 40), 8, 3))
-        a, b = small.train_step(X, y, return_input_grad=True), general.train_step(X, y, return_input_grad=True)
+        a, b = (
+            small.train_step(X, y, return_input_grad=True),
+            general.train_step(X, y, return_input_grad=True),
+        )
         assert a["loss"] == b["loss"] and a["logits"].tobytes() == b["logits"].tobytes()
         assert a["input_grad"].tobytes() == b["input_grad"].tobytes()
         for name in ("weight1", "bias1", "weight2", "bias2"):
@@ -134,18 +155,22 @@ print(hashlib.sha256(b"".join(x.tobytes() for x in w.values())).hexdigest())
 def test_seeded_initialization_is_the_same_in_every_process():
     import hashlib
 
-    for sizes, seed in (([784, 256, 10], 0), ([13, 32, 32, 3], 2 ** 64 - 1)):
+    for sizes, seed in (([784, 256, 10], 0), ([13, 32, 32, 3], 2**64 - 1)):
         here = ml.MLPTrainer(sizes, seed=seed, data_schedule={"a": 1}).weights_
         mine = hashlib.sha256(b"".join(x.tobytes() for x in here.values())).hexdigest()
-        proc = subprocess.run([sys.executable, "-c", _INIT, ",".join(map(str, sizes)), str(seed)],
-                              capture_output=True, text=True, timeout=120,
-                              env={"PYTHONPATH": PKG_PARENT, "PATH": "/usr/bin:/bin"})
+        proc = subprocess.run(
+            [sys.executable, "-c", _INIT, ",".join(map(str, sizes)), str(seed)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={"PYTHONPATH": PKG_PARENT, "PATH": "/usr/bin:/bin"},
+        )
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.strip() == mine
         # torch's default nn.Linear bounds: every value within 1/sqrt(fan_in).
         for name, w in here.items():
             fan_in = sizes[int(name.removeprefix("weight").removeprefix("bias")) - 1]
-            assert max(abs(v) for v in w._mv.tolist()) <= 1 / fan_in ** 0.5
+            assert max(abs(v) for v in w._mv.tolist()) <= 1 / fan_in**0.5
 
 
 _RESUME = """
@@ -169,8 +194,13 @@ def test_exact_resume_in_a_new_process(seed):
     for X, y in data[:3]:
         half.train_step(*arrays(X, y))
     blob = pickle.dumps((half.state_dict(), data[3:]))
-    proc = subprocess.run([sys.executable, "-c", _RESUME], input=blob, capture_output=True,
-                          timeout=120, env=dict(os.environ, PYTHONPATH=PKG_PARENT))
+    proc = subprocess.run(
+        [sys.executable, "-c", _RESUME],
+        input=blob,
+        capture_output=True,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=PKG_PARENT),
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.decode().strip() == whole.state_hash()
 
@@ -179,8 +209,12 @@ def test_state_round_trips_and_copies(seed):
     t = trainer([4, 5, 3], 1)
     X, y = arrays(*batch(random.Random(seed), 3, 4, 3))
     t.train_step(X, y)
-    for c in (copy.copy(t), copy.deepcopy(t), pickle.loads(pickle.dumps(t)),
-              ml.MLPTrainer._from_state(copy.deepcopy(t.state_dict()))):
+    for c in (
+        copy.copy(t),
+        copy.deepcopy(t),
+        pickle.loads(pickle.dumps(t)),
+        ml.MLPTrainer._from_state(copy.deepcopy(t.state_dict())),
+    ):
         assert c.state_hash() == t.state_hash() and c.layer_sizes == [4, 5, 3]
         c.train_step(X, y)
         assert t.step_ == 1 and c.step_ == 2
@@ -193,26 +227,123 @@ def _snapshot(t):
     return (t.state_hash(), s["optimizer"]["step"])
 
 
-@pytest.mark.parametrize("what,call,exc,pattern", [
-    ("sizes str", lambda: ml.MLPTrainer("8,16,3", data_schedule={"a": 1}), TypeError, r"layer_sizes must be a list or tuple"),
-    ("sizes float", lambda: ml.MLPTrainer([8, 16.0, 3], data_schedule={"a": 1}), TypeError, r"layer_sizes\[1\] must be an int"),
-    ("sizes bool", lambda: ml.MLPTrainer([8, True, 3], data_schedule={"a": 1}), TypeError, r"layer_sizes\[1\] must be an int"),
-    ("sizes str item", lambda: ml.MLPTrainer([8, "16", 3], data_schedule={"a": 1}), TypeError, r"layer_sizes\[1\] must be an int"),
-    ("one entry", lambda: ml.MLPTrainer([8], data_schedule={"a": 1}), ValueError, r"at least 2 entries"),
-    ("width 0", lambda: ml.MLPTrainer([8, 0, 3], data_schedule={"a": 1}), ValueError, r"layer_sizes\[1\] must be in \[1, 65536\]"),
-    ("width huge", lambda: ml.MLPTrainer([8, 65537, 3], data_schedule={"a": 1}), ValueError, r"must be in \[1, 65536\]"),
-    ("one class", lambda: ml.MLPTrainer([8, 16, 1], data_schedule={"a": 1}), ValueError, r"classes\) must be >= 2"),
-    ("17 layers", lambda: ml.MLPTrainer([4] * 18, data_schedule={"a": 1}), ValueError, r"17 layers, at most 16"),
-    ("too many params", lambda: ml.MLPTrainer([65536, 65536, 2], data_schedule={"a": 1}), ValueError, r"at most 67,108,864"),
-    ("weights count", lambda: ml.MLPTrainer([2, 3], [ml.zeros((3, 2))], data_schedule={"a": 1}), ValueError, r"weights must hold 2 buffers"),
-    ("weights shape", lambda: ml.MLPTrainer([2, 3], [ml.zeros((2, 3)), ml.zeros((3,))], data_schedule={"a": 1}), ValueError, r"weight1 must have shape \(3, 2\)"),
-    ("weights dict", lambda: ml.MLPTrainer([2, 3], {"weight1": 1}, data_schedule={"a": 1}), TypeError, r"weights must be None or a list"),
-    ("weights NaN", lambda: ml.MLPTrainer([1, 2], [ml.Array([[float("nan")], [0.0]]), ml.zeros((2,))], data_schedule={"a": 1}), ValueError, r"weight1 must be finite"),
-    ("seed negative", lambda: ml.MLPTrainer([2, 3], seed=-1, data_schedule={"a": 1}), ValueError, r"seed must be an int in \[0, 2\*\*64\)"),
-    ("seed float", lambda: ml.MLPTrainer([2, 3], seed=1.5, data_schedule={"a": 1}), TypeError, r"seed must be an int"),
-    ("lr zero", lambda: ml.MLPTrainer([2, 3], data_schedule={"a": 1}, lr=0.0), ValueError, r"MLPTrainer: invalid learning rate"),
-    ("schedule empty", lambda: ml.MLPTrainer([2, 3], data_schedule={}), ValueError, r"MLPTrainer: data_schedule must be a non-empty"),
-])
+@pytest.mark.parametrize(
+    "what,call,exc,pattern",
+    [
+        (
+            "sizes str",
+            lambda: ml.MLPTrainer("8,16,3", data_schedule={"a": 1}),
+            TypeError,
+            r"layer_sizes must be a list or tuple",
+        ),
+        (
+            "sizes float",
+            lambda: ml.MLPTrainer([8, 16.0, 3], data_schedule={"a": 1}),
+            TypeError,
+            r"layer_sizes\[1\] must be an int",
+        ),
+        (
+            "sizes bool",
+            lambda: ml.MLPTrainer([8, True, 3], data_schedule={"a": 1}),
+            TypeError,
+            r"layer_sizes\[1\] must be an int",
+        ),
+        (
+            "sizes str item",
+            lambda: ml.MLPTrainer([8, "16", 3], data_schedule={"a": 1}),
+            TypeError,
+            r"layer_sizes\[1\] must be an int",
+        ),
+        (
+            "one entry",
+            lambda: ml.MLPTrainer([8], data_schedule={"a": 1}),
+            ValueError,
+            r"at least 2 entries",
+        ),
+        (
+            "width 0",
+            lambda: ml.MLPTrainer([8, 0, 3], data_schedule={"a": 1}),
+            ValueError,
+            r"layer_sizes\[1\] must be in \[1, 65536\]",
+        ),
+        (
+            "width huge",
+            lambda: ml.MLPTrainer([8, 65537, 3], data_schedule={"a": 1}),
+            ValueError,
+            r"must be in \[1, 65536\]",
+        ),
+        (
+            "one class",
+            lambda: ml.MLPTrainer([8, 16, 1], data_schedule={"a": 1}),
+            ValueError,
+            r"classes\) must be >= 2",
+        ),
+        (
+            "17 layers",
+            lambda: ml.MLPTrainer([4] * 18, data_schedule={"a": 1}),
+            ValueError,
+            r"17 layers, at most 16",
+        ),
+        (
+            "too many params",
+            lambda: ml.MLPTrainer([65536, 65536, 2], data_schedule={"a": 1}),
+            ValueError,
+            r"at most 67,108,864",
+        ),
+        (
+            "weights count",
+            lambda: ml.MLPTrainer([2, 3], [ml.zeros((3, 2))], data_schedule={"a": 1}),
+            ValueError,
+            r"weights must hold 2 buffers",
+        ),
+        (
+            "weights shape",
+            lambda: ml.MLPTrainer(
+                [2, 3], [ml.zeros((2, 3)), ml.zeros((3,))], data_schedule={"a": 1}
+            ),
+            ValueError,
+            r"weight1 must have shape \(3, 2\)",
+        ),
+        (
+            "weights dict",
+            lambda: ml.MLPTrainer([2, 3], {"weight1": 1}, data_schedule={"a": 1}),
+            TypeError,
+            r"weights must be None or a list",
+        ),
+        (
+            "weights NaN",
+            lambda: ml.MLPTrainer(
+                [1, 2], [ml.Array([[float("nan")], [0.0]]), ml.zeros((2,))], data_schedule={"a": 1}
+            ),
+            ValueError,
+            r"weight1 must be finite",
+        ),
+        (
+            "seed negative",
+            lambda: ml.MLPTrainer([2, 3], seed=-1, data_schedule={"a": 1}),
+            ValueError,
+            r"seed must be an int in \[0, 2\*\*64\)",
+        ),
+        (
+            "seed float",
+            lambda: ml.MLPTrainer([2, 3], seed=1.5, data_schedule={"a": 1}),
+            TypeError,
+            r"seed must be an int",
+        ),
+        (
+            "lr zero",
+            lambda: ml.MLPTrainer([2, 3], data_schedule={"a": 1}, lr=0.0),
+            ValueError,
+            r"MLPTrainer: invalid learning rate",
+        ),
+        (
+            "schedule empty",
+            lambda: ml.MLPTrainer([2, 3], data_schedule={}),
+            ValueError,
+            r"MLPTrainer: data_schedule must be a non-empty",
+        ),
+    ],
+)
 def test_constructor_refusals(what, call, exc, pattern):
     with pytest.raises(exc, match=pattern):
         call()
@@ -225,18 +356,54 @@ def test_step_refusals_change_nothing(seed):
     before = _snapshot(t)
     bad = [
         (lambda: t.train_step(ml.zeros((5, 3)), y), ValueError, r"X must have shape \(batch, 4\)"),
-        (lambda: t.train_step(ml.Array([[1.0] * 4] * 5, "<f8"), y), TypeError, r"X must be float32"),
-        (lambda: t.train_step(X, ml.Array([0, 1, 2, 3, 0], "<i4")), ValueError, r"targets\[3\] = 3"),
-        (lambda: t.train_step(X, ml.Array([0, 1], "<i4")), ValueError, r"targets must have shape \(5,\)"),
-        (lambda: t.train_step(ml.Array([[float("inf")] * 4] * 5), y), ValueError, r"X must be finite"),
-        (lambda: t.train_step(X, y, return_input_grad=1), TypeError, r"return_input_grad must be a bool"),
+        (
+            lambda: t.train_step(ml.Array([[1.0] * 4] * 5, "<f8"), y),
+            TypeError,
+            r"X must be float32",
+        ),
+        (
+            lambda: t.train_step(X, ml.Array([0, 1, 2, 3, 0], "<i4")),
+            ValueError,
+            r"targets\[3\] = 3",
+        ),
+        (
+            lambda: t.train_step(X, ml.Array([0, 1], "<i4")),
+            ValueError,
+            r"targets must have shape \(5,\)",
+        ),
+        (
+            lambda: t.train_step(ml.Array([[float("inf")] * 4] * 5), y),
+            ValueError,
+            r"X must be finite",
+        ),
+        (
+            lambda: t.train_step(X, y, return_input_grad=1),
+            TypeError,
+            r"return_input_grad must be a bool",
+        ),
         (lambda: t.train_steps(X, y, 2), ValueError, r"stack k=2 equal batches"),
         (lambda: t.train_steps(X, y, 0), ValueError, r"k must be a positive int"),
         (lambda: t.apply_gradients([ml.zeros((6, 4))]), ValueError, r"exactly 4 buffers"),
         (lambda: t.apply_gradients({"weight1": 1}), TypeError, r"not a dict"),
-        (lambda: t.apply_gradients([ml.zeros((6, 4)), ml.zeros((6,)), ml.zeros((3, 6)), ml.zeros((2,))]), ValueError, r"bias2 gradient must have shape \(3,\)"),
-        (lambda: t.load_state_dict(trainer([4, 7, 3], 1).state_dict()), ValueError, r"architecture must be \[4, 6, 3\]"),
-        (lambda: t.load_state_dict(ml.SmallMLPTrainer(*_rng.init_small_mlp(0), data_schedule={"a": 1}).state_dict()), ValueError, r"schema must be 'mojolearn.mlp-trainer.v1'"),
+        (
+            lambda: t.apply_gradients(
+                [ml.zeros((6, 4)), ml.zeros((6,)), ml.zeros((3, 6)), ml.zeros((2,))]
+            ),
+            ValueError,
+            r"bias2 gradient must have shape \(3,\)",
+        ),
+        (
+            lambda: t.load_state_dict(trainer([4, 7, 3], 1).state_dict()),
+            ValueError,
+            r"architecture must be \[4, 6, 3\]",
+        ),
+        (
+            lambda: t.load_state_dict(
+                ml.SmallMLPTrainer(*_rng.init_small_mlp(0), data_schedule={"a": 1}).state_dict()
+            ),
+            ValueError,
+            r"schema must be 'mojolearn.mlp-trainer.v1'",
+        ),
         (lambda: t.predict_logits(ml.zeros((0, 4))), ValueError, r"X must have 1 to \d+ rows"),
         (lambda: t.predict_logits_sessions([]), ValueError, r"at least one batch"),
     ]
@@ -247,8 +414,9 @@ def test_step_refusals_change_nothing(seed):
 
 
 def test_a_non_finite_step_is_refused_whole():
-    t = ml.MLPTrainer([2, 3], [ml.Array([[3e38, 3e38]] * 3), ml.zeros((3,))],
-                      data_schedule={"a": 1})
+    t = ml.MLPTrainer(
+        [2, 3], [ml.Array([[3e38, 3e38]] * 3), ml.zeros((3,))], data_schedule={"a": 1}
+    )
     before = _snapshot(t)
     with pytest.raises(RuntimeError, match="MLPTrainer: the step produced a non-finite result"):
         t.train_step(ml.Array([[2.0, 2.0]]), ml.Array([1], "<i4"))
@@ -306,9 +474,15 @@ def test_fused_equals_per_operation_bit_for_bit(seed, sizes, monkeypatch):
         t = trainer(sizes, 8)
         results = [t.train_step(*arrays(X, y), return_input_grad=True) for X, y in data]
         loss, grads = t.loss_and_grads(*arrays(*data[0]))
-        outs.append(([r["loss"] for r in results], [r["input_grad"].tobytes() for r in results],
-                     loss, [g.tobytes() for g in grads],
-                     t.predict_logits(arrays(*data[1])[0]).tobytes()))
+        outs.append(
+            (
+                [r["loss"] for r in results],
+                [r["input_grad"].tobytes() for r in results],
+                loss,
+                [g.tobytes() for g in grads],
+                t.predict_logits(arrays(*data[1])[0]).tobytes(),
+            )
+        )
         hashes.append(t.state_hash())
     assert hashes[0] == hashes[1] and outs[0] == outs[1], f"seed {seed}"
 
@@ -336,10 +510,13 @@ def test_fast_mode_is_within_the_stated_bound_of_identical(seed, sizes):
 
     got = {}
     for mode in ("identical", "fast"):
-        proc = subprocess.run([sys.executable, "-c", _PASS, json.dumps(sizes), str(seed % 10**6)],
-                              capture_output=True, text=True, timeout=120,
-                              env=dict(os.environ, PYTHONPATH=PKG_PARENT,
-                                       MOJOLEARN_NUMERIC_MODE=mode))
+        proc = subprocess.run(
+            [sys.executable, "-c", _PASS, json.dumps(sizes), str(seed % 10**6)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=dict(os.environ, PYTHONPATH=PKG_PARENT, MOJOLEARN_NUMERIC_MODE=mode),
+        )
         assert proc.returncode == 0, proc.stderr
         got[mode] = json.loads(proc.stdout)
     a, b = got["identical"], got["fast"]

@@ -1,6 +1,7 @@
 """Adam / AdamW / SGD against the pure-Python reference (identical mode, float32 bit patterns),
 refusals that change nothing, resume through state_dict, step_accumulated, the resident API,
 clip_grad_norm_, and the binding entries' own refusals and guard words."""
+
 import array
 import math
 import os
@@ -27,7 +28,7 @@ CLASSES = {"Adam": Adam, "AdamW": AdamW, "SGD": SGD}
 def rand_value(r, scale):
     pick = r.random()
     if pick < 0.05:
-        return f32(r.choice((1, -1)) * r.randint(1, 0x7FFFFF) * 2.0 ** -149)  # subnormal
+        return f32(r.choice((1, -1)) * r.randint(1, 0x7FFFFF) * 2.0**-149)  # subnormal
     if pick < 0.08:
         return r.choice((0.0, -0.0))
     return f32(r.gauss(0.0, 1.0) * scale)
@@ -52,7 +53,7 @@ def flat(tensors):
 def split(values, sizes):
     out, off = [], 0
     for n in sizes:
-        out.append(list(values[off:off + n]))
+        out.append(list(values[off : off + n]))
         off += n
     return out
 
@@ -60,17 +61,26 @@ def split(values, sizes):
 def snapshot(opt, params, grads=()):
     """Every bit a refused call must leave as it was."""
     sd = opt.state_dict()
-    return (hexes(params), hexes(grads), sd["t"], [hexf(x) for x in sd["exp_avg"].tolist()],
-            [hexf(x) for x in sd["exp_avg_sq"].tolist()], sd["buf_initialized"].tolist(),
-            opt.lr, opt.total_norm_)
+    return (
+        hexes(params),
+        hexes(grads),
+        sd["t"],
+        [hexf(x) for x in sd["exp_avg"].tolist()],
+        [hexf(x) for x in sd["exp_avg_sq"].tolist()],
+        sd["buf_initialized"].tolist(),
+        opt.lr,
+        opt.total_norm_,
+    )
 
 
 def assert_bits(got, want, what, seed):
     for j, (g, w) in enumerate(zip(got, want)):
         for i, (a, b) in enumerate(zip(g, w)):
             if hexf(a) != hexf(b):
-                pytest.fail(f"{what}[{j}][{i}]: got {hexf(a)} ({a!r}), want {hexf(b)} ({b!r}), "
-                            f"{ulp_distance(a, b)} ulp; seed {seed}")
+                pytest.fail(
+                    f"{what}[{j}][{i}]: got {hexf(a)} ({a!r}), want {hexf(b)} ({b!r}), "
+                    f"{ulp_distance(a, b)} ulp; seed {seed}"
+                )
         assert len(g) == len(w), (what, j, seed)
 
 
@@ -87,15 +97,23 @@ def _options(kind, r):
     if kind == "SGD":
         momentum = r.choice((0.0, 0.0, 0.5, 0.9))
         nesterov = momentum > 0 and r.random() < 0.5
-        return dict(lr=r.choice((0.0, 1e-3, 0.1, 1.0)), momentum=momentum,
-                    dampening=0.0 if nesterov else r.choice((0.0, 0.1, 0.9)),
-                    weight_decay=r.choice((0.0, 0.0, 1e-4, 10.0)), nesterov=nesterov,
-                    maximize=r.random() < 0.5, resident=r.choice((None, False)))
-    return dict(lr=r.choice((0.0, 1e-3, 0.1, 1.0)),
-                betas=(r.choice((0.0, 0.5, 0.9)), r.choice((0.0, 0.9, 0.999))),
-                eps=r.choice((1e-8, 1e-30, 1e-45, 0.5)),
-                weight_decay=r.choice((0.0, 0.0, 1e-2, 10.0, 1e3)),
-                maximize=r.random() < 0.5, resident=r.choice((None, False)))
+        return dict(
+            lr=r.choice((0.0, 1e-3, 0.1, 1.0)),
+            momentum=momentum,
+            dampening=0.0 if nesterov else r.choice((0.0, 0.1, 0.9)),
+            weight_decay=r.choice((0.0, 0.0, 1e-4, 10.0)),
+            nesterov=nesterov,
+            maximize=r.random() < 0.5,
+            resident=r.choice((None, False)),
+        )
+    return dict(
+        lr=r.choice((0.0, 1e-3, 0.1, 1.0)),
+        betas=(r.choice((0.0, 0.5, 0.9)), r.choice((0.0, 0.9, 0.999))),
+        eps=r.choice((1e-8, 1e-30, 1e-45, 0.5)),
+        weight_decay=r.choice((0.0, 0.0, 1e-2, 10.0, 1e3)),
+        maximize=r.random() < 0.5,
+        resident=r.choice((None, False)),
+    )
 
 
 def _reference_step(kind, opts, state, grads, lr, max_norm):
@@ -103,15 +121,35 @@ def _reference_step(kind, opts, state, grads, lr, max_norm):
         raise ValueError(f"Invalid max_norm: {max_norm!r}")
     if kind == "SGD":
         p, g, b, flags, norm, coef = ref.sgd_step(
-            state["p"], grads, state["m"], state["flags"], lr, f32(opts["momentum"]),
-            f32(opts["dampening"]), f32(opts["weight_decay"]), opts["nesterov"],
-            opts["maximize"], max_norm)
+            state["p"],
+            grads,
+            state["m"],
+            state["flags"],
+            lr,
+            f32(opts["momentum"]),
+            f32(opts["dampening"]),
+            f32(opts["weight_decay"]),
+            opts["nesterov"],
+            opts["maximize"],
+            max_norm,
+        )
         return dict(p=p, m=b, v=state["v"], flags=flags, t=state["t"] + 1), g, norm
     t = state["t"] + 1
     p, g, m, v, norm, coef = ref.adam_step(
-        state["p"], grads, state["m"], state["v"], t, lr, f32(opts["betas"][0]),
-        f32(opts["betas"][1]), f32(opts["eps"]), f32(opts["weight_decay"]), kind == "AdamW",
-        opts["maximize"], max_norm)
+        state["p"],
+        grads,
+        state["m"],
+        state["v"],
+        t,
+        lr,
+        f32(opts["betas"][0]),
+        f32(opts["betas"][1]),
+        f32(opts["eps"]),
+        f32(opts["weight_decay"]),
+        kind == "AdamW",
+        opts["maximize"],
+        max_norm,
+    )
     return dict(p=p, m=m, v=v, flags=state["flags"], t=t), g, norm
 
 
@@ -124,16 +162,26 @@ def test_thousand_steps_equal_the_reference_bit_for_bit(kind, seed):
         opts = _options(kind, r)
         params = [tensor(r, n, r.choice((1.0, 100.0))) for n in sizes]
         opt = CLASSES[kind](params, **opts)
-        state = dict(p=lists(params), m=[[0.0] * n for n in sizes],
-                     v=[[0.0] * n for n in sizes], flags=[0] * len(sizes), t=0)
+        state = dict(
+            p=lists(params),
+            m=[[0.0] * n for n in sizes],
+            v=[[0.0] * n for n in sizes],
+            flags=[0] * len(sizes),
+            t=0,
+        )
         if r.random() < 0.3:  # resume mid-run with a large t and live moments
-            state["t"] = r.choice((1, 7, 1000, 123456, 2 ** 31))
+            state["t"] = r.choice((1, 7, 1000, 123456, 2**31))
             state["m"] = [list(tensor(r, n, 0.1)) for n in sizes]
             state["v"] = [[abs(x) for x in tensor(r, n, 0.1)] for n in sizes]
             state["flags"] = [r.randint(0, 1) for _ in sizes]
-            opt.load_state_dict({"t": state["t"], "exp_avg": flat(state["m"]),
-                                 "exp_avg_sq": flat(state["v"]),
-                                 "buf_initialized": list(state["flags"])})
+            opt.load_state_dict(
+                {
+                    "t": state["t"],
+                    "exp_avg": flat(state["m"]),
+                    "exp_avg_sq": flat(state["v"]),
+                    "buf_initialized": list(state["flags"]),
+                }
+            )
         if r.random() < 0.2:
             opt.params_to_device()
         for _ in range(r.randint(1, 25)):
@@ -161,11 +209,11 @@ def test_thousand_steps_equal_the_reference_bit_for_bit(kind, seed):
             assert_bits(params, state["p"], "params " + where, seed)
             assert_bits(grads, used, "grads " + where, seed)
             sd = opt.state_dict()
-            assert_bits(split(sd["exp_avg"].tolist(), sizes), state["m"], "exp_avg " + where,
-                        seed)
+            assert_bits(split(sd["exp_avg"].tolist(), sizes), state["m"], "exp_avg " + where, seed)
             if kind != "SGD":
-                assert_bits(split(sd["exp_avg_sq"].tolist(), sizes), state["v"],
-                            "exp_avg_sq " + where, seed)
+                assert_bits(
+                    split(sd["exp_avg_sq"].tolist(), sizes), state["v"], "exp_avg_sq " + where, seed
+                )
             assert sd["buf_initialized"].tolist() == state["flags"], where
             if max_norm is None:
                 assert got is None and opt.total_norm_ is None and opt.clip_coef_ is None
@@ -209,7 +257,7 @@ def test_schedule_sets_lr_from_the_one_based_step(seed):
     class Halving:
         def lr_at(self, t):
             seen.append(t)
-            return 0.5 ** t
+            return 0.5**t
 
     r = random.Random(seed)
     params, grads = small_problem(r)
@@ -381,12 +429,23 @@ def test_public_names_and_training_module():
 
 def test_numpy_parameters_are_updated_in_place(seed):
     np = pytest.importorskip("numpy")
-    rs = np.random.default_rng(seed % 2 ** 32)
+    rs = np.random.default_rng(seed % 2**32)
     w = rs.standard_normal((4, 3)).astype(np.float32)
     g = rs.standard_normal((4, 3)).astype(np.float32)
-    want, _, _, _, _, _ = ref.adam_step([w.ravel().tolist()], [g.ravel().tolist()],
-                                        [[0.0] * 12], [[0.0] * 12], 1, f32(0.01), f32(0.9),
-                                        f32(0.999), f32(1e-8), 0.0, False, False)
+    want, _, _, _, _, _ = ref.adam_step(
+        [w.ravel().tolist()],
+        [g.ravel().tolist()],
+        [[0.0] * 12],
+        [[0.0] * 12],
+        1,
+        f32(0.01),
+        f32(0.9),
+        f32(0.999),
+        f32(1e-8),
+        0.0,
+        False,
+        False,
+    )
     Adam(w, lr=0.01).step(g)
     assert [hexf(x) for x in w.ravel().tolist()] == [hexf(x) for x in want[0]]
 
@@ -454,31 +513,34 @@ def test_resident_calls_in_the_wrong_order_are_refused(seed):
 # -- refusals: constructor ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kwargs, exc, match", [
-    (dict(foreach=True), TypeError, "foreach"),
-    (dict(fused=True), TypeError, "fused"),
-    (dict(capturable=False), TypeError, "capturable"),
-    (dict(differentiable=False), TypeError, "differentiable"),
-    (dict(amsgrad=True), TypeError, "amsgrad"),
-    (dict(nonsense=1), TypeError, "nonsense"),
-    (dict(maximize=1), TypeError, "maximize"),
-    (dict(lr_schedule=object()), TypeError, "lr_at"),
-    (dict(resident="yes"), TypeError, "resident"),
-    (dict(lr=-1e-3), ValueError, "learning rate: -0.001"),
-    (dict(lr=math.nan), ValueError, "learning rate: nan"),
-    (dict(lr="1"), TypeError, "learning rate"),
-    (dict(eps=0.0), ValueError, "epsilon"),
-    (dict(eps=1e-50), ValueError, "rounds to 0.0"),
-    (dict(betas=(1.0, 0.999)), ValueError, "index 0: 1.0"),
-    (dict(betas=(0.9, -0.1)), ValueError, "index 1: -0.1"),
-    (dict(betas=(0.9, 0.999999999)), ValueError, "rounds to 1.0"),
-    (dict(betas=0.9), ValueError, "betas"),
-    (dict(weight_decay=-1.0), ValueError, "weight_decay value: -1.0"),
-    (dict(accumulation_steps=3), ValueError, "accumulation_steps: 3"),
-    (dict(accumulation_steps=0), ValueError, "accumulation_steps: 0"),
-    (dict(accumulation_steps=2.0), ValueError, "accumulation_steps: 2.0"),
-    (dict(accumulation_steps=True), ValueError, "accumulation_steps: True"),
-])
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        (dict(foreach=True), TypeError, "foreach"),
+        (dict(fused=True), TypeError, "fused"),
+        (dict(capturable=False), TypeError, "capturable"),
+        (dict(differentiable=False), TypeError, "differentiable"),
+        (dict(amsgrad=True), TypeError, "amsgrad"),
+        (dict(nonsense=1), TypeError, "nonsense"),
+        (dict(maximize=1), TypeError, "maximize"),
+        (dict(lr_schedule=object()), TypeError, "lr_at"),
+        (dict(resident="yes"), TypeError, "resident"),
+        (dict(lr=-1e-3), ValueError, "learning rate: -0.001"),
+        (dict(lr=math.nan), ValueError, "learning rate: nan"),
+        (dict(lr="1"), TypeError, "learning rate"),
+        (dict(eps=0.0), ValueError, "epsilon"),
+        (dict(eps=1e-50), ValueError, "rounds to 0.0"),
+        (dict(betas=(1.0, 0.999)), ValueError, "index 0: 1.0"),
+        (dict(betas=(0.9, -0.1)), ValueError, "index 1: -0.1"),
+        (dict(betas=(0.9, 0.999999999)), ValueError, "rounds to 1.0"),
+        (dict(betas=0.9), ValueError, "betas"),
+        (dict(weight_decay=-1.0), ValueError, "weight_decay value: -1.0"),
+        (dict(accumulation_steps=3), ValueError, "accumulation_steps: 3"),
+        (dict(accumulation_steps=0), ValueError, "accumulation_steps: 0"),
+        (dict(accumulation_steps=2.0), ValueError, "accumulation_steps: 2.0"),
+        (dict(accumulation_steps=True), ValueError, "accumulation_steps: True"),
+    ],
+)
 def test_adam_constructor_refusals(kwargs, exc, match, seed):
     r = random.Random(seed)
     params = [tensor(r, 4)]
@@ -489,15 +551,18 @@ def test_adam_constructor_refusals(kwargs, exc, match, seed):
     assert hexes(params) == before
 
 
-@pytest.mark.parametrize("kwargs, exc, match", [
-    (dict(momentum=-0.5), ValueError, "momentum value: -0.5"),
-    (dict(nesterov=True), ValueError, "Nesterov"),
-    (dict(nesterov=True, momentum=0.9, dampening=0.1), ValueError, "Nesterov"),
-    (dict(nesterov=1, momentum=0.9), TypeError, "nesterov"),
-    (dict(weight_decay=math.nan), ValueError, "weight_decay"),
-    (dict(foreach=False), TypeError, "foreach"),
-    (dict(lr=math.inf), ValueError, "learning rate"),
-])
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        (dict(momentum=-0.5), ValueError, "momentum value: -0.5"),
+        (dict(nesterov=True), ValueError, "Nesterov"),
+        (dict(nesterov=True, momentum=0.9, dampening=0.1), ValueError, "Nesterov"),
+        (dict(nesterov=1, momentum=0.9), TypeError, "nesterov"),
+        (dict(weight_decay=math.nan), ValueError, "weight_decay"),
+        (dict(foreach=False), TypeError, "foreach"),
+        (dict(lr=math.inf), ValueError, "learning rate"),
+    ],
+)
 def test_sgd_constructor_refusals(kwargs, exc, match):
     with pytest.raises(exc, match=match):
         SGD([array.array("f", [1.0])], **kwargs)
@@ -551,10 +616,12 @@ def _bad_steps(params, grads):
     return [
         (dict(grads=grads[:1]), ValueError, "expected 2 gradients"),
         (dict(grads=grads + grads[:1]), ValueError, "expected 2 gradients"),
-        (dict(grads=[grads[0], array.array("f", [0.0] * (len(grads[1]) + 1))]), ValueError,
-         "shape"),
-        (dict(grads=[grads[0], array.array("d", [0.0] * len(grads[1]))]), TypeError,
-         "float64"),
+        (
+            dict(grads=[grads[0], array.array("f", [0.0] * (len(grads[1]) + 1))]),
+            ValueError,
+            "shape",
+        ),
+        (dict(grads=[grads[0], array.array("d", [0.0] * len(grads[1]))]), TypeError, "float64"),
         (dict(grads=[grads[0], Sparse()]), TypeError, "sparse"),
         (dict(grads=nan), ValueError, "gradient 1 is not finite at index 3"),
         (dict(grads=inf, max_norm=1.0), ValueError, "gradient 0 is not finite"),
@@ -700,11 +767,18 @@ def _addr(a):
     return a.buffer_info()[0]
 
 
-@pytest.mark.parametrize("entry, addrs, params", [
-    ("optim_step", 4, 15), ("optim_step", 5, 14), ("optim_clip_grad_norm", 0, 3),
-    ("optim_tree_sum", 2, 1), ("optim_resident_alloc", 1, 1), ("optim_resident_free", 1, 1),
-    ("optim_copy", 1, 1),
-])
+@pytest.mark.parametrize(
+    "entry, addrs, params",
+    [
+        ("optim_step", 4, 15),
+        ("optim_step", 5, 14),
+        ("optim_clip_grad_norm", 0, 3),
+        ("optim_tree_sum", 2, 1),
+        ("optim_resident_alloc", 1, 1),
+        ("optim_resident_free", 1, 1),
+        ("optim_copy", 1, 1),
+    ],
+)
 def test_entries_refuse_wrong_counts_by_name(entry, addrs, params):
     fn = getattr(_backend.binding(), entry)
     dummy = array.array("f", [0.0] * 4)
@@ -720,8 +794,8 @@ def _guarded(values, guard=4):
     g = array.array("f", [0.0] * guard + list(values) + [0.0] * guard)
     pattern = array.array("I", [GUARD] * guard).tobytes()
     raw = bytearray(g.tobytes())
-    raw[:4 * guard] = pattern
-    raw[-4 * guard:] = pattern
+    raw[: 4 * guard] = pattern
+    raw[-4 * guard :] = pattern
     g = array.array("f", bytes(raw))
     return g, _addr(g) + 4 * guard
 
@@ -743,11 +817,12 @@ def test_optim_step_writes_nothing_outside_its_buffers(kind, seed):
     v, va = _guarded([0.0] * n)
     flags = array.array("i", [0, 0, 0, 0, 0])
     scratch, sa = _guarded([0.0] * 3 * n)
-    table = array.array("q", [x for (_, pa), (_, ga), k in zip(ps, gs, sizes)
-                              for x in (pa, ga, k)])
+    table = array.array("q", [x for (_, pa), (_, ga), k in zip(ps, gs, sizes) for x in (pa, ga, k)])
     step = array.array("q", [-1, 0, -1])
-    b.optim_step([_addr(table), ma, va, _addr(flags) + 4, sa, _addr(step) + 8],
-                 [kind, 3, n, 1, 0.1, 0.9, 0.999, 1e-8, 0.1, 0.9, 0.0, 0, 1, 1, 0.5])
+    b.optim_step(
+        [_addr(table), ma, va, _addr(flags) + 4, sa, _addr(step) + 8],
+        [kind, 3, n, 1, 0.1, 0.9, 0.999, 1e-8, 0.1, 0.9, 0.0, 0, 1, 1, 0.5],
+    )
     for buf, _ in ps + gs + [(m, 0), (v, 0), (scratch, 0)]:
         assert _guards_intact(buf)
     assert step.tolist() == [-1, 1, -1]  # the binding commits t with the step
@@ -764,8 +839,14 @@ def test_optim_step_refuses_bad_tables_and_scalars_by_name(seed):
     before = hexes([p, g, m, v])
     good = [0, 1, 4, 1, 0.1, 0.9, 0.999, 1e-8, 0.0, 0.0, 0.0, 0, 0, 0, 0.0]
     step = array.array("q", [0])
-    addrs = lambda tab: [_addr(tab), _addr(m), _addr(v), _addr(flags), _addr(s),  # noqa: E731
-                         _addr(step)]
+    addrs = lambda tab: [
+        _addr(tab),
+        _addr(m),
+        _addr(v),
+        _addr(flags),
+        _addr(s),  # noqa: E731
+        _addr(step),
+    ]
     cases = [
         (array.array("q", [_addr(p), _addr(g), -4]), good, "negative size"),
         (array.array("q", [_addr(p), 0, 4]), good, "null"),
@@ -834,8 +915,13 @@ def test_fast_mode_stays_within_the_stated_bound_of_identical(seed):
     """Fast mode may contract and reorder: parameters stay within 1e-4 relative (floor 1e-3)
     of the identical-mode reference over 30 clipped Adam steps."""
     env = dict(os.environ, MOJOLEARN_NUMERIC_MODE="fast")
-    out = subprocess.run([sys.executable, "-c", _FAST, ROOT, str(seed)], env=env,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", _FAST, ROOT, str(seed)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert float(out.stdout.strip()) < 1e-4, f"seed {seed}: {out.stdout}"
 

@@ -8,6 +8,7 @@ parameter scale). The differences are the documented deviations: float32 bias co
 `b*m + (1-b)*g` instead of torch's lerp, float32 hyperparameter scalars, and the
 sum-of-squares norm (DEVIATIONS.md).
 """
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -46,13 +47,15 @@ def _problem(rs):
 
 def _grads(ws, a, b):
     """Least-squares gradients A^T (A w - b), in float64, handed over as float32."""
-    return [(ai.T @ (ai @ w.astype(np.float64).ravel() - bi)).reshape(w.shape).astype(np.float32)
-            for w, ai, bi in zip(ws, a, b)]
+    return [
+        (ai.T @ (ai @ w.astype(np.float64).ravel() - bi)).reshape(w.shape).astype(np.float32)
+        for w, ai, bi in zip(ws, a, b)
+    ]
 
 
 @pytest.mark.parametrize("kind, kwargs, max_norm", CASES)
 def test_hundred_steps_track_torch(kind, kwargs, max_norm, seed):
-    rs = np.random.default_rng(seed % 2 ** 32)
+    rs = np.random.default_rng(seed % 2**32)
     shapes, a, b, w0 = _problem(rs)
     ours = [w.copy() for w in w0]
     theirs = [torch.tensor(w.copy(), requires_grad=False) for w in w0]
@@ -65,8 +68,11 @@ def test_hundred_steps_track_torch(kind, kwargs, max_norm, seed):
         for t, g in zip(theirs, g_theirs):
             t.grad = torch.from_numpy(g)
         # torch's norm of OUR gradients: the same inputs, torch's algorithm (norm of norms).
-        same = float(torch.linalg.vector_norm(torch.stack(
-            [torch.linalg.vector_norm(torch.from_numpy(g)) for g in g_ours])))
+        same = float(
+            torch.linalg.vector_norm(
+                torch.stack([torch.linalg.vector_norm(torch.from_numpy(g)) for g in g_ours])
+            )
+        )
         norm = opt.step(g_ours, max_norm=max_norm)
         if max_norm is not None:
             assert abs(norm - same) <= 1e-6 * same, (seed, step, norm, same)
@@ -76,12 +82,13 @@ def test_hundred_steps_track_torch(kind, kwargs, max_norm, seed):
             tw = t.detach().numpy()
             worst = max(worst, float(np.max(np.abs(w - tw)) / max(float(np.max(np.abs(tw))), 1.0)))
     print(f"{kind} {kwargs} max_norm={max_norm}: {worst:.3g}")
-    assert worst <= REL, f"{kind} {kwargs} max_norm={max_norm}: relative gap {worst:.3g} > " \
-                         f"{REL}; seed {seed}"
+    assert worst <= REL, (
+        f"{kind} {kwargs} max_norm={max_norm}: relative gap {worst:.3g} > {REL}; seed {seed}"
+    )
 
 
 def test_clip_grad_norm_matches_torch(seed):
-    rs = np.random.default_rng(seed % 2 ** 32)
+    rs = np.random.default_rng(seed % 2**32)
     gs = [rs.standard_normal(s).astype(np.float32) * 3 for s in ((5, 7), (11,), (1,))]
     ts = [torch.zeros(g.shape) for g in gs]
     for t, g in zip(ts, gs):

@@ -8,6 +8,7 @@
 - exp overflows to +inf and underflows to 0 at exactly the inputs where the rounded exp does;
 - fast mode: within the same bound, and the same bits twice.
 """
+
 import array
 import math
 import random
@@ -30,8 +31,9 @@ POINTS = 1_000_000
 def _eval(xs, function):
     """The kernel's f(x) for the float32 values in `xs` (an array('f'))."""
     ys = array.array("f", bytes(4 * len(xs)))
-    _backend.binding().portable_math_eval([xs.buffer_info()[0], ys.buffer_info()[0]],
-                                          [len(xs), function])
+    _backend.binding().portable_math_eval(
+        [xs.buffer_info()[0], ys.buffer_info()[0]], [len(xs), function]
+    )
     return ys
 
 
@@ -64,9 +66,27 @@ def _same_bits(a, b):
     return hexf(a) == hexf(b) or (math.isnan(a) and math.isnan(b))
 
 
-SPECIALS = [0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0, 2.0 ** -149, 2.0 ** -126,
-            -(2.0 ** -149), 3.4028234663852886e38, 88.72283935546875, 88.72284698486328,
-            -103.97208404541016, -103.9720916748047, 89.0, -104.0, 1e-30, -1e-30]
+SPECIALS = [
+    0.0,
+    -0.0,
+    math.inf,
+    -math.inf,
+    math.nan,
+    1.0,
+    -1.0,
+    2.0**-149,
+    2.0**-126,
+    -(2.0**-149),
+    3.4028234663852886e38,
+    88.72283935546875,
+    88.72284698486328,
+    -103.97208404541016,
+    -103.9720916748047,
+    89.0,
+    -104.0,
+    1e-30,
+    -1e-30,
+]
 
 
 @pytest.mark.parametrize("function", [EXP_SIMD, EXP_SCALAR, LOG_SIMD, LOG_SCALAR])
@@ -82,9 +102,11 @@ def test_python_mirror_is_bit_exact(seed, function):
     mirror = exp32 if function in (EXP_SIMD, EXP_SCALAR) else log32
     for x, y in zip(xs, got):
         want = mirror(x)
-        assert _same_bits(y, want), (f"seed={seed} f={function} x={x!r} ({hexf(x)}): kernel "
-                                     f"{hexf(y)} mirror {hexf(want)}, "
-                                     f"{ulp_distance(y, want)} ulp apart")
+        assert _same_bits(y, want), (
+            f"seed={seed} f={function} x={x!r} ({hexf(x)}): kernel "
+            f"{hexf(y)} mirror {hexf(want)}, "
+            f"{ulp_distance(y, want)} ulp apart"
+        )
 
 
 def test_exp_ulp_error(seed):
@@ -107,8 +129,10 @@ def test_log_ulp_error(seed):
     got = _eval(xs, LOG_SIMD)
     ref = array.array("f", map(math.log, xs))
     worst, at = _max_ulp(xs, got, ref)
-    print(f"log32: max {worst} ulp over {len(xs)} positive float32 points, subnormals "
-          f"included (at x={at!r})")
+    print(
+        f"log32: max {worst} ulp over {len(xs)} positive float32 points, subnormals "
+        f"included (at x={at!r})"
+    )
     assert worst <= ULP_BOUND, f"seed={seed}: log32 is {worst} ulp off at x={at!r}"
 
 

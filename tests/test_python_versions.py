@@ -1,6 +1,7 @@
 """One build imports and trains under every CPython 3.10+ found on this machine (the binding
 has no CPython tag and no libpython dependency), with the same bits; memoryview(Array) works
 from 3.12 (PEP 688). Interpreters that are not installed are skipped by name."""
+
 import glob
 import os
 import shutil
@@ -26,8 +27,9 @@ print(mojolearn.numeric_mode_used(), t.state_hash(), mv)
 def _run(exe):
     env = dict(os.environ, PYTHONPATH=PKG_PARENT)
     env.pop("MOJOLEARN_NUMERIC_MODE", None)
-    proc = subprocess.run([exe, "-c", SCRIPT], capture_output=True, text=True, env=env,
-                          cwd="/", timeout=120)
+    proc = subprocess.run(
+        [exe, "-c", SCRIPT], capture_output=True, text=True, env=env, cwd="/", timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.split(maxsplit=2)
 
@@ -36,8 +38,9 @@ def _interpreter(version):
     """python{version} on PATH, else in a pyenv tree (PYENV_ROOT or ~/.pyenv), else None."""
     root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
     candidates = [shutil.which(f"python{version}")]
-    candidates += sorted(glob.glob(os.path.join(root, "versions", f"{version}.*", "bin",
-                                                f"python{version}")))
+    candidates += sorted(
+        glob.glob(os.path.join(root, "versions", f"{version}.*", "bin", f"python{version}"))
+    )
     for exe in candidates:
         if exe and subprocess.run([exe, "-c", "1"], capture_output=True).returncode == 0:
             return exe

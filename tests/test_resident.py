@@ -2,6 +2,7 @@
 _rollback / _close`) and the trainer on top of them: same bits as the non-resident fused entry
 (`mlp_train_step`) and the per-operation path, all-or-nothing refusals inside the binding,
 rollback, automatic closing, and independent sessions in parallel threads."""
+
 import array
 import contextlib
 import gc
@@ -50,8 +51,9 @@ class Packed:
 
 
 def open_session(p, m, v, t=0, capacity=CAPACITY):
-    return b().mlp_resident_open([p._addr, m._addr, v._addr, SMALL.sizes_addr],
-                                 [2, capacity, t, *HYPER.values()])
+    return b().mlp_resident_open(
+        [p._addr, m._addr, v._addr, SMALL.sizes_addr], [2, capacity, t, *HYPER.values()]
+    )
 
 
 @contextlib.contextmanager
@@ -75,9 +77,22 @@ def fused_step(p, m, v, X, y, rows, t, k=1, want_dx=False):
     out = [zeros((S.TOTAL,)) for _ in range(3)]
     losses, logits, grads = zeros((k,)), zeros((rows, 3)), zeros((S.TOTAL,))
     dx = zeros((rows, 8))
-    b().mlp_train_step([X._addr, y._addr, p._addr, m._addr, v._addr, *(o._addr for o in out),
-                        losses._addr, logits._addr, grads._addr, dx._addr, SMALL.sizes_addr],
-                       [2, rows, 2, k, t + 1, *HYPER.values(), int(want_dx)])
+    b().mlp_train_step(
+        [
+            X._addr,
+            y._addr,
+            p._addr,
+            m._addr,
+            v._addr,
+            *(o._addr for o in out),
+            losses._addr,
+            logits._addr,
+            grads._addr,
+            dx._addr,
+            SMALL.sizes_addr,
+        ],
+        [2, rows, 2, k, t + 1, *HYPER.values(), int(want_dx)],
+    )
     return out, losses, logits, grads, dx
 
 
@@ -87,12 +102,16 @@ def test_resident_steps_match_the_fused_entry(seed):
         t = 0
         for rows, k in ((5, 1), (1, 3), (32, 2), (256, 1)):
             batches = _rng.batches((seed + rows) % (1 << 64), rows, k)
-            X = Array(memoryview(b"".join(x.tobytes() for x, _ in batches)).cast("f"), "<f4",
-                      (k * rows, 8))
+            X = Array(
+                memoryview(b"".join(x.tobytes() for x, _ in batches)).cast("f"),
+                "<f4",
+                (k * rows, 8),
+            )
             y32 = Array([c for _, yy in batches for c in yy.tolist()], "<i4")
             y64 = array.array("q", y32.tolist())
-            (p, m, v), losses, logits, grads, dx = fused_step(p, m, v, X, y32, rows, t, k,
-                                                              want_dx=k == 1)
+            (p, m, v), losses, logits, grads, dx = fused_step(
+                p, m, v, X, y32, rows, t, k, want_dx=k == 1
+            )
             n = k + rows * 3 + S.TOTAL + (rows * 8 if k == 1 else 0)
             out = array.array("f", bytes(4 * n))
             ya, itemsize = (y64.buffer_info()[0], 8) if rows % 2 else (y32._addr, 4)
@@ -104,8 +123,12 @@ def test_resident_steps_match_the_fused_entry(seed):
                 t_new = pk.call(b().mlp_resident_steps)
             assert t_new == t + k, f"seed {seed}"
             t = t_new
-            want = losses.tobytes() + logits.tobytes() + grads.tobytes() + \
-                (dx.tobytes() if k == 1 else b"")
+            want = (
+                losses.tobytes()
+                + logits.tobytes()
+                + grads.tobytes()
+                + (dx.tobytes() if k == 1 else b"")
+            )
             assert out.tobytes() == want, f"seed {seed}, rows {rows}, k {k}"
             assert download(h) == (t, p.tobytes() + m.tobytes() + v.tobytes()), f"seed {seed}"
 
@@ -113,18 +136,21 @@ def test_resident_steps_match_the_fused_entry(seed):
 def test_forward_and_grads_modes_leave_the_session_alone(seed):
     p, m, v = rand_state(seed)
     with session(p, m, v, t=7) as h:
-        (X, y), = _rng.batches(seed % (1 << 64), 9, 1)
+        ((X, y),) = _rng.batches(seed % (1 << 64), 9, 1)
         before = download(h)
         out = array.array("f", bytes(4 * (1 + 27 + S.TOTAL + 72)))
         Packed(h, X._addr, y._addr, out.buffer_info()[0], [1, 9, 4, 1, 7]).call(
-            b().mlp_resident_step)
+            b().mlp_resident_step
+        )
         assert download(h) == before
         _, losses, logits, grads, dx = fused_step(p, m, v, X, y, 9, 7, want_dx=True)
-        assert out.tobytes() == losses.tobytes() + logits.tobytes() + grads.tobytes() + \
-            dx.tobytes(), f"seed {seed}"
+        assert (
+            out.tobytes() == losses.tobytes() + logits.tobytes() + grads.tobytes() + dx.tobytes()
+        ), f"seed {seed}"
         fwd = array.array("f", bytes(4 * (1 + 27 + S.TOTAL)))
         Packed(h, X._addr, X._addr, fwd.buffer_info()[0], [0, 9, 4, 0, 7]).call(
-            b().mlp_resident_step)
+            b().mlp_resident_step
+        )
         assert fwd[1:28].tobytes() == logits.tobytes() and download(h) == before
 
 
@@ -136,42 +162,81 @@ def _refusal_cases(h, X, y, out):
     nan_x[2, 5] = math.nan
     o = out.buffer_info()[0]
     return [
-        (ValueError, r"targets must be classes 0..2; targets\[2\] = 3",
-         Packed(h, X._addr, bad32._addr, o, [2, 4, 4, 0, 1]), (bad32,)),
-        (ValueError, r"targets\[1\] = 1099511627776",
-         Packed(h, X._addr, bad64.buffer_info()[0], o, [2, 4, 8, 0, 1]), (bad64,)),
-        (ValueError, r"X must be finite \(flat index 21 is nan\)",
-         Packed(h, nan_x._addr, y._addr, o, [2, 4, 4, 0, 1]), (nan_x,)),
-        (ValueError, "exceeds the session's capacity",
-         Packed(h, X._addr, y._addr, o, [2, CAPACITY + 1, 4, 0, 1]), ()),
-        (ValueError, r"target_itemsize must be an integer in \[4, 8\]",
-         Packed(h, X._addr, y._addr, o, [2, 4, 2, 0, 1]), ()),
-        (RuntimeError, "expects step 0 but the session is at step 1",
-         Packed(h, X._addr, y._addr, o, [2, 4, 4, 0, 0]), ()),
-        (ValueError, "mode must be an integer in",
-         Packed(h, X._addr, y._addr, o, [3, 4, 4, 0, 1]), ()),
-        (TypeError, "missing 1 required positional argument",
-         Packed(h, X._addr, y._addr, o, [2, 4, 4, 0]), ()),
+        (
+            ValueError,
+            r"targets must be classes 0..2; targets\[2\] = 3",
+            Packed(h, X._addr, bad32._addr, o, [2, 4, 4, 0, 1]),
+            (bad32,),
+        ),
+        (
+            ValueError,
+            r"targets\[1\] = 1099511627776",
+            Packed(h, X._addr, bad64.buffer_info()[0], o, [2, 4, 8, 0, 1]),
+            (bad64,),
+        ),
+        (
+            ValueError,
+            r"X must be finite \(flat index 21 is nan\)",
+            Packed(h, nan_x._addr, y._addr, o, [2, 4, 4, 0, 1]),
+            (nan_x,),
+        ),
+        (
+            ValueError,
+            "exceeds the session's capacity",
+            Packed(h, X._addr, y._addr, o, [2, CAPACITY + 1, 4, 0, 1]),
+            (),
+        ),
+        (
+            ValueError,
+            r"target_itemsize must be an integer in \[4, 8\]",
+            Packed(h, X._addr, y._addr, o, [2, 4, 2, 0, 1]),
+            (),
+        ),
+        (
+            RuntimeError,
+            "expects step 0 but the session is at step 1",
+            Packed(h, X._addr, y._addr, o, [2, 4, 4, 0, 0]),
+            (),
+        ),
+        (
+            ValueError,
+            "mode must be an integer in",
+            Packed(h, X._addr, y._addr, o, [3, 4, 4, 0, 1]),
+            (),
+        ),
+        (
+            TypeError,
+            "missing 1 required positional argument",
+            Packed(h, X._addr, y._addr, o, [2, 4, 4, 0]),
+            (),
+        ),
         (ValueError, "address 'x' is null", Packed(h, 0, y._addr, o, [2, 4, 4, 0, 1]), ()),
-        (TypeError, "mode must be an int", Packed(h, X._addr, y._addr, o, [2.0, 4, 4, 0, 1]),
-         ()),
-        (TypeError, "rows must be an int", Packed(h, X._addr, y._addr, o, [2, "4", 4, 0, 1]),
-         ()),
-        (ValueError, "target_itemsize must be 4 or 8",
-         Packed(h, X._addr, y._addr, o, [2, 4, 5, 0, 1]), ()),
+        (TypeError, "mode must be an int", Packed(h, X._addr, y._addr, o, [2.0, 4, 4, 0, 1]), ()),
+        (TypeError, "rows must be an int", Packed(h, X._addr, y._addr, o, [2, "4", 4, 0, 1]), ()),
+        (
+            ValueError,
+            "target_itemsize must be 4 or 8",
+            Packed(h, X._addr, y._addr, o, [2, 4, 5, 0, 1]),
+            (),
+        ),
         # A live buffer that is not a session (its first word is not the magic word).
-        (ValueError, "not an open session", Packed(out.buffer_info()[0], X._addr, y._addr, o,
-                                                   [2, 4, 4, 0, 1]), ()),
+        (
+            ValueError,
+            "not an open session",
+            Packed(out.buffer_info()[0], X._addr, y._addr, o, [2, 4, 4, 0, 1]),
+            (),
+        ),
     ]
 
 
 def test_refusals_change_nothing_in_the_session(seed):
     p, m, v = rand_state(seed)
     with session(p, m, v) as h:
-        (X, y), = _rng.batches(seed % (1 << 64), 4, 1)
+        ((X, y),) = _rng.batches(seed % (1 << 64), 4, 1)
         out = array.array("f", bytes(4 * (1 + 12 + S.TOTAL)))
         Packed(h, X._addr, y._addr, out.buffer_info()[0], [2, 4, 4, 0, 0]).call(
-            b().mlp_resident_step)
+            b().mlp_resident_step
+        )
         before = download(h)
         for exc, match, pk, _keep in _refusal_cases(h, X, y, out):
             with pytest.raises(exc, match=match):
@@ -179,10 +244,12 @@ def test_refusals_change_nothing_in_the_session(seed):
             assert download(h) == before, match
         with pytest.raises(ValueError, match="pass the step limit"):
             Packed(h, X._addr, y._addr, out.buffer_info()[0], [4, (1 << 31) - 1, 4, 1]).call(
-                b().mlp_resident_steps)
+                b().mlp_resident_steps
+            )
         with pytest.raises(ValueError, match="address 'session' is null"):
             Packed(0, X._addr, y._addr, out.buffer_info()[0], [2, 4, 4, 0, 1]).call(
-                b().mlp_resident_step)
+                b().mlp_resident_step
+            )
         assert download(h) == before
 
 
@@ -195,7 +262,8 @@ def test_nonfinite_result_restores_the_session():
         out = array.array("f", bytes(4 * (2 + 9 + S.TOTAL)))
         with pytest.raises(RuntimeError, match="is not finite at index"):
             Packed(h, X._addr, y._addr, out.buffer_info()[0], [1, 2, 4, 3]).call(
-                b().mlp_resident_steps)
+                b().mlp_resident_steps
+            )
         assert download(h) == before
 
 
@@ -203,7 +271,7 @@ def _state_arrays(downloaded):
     """(p, m, v) Arrays of a `download` result's bytes."""
     raw_bytes = downloaded[1]
     n = 4 * S.TOTAL
-    return [Array(memoryview(raw_bytes[i * n:(i + 1) * n]).cast("f"), "<f4") for i in range(3)]
+    return [Array(memoryview(raw_bytes[i * n : (i + 1) * n]).cast("f"), "<f4") for i in range(3)]
 
 
 def test_a_refused_run_leaves_the_last_completed_state_to_train_on(seed):
@@ -213,27 +281,36 @@ def test_a_refused_run_leaves_the_last_completed_state_to_train_on(seed):
     state."""
     p, m, v = rand_state(seed)
     batches = _rng.batches(seed % (1 << 64), 4, 3)
-    X3 = Array(memoryview(b"".join(X.tobytes() for X, _ in batches[:2])
-                          + Array([3.0e38] * 32, "<f4").tobytes()).cast("f"), "<f4", (12, 8))
+    X3 = Array(
+        memoryview(
+            b"".join(X.tobytes() for X, _ in batches[:2]) + Array([3.0e38] * 32, "<f4").tobytes()
+        ).cast("f"),
+        "<f4",
+        (12, 8),
+    )
     y3 = Array([c for _, y in batches for c in y.tolist()], "<i4")
     X, y = batches[0]
     out = array.array("f", bytes(4 * (3 + 12 + S.TOTAL)))
     with session(p, m, v) as h:
         Packed(h, X._addr, y._addr, out.buffer_info()[0], [2, 4, 4, 0, 0]).call(
-            b().mlp_resident_step)
+            b().mlp_resident_step
+        )
         completed = download(h)
         with pytest.raises(RuntimeError, match="is not finite"):
             Packed(h, X3._addr, y3._addr, out.buffer_info()[0], [4, 3, 4, 1]).call(
-                b().mlp_resident_steps)
+                b().mlp_resident_steps
+            )
         assert download(h) == completed
         assert b().mlp_resident_rollback([h], [0]) == 1 and download(h) == completed
         (X2, y2) = batches[1]
         Packed(h, X2._addr, y2._addr, out.buffer_info()[0], [2, 4, 4, 0, 1]).call(
-            b().mlp_resident_step)
+            b().mlp_resident_step
+        )
         continued = download(h)
     with session(*_state_arrays(completed), t=1) as fresh:
         Packed(fresh, X2._addr, y2._addr, out.buffer_info()[0], [2, 4, 4, 0, 1]).call(
-            b().mlp_resident_step)
+            b().mlp_resident_step
+        )
         assert download(fresh) == continued
 
 
@@ -241,18 +318,23 @@ def test_open_refusals():
     p, m, v = rand_state(1)
     nan = Array([math.nan] * S.TOTAL, "<f4")
     with pytest.raises(ValueError, match=r"mlp_resident_open: m must be finite \(index 0 is nan\)"):
-        b().mlp_resident_open([p._addr, nan._addr, v._addr, SMALL.sizes_addr], [2, 4, 0, *HYPER.values()])
+        b().mlp_resident_open(
+            [p._addr, nan._addr, v._addr, SMALL.sizes_addr], [2, 4, 0, *HYPER.values()]
+        )
     with pytest.raises(ValueError, match="capacity_rows must be an integer"):
-        b().mlp_resident_open([p._addr, m._addr, v._addr, SMALL.sizes_addr], [2, 0, 0, *HYPER.values()])
+        b().mlp_resident_open(
+            [p._addr, m._addr, v._addr, SMALL.sizes_addr], [2, 0, 0, *HYPER.values()]
+        )
     with pytest.raises(ValueError, match="need lr > 0"):
-        b().mlp_resident_open([p._addr, m._addr, v._addr, SMALL.sizes_addr], [2, 4, 0, -1.0, 0.9, 0.999,
-                                                           1e-8, 0.0])
+        b().mlp_resident_open(
+            [p._addr, m._addr, v._addr, SMALL.sizes_addr], [2, 4, 0, -1.0, 0.9, 0.999, 1e-8, 0.0]
+        )
 
 
 def test_rollback_undoes_only_the_last_run(seed):
     p, m, v = rand_state(seed)
     with session(p, m, v) as h:
-        (X, y), = _rng.batches(seed % (1 << 64), 6, 1)
+        ((X, y),) = _rng.batches(seed % (1 << 64), 6, 1)
         out = array.array("f", bytes(4 * (1 + 18 + S.TOTAL)))
         pk = Packed(h, X._addr, y._addr, out.buffer_info()[0], [2, 6, 4, 0, 0])
         pk.call(b().mlp_resident_step)
@@ -308,8 +390,9 @@ def test_trainer_paths_agree(seed, monkeypatch):
     for X, y in batches:
         loss, grads = d.loss_and_grads(X, y)
         d.apply_gradients(grads)
-    Xs = Array(memoryview(b"".join(X.tobytes() for X, _ in batches)).cast("f"), "<f4",
-               (k * rows, 8))
+    Xs = Array(
+        memoryview(b"".join(X.tobytes() for X, _ in batches)).cast("f"), "<f4", (k * rows, 8)
+    )
     ys = array.array("q", [c_ for _, y in batches for c_ in y.tolist()])  # int64, read as is
     rc = c.train_steps(Xs, ys, k)
     monkeypatch.setenv("MOJOLEARN_MLP_FUSED", "0")
@@ -317,14 +400,15 @@ def test_trainer_paths_agree(seed, monkeypatch):
     re = [e.train_step(X, y) for X, y in batches]
     assert rc["losses"] == [r["loss"] for r in ra] == [r["loss"] for r in re], f"seed {seed}"
     assert rc["logits"].tobytes() == ra[-1]["logits"].tobytes() == re[-1]["logits"].tobytes()
-    assert [g.tobytes() for g in rc["gradients"].values()] == \
-        [g.tobytes() for g in ra[-1]["gradients"].values()]
+    assert [g.tobytes() for g in rc["gradients"].values()] == [
+        g.tobytes() for g in ra[-1]["gradients"].values()
+    ]
     assert a.state_hash() == c.state_hash() == d.state_hash() == e.state_hash(), f"seed {seed}"
 
 
 def test_failure_after_the_binding_returned_is_rolled_back(monkeypatch):
     t = ml.SmallMLPTrainer(*_rng.init_small_mlp(5), data_schedule={"s": 1})
-    (X, y), = _rng.batches(6, 4, 1)
+    ((X, y),) = _rng.batches(6, 4, 1)
     t.train_step(X, y)
     before = t.state_hash(), t.step_
     from mojolearn import trainer as trainer_mod
@@ -360,8 +444,10 @@ def test_parallel_trainers_match_serial(seed):
     for _ in range(2):
         run(ml.SmallMLPTrainer(*init, data_schedule={"s": 1}), serial)
     par = []
-    threads = [threading.Thread(target=run, args=(ml.SmallMLPTrainer(*init, data_schedule={"s": 1}), par))
-               for _ in range(2)]
+    threads = [
+        threading.Thread(target=run, args=(ml.SmallMLPTrainer(*init, data_schedule={"s": 1}), par))
+        for _ in range(2)
+    ]
     for th in threads:
         th.start()
     for th in threads:
@@ -387,6 +473,7 @@ def test_fast_mode_resident_matches_the_fused_entry(seed):
     from tests.helpers import run_python
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    out = run_python(FAST_SAME_BITS.format(root=root, seed=seed),
-                     env={"MOJOLEARN_NUMERIC_MODE": "fast"})
+    out = run_python(
+        FAST_SAME_BITS.format(root=root, seed=seed), env={"MOJOLEARN_NUMERIC_MODE": "fast"}
+    )
     assert out.split()[-1] == "ok", f"seed {seed}"

@@ -2,6 +2,7 @@
 
 N steps uninterrupted == N/2 steps + save_checkpoint + a NEW process + from_checkpoint + N/2
 steps: same weights, moments, step and losses, byte for byte."""
+
 import json
 import os
 
@@ -32,8 +33,9 @@ print(json.dumps({{"losses": [x.hex() for x in losses], "step": t.step_, "hash":
 
 def _state(t):
     sd = t.state_dict()
-    return [sd["optimizer"]["m"].tobytes().hex(), sd["optimizer"]["v"].tobytes().hex()] + \
-        [w.tobytes().hex() for w in sd["weights"].values()]
+    return [sd["optimizer"]["m"].tobytes().hex(), sd["optimizer"]["v"].tobytes().hex()] + [
+        w.tobytes().hex() for w in sd["weights"].values()
+    ]
 
 
 @pytest.mark.parametrize("n", [2, 10, 40])
@@ -44,7 +46,7 @@ def test_exact_resume_in_new_process(tmp_path, seed, n):
     full = ml.SmallMLPTrainer(*_rng.init_small_mlp(seed), data_schedule=sched, lr=5e-3)
     losses = [full.train_step(X, y)["loss"] for X, y in batches]
     half = ml.SmallMLPTrainer(*_rng.init_small_mlp(seed), data_schedule=sched, lr=5e-3)
-    first = [half.train_step(X, y)["loss"] for X, y in batches[:n // 2]]
+    first = [half.train_step(X, y)["loss"] for X, y in batches[: n // 2]]
     path = tmp_path / "half.json"
     half.save_checkpoint(path)
     out = json.loads(run_python(RESUME.format(path=str(path), total=n)))
@@ -82,14 +84,17 @@ def test_numpy_free_train_checkpoint_resume(tmp_path):
     out = json.loads(run_python(NUMPY_FREE.format(folder=str(tmp_path)), block_numpy=True))
     assert out["numpy"] is False and out["step"] == 6
     # ... and a further NEW process, still without NumPy, resumes from that file.
-    resumed = json.loads(run_python(RESUME.format(path=str(tmp_path / "nf.json"), total=6),
-                                    block_numpy=True))
+    resumed = json.loads(
+        run_python(RESUME.format(path=str(tmp_path / "nf.json"), total=6), block_numpy=True)
+    )
     assert resumed["numpy"] is False and resumed["step"] == 6 and resumed["hash"] == out["hash"]
 
 
-HINT = ("golden state hashes differ. If the identical-mode arithmetic changed ON PURPOSE, bump "
-        "the profile version (docs/ARITHMETIC.md) and regenerate with `python tools/"
-        "make_golden.py`; otherwise this is a reproducibility regression")
+HINT = (
+    "golden state hashes differ. If the identical-mode arithmetic changed ON PURPOSE, bump "
+    "the profile version (docs/ARITHMETIC.md) and regenerate with `python tools/"
+    "make_golden.py`; otherwise this is a reproducibility regression"
+)
 
 
 def _golden():
@@ -118,8 +123,9 @@ def test_golden_state_hashes_reference():
     """The pure-Python reference (no binding) reproduces the batch-1 goldens."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("make_golden",
-                                                  os.path.join(ROOT, "tools", "make_golden.py"))
+    spec = importlib.util.spec_from_file_location(
+        "make_golden", os.path.join(ROOT, "tools", "make_golden.py")
+    )
     mg = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mg)
     case = next(c for c in _golden()["cases"] if c["batch"] == 1)

@@ -1,6 +1,7 @@
 """Learning-rate schedules and the portable host math under them: the project's cosine
 against math.cos (accuracy only: the schedules never call math.cos), float32 rounding, the
 schedule shapes at their boundaries, refusals, and the optimizer reading lr_at(t) one-based."""
+
 import array
 import math
 import random
@@ -21,7 +22,7 @@ def test_round_f32_matches_struct_rounding_and_handles_overflow(seed):
         assert hexf(round_f32(x)) == hexf(f32(x)), (seed, x)
         assert round_f32(x) == struct.unpack("<f", struct.pack("<f", x))[0]
     assert round_f32(3.5e38) == math.inf and round_f32(-1e300) == -math.inf
-    assert round_f32(1e-46) == 0.0 and round_f32(2e-45) == 2 ** -149 * 1  # subnormal kept
+    assert round_f32(1e-46) == 0.0 and round_f32(2e-45) == 2**-149 * 1  # subnormal kept
 
 
 def test_cospi_is_accurate_and_exact_at_the_landmarks(seed):
@@ -74,31 +75,40 @@ def test_linear_and_cosine_follow_their_formulas(seed):
     for t in range(w + 1, total):
         prog = (t - w) / (total - w)
         assert lin.lr_at(t) == f32(lo + (peak - lo) * (1.0 - prog))
-        assert abs(cos.lr_at(t) - (lo + (peak - lo) * 0.5 * (1 + math.cos(math.pi * prog)))) \
-            <= 2 * abs(cos.lr_at(t)) * 2 ** -24 + 1e-12
+        assert (
+            abs(cos.lr_at(t) - (lo + (peak - lo) * 0.5 * (1 + math.cos(math.pi * prog))))
+            <= 2 * abs(cos.lr_at(t)) * 2**-24 + 1e-12
+        )
     mid = WarmupCosineLR(1.0, 0, 100, 0.0).lr_at(50)
     assert mid == 0.5
 
 
 def test_constant_without_total_steps_stays_at_peak():
     s = ConstantLR(0.1, warmup_steps=2)
-    assert [s.lr_at(t) for t in (1, 2, 3, 10 ** 9)] == [f32(0.05), f32(0.1), f32(0.1), f32(0.1)]
+    assert [s.lr_at(t) for t in (1, 2, 3, 10**9)] == [f32(0.05), f32(0.1), f32(0.1), f32(0.1)]
 
 
-@pytest.mark.parametrize("cls, kwargs, exc, match", [
-    (WarmupLinearLR, dict(peak_lr=0.1), ValueError, "needs total_steps"),
-    (WarmupCosineLR, dict(peak_lr=0.1, warmup_steps=5), ValueError, "needs total_steps"),
-    (ConstantLR, dict(peak_lr=-0.1), ValueError, "peak_lr"),
-    (ConstantLR, dict(peak_lr=math.nan), ValueError, "peak_lr"),
-    (ConstantLR, dict(peak_lr="0.1"), TypeError, "peak_lr"),
-    (ConstantLR, dict(peak_lr=0.1, min_lr=0.2), ValueError, "min_lr"),
-    (ConstantLR, dict(peak_lr=0.1, warmup_steps=-1), ValueError, "warmup_steps"),
-    (ConstantLR, dict(peak_lr=0.1, warmup_steps=2.0), TypeError, "warmup_steps"),
-    (ConstantLR, dict(peak_lr=0.1, warmup_steps=True), TypeError, "warmup_steps"),
-    (WarmupCosineLR, dict(peak_lr=0.1, warmup_steps=10, total_steps=10), ValueError,
-     "must exceed"),
-    (WarmupLinearLR, dict(peak_lr=1e39, total_steps=10), ValueError, "overflows"),
-])
+@pytest.mark.parametrize(
+    "cls, kwargs, exc, match",
+    [
+        (WarmupLinearLR, dict(peak_lr=0.1), ValueError, "needs total_steps"),
+        (WarmupCosineLR, dict(peak_lr=0.1, warmup_steps=5), ValueError, "needs total_steps"),
+        (ConstantLR, dict(peak_lr=-0.1), ValueError, "peak_lr"),
+        (ConstantLR, dict(peak_lr=math.nan), ValueError, "peak_lr"),
+        (ConstantLR, dict(peak_lr="0.1"), TypeError, "peak_lr"),
+        (ConstantLR, dict(peak_lr=0.1, min_lr=0.2), ValueError, "min_lr"),
+        (ConstantLR, dict(peak_lr=0.1, warmup_steps=-1), ValueError, "warmup_steps"),
+        (ConstantLR, dict(peak_lr=0.1, warmup_steps=2.0), TypeError, "warmup_steps"),
+        (ConstantLR, dict(peak_lr=0.1, warmup_steps=True), TypeError, "warmup_steps"),
+        (
+            WarmupCosineLR,
+            dict(peak_lr=0.1, warmup_steps=10, total_steps=10),
+            ValueError,
+            "must exceed",
+        ),
+        (WarmupLinearLR, dict(peak_lr=1e39, total_steps=10), ValueError, "overflows"),
+    ],
+)
 def test_constructor_refusals(cls, kwargs, exc, match):
     with pytest.raises(exc, match=match):
         cls(**kwargs)

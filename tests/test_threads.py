@@ -1,6 +1,7 @@
 """MOJOLEARN_NUM_THREADS in the trainers' steps (mojolearn/_threads.py, training/pool.mojo):
 every thread count gives one thread's bits, in both numeric modes, with the workers really
 taking part; a forked child (no workers) still trains, to the same bits."""
+
 import json
 
 import pytest
@@ -43,8 +44,11 @@ os.waitpid(pid, 0)
 
 
 def _run(mode, threads, after=""):
-    out = run_python(CODE.format(mode=mode, after=after),
-                     env={"MOJOLEARN_NUM_THREADS": str(threads)}, timeout=300)
+    out = run_python(
+        CODE.format(mode=mode, after=after),
+        env={"MOJOLEARN_NUM_THREADS": str(threads)},
+        timeout=300,
+    )
     lines = out.strip().splitlines()
     return json.loads(lines[-1]), lines[:-1]
 

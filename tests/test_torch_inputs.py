@@ -2,6 +2,7 @@
 `matmul`, `cross_entropy`, `clip_grad_norm_` operands, and optimizer parameters updated in
 place; the same bits as the same values in Arrays. `MLPTrainer.from_torch` / `to_torch` round
 trips. Skipped with a printed reason where torch is not installed."""
+
 import random
 
 import mojolearn as ml
@@ -15,10 +16,13 @@ def _arrays(X, y):
     return ml.Array(X.tolist(), "<f4"), ml.Array(y.tolist(), "<i4")
 
 
-@pytest.mark.parametrize("make", [
-    lambda: ml.SmallMLPTrainer(*_rng.init_small_mlp(3), data_schedule={"a": 1}),
-    lambda: ml.MLPTrainer([8, 12, 12, 3], seed=3, data_schedule={"a": 1}),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: ml.SmallMLPTrainer(*_rng.init_small_mlp(3), data_schedule={"a": 1}),
+        lambda: ml.MLPTrainer([8, 12, 12, 3], seed=3, data_schedule={"a": 1}),
+    ],
+)
 def test_torch_batches_give_the_bits_of_array_batches(seed, make):
     g = torch.Generator().manual_seed(seed % (1 << 63))
     a, b = make(), make()
@@ -43,8 +47,10 @@ def test_torch_batches_give_the_bits_of_array_batches(seed, make):
 def test_optimizers_update_torch_parameters_in_place_with_the_bits_of_arrays(seed):
     rng = random.Random(seed)
     values = [[rng.uniform(-1, 1) for _ in range(12)], [rng.uniform(-1, 1) for _ in range(5)]]
-    grads = [[[rng.uniform(-1, 1) for _ in range(12)], [rng.uniform(-1, 1) for _ in range(5)]]
-             for _ in range(3)]
+    grads = [
+        [[rng.uniform(-1, 1) for _ in range(12)], [rng.uniform(-1, 1) for _ in range(5)]]
+        for _ in range(3)
+    ]
     for kind in (ml.AdamW, ml.Adam, ml.SGD):
         tp = [torch.tensor(values[0]).reshape(3, 4), torch.tensor(values[1])]
         ap = [ml.Array(values[0], "<f4", (3, 4)), ml.Array(values[1])]
@@ -58,30 +64,43 @@ def test_optimizers_update_torch_parameters_in_place_with_the_bits_of_arrays(see
 
 def test_matmul_cross_entropy_and_clipping_take_torch_tensors():
     a, b = torch.rand(3, 5), torch.rand(5, 2)
-    assert ml.matmul(a, b).tobytes() == ml.matmul(*(ml.Array(t.tolist(), "<f4") for t in (a, b))).tobytes()
+    assert (
+        ml.matmul(a, b).tobytes()
+        == ml.matmul(*(ml.Array(t.tolist(), "<f4") for t in (a, b))).tobytes()
+    )
     logits, y = torch.randn(4, 6), torch.tensor([0, 5, 2, 1])
-    assert ml.cross_entropy(logits, y) == ml.cross_entropy(ml.Array(logits.tolist(), "<f4"),
-                                                           ml.Array(y.tolist(), "<i4"))
+    assert ml.cross_entropy(logits, y) == ml.cross_entropy(
+        ml.Array(logits.tolist(), "<f4"), ml.Array(y.tolist(), "<i4")
+    )
     g = [torch.full((4,), 3.0)]
     assert ml.clip_grad_norm_(g, 1.0) == 6.0
     assert torch.allclose(g[0], torch.full((4,), 0.5), atol=1e-6)  # scaled in place
 
 
 def test_refusals_name_the_tensor_problem():
-    with pytest.raises(TypeError, match=r"params\[0\]: from_dlpack: Tensor refused to export "
-                                        r".*require gradient.*p.detach\(\)"):
+    with pytest.raises(
+        TypeError,
+        match=r"params\[0\]: from_dlpack: Tensor refused to export "
+        r".*require gradient.*p.detach\(\)",
+    ):
         ml.AdamW([torch.ones(3, requires_grad=True)])
     with pytest.raises(TypeError, match=r"X must be float32, got float64"):
-        ml.MLPTrainer([4, 2], data_schedule={"a": 1}).train_step(torch.ones(2, 4, dtype=torch.float64),
-                                                                torch.tensor([0, 1]))
+        ml.MLPTrainer([4, 2], data_schedule={"a": 1}).train_step(
+            torch.ones(2, 4, dtype=torch.float64), torch.tensor([0, 1])
+        )
     with pytest.raises(ValueError, match=r"not C-contiguous"):
         ml.matmul(torch.ones(4, 3).t(), torch.ones(4, 2))
 
 
 def test_from_torch_and_to_torch_round_trip():
     torch.manual_seed(1)
-    seq = torch.nn.Sequential(torch.nn.Linear(6, 10), torch.nn.ReLU(), torch.nn.Linear(10, 7),
-                              torch.nn.ReLU(), torch.nn.Linear(7, 3))
+    seq = torch.nn.Sequential(
+        torch.nn.Linear(6, 10),
+        torch.nn.ReLU(),
+        torch.nn.Linear(10, 7),
+        torch.nn.ReLU(),
+        torch.nn.Linear(7, 3),
+    )
     t = ml.MLPTrainer.from_torch(seq, lr=0.01)
     assert t.layer_sizes == [6, 10, 7, 3] and t.data_schedule == {"source": "torch"}
     X = torch.randn(9, 6)
@@ -97,14 +116,36 @@ def test_from_torch_and_to_torch_round_trip():
     assert not torch.equal(trained[0].weight, seq[0].weight)
 
 
-@pytest.mark.parametrize("module,message", [
-    (lambda: torch.nn.Linear(3, 2), r"must be a torch.nn.Sequential"),
-    (lambda: torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2)), r"module\[1\] must be a ReLU"),
-    (lambda: torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU()), r"must end with a Linear layer"),
-    (lambda: torch.nn.Sequential(torch.nn.Linear(3, 4, bias=False)), r"module\[0\] has no bias"),
-    (lambda: torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(5, 2)), r"takes 5 inputs but the layer before gives 4"),
-    (lambda: torch.nn.Sequential(torch.nn.Linear(3, 4).double()), r"weight1 must be float32, got float64"),
-])
+@pytest.mark.parametrize(
+    "module,message",
+    [
+        (lambda: torch.nn.Linear(3, 2), r"must be a torch.nn.Sequential"),
+        (
+            lambda: torch.nn.Sequential(
+                torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2)
+            ),
+            r"module\[1\] must be a ReLU",
+        ),
+        (
+            lambda: torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU()),
+            r"must end with a Linear layer",
+        ),
+        (
+            lambda: torch.nn.Sequential(torch.nn.Linear(3, 4, bias=False)),
+            r"module\[0\] has no bias",
+        ),
+        (
+            lambda: torch.nn.Sequential(
+                torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(5, 2)
+            ),
+            r"takes 5 inputs but the layer before gives 4",
+        ),
+        (
+            lambda: torch.nn.Sequential(torch.nn.Linear(3, 4).double()),
+            r"weight1 must be float32, got float64",
+        ),
+    ],
+)
 def test_from_torch_refusals(module, message):
     with pytest.raises((TypeError, ValueError), match=message):
         ml.MLPTrainer.from_torch(module())

@@ -2,6 +2,7 @@
 (train_step == loss_and_grads + apply_gradients == train_steps; fused == per-operation;
 binding == pure-Python reference), transactional refusals (nothing changes), thread safety,
 learning, state_dict round trips, and fast mode's same-bits-twice."""
+
 import array
 import math
 import random
@@ -30,8 +31,13 @@ def data(seed, rows=8, count=1):
 
 def snapshot(t):
     sd = t.state_dict()
-    return (t.state_hash(), t.step_, sd["optimizer"]["m"].tobytes(), sd["optimizer"]["v"].tobytes(),
-            b"".join(w.tobytes() for w in sd["weights"].values()))
+    return (
+        t.state_hash(),
+        t.step_,
+        sd["optimizer"]["m"].tobytes(),
+        sd["optimizer"]["v"].tobytes(),
+        b"".join(w.tobytes() for w in sd["weights"].values()),
+    )
 
 
 # ---------------------------------------------------------------- construction
@@ -40,8 +46,9 @@ def snapshot(t):
 def test_constructor_copies_and_accepts_buffers():
     w1, b1, w2, b2 = _rng.init_small_mlp(3)
     src = array.array("f", w1.tobytes())
-    t = ml.SmallMLPTrainer(memoryview(src).cast("B").cast("f", (16, 8)), b1, w2, b2,
-                           data_schedule=SCHEDULE)
+    t = ml.SmallMLPTrainer(
+        memoryview(src).cast("B").cast("f", (16, 8)), b1, w2, b2, data_schedule=SCHEDULE
+    )
     before = t.weights_["weight1"].tobytes()
     src[0] = 123.0  # the trainer never aliases caller memory
     b1[0] = 99.0
@@ -67,13 +74,16 @@ def test_constructor_numpy():
     assert t2.predict_logits(X).shape == (4, 3)
 
 
-@pytest.mark.parametrize("index,value,exc,match", [
-    (0, [[0.0] * 8] * 16, TypeError, "weight1 must be a float32 buffer"),
-    (1, array.array("d", [0.0] * 16), TypeError, "bias1 must be float32, got float64"),
-    (2, Array([0.0] * 48, "<f4", (16, 3)), ValueError, r"weight2 must have shape \(3, 16\)"),
-    (3, Array([0.0, math.nan, 0.0], "<f4", (3,)), ValueError, "bias2 must be finite"),
-    (3, Array([0.0, math.inf, 0.0], "<f4", (3,)), ValueError, "bias2 must be finite"),
-])
+@pytest.mark.parametrize(
+    "index,value,exc,match",
+    [
+        (0, [[0.0] * 8] * 16, TypeError, "weight1 must be a float32 buffer"),
+        (1, array.array("d", [0.0] * 16), TypeError, "bias1 must be float32, got float64"),
+        (2, Array([0.0] * 48, "<f4", (16, 3)), ValueError, r"weight2 must have shape \(3, 16\)"),
+        (3, Array([0.0, math.nan, 0.0], "<f4", (3,)), ValueError, "bias2 must be finite"),
+        (3, Array([0.0, math.inf, 0.0], "<f4", (3,)), ValueError, "bias2 must be finite"),
+    ],
+)
 def test_constructor_refuses_parameters(index, value, exc, match):
     w = list(_rng.init_small_mlp(1))
     w[index] = value
@@ -81,16 +91,25 @@ def test_constructor_refuses_parameters(index, value, exc, match):
         ml.SmallMLPTrainer(*w, data_schedule=SCHEDULE)
 
 
-@pytest.mark.parametrize("kw,match", [
-    ({"lr": 0.0}, "learning rate"), ({"lr": -1e-3}, "learning rate"),
-    ({"lr": 1e-50}, "learning rate"),  # rounds to 0 in float32, then refused
-    ({"lr": 1e39}, "finite float32"), ({"lr": math.nan}, "finite float32"),
-    ({"lr": "0.1"}, "real number"), ({"lr": True}, "real number"),
-    ({"eps": 0.0}, "eps"), ({"weight_decay": -0.1}, "weight_decay"),
-    ({"betas": (1.0, 0.999)}, "beta at index 0"), ({"betas": (0.9, 0.99999999)}, "beta at index 1"),
-    ({"betas": (-0.1, 0.9)}, "beta at index 0"), ({"betas": (0.9,)}, "pair"),
-    ({"betas": "ab"}, "pair"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        ({"lr": 0.0}, "learning rate"),
+        ({"lr": -1e-3}, "learning rate"),
+        ({"lr": 1e-50}, "learning rate"),  # rounds to 0 in float32, then refused
+        ({"lr": 1e39}, "finite float32"),
+        ({"lr": math.nan}, "finite float32"),
+        ({"lr": "0.1"}, "real number"),
+        ({"lr": True}, "real number"),
+        ({"eps": 0.0}, "eps"),
+        ({"weight_decay": -0.1}, "weight_decay"),
+        ({"betas": (1.0, 0.999)}, "beta at index 0"),
+        ({"betas": (0.9, 0.99999999)}, "beta at index 1"),
+        ({"betas": (-0.1, 0.9)}, "beta at index 0"),
+        ({"betas": (0.9,)}, "pair"),
+        ({"betas": "ab"}, "pair"),
+    ],
+)
 def test_constructor_refuses_hyperparameters(kw, match):
     with pytest.raises(ValueError, match=match):
         make(**kw)
@@ -109,13 +128,23 @@ def _deep(n):
     return {"a": v}
 
 
-@pytest.mark.parametrize("schedule,match", [
-    ({}, "non-empty"), ([1], "non-empty"), ("x", "non-empty"), (_deep(8), "deeper than 8"),
-    ({"a": list(range(128))}, "more than 128"), ({"a": "x" * 2049}, "longer than 2048"),
-    ({"a": "x" * 1000, "b": "y" * 1100}, "more than 2048"), ({"a": math.nan}, "finite"),
-    ({"a": math.inf}, "finite"), ({1: "a"}, "keys must be strings"), ({"a": {1, 2}}, "JSON values"),
-    ({"a": 1 << 70}, "64 bits"),
-])
+@pytest.mark.parametrize(
+    "schedule,match",
+    [
+        ({}, "non-empty"),
+        ([1], "non-empty"),
+        ("x", "non-empty"),
+        (_deep(8), "deeper than 8"),
+        ({"a": list(range(128))}, "more than 128"),
+        ({"a": "x" * 2049}, "longer than 2048"),
+        ({"a": "x" * 1000, "b": "y" * 1100}, "more than 2048"),
+        ({"a": math.nan}, "finite"),
+        ({"a": math.inf}, "finite"),
+        ({1: "a"}, "keys must be strings"),
+        ({"a": {1, 2}}, "JSON values"),
+        ({"a": 1 << 70}, "64 bits"),
+    ],
+)
 def test_data_schedule_bounds(schedule, match):
     w = _rng.init_small_mlp(1)
     with pytest.raises(ValueError, match=match):
@@ -126,8 +155,11 @@ def test_data_schedule_stored_as_copy():
     sched = {"seed": 3, "order": [1, 2], "nested": {"k": None, "b": True, "f": 0.5}}
     t = ml.SmallMLPTrainer(*_rng.init_small_mlp(1), data_schedule=sched)
     sched["order"].append(3)
-    assert t.state_dict()["data_schedule"] == {"seed": 3, "order": [1, 2],
-                                               "nested": {"k": None, "b": True, "f": 0.5}}
+    assert t.state_dict()["data_schedule"] == {
+        "seed": 3,
+        "order": [1, 2],
+        "nested": {"k": None, "b": True, "f": 0.5},
+    }
     ml.SmallMLPTrainer(*_rng.init_small_mlp(1), data_schedule=_deep(7))  # depth 8 is allowed
 
 
@@ -136,7 +168,7 @@ def test_data_schedule_stored_as_copy():
 
 def test_train_step_result(seed):
     t = make(seed)
-    (X, y), = data(seed, 5)
+    ((X, y),) = data(seed, 5)
     r = t.train_step(X, y)
     assert r["step"] == 1 == t.step_ and type(r["loss"]) is float and r["loss"] > 0
     assert r["logits"].shape == (5, 3) and "input_grad" not in r
@@ -161,14 +193,19 @@ def test_step_equalities(seed):
         assert [g.tobytes() for g in grads] == [g.tobytes() for g in r["gradients"].values()]
         losses_b.append(loss)
         assert b.apply_gradients(grads) == r["step"]
-    Xs = Array(b"".join(X.tobytes() for X, _ in batches) and
-               memoryview(b"".join(X.tobytes() for X, _ in batches)).cast("f"), "<f4", (k * rows, 8))
+    Xs = Array(
+        b"".join(X.tobytes() for X, _ in batches)
+        and memoryview(b"".join(X.tobytes() for X, _ in batches)).cast("f"),
+        "<f4",
+        (k * rows, 8),
+    )
     ys = Array([v for _, y in batches for v in y.tolist()], "<i4", (k * rows,))
     rc = c.train_steps(Xs, ys, k)
     assert rc["step"] == k and rc["losses"] == losses_a == losses_b and rc["loss"] == losses_a[-1]
     assert rc["logits"].tobytes() == r["logits"].tobytes()
-    assert [g.tobytes() for g in rc["gradients"].values()] == \
-        [g.tobytes() for g in r["gradients"].values()]
+    assert [g.tobytes() for g in rc["gradients"].values()] == [
+        g.tobytes() for g in r["gradients"].values()
+    ]
     assert a.state_hash() == b.state_hash() == c.state_hash()
 
 
@@ -192,17 +229,33 @@ def test_predict(seed):
 def test_matches_reference(seed):
     t = make(seed, lr=1e-2, weight_decay=0.1)
     cfg = t.state_dict()["config"]
-    p = [v for w in _rng.init_small_mlp(seed % (1 << 64)) for v in w.tolist() for v in
-         (v if isinstance(v, list) else [v])]
+    p = [
+        v
+        for w in _rng.init_small_mlp(seed % (1 << 64))
+        for v in w.tolist()
+        for v in (v if isinstance(v, list) else [v])
+    ]
     m, v, step = [0.0] * 195, [0.0] * 195, 0
     for X, y in data(seed, 4, 3):
         r = t.train_step(X, y, return_input_grad=True)
-        ref = R.train_step(p, m, v, step, X.tolist(), y.tolist(), cfg["lr"], cfg["beta1"],
-                           cfg["beta2"], cfg["eps"], cfg["weight_decay"])
+        ref = R.train_step(
+            p,
+            m,
+            v,
+            step,
+            X.tolist(),
+            y.tolist(),
+            cfg["lr"],
+            cfg["beta1"],
+            cfg["beta2"],
+            cfg["eps"],
+            cfg["weight_decay"],
+        )
         p, m, v, step = ref["params"], ref["m"], ref["v"], ref["step"]
         assert hex_list([r["loss"]]) == hex_list([ref["loss"]]), f"seed {seed}"
-        assert hex_list([z for row in r["input_grad"].tolist() for z in row]) == \
-            hex_list([z for row in ref["dX"] for z in row])
+        assert hex_list([z for row in r["input_grad"].tolist() for z in row]) == hex_list(
+            [z for row in ref["dX"] for z in row]
+        )
     sd = t.state_dict()
     assert hex_list(sd["optimizer"]["m"].tolist()) == hex_list(m)
     assert hex_list([z for w in sd["weights"].values() for z in w._mv.tolist()]) == hex_list(p)
@@ -234,8 +287,10 @@ def test_loss_decreases_on_learnable_task(seed):
     rule = [[rng.uniform(-1, 1) for _ in range(8)] for _ in range(3)]
     batches = []
     for X, _ in data(seed, 32, 8):
-        labels = [max(range(3), key=lambda c: sum(a * b for a, b in zip(rule[c], row)))
-                  for row in X.tolist()]
+        labels = [
+            max(range(3), key=lambda c: sum(a * b for a, b in zip(rule[c], row)))
+            for row in X.tolist()
+        ]
         batches.append((X, Array(labels, "<i4", (32,))))
     t = make(seed, lr=2e-2)
     first = [t.loss_and_grads(X, y)[0] for X, y in batches]
@@ -253,44 +308,84 @@ def _refusals(t, X, y):
     big = Array([0.0] * 257 * 8, "<f4", (257, 8))
     return [
         (TypeError, "X must be a float32 buffer", lambda: t.train_step(X.tolist(), y)),
-        (TypeError, "X must be float32, got float64",
-         lambda: t.train_step(array.array("d", [0.0] * 8), y)),
-        (ValueError, r"X must have shape \(batch, 8\)",
-         lambda: t.train_step(Array([0.0] * 7, "<f4", (1, 7)), y)),
+        (
+            TypeError,
+            "X must be float32, got float64",
+            lambda: t.train_step(array.array("d", [0.0] * 8), y),
+        ),
+        (
+            ValueError,
+            r"X must have shape \(batch, 8\)",
+            lambda: t.train_step(Array([0.0] * 7, "<f4", (1, 7)), y),
+        ),
         (ValueError, "1 to 256 rows", lambda: t.train_step(big, Array([0] * 257, "<i4"))),
-        (ValueError, "1 to 256 rows", lambda: t.train_step(Array([], "<f4", (0, 8)), Array([], "<i4"))),
-        (ValueError, "X must be finite",
-         lambda: t.train_step(Array([math.nan] * 8 * len(y), "<f4", (len(y), 8)), y)),
-        (TypeError, "targets must hold integers",
-         lambda: t.train_step(X, Array([0.0] * len(y), "<f4"))),
+        (
+            ValueError,
+            "1 to 256 rows",
+            lambda: t.train_step(Array([], "<f4", (0, 8)), Array([], "<i4")),
+        ),
+        (
+            ValueError,
+            "X must be finite",
+            lambda: t.train_step(Array([math.nan] * 8 * len(y), "<f4", (len(y), 8)), y),
+        ),
+        (
+            TypeError,
+            "targets must hold integers",
+            lambda: t.train_step(X, Array([0.0] * len(y), "<f4")),
+        ),
         (TypeError, "targets must be an integer buffer", lambda: t.train_step(X, y.tolist())),
         (ValueError, "targets must have shape", lambda: t.train_step(X, Array([0], "<i4"))),
-        (ValueError, r"targets\[1\] = 3", lambda: t.train_step(X, Array([0, 3] + [0] * (len(y) - 2), "<i4"))),
+        (
+            ValueError,
+            r"targets\[1\] = 3",
+            lambda: t.train_step(X, Array([0, 3] + [0] * (len(y) - 2), "<i4")),
+        ),
         (ValueError, r"targets\[0\] = -1", lambda: t.train_step(X, Array([-1] * len(y), "<i4"))),
-        (ValueError, "classes 0..2",
-         lambda: t.train_step(X, array.array("q", [1 << 40] * len(y)))),
-        (TypeError, "return_input_grad must be a bool",
-         lambda: t.train_step(X, y, return_input_grad=1)),
+        (ValueError, "classes 0..2", lambda: t.train_step(X, array.array("q", [1 << 40] * len(y)))),
+        (
+            TypeError,
+            "return_input_grad must be a bool",
+            lambda: t.train_step(X, y, return_input_grad=1),
+        ),
         (ValueError, "k must be a positive int", lambda: t.train_steps(X, y, 0)),
         (ValueError, "k must be a positive int", lambda: t.train_steps(X, y, "2")),
         (ValueError, "stack k=4 equal batches", lambda: t.train_steps(X, y, 4)),
         (ValueError, "exactly 4 buffers", lambda: t.apply_gradients([])),
         (TypeError, "not a dict", lambda: t.apply_gradients(t.weights_)),
-        (ValueError, r"bias1 gradient must have shape \(16,\)",
-         lambda: t.apply_gradients([Array([0.0] * 128, "<f4", (16, 8)), Array([0.0] * 8, "<f4")] +
-                                   [Array([0.0] * 48, "<f4", (3, 16)), Array([0.0] * 3, "<f4")])),
-        (ValueError, "weight1 gradient must be finite",
-         lambda: t.apply_gradients([Array([math.inf] * 128, "<f4", (16, 8)),
-                                    Array([0.0] * 16, "<f4"), Array([0.0] * 48, "<f4", (3, 16)),
-                                    Array([0.0] * 3, "<f4")])),
-        (TypeError, "bias2 gradient must be float32",
-         lambda: t.apply_gradients(list(t.loss_and_grads(X, y)[1][:3]) + [array.array("d", [0.0] * 3)])),
+        (
+            ValueError,
+            r"bias1 gradient must have shape \(16,\)",
+            lambda: t.apply_gradients(
+                [Array([0.0] * 128, "<f4", (16, 8)), Array([0.0] * 8, "<f4")]
+                + [Array([0.0] * 48, "<f4", (3, 16)), Array([0.0] * 3, "<f4")]
+            ),
+        ),
+        (
+            ValueError,
+            "weight1 gradient must be finite",
+            lambda: t.apply_gradients(
+                [
+                    Array([math.inf] * 128, "<f4", (16, 8)),
+                    Array([0.0] * 16, "<f4"),
+                    Array([0.0] * 48, "<f4", (3, 16)),
+                    Array([0.0] * 3, "<f4"),
+                ]
+            ),
+        ),
+        (
+            TypeError,
+            "bias2 gradient must be float32",
+            lambda: t.apply_gradients(
+                list(t.loss_and_grads(X, y)[1][:3]) + [array.array("d", [0.0] * 3)]
+            ),
+        ),
     ]
 
 
 def test_refusals_change_nothing(seed):
     t = make(seed)
-    (X, y), = data(seed, 6)
+    ((X, y),) = data(seed, 6)
     t.train_step(X, y)
     before = snapshot(t)
     for exc, match, call in _refusals(t, X, y):
@@ -301,12 +396,18 @@ def test_refusals_change_nothing(seed):
 
 def test_step_counter_limit():
     t = make()
-    (X, y), = data(1, 4)
+    ((X, y),) = data(1, 4)
     state = t.state_dict()
     state["optimizer"]["step"] = (1 << 31) - 4
     t.load_state_dict(state)
-    assert t.train_steps(Array(memoryview(X.tobytes() * 2).cast("f"), "<f4", (8, 8)),
-                         Array(y.tolist() * 2, "<i4"), 2)["step"] == (1 << 31) - 1 - 1
+    assert (
+        t.train_steps(
+            Array(memoryview(X.tobytes() * 2).cast("f"), "<f4", (8, 8)),
+            Array(y.tolist() * 2, "<i4"),
+            2,
+        )["step"]
+        == (1 << 31) - 1 - 1
+    )
     before = snapshot(t)
     Xs = Array(memoryview(X.tobytes() * 2).cast("f"), "<f4", (8, 8))
     ys = Array(y.tolist() * 2, "<i4")
@@ -323,10 +424,14 @@ def test_step_counter_limit():
 
 
 def test_nonfinite_result_changes_nothing(monkeypatch):
-    big = [Array([3.0e38] * 128, "<f4", (16, 8)), Array([3.0e38] * 16, "<f4"),
-           Array([3.0e38] * 48, "<f4", (3, 16)), Array([0.0] * 3, "<f4")]
+    big = [
+        Array([3.0e38] * 128, "<f4", (16, 8)),
+        Array([3.0e38] * 16, "<f4"),
+        Array([3.0e38] * 48, "<f4", (3, 16)),
+        Array([0.0] * 3, "<f4"),
+    ]
     t = ml.SmallMLPTrainer(*big, data_schedule=SCHEDULE)
-    (X, y), = data(2, 3)
+    ((X, y),) = data(2, 3)
     X = Array([1.0] * 24, "<f4", (3, 8))
     before = snapshot(t)
     for fused in ("1", "0"):
@@ -336,8 +441,12 @@ def test_nonfinite_result_changes_nothing(monkeypatch):
         assert snapshot(t) == before
     u = make()
     before = snapshot(u)
-    huge = [Array([3.0e38] * 128, "<f4", (16, 8)), Array([3.0e38] * 16, "<f4"),
-            Array([3.0e38] * 48, "<f4", (3, 16)), Array([3.0e38] * 3, "<f4")]
+    huge = [
+        Array([3.0e38] * 128, "<f4", (16, 8)),
+        Array([3.0e38] * 16, "<f4"),
+        Array([3.0e38] * 48, "<f4", (3, 16)),
+        Array([3.0e38] * 3, "<f4"),
+    ]
     with pytest.raises(RuntimeError, match="non-finite"):
         u.apply_gradients(huge)  # g·g overflows in the second moment
     assert snapshot(u) == before
@@ -345,7 +454,7 @@ def test_nonfinite_result_changes_nothing(monkeypatch):
 
 def test_binding_exception_changes_nothing(monkeypatch):
     t = make()
-    (X, y), = data(3, 4)
+    ((X, y),) = data(3, 4)
     t.train_step(X, y)
     before = snapshot(t)
     real = _mlp_core._binding()
@@ -359,6 +468,7 @@ def test_binding_exception_changes_nothing(monkeypatch):
             def call(*args):
                 entry(*args)
                 raise RuntimeError(f"{name}: injected failure")
+
             return call
 
     failing = Failing()
@@ -366,8 +476,11 @@ def test_binding_exception_changes_nothing(monkeypatch):
     monkeypatch.setattr(t, "_run_step", failing.mlp_resident_step)  # train_step's, looked up once
     for fused in ("1", "0"):
         monkeypatch.setenv("MOJOLEARN_MLP_FUSED", fused)
-        for call in (lambda: t.train_step(X, y), lambda: t.apply_gradients(t.weights_.values()),
-                     lambda: t.train_steps(X, y, 2)):
+        for call in (
+            lambda: t.train_step(X, y),
+            lambda: t.apply_gradients(t.weights_.values()),
+            lambda: t.train_steps(X, y, 2),
+        ):
             with pytest.raises(RuntimeError, match="injected failure"):
                 call()
             assert snapshot(t) == before
@@ -377,7 +490,7 @@ def test_binding_exception_changes_nothing(monkeypatch):
 
 
 def test_threads_serialize():
-    (X, y), = data(5, 16)
+    ((X, y),) = data(5, 16)
     shared = make(5)
     errors = []
 
@@ -419,7 +532,7 @@ def test_state_dict_round_trip(seed):
     sd["optimizer"]["m"][0] = 42.0  # the loaded state is a copy
     sd["weights"]["bias2"][0] = 42.0
     assert snapshot(a) == snapshot(b)
-    (X, y), = data(seed + 2, 5)
+    ((X, y),) = data(seed + 2, 5)
     assert a.train_step(X, y)["loss"] == b.train_step(X, y)["loss"]
     assert snapshot(a) == snapshot(b)
 
@@ -429,15 +542,20 @@ def _bad_states():
         sd = make(2).state_dict()
         fn(sd)
         return sd
+
     return [
         (edit(lambda s: s.pop("config")), "missing fields"),
         (edit(lambda s: s.update(extra=1)), "unknown"),
         (edit(lambda s: s.update(schema="other")), "schema"),
         (edit(lambda s: s.update(architecture=[8, 32, 3])), "architecture"),
-        (edit(lambda s: s.update(numeric_mode="fast" if IDENTICAL else "identical")),
-         "saved in numeric mode"),
-        (edit(lambda s: s.update(parameter_order=["bias1", "weight1", "weight2", "bias2"])),
-         "parameter_order"),
+        (
+            edit(lambda s: s.update(numeric_mode="fast" if IDENTICAL else "identical")),
+            "saved in numeric mode",
+        ),
+        (
+            edit(lambda s: s.update(parameter_order=["bias1", "weight1", "weight2", "bias2"])),
+            "parameter_order",
+        ),
         (edit(lambda s: s["weights"].pop("bias1")), "missing fields"),
         (edit(lambda s: s["optimizer"].update(kind="Adam")), "AdamW"),
         (edit(lambda s: s["optimizer"].update(step=-1)), "step must be in"),
@@ -446,7 +564,10 @@ def _bad_states():
         (edit(lambda s: s["optimizer"]["v"].__setitem__(3, -1.0)), "must be >= 0"),
         (edit(lambda s: s["optimizer"]["m"].__setitem__(3, math.nan)), "m must be finite"),
         (edit(lambda s: s["optimizer"]["flags"].__setitem__(0, 2)), "flags must be 0 or 1"),
-        (edit(lambda s: s["weights"]["weight2"].__setitem__((0, 1), math.inf)), "weight2 must be finite"),
+        (
+            edit(lambda s: s["weights"]["weight2"].__setitem__((0, 1), math.inf)),
+            "weight2 must be finite",
+        ),
         (edit(lambda s: s["config"].update(lr=-1.0)), "learning rate"),
         (edit(lambda s: s.update(data_schedule={})), "non-empty"),
         ([], "state must be a dict"),
@@ -455,7 +576,7 @@ def _bad_states():
 
 def test_load_state_dict_refusals_change_nothing():
     t = make(9)
-    (X, y), = data(9, 4)
+    ((X, y),) = data(9, 4)
     t.train_step(X, y)
     before = snapshot(t)
     for state, match in _bad_states():
@@ -490,7 +611,7 @@ def test_data_schedule_property_validates_and_changes_nothing_else():
     from mojolearn import _rng
 
     t = mojolearn.SmallMLPTrainer(*_rng.init_small_mlp(5), data_schedule={"epoch": 0})
-    (X, y), = list(_rng.batches(6, 4, 1))
+    ((X, y),) = list(_rng.batches(6, 4, 1))
     t.train_step(X, y)
     before = t.state_dict()
     t.data_schedule = {"epoch": 1, "cursor": 8}

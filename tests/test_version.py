@@ -6,6 +6,7 @@ copy beside a carried build (tools/build_device_package.sh), the Python 3.10 rea
 tomllib), and "0+unknown" when there is nothing to read. Reading it costs `import mojolearn`
 nothing: importlib.metadata is imported on first access to `__version__`.
 """
+
 import json
 import os
 import re
@@ -55,8 +56,9 @@ print(v)
 def _run(code, path, args=("-c",), cwd="/"):
     env = dict(os.environ, PYTHONPATH=path)
     env.pop("MOJOLEARN_NUMERIC_MODE", None)
-    proc = subprocess.run([sys.executable, *args, code], capture_output=True, text=True,
-                          env=env, cwd=cwd, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, *args, code], capture_output=True, text=True, env=env, cwd=cwd, timeout=120
+    )
     assert proc.returncode == 0, f"rc {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
 
@@ -80,7 +82,8 @@ def test_installed_metadata_is_not_stale():
     except importlib.metadata.PackageNotFoundError:
         pytest.skip("no installed mojolearn metadata (a source tree or a carried build)")
     assert installed == VERSION, (
-        f"the installed metadata says {installed}, pyproject.toml {VERSION}: reinstall")
+        f"the installed metadata says {installed}, pyproject.toml {VERSION}: reinstall"
+    )
 
 
 def test_subprocess_package_reports_pyproject_version():
@@ -100,15 +103,18 @@ def test_info_json_prints_version(tmp_path):
 
 
 def test_import_does_not_look_the_version_up():
-    code = ("import sys\nbefore = 'importlib.metadata' in sys.modules\nimport mojolearn\n"
-            "print('mojolearn._version' in sys.modules,"
-            " 'importlib.metadata' in sys.modules and not before)\n"
-            "mojolearn.__version__\nprint('mojolearn._version' in sys.modules)\n")
+    code = (
+        "import sys\nbefore = 'importlib.metadata' in sys.modules\nimport mojolearn\n"
+        "print('mojolearn._version' in sys.modules,"
+        " 'importlib.metadata' in sys.modules and not before)\n"
+        "mojolearn.__version__\nprint('mojolearn._version' in sys.modules)\n"
+    )
     assert _run(code, PKG_PARENT).split() == ["False", "False", "True"]
 
 
-@pytest.mark.parametrize("prefix", [NO_METADATA, NO_METADATA + NO_TOMLLIB],
-                         ids=["tomllib", "no-tomllib"])
+@pytest.mark.parametrize(
+    "prefix", [NO_METADATA, NO_METADATA + NO_TOMLLIB], ids=["tomllib", "no-tomllib"]
+)
 def test_source_tree_without_metadata_reads_pyproject(prefix):
     assert _run(prefix + PRINT, SOURCE).strip() == VERSION
 
@@ -125,18 +131,23 @@ def _carried(tmp_path, pyproject):
     return str(tmp_path / "device")
 
 
-@pytest.mark.parametrize("prefix", [NO_METADATA, NO_METADATA + NO_TOMLLIB],
-                         ids=["tomllib", "no-tomllib"])
+@pytest.mark.parametrize(
+    "prefix", [NO_METADATA, NO_METADATA + NO_TOMLLIB], ids=["tomllib", "no-tomllib"]
+)
 def test_carried_build_reads_its_pyproject_copy(tmp_path, prefix):
     with open(PYPROJECT) as f:
         path = _carried(tmp_path, f.read())
     assert _run(prefix + PRINT, path).strip() == VERSION
 
 
-@pytest.mark.parametrize("prefix", [NO_METADATA, NO_METADATA + NO_TOMLLIB],
-                         ids=["tomllib", "no-tomllib"])
-@pytest.mark.parametrize("pyproject", [None, '[project]\nname = "other"\nversion = "9.9"\n',
-                                       "not = [toml"], ids=["none", "other", "broken"])
+@pytest.mark.parametrize(
+    "prefix", [NO_METADATA, NO_METADATA + NO_TOMLLIB], ids=["tomllib", "no-tomllib"]
+)
+@pytest.mark.parametrize(
+    "pyproject",
+    [None, '[project]\nname = "other"\nversion = "9.9"\n', "not = [toml"],
+    ids=["none", "other", "broken"],
+)
 def test_nothing_to_read_is_unknown(tmp_path, prefix, pyproject):
     path = _carried(tmp_path, pyproject)
     assert _run(prefix + PRINT, path).strip() == "0+unknown"

@@ -6,6 +6,7 @@ modes against a NumPy float32 log-softmax baseline measured in the same run.
 Inputs are float32 logits and int32 targets (no conversion on the mojolearn side); the fast
 mode runs in a child process (the mode is fixed per process).
 """
+
 import json
 import os
 import subprocess
@@ -46,7 +47,8 @@ def _measure_mojolearn():
         z, t = _inputs(rows, classes)
         for grad in (False, True):
             out[f"{rows}x{classes}/{grad}"] = _timeit(
-                lambda: mojolearn.cross_entropy(z, t, return_grad=grad), rows * classes)
+                lambda: mojolearn.cross_entropy(z, t, return_grad=grad), rows * classes
+            )
     return out
 
 
@@ -81,18 +83,29 @@ def main():
         print(json.dumps(_measure_mojolearn()))
         return
     env = dict(os.environ, MOJOLEARN_NUMERIC_MODE="fast")
-    fast = json.loads(subprocess.run([sys.executable, __file__, "--child"], env=env, check=True,
-                                     capture_output=True, text=True).stdout)
+    fast = json.loads(
+        subprocess.run(
+            [sys.executable, __file__, "--child"],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
     os.environ["MOJOLEARN_NUMERIC_MODE"] = "identical"
     ident = _measure_mojolearn()
     base = _measure_numpy()
-    print(f"{'shape':>10} {'grad':>5} {'identical µs':>13} {'fast µs':>9} {'numpy µs':>9} "
-          f"{'ident/numpy':>11} {'fast/numpy':>10}")
+    print(
+        f"{'shape':>10} {'grad':>5} {'identical µs':>13} {'fast µs':>9} {'numpy µs':>9} "
+        f"{'ident/numpy':>11} {'fast/numpy':>10}"
+    )
     for key in ident:
         shape, grad = key.split("/")
         b = base[key] if base else float("nan")
-        print(f"{shape:>10} {grad:>5} {ident[key]:13.1f} {fast[key]:9.1f} {b:9.1f} "
-              f"{ident[key] / b:11.2f} {fast[key] / b:10.2f}")
+        print(
+            f"{shape:>10} {grad:>5} {ident[key]:13.1f} {fast[key]:9.1f} {b:9.1f} "
+            f"{ident[key] / b:11.2f} {fast[key] / b:10.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ and the AdamW step). Runs the workers itself under the mpich wheel's `mpiexec`.
 
     python tools/bench_distributed.py [--steps 6] [--sizes 784,256,10]
 """
+
 import argparse
 import json
 import os
@@ -51,12 +52,16 @@ if dp.rank == 0:
 
 
 def run(n, sizes, batch, steps, m):
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python") + os.pathsep +
-               os.environ.get("PYTHONPATH", ""))
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.path.join(ROOT, "python") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    )
     cmd = [sys.executable, "-c", WORKER, json.dumps(sizes), str(batch), str(steps), str(m)]
     if n:
-        mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable) + os.pathsep
-                               + os.environ.get("PATH", ""))
+        mpiexec = shutil.which(
+            "mpiexec",
+            path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+        )
         cmd = [mpiexec, "-n", str(n)] + cmd
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
     if out.returncode:
@@ -74,15 +79,16 @@ def main():
     print(f"{'batch':>6} {'what':<22} {'steps/s':>8} {'vs N=1':>7}  where the time goes (ms/step)")
     for batch in (256, 1024):
         plain = run(0, sizes, batch, args.steps, 0)
-        print(f"{batch:>6} {'train_step, 1 process':<22} {1 / plain['s_per_step']:>8.1f} "
-              f"{'':>7}")
+        print(f"{batch:>6} {'train_step, 1 process':<22} {1 / plain['s_per_step']:>8.1f} {'':>7}")
         base = None
         for n in (1, 2):
             r = run(n, sizes, batch, args.steps, 4)
             rate = 1 / r["s_per_step"]
             base = base or rate
             where = ", ".join(f"{k} {1000 * v:.1f}" for k, v in r.items() if k != "s_per_step")
-            print(f"{batch:>6} {f'DataParallel N={n}':<22} {rate:>8.1f} {rate / base:>6.2f}x  {where}")
+            print(
+                f"{batch:>6} {f'DataParallel N={n}':<22} {rate:>8.1f} {rate / base:>6.2f}x  {where}"
+            )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ kernel, e.g. AVX-512). Times are the best of several repeats; a busy machine low
 The header names the binding module each mode loaded: on an AVX-512 CPU the fast rows run the
 x86-64-v4 module (MOJOLEARN_CPU_LEVEL=v3 in the environment measures the portable one).
 """
+
 import json
 import os
 import subprocess
@@ -21,9 +22,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SQUARES = [64, 256, 1024]
 MLP = []  # (label, m, n, k, transpose_a, transpose_b): the 8→16→3 MLP's products
 for _b in (1, 32, 256):
-    MLP += [(f"X·W1ᵀ   n={_b}", _b, 16, 8, False, True), (f"H·W2ᵀ   n={_b}", _b, 3, 16, False, True),
-            (f"dLᵀ·H   n={_b}", 3, 16, _b, True, False), (f"dL·W2   n={_b}", _b, 16, 3, False, False),
-            (f"dHᵀ·X   n={_b}", 16, 8, _b, True, False), (f"dH·W1   n={_b}", _b, 8, 16, False, False)]
+    MLP += [
+        (f"X·W1ᵀ   n={_b}", _b, 16, 8, False, True),
+        (f"H·W2ᵀ   n={_b}", _b, 3, 16, False, True),
+        (f"dLᵀ·H   n={_b}", 3, 16, _b, True, False),
+        (f"dL·W2   n={_b}", _b, 16, 3, False, False),
+        (f"dHᵀ·X   n={_b}", 16, 8, _b, True, False),
+        (f"dH·W1   n={_b}", _b, 8, 16, False, False),
+    ]
 # The products of one training step at batch 256 of bench_mlp.py's larger networks (GFLOP/s):
 # forward A·Wᵀ per layer, then dW = Gᵀ·A and dA = G·W from the last layer down.
 for _sizes in ([64, 128, 10], [54, 256, 256, 7], [784, 256, 10]):
@@ -80,10 +86,12 @@ def worker_mojolearn(quick):
     out = {}
     for label, m, n, k, ta, tb in cases():
         a, b = operands(m, n, k, ta, tb, lambda v, s: mojolearn.Array(v, "<f4", s))
-        out[label] = best_seconds(lambda: mojolearn.matmul(a, b, transpose_a=ta, transpose_b=tb),
-                                  quick)
+        out[label] = best_seconds(
+            lambda: mojolearn.matmul(a, b, transpose_a=ta, transpose_b=tb), quick
+        )
     out["_mode"] = mojolearn.numeric_mode_used()
     from mojolearn import _backend
+
     b = _backend.binding()
     out["_binding"] = f"{b.name} ({b.target_cpu})"
     return out
@@ -95,8 +103,15 @@ def worker_numpy(quick):
     out = {}
     for label, m, n, k, ta, tb in cases():
         a, b = operands(m, n, k, ta, tb, lambda v, s: np.array(v, np.float32).reshape(s))
-        fa = (lambda: a.T @ b.T) if ta and tb else (lambda: a.T @ b) if ta else \
-            (lambda: a @ b.T) if tb else (lambda: a @ b)
+        fa = (
+            (lambda: a.T @ b.T)
+            if ta and tb
+            else (lambda: a.T @ b)
+            if ta
+            else (lambda: a @ b.T)
+            if tb
+            else (lambda: a @ b)
+        )
         out[label] = best_seconds(fa, quick)
     return out
 
@@ -108,7 +123,9 @@ def run_worker(kind, env, quick):
             full.pop(key, None)
         else:
             full[key] = value
-    args = [sys.executable, os.path.abspath(__file__), "--worker", kind] + (["--quick"] if quick else [])
+    args = [sys.executable, os.path.abspath(__file__), "--worker", kind] + (
+        ["--quick"] if quick else []
+    )
     proc = subprocess.run(args, capture_output=True, text=True, env=full)
     if proc.returncode != 0:
         return None, proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed"
@@ -124,8 +141,11 @@ def main():
     columns = []  # (title, results)
     for mode in ("identical", "fast"):
         for threads in (1, 2):
-            res, err = run_worker("mojolearn", {"MOJOLEARN_NUMERIC_MODE": mode,
-                                                "MOJOLEARN_NUM_THREADS": str(threads)}, quick)
+            res, err = run_worker(
+                "mojolearn",
+                {"MOJOLEARN_NUMERIC_MODE": mode, "MOJOLEARN_NUM_THREADS": str(threads)},
+                quick,
+            )
             if err:
                 sys.exit(f"mojolearn {mode} failed: {err}")
             columns.append((f"{mode} t{threads}", res))
@@ -137,37 +157,53 @@ def main():
         print(f"NumPy not available ({err}): no OpenBLAS baseline")
     else:
         baselines.append(("BLAS env", np_env))
-        np_host, _ = run_worker("numpy", dict(one, OPENBLAS_CORETYPE=None, OPENBLAS_L2_SIZE=None),
-                                quick)
+        np_host, _ = run_worker(
+            "numpy", dict(one, OPENBLAS_CORETYPE=None, OPENBLAS_L2_SIZE=None), quick
+        )
         if np_host:
             baselines.append(("BLAS host", np_host))
-    print(f"mojolearn.matmul vs NumPy @ (OpenBLAS, 1 thread). 'BLAS env': environment as given "
-          f"({', '.join(f'{k}={v}' for k, v in blas_env.items()) or 'nothing set'}); "
-          f"'BLAS host': those variables removed.")
+    print(
+        f"mojolearn.matmul vs NumPy @ (OpenBLAS, 1 thread). 'BLAS env': environment as given "
+        f"({', '.join(f'{k}={v}' for k, v in blas_env.items()) or 'nothing set'}); "
+        f"'BLAS host': those variables removed."
+    )
     ran = {}
     for title, res in columns:
         ran.setdefault(title.split()[0], res.get("_binding", "?"))
     print("Modules: " + "; ".join(f"{mode}: {name}" for mode, name in ran.items()) + ".")
-    print("GFLOP/s for the squares and every product of at least 2^20 multiply-adds, µs per "
-          "call from Python for the smaller ones; ratio = "
-          "mojolearn t1 / BLAS (>1 is faster for GFLOP/s, <1 is faster for µs); t1/t2: threads.\n")
+    print(
+        "GFLOP/s for the squares and every product of at least 2^20 multiply-adds, µs per "
+        "call from Python for the smaller ones; ratio = "
+        "mojolearn t1 / BLAS (>1 is faster for GFLOP/s, <1 is faster for µs); t1/t2: threads.\n"
+    )
     titles = [t for t, _ in columns] + [t for t, _ in baselines]
-    ratio_titles = [f"{t.split()[0][:4]}/{bt.split()[1]}" for t, _ in columns
-                    if t.endswith("t1") for bt, _ in baselines]
+    ratio_titles = [
+        f"{t.split()[0][:4]}/{bt.split()[1]}"
+        for t, _ in columns
+        if t.endswith("t1")
+        for bt, _ in baselines
+    ]
     head = f"{'shape':<16}" + "".join(f"{t:>13}" for t in titles + ratio_titles)
     print(head)
     print("-" * len(head))
     for label, m, n, k, _ta, _tb in cases():
         square = label.endswith("³") or m * n * k >= 1 << 20
+
         def value(res):
             sec = res[label]
             return 2.0 * m * n * k / sec / 1e9 if square else sec * 1e6
+
         vals = [value(r) for _, r in columns] + [value(r) for _, r in baselines]
-        ratios = [value(r) / value(br) for t, r in columns if t.endswith("t1")
-                  for _, br in baselines]
+        ratios = [
+            value(r) / value(br) for t, r in columns if t.endswith("t1") for _, br in baselines
+        ]
         unit = "" if square else " µs"
-        print(f"{label:<16}" + "".join(f"{v:>13.2f}" for v in vals)
-              + "".join(f"{x:>13.2f}" for x in ratios) + unit)
+        print(
+            f"{label:<16}"
+            + "".join(f"{v:>13.2f}" for v in vals)
+            + "".join(f"{x:>13.2f}" for x in ratios)
+            + unit
+        )
 
 
 if __name__ == "__main__":

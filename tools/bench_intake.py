@@ -8,6 +8,7 @@ not installed, or that the package under test refuses, print "-".
 "array.array" means targets as `array.array('i')` and X as a (batch, 8) memoryview over an
 `array.array('f')` (array.array itself is one-dimensional).
 """
+
 import argparse
 import array
 import random
@@ -20,17 +21,22 @@ def _inputs(kind, rows, rng):
     ys = [rng.randrange(3) for _ in range(rows)]
     if kind == "Array":
         import mojolearn as ml
+
         return ml.Array(xs, "<f4", (rows, 8)), ml.Array(ys, "<i4")
     if kind == "NumPy":
         import numpy as np
+
         return np.array(xs, np.float32).reshape(rows, 8), np.array(ys, np.int32)
     if kind == "memoryview":
-        return (memoryview(array.array("f", xs)).cast("B").cast("f", (rows, 8)),
-                memoryview(array.array("i", ys)))
+        return (
+            memoryview(array.array("f", xs)).cast("B").cast("f", (rows, 8)),
+            memoryview(array.array("i", ys)),
+        )
     if kind == "array.array":
         return memoryview(array.array("f", xs)).cast("B").cast("f", (rows, 8)), array.array("i", ys)
     if kind == "torch":
         import torch
+
         return torch.tensor(xs, dtype=torch.float32).reshape(rows, 8), torch.tensor(ys)
     raise ValueError(kind)
 
@@ -57,7 +63,11 @@ def main():
     rng = random.Random(0)
     kinds = ("Array", "NumPy", "memoryview", "array.array", "torch")
     rows_out = []
-    for what, rows in (("train_step, batch 1", 1), ("train_step, batch 32", 32), ("matmul 1x8x16", 1)):
+    for what, rows in (
+        ("train_step, batch 1", 1),
+        ("train_step, batch 32", 32),
+        ("matmul 1x8x16", 1),
+    ):
         cells = {}
         for kind in kinds:
             try:
@@ -74,8 +84,10 @@ def main():
             except (TypeError, ValueError):
                 cells[kind] = None  # refused by this version
         rows_out.append((what, cells))
-    print(f"mojolearn {ml.__version__}, vendor {ml.vendor_used()}, mode {ml.numeric_mode_used()}; "
-          f"µs per call (median of {args.rounds} x {args.calls}), ratio to Array inputs")
+    print(
+        f"mojolearn {ml.__version__}, vendor {ml.vendor_used()}, mode {ml.numeric_mode_used()}; "
+        f"µs per call (median of {args.rounds} x {args.calls}), ratio to Array inputs"
+    )
     print(f"{'call':<22}" + "".join(f"{k:>18}" for k in kinds))
     for what, cells in rows_out:
         base = cells["Array"]
@@ -90,12 +102,15 @@ def _matrix(kind, r, c):
     values = [0.5] * (r * c)
     if kind == "Array":
         import mojolearn as ml
+
         return ml.Array(values, "<f4", (r, c))
     if kind == "NumPy":
         import numpy as np
+
         return np.array(values, np.float32).reshape(r, c)
     if kind == "torch":
         import torch
+
         return torch.tensor(values, dtype=torch.float32).reshape(r, c)
     return memoryview(array.array("f", values)).cast("B").cast("f", (r, c))
 

@@ -18,6 +18,7 @@ Each contender runs in its own process; a figure is the median over rounds of th
 step in a round. Ratios are the peer's time / ours (> 1: we are faster). A peer that is not
 installed is shown as '-'.
 """
+
 import argparse
 import json
 import os
@@ -27,8 +28,14 @@ import sys
 from bench_train import timed  # the same rounds and medians as the small trainer's benchmark
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CELLS = [([64, 128, 10], 32), ([64, 128, 10], 256), ([54, 256, 256, 7], 32),
-         ([54, 256, 256, 7], 256), ([784, 256, 10], 32), ([784, 256, 10], 256)]
+CELLS = [
+    ([64, 128, 10], 32),
+    ([64, 128, 10], 256),
+    ([54, 256, 256, 7], 32),
+    ([54, 256, 256, 7], 256),
+    ([784, 256, 10], 32),
+    ([784, 256, 10], 256),
+]
 SCAN = 64
 LR, WD, BETAS, EPS = 1e-3, 0.01, (0.9, 0.999), 1e-8
 
@@ -56,12 +63,14 @@ def ours(sizes, batch, rounds, budget):
         shapes += [(sizes[i + 1], sizes[i]), (sizes[i + 1],)]
     w = [Array(t, "<f4", s) for t, s in zip(weights, shapes)]
     trainer = ml.MLPTrainer(sizes, w, data_schedule={"bench": batch}, lr=LR, weight_decay=WD)
-    X = Array(xs[:batch * sizes[0]], "<f4", (batch, sizes[0]))
+    X = Array(xs[: batch * sizes[0]], "<f4", (batch, sizes[0]))
     y = Array(ys[:batch], "<i4")
     Xs = Array(xs, "<f4", (SCAN * batch, sizes[0]))
     Ys = Array(ys, "<i4")
-    return {"step": timed(lambda: trainer.train_step(X, y), 1, rounds, budget),
-            "steps64": timed(lambda: trainer.train_steps(Xs, Ys, SCAN), SCAN, rounds, budget)}
+    return {
+        "step": timed(lambda: trainer.train_step(X, y), 1, rounds, budget),
+        "steps64": timed(lambda: trainer.train_steps(Xs, Ys, SCAN), SCAN, rounds, budget),
+    }
 
 
 def torch_peer(sizes, batch, rounds, budget):
@@ -77,9 +86,10 @@ def torch_peer(sizes, batch, rounds, budget):
             lin.bias.copy_(torch.tensor(weights[2 * i + 1]))
         layers += [lin, torch.nn.ReLU()]
     net = torch.nn.Sequential(*layers[:-1])
-    opt = torch.optim.AdamW(net.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=WD,
-                            fused=True)
-    X = torch.tensor(xs[:batch * sizes[0]]).view(batch, sizes[0])
+    opt = torch.optim.AdamW(
+        net.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=WD, fused=True
+    )
+    X = torch.tensor(xs[: batch * sizes[0]]).view(batch, sizes[0])
     y = torch.tensor(ys[:batch])
 
     def step():
@@ -99,8 +109,12 @@ def jax_peer(sizes, batch, rounds, budget):
     weights, xs, ys = problem(sizes, batch)
     params = []
     for i in range(len(sizes) - 1):
-        params.append((jnp.asarray(weights[2 * i], jnp.float32).reshape(sizes[i + 1], sizes[i]),
-                       jnp.asarray(weights[2 * i + 1], jnp.float32)))
+        params.append(
+            (
+                jnp.asarray(weights[2 * i], jnp.float32).reshape(sizes[i + 1], sizes[i]),
+                jnp.asarray(weights[2 * i + 1], jnp.float32),
+            )
+        )
     zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
     state = (params, zeros, zeros, jnp.int32(0))
 
@@ -119,13 +133,16 @@ def jax_peer(sizes, batch, rounds, budget):
         loss, g = jax.value_and_grad(loss_fn)(p, X, y)
         t = t + 1
         b1, b2 = BETAS
-        bc1 = 1 - b1 ** t
-        bc2 = 1 - b2 ** t
+        bc1 = 1 - b1**t
+        bc2 = 1 - b2**t
         m = jax.tree_util.tree_map(lambda m_, g_: b1 * m_ + (1 - b1) * g_, m, g)
         v = jax.tree_util.tree_map(lambda v_, g_: b2 * v_ + (1 - b2) * g_ * g_, v, g)
         p = jax.tree_util.tree_map(
             lambda p_, m_, v_: p_ * (1 - LR * WD) - LR / bc1 * m_ / (jnp.sqrt(v_ / bc2) + EPS),
-            p, m, v)
+            p,
+            m,
+            v,
+        )
         return (p, m, v, t), loss
 
     X = jnp.asarray(xs, jnp.float32).reshape(SCAN, batch, sizes[0])
@@ -152,11 +169,13 @@ def numpy_peer(sizes, batch, rounds, budget):
     weights, xs, ys = problem(sizes, batch)
     params = []
     for i in range(len(sizes) - 1):
-        params += [np.asarray(weights[2 * i], np.float32).reshape(sizes[i + 1], sizes[i]),
-                   np.asarray(weights[2 * i + 1], np.float32)]
+        params += [
+            np.asarray(weights[2 * i], np.float32).reshape(sizes[i + 1], sizes[i]),
+            np.asarray(weights[2 * i + 1], np.float32),
+        ]
     m = [np.zeros_like(p) for p in params]
     v = [np.zeros_like(p) for p in params]
-    X = np.asarray(xs[:batch * sizes[0]], np.float32).reshape(batch, sizes[0])
+    X = np.asarray(xs[: batch * sizes[0]], np.float32).reshape(batch, sizes[0])
     y = np.asarray(ys[:batch])
     rows = np.arange(batch)
     lr, b1, b2, eps, wd = (np.float32(a) for a in (LR, BETAS[0], BETAS[1], EPS, WD))
@@ -215,8 +234,18 @@ def child(kind, cells, rounds, budget):
 def run_child(kind, env, cells, rounds, budget):
     full = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     full.update(env)
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, "--cells",
-           ",".join(map(str, cells)), "--rounds", str(rounds), "--budget", str(budget)]
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--child",
+        kind,
+        "--cells",
+        ",".join(map(str, cells)),
+        "--rounds",
+        str(rounds),
+        "--budget",
+        str(budget),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=full)
     if proc.returncode != 0:
         last = proc.stderr.strip().splitlines()[-1:] or ["failed"]
@@ -242,16 +271,19 @@ def main():
     notes = []
     for mode in ("identical", "fast"):
         for threads in (1, 2):
-            res, err = run_child("ours", {"MOJOLEARN_NUMERIC_MODE": mode,
-                                          "MOJOLEARN_NUM_THREADS": str(threads)},
-                                 cells, args.rounds, args.budget)
+            res, err = run_child(
+                "ours",
+                {"MOJOLEARN_NUMERIC_MODE": mode, "MOJOLEARN_NUM_THREADS": str(threads)},
+                cells,
+                args.rounds,
+                args.budget,
+            )
             if err:
                 raise SystemExit(f"bench_mlp: mojolearn {mode} t{threads} failed: {err}")
             tag = f"{mode[:4]} t{threads}"
             columns[f"{tag} step"] = {c: r["step"] for c, r in res.items()}
             columns[f"{tag} steps64"] = {c: r["steps64"] for c, r in res.items()}
-    peers = {"torch": {}, "jax": {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"},
-             "numpy": {}}
+    peers = {"torch": {}, "jax": {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}, "numpy": {}}
     for kind, env in peers.items():
         res, err = run_child(kind, env, cells, args.rounds, args.budget)
         if err:
@@ -260,8 +292,10 @@ def main():
         for c, r in res.items():
             for name, value in r.items():
                 columns.setdefault(name, {})[c] = value
-    print("µs per AdamW training step (median of rounds), one thread unless tN; "
-          "step = train_step, steps64 = train_steps(64) per step.")
+    print(
+        "µs per AdamW training step (median of rounds), one thread unless tN; "
+        "step = train_step, steps64 = train_steps(64) per step."
+    )
     titles = list(columns)
     head = f"{'layers':<18}{'batch':>6}" + "".join(f"{t:>16}" for t in titles)
     print(head)
@@ -269,12 +303,21 @@ def main():
     for c in cells:
         sizes, batch = CELLS[c]
         vals = [columns[t].get(c) for t in titles]
-        print(f"{str(sizes):<18}{batch:>6}" + "".join(
-            f"{v:>16.1f}" if v is not None else f"{'-':>16}" for v in vals))
-    ratios = [("torch", "iden t1 step"), ("jit", "iden t1 step"), ("scan64", "iden t1 steps64"),
-              ("torch", "fast t1 step"), ("jit", "fast t1 step"), ("scan64", "fast t1 steps64"),
-              ("iden t1 step", "iden t2 step"), ("iden t1 steps64", "iden t2 steps64"),
-              ("iden t1 step", "fast t1 step")]
+        print(
+            f"{str(sizes):<18}{batch:>6}"
+            + "".join(f"{v:>16.1f}" if v is not None else f"{'-':>16}" for v in vals)
+        )
+    ratios = [
+        ("torch", "iden t1 step"),
+        ("jit", "iden t1 step"),
+        ("scan64", "iden t1 steps64"),
+        ("torch", "fast t1 step"),
+        ("jit", "fast t1 step"),
+        ("scan64", "fast t1 steps64"),
+        ("iden t1 step", "iden t2 step"),
+        ("iden t1 steps64", "iden t2 steps64"),
+        ("iden t1 step", "fast t1 step"),
+    ]
     ratios = [(a, b) for a, b in ratios if a in columns and b in columns]
     if ratios:
         print("\nRatios (left column's time / right column's: > 1 means the right one is faster)")
@@ -283,8 +326,10 @@ def main():
         print("-" * len(head))
         for c in cells:
             sizes, batch = CELLS[c]
-            print(f"{str(sizes):<18}{batch:>6}" + "".join(
-                f"{columns[a][c] / columns[b][c]:>34.2f}" for a, b in ratios))
+            print(
+                f"{str(sizes):<18}{batch:>6}"
+                + "".join(f"{columns[a][c] / columns[b][c]:>34.2f}" for a, b in ratios)
+            )
     for note in notes:
         print(note)
 

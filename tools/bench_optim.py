@@ -7,6 +7,7 @@ temporaries) and torch.optim (foreach=False, when torch is installed).
 Prints microseconds per step (median of --repeat) and the ratio baseline / mojolearn
 (> 1: mojolearn is faster). The numeric mode is MOJOLEARN_NUMERIC_MODE (default identical).
 """
+
 import argparse
 import statistics
 import time
@@ -27,7 +28,7 @@ def _median_us(fn, repeat):
 def _numpy_adam(np, ps, gs, state, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8):
     state["t"] += 1
     t = state["t"]
-    bc1, bc2 = np.float32(1 - b1 ** t), np.float32(1 - b2 ** t)
+    bc1, bc2 = np.float32(1 - b1**t), np.float32(1 - b2**t)
     for p, g, m, v in zip(ps, gs, state["m"], state["v"]):
         m *= np.float32(b1)
         m += np.float32(1 - b1) * g
@@ -42,6 +43,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=20)
     args = ap.parse_args()
     import numpy as np
+
     try:
         import torch
     except ImportError:
@@ -72,8 +74,10 @@ def main():
                 tt = _median_us(topt.step, args.repeat)
                 line += f" {tt:>10.1f} {tt / ours:>6.2f}"
             print(line)
-    print("numpy column: the same Adam formula in NumPy float32 for every kind (a fixed "
-          "reference cost).")
+    print(
+        "numpy column: the same Adam formula in NumPy float32 for every kind (a fixed "
+        "reference cost)."
+    )
 
 
 if __name__ == "__main__":

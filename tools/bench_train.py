@@ -11,6 +11,7 @@ call for k steps, per step). Each figure is the median over rounds of the mean t
 in a round; every process runs one thread. Ratios are baseline time / our time (> 1: we are
 faster). Also prints the time of `import mojolearn` (median of fresh interpreters).
 """
+
 import argparse
 import json
 import os
@@ -26,8 +27,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def _single_thread_env():
     env = dict(os.environ)
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-                "MOJOLEARN_NUM_THREADS"):
+    for var in (
+        "OMP_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "MOJOLEARN_NUM_THREADS",
+    ):
         env[var] = "1"
     return env
 
@@ -67,8 +72,9 @@ def measure_ours(mode, rounds, budget, inputs):
     out = {}
     for batch in BATCHES:
         batches = _rng.batches(11 + batch, batch, 8)
-        trainer = ml.SmallMLPTrainer(*_rng.init_small_mlp(3), data_schedule={"bench": batch},
-                                     lr=1e-3)
+        trainer = ml.SmallMLPTrainer(
+            *_rng.init_small_mlp(3), data_schedule={"bench": batch}, lr=1e-3
+        )
         X, y = batches[0]
         if inputs == "numpy":
             import numpy as np
@@ -128,8 +134,8 @@ def numpy_baseline(rounds, budget):
             db1 = dH.sum(axis=0)
             state["t"] += 1
             t = state["t"]
-            bc1 = 1 - b1_ ** t
-            bc2 = 1 - b2_ ** t
+            bc1 = 1 - b1_**t
+            bc2 = 1 - b2_**t
             for p, g, mm, vv in zip(params, (dW1, db1, dW2, db2), m, v):
                 p *= 1 - lr * wd
                 mm *= b1_
@@ -170,19 +176,33 @@ def torch_baseline(rounds, budget):
 
 
 def import_time(runs=5):
-    code = ("import time; t = time.perf_counter(); import mojolearn; "
-            "print(time.perf_counter() - t)")
+    code = "import time; t = time.perf_counter(); import mojolearn; print(time.perf_counter() - t)"
     times = []
     for _ in range(runs):
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              env=_single_thread_env(), check=True)
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env=_single_thread_env(),
+            check=True,
+        )
         times.append(float(proc.stdout.strip()))
     return statistics.median(times)
 
 
 def _child(mode, rounds, budget, inputs):
-    cmd = [sys.executable, __file__, "--child", mode, "--rounds", str(rounds), "--budget",
-           str(budget), "--inputs", inputs]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        mode,
+        "--rounds",
+        str(rounds),
+        "--budget",
+        str(budget),
+        "--inputs",
+        inputs,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_single_thread_env())
     if proc.returncode != 0:
         raise SystemExit(f"bench_train: the {mode} run failed:\n{proc.stderr}")
@@ -205,14 +225,17 @@ def main():
         print(json.dumps(res))
         return 0
     os.environ.update({k: v for k, v in _single_thread_env().items() if k.endswith("THREADS")})
-    runs = {mode: _child(mode, args.rounds, args.budget, args.inputs)
-            for mode in ("identical", "fast")}
+    runs = {
+        mode: _child(mode, args.rounds, args.budget, args.inputs) for mode in ("identical", "fast")
+    }
     vendor = runs["identical"][0]
     ours = {mode: rows for mode, (_, rows) in runs.items()}
     base_np = numpy_baseline(args.rounds, args.budget)
     base_torch = torch_baseline(args.rounds, args.budget)
-    print(f"SmallMLPTrainer 8→16→3 AdamW, µs per step (median of {args.rounds} rounds), "
-          f"one thread, inputs: {args.inputs}, vendor: {vendor}")
+    print(
+        f"SmallMLPTrainer 8→16→3 AdamW, µs per step (median of {args.rounds} rounds), "
+        f"one thread, inputs: {args.inputs}, vendor: {vendor}"
+    )
     cols = ["train_step", "steps16", "steps256"]
     head = f"{'batch':>5} " + " ".join(f"{m[:5] + ' ' + c:>20}" for m in ours for c in cols)
     head += f" {'numpy':>8} {'torch':>8} {'numpy/ident step':>17} {'numpy/ident s256':>17}"
@@ -222,24 +245,34 @@ def main():
         npv = base_np[batch] if base_np else float("nan")
         tv = base_torch[batch] if base_torch else float("nan")
         ident = ours["identical"][batch]
-        line += (f" {npv:>8.1f} {tv:>8.1f} {npv / ident['train_step']:>16.1f}x "
-                 f"{npv / ident['steps256']:>16.1f}x")
+        line += (
+            f" {npv:>8.1f} {tv:>8.1f} {npv / ident['train_step']:>16.1f}x "
+            f"{npv / ident['steps256']:>16.1f}x"
+        )
         print(line)
     print()
-    print("Goals (identical, through the public API): train_step <= 2 / 4 / 10 µs, "
-          "train_steps(k=256) <= 0.3 / 1.5 / 8 µs per step at batch 1 / 32 / 256")
+    print(
+        "Goals (identical, through the public API): train_step <= 2 / 4 / 10 µs, "
+        "train_steps(k=256) <= 0.3 / 1.5 / 8 µs per step at batch 1 / 32 / 256"
+    )
     if vendor != "cpu":
         print(f"  not compared: the goals are for the cpu vendor, this run used {vendor}")
     for col, goals in GOALS.items() if vendor == "cpu" else ():
         for batch, goal in zip(BATCHES, goals):
             got = ours["identical"][batch][col]
             fast = ours["fast"][batch][col]
-            print(f"  {col:>10} batch {batch:>3}: identical {got:7.2f} µs, fast {fast:7.2f} µs, "
-                  f"goal {goal:5.1f} -> {'met' if got <= goal else 'MISSED'}")
+            print(
+                f"  {col:>10} batch {batch:>3}: identical {got:7.2f} µs, fast {fast:7.2f} µs, "
+                f"goal {goal:5.1f} -> {'met' if got <= goal else 'MISSED'}"
+            )
     if base_torch:
-        print("torch/identical train_step: " + ", ".join(
-            f"batch {b}: {base_torch[b] / ours['identical'][b]['train_step']:.1f}x"
-            for b in BATCHES))
+        print(
+            "torch/identical train_step: "
+            + ", ".join(
+                f"batch {b}: {base_torch[b] / ours['identical'][b]['train_step']:.1f}x"
+                for b in BATCHES
+            )
+        )
     print(f"import mojolearn: {import_time():.3f} s (goal <= 0.1 s)")
     return 0
 

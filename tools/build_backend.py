@@ -3,6 +3,7 @@
 `MOJOLEARN_VENDORS=cpu,cuda pip install .` needs max-core==26.7.0 in the build
 environment to cross-compile GPU code; a CPU-only build never downloads it.
 """
+
 import os
 
 from setuptools import build_meta as _orig

@@ -9,6 +9,7 @@ sizes (the fused one-block kernel for the small [8,16,3] steps, the per-layer ke
 others). When the loaded binding is not the cpu one, the MLP cases also run through the
 stateless `mlp_train_step` entry (k training steps, then a gradient pass with the input
 gradient) of both the loaded and the cpu binding, whose outputs must be byte-equal."""
+
 import array
 import json
 import os
@@ -33,7 +34,9 @@ def main():
         for step, want in case["state_hash_after_steps"].items():
             same = got.get(step) == want
             ok &= same
-            print(f"{case['batch']:>5} {step:>5}  {got.get(step, '-'):<64}  {'yes' if same else 'NO'}")
+            print(
+                f"{case['batch']:>5} {step:>5}  {got.get(step, '-'):<64}  {'yes' if same else 'NO'}"
+            )
     with open(make_golden.MLP_GOLDEN) as f:
         mlp = json.load(f)
     print(f"{'MLPTrainer layer sizes':<24} {'batch':>5} {'step':>5}  match")
@@ -43,8 +46,10 @@ def main():
         for step, want in case["state_hash_after_steps"].items():
             same = got.get(step) == want
             ok &= same
-            print(f"{str(case['layer_sizes']):<24} {case['batch']:>5} {step:>5}  "
-                  f"{'yes' if same else 'NO'}")
+            print(
+                f"{str(case['layer_sizes']):<24} {case['batch']:>5} {step:>5}  "
+                f"{'yes' if same else 'NO'}"
+            )
     if mojolearn.vendor_used() != "cpu":
         ok &= stateless_matches_cpu(mlp["cases"])
     print("golden hashes reproduced" if ok else "GOLDEN HASH MISMATCH")
@@ -78,15 +83,27 @@ def _stateless(module, spec, batches, params):
     outs = [buf(k), buf(rows * spec.classes), buf(n), buf(rows * spec.inputs)]
 
     def call(mode, k_, state, xs, ys, dest, want_dx):
-        addrs = [xs.buffer_info()[0], ys.buffer_info()[0], *(a.buffer_info()[0] for a in state),
-                 *(a.buffer_info()[0] for a in dest), *(a.buffer_info()[0] for a in outs),
-                 spec.sizes_addr]
+        addrs = [
+            xs.buffer_info()[0],
+            ys.buffer_info()[0],
+            *(a.buffer_info()[0] for a in state),
+            *(a.buffer_info()[0] for a in dest),
+            *(a.buffer_info()[0] for a in outs),
+            spec.sizes_addr,
+        ]
         module.mlp_train_step(addrs, [spec.layers, rows, mode, k_, 1, *HYPER, want_dx])
 
     call(2, k, (p, m, v), x, y, new, 0)
     result = [a.tobytes() for a in new + outs[:3]]
-    call(1, 1, new, array.array("f", batches[0][0].tobytes()), labels(batches[0][1].tobytes()),
-         [buf(n), buf(n), buf(n)], 1)
+    call(
+        1,
+        1,
+        new,
+        array.array("f", batches[0][0].tobytes()),
+        labels(batches[0][1].tobytes()),
+        [buf(n), buf(n), buf(n)],
+        1,
+    )
     return result + [outs[0][:1].tobytes()] + [a.tobytes() for a in outs[1:]]
 
 

@@ -10,6 +10,7 @@ executable form of docs/ARITHMETIC.md; before writing, the same run is made with
 binding (identical mode) and the script refuses to write when any hash differs. Regenerate
 only when the arithmetic profile changes on purpose (new profile version, new goldens).
 """
+
 import argparse
 import os
 import sys
@@ -27,10 +28,10 @@ CHECKPOINTS = (1, 10, 100)
 RECIPE = {
     "init": f"mojolearn._rng.init_small_mlp({INIT_SEED})",
     "data": f"mojolearn._rng.batches({DATA_SEED}, batch, {max(CHECKPOINTS)}); step i "
-            f"(one-based) trains on batch i-1",
+    f"(one-based) trains on batch i-1",
     "trainer": "SmallMLPTrainer(*init, data_schedule=schedule) with the default lr, betas, eps, "
-               "weight_decay; schedule = {\"batch\": batch, \"generator\": \"mojolearn._rng."
-               "batches\", \"seed\": 2}",
+    'weight_decay; schedule = {"batch": batch, "generator": "mojolearn._rng.'
+    'batches", "seed": 2}',
     "hash": "SmallMLPTrainer.state_hash(): SHA-256 of the canonical checkpoint payload",
 }
 
@@ -38,15 +39,19 @@ RECIPE = {
 MLP_GOLDEN = os.path.join(ROOT, "tests", "golden", "mlp_identical.json")
 MLP_FORMAT = "mojolearn.mlp-golden.v1"
 # (layer sizes, batch rows, steps whose state hash is pinned): 1 to 3 hidden layers.
-MLP_CASES = (([8, 16, 3], 8, (1, 3)), ([64, 128, 10], 8, (1, 3)), ([784, 256, 10], 4, (1, 2)),
-             ([16, 32, 32, 32, 4], 8, (1, 3)))
+MLP_CASES = (
+    ([8, 16, 3], 8, (1, 3)),
+    ([64, 128, 10], 8, (1, 3)),
+    ([784, 256, 10], 4, (1, 2)),
+    ([16, 32, 32, 32, 4], 8, (1, 3)),
+)
 MLP_RECIPE = {
     "init": f"MLPTrainer(sizes, seed={INIT_SEED}): _layers.LayerSizes(sizes).init({INIT_SEED})",
     "data": f"mojolearn._rng.batches({DATA_SEED}, batch, max(steps), features=sizes[0], "
-            f"classes=sizes[-1]); step i (one-based) trains on batch i-1",
+    f"classes=sizes[-1]); step i (one-based) trains on batch i-1",
     "trainer": "MLPTrainer(sizes, seed=1, data_schedule=schedule) with the default lr, betas, "
-               "eps, weight_decay; schedule = {\"batch\": batch, \"generator\": \"mojolearn."
-               "_rng.batches\", \"seed\": 2}",
+    'eps, weight_decay; schedule = {"batch": batch, "generator": "mojolearn.'
+    '_rng.batches", "seed": 2}',
     "hash": "MLPTrainer.state_hash(): SHA-256 of the canonical checkpoint payload",
 }
 
@@ -68,17 +73,38 @@ def reference_hashes(batch):
     m, v, step = [0.0] * S.TOTAL, [0.0] * S.TOTAL, 0
     out = {}
     for X, y in _rng.batches(DATA_SEED, batch, max(CHECKPOINTS)):
-        r = R.train_step(p, m, v, step, X.tolist(), y.tolist(), cfg["lr"], cfg["beta1"],
-                         cfg["beta2"], cfg["eps"], cfg["weight_decay"])
+        r = R.train_step(
+            p,
+            m,
+            v,
+            step,
+            X.tolist(),
+            y.tolist(),
+            cfg["lr"],
+            cfg["beta1"],
+            cfg["beta2"],
+            cfg["eps"],
+            cfg["weight_decay"],
+        )
         p, m, v, step = r["params"], r["m"], r["v"], r["step"]
         if step in CHECKPOINTS:
             f = lambda xs: Array(xs, "<f4", (S.TOTAL,))
-            state = {"schema": S.SCHEMA, "architecture": S.ARCHITECTURE,
-                     "numeric_mode": "identical", "parameter_order": list(S.NAMES),
-                     "weights": S.split(f(p)),
-                     "optimizer": {"kind": S.OPTIMIZER, "step": step, "m": f(m), "v": f(v),
-                                   "flags": Array([0, 0, 0, 0], "<i4", (4,))},
-                     "config": cfg, "data_schedule": schedule(batch)}
+            state = {
+                "schema": S.SCHEMA,
+                "architecture": S.ARCHITECTURE,
+                "numeric_mode": "identical",
+                "parameter_order": list(S.NAMES),
+                "weights": S.split(f(p)),
+                "optimizer": {
+                    "kind": S.OPTIMIZER,
+                    "step": step,
+                    "m": f(m),
+                    "v": f(v),
+                    "flags": Array([0, 0, 0, 0], "<i4", (4,)),
+                },
+                "config": cfg,
+                "data_schedule": schedule(batch),
+            }
             out[str(step)] = checkpoint.state_hash(checkpoint.encode_state(state))
     return out
 
@@ -117,16 +143,33 @@ def reference_mlp_hashes(sizes, batch, steps):
     d = R.Dims(sizes=sizes)
     out = {}
     for X, y in _mlp_data(sizes, batch, steps):
-        r = R.train_step(p, m, v, step, X.tolist(), y.tolist(), cfg["lr"], cfg["beta1"],
-                         cfg["beta2"], cfg["eps"], cfg["weight_decay"], d)
+        r = R.train_step(
+            p,
+            m,
+            v,
+            step,
+            X.tolist(),
+            y.tolist(),
+            cfg["lr"],
+            cfg["beta1"],
+            cfg["beta2"],
+            cfg["eps"],
+            cfg["weight_decay"],
+            d,
+        )
         p, m, v, step = r["params"], r["m"], r["v"], r["step"]
         if step in steps:
             f = lambda xs: Array(xs, "<f4", (spec.total,))
-            state = {"schema": S.MLP_SCHEMA, "architecture": list(sizes),
-                     "numeric_mode": "identical", "parameter_order": list(spec.names),
-                     "weights": S.split(f(p), spec),
-                     "optimizer": {"kind": S.OPTIMIZER, "step": step, "m": f(m), "v": f(v)},
-                     "config": cfg, "data_schedule": schedule(batch)}
+            state = {
+                "schema": S.MLP_SCHEMA,
+                "architecture": list(sizes),
+                "numeric_mode": "identical",
+                "parameter_order": list(spec.names),
+                "weights": S.split(f(p), spec),
+                "optimizer": {"kind": S.OPTIMIZER, "step": step, "m": f(m), "v": f(v)},
+                "config": cfg,
+                "data_schedule": schedule(batch),
+            }
             out[str(step)] = checkpoint.state_hash(checkpoint.encode_state(state))
     return out
 
@@ -153,12 +196,19 @@ def build_mlp():
         ref = reference_mlp_hashes(sizes, batch, steps)
         got = binding_mlp_hashes(sizes, batch, steps)
         if ref != got:
-            sys.exit(f"make_golden: the binding disagrees with the pure-Python reference for "
-                     f"{sizes} at batch {batch}:\n  reference {ref}\n  binding   {got}\n"
-                     f"not writing goldens")
+            sys.exit(
+                f"make_golden: the binding disagrees with the pure-Python reference for "
+                f"{sizes} at batch {batch}:\n  reference {ref}\n  binding   {got}\n"
+                f"not writing goldens"
+            )
         cases.append({"layer_sizes": sizes, "batch": batch, "state_hash_after_steps": ref})
-    doc = {"format": MLP_FORMAT, "profile": PROFILE, "numeric_mode": "identical",
-           "recipe": MLP_RECIPE, "cases": cases}
+    doc = {
+        "format": MLP_FORMAT,
+        "profile": PROFILE,
+        "numeric_mode": "identical",
+        "recipe": MLP_RECIPE,
+        "cases": cases,
+    }
     return S.canonical(doc) + b"\n"
 
 
@@ -171,11 +221,18 @@ def build():
         ref = reference_hashes(batch)
         got = binding_hashes(batch)
         if ref != got:
-            sys.exit(f"make_golden: the binding disagrees with the pure-Python reference at "
-                     f"batch {batch}:\n  reference {ref}\n  binding   {got}\nnot writing goldens")
+            sys.exit(
+                f"make_golden: the binding disagrees with the pure-Python reference at "
+                f"batch {batch}:\n  reference {ref}\n  binding   {got}\nnot writing goldens"
+            )
         cases.append({"batch": batch, "state_hash_after_steps": ref})
-    doc = {"format": FORMAT, "profile": PROFILE, "numeric_mode": "identical", "recipe": RECIPE,
-           "cases": cases}
+    doc = {
+        "format": FORMAT,
+        "profile": PROFILE,
+        "numeric_mode": "identical",
+        "recipe": RECIPE,
+        "cases": cases,
+    }
     return S.canonical(doc) + b"\n"
 
 
@@ -186,8 +243,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare with the file, write nothing")
     args = parser.parse_args()
-    files = [(GOLDEN, build()), (KERNEL_GOLDEN, golden_kernels.build(PROFILE)),
-             (MLP_GOLDEN, build_mlp())]
+    files = [
+        (GOLDEN, build()),
+        (KERNEL_GOLDEN, golden_kernels.build(PROFILE)),
+        (MLP_GOLDEN, build_mlp()),
+    ]
     if args.check:
         same = True
         for path, data in files:

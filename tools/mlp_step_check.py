@@ -10,6 +10,7 @@ Each step compares the loss, logits, the four gradients, the input gradient and 
 state (parameters, moments, step) bit for bit; prints steps, the largest ulp distance seen and
 the microseconds per step of each path; exits 1 on any bit difference.
 """
+
 import argparse
 import os
 import struct
@@ -33,8 +34,11 @@ def max_ulp(a, b):
 
 
 def _outputs(result):
-    parts = [struct.pack("<f", result["loss"]), result["logits"].tobytes(),
-             result["input_grad"].tobytes()]
+    parts = [
+        struct.pack("<f", result["loss"]),
+        result["logits"].tobytes(),
+        result["input_grad"].tobytes(),
+    ]
     parts += [g.tobytes() for g in result["gradients"].values()]
     return b"".join(parts)
 
@@ -63,8 +67,11 @@ def check(batch, steps, seed):
         t0 = time.perf_counter()
         rp = perop.train_step(X, y, return_input_grad=True)
         time_p += time.perf_counter() - t0
-        worst = max(worst, max_ulp(_outputs(rf), _outputs(rp)),
-                    max_ulp(_state_bytes(fused), _state_bytes(perop)))
+        worst = max(
+            worst,
+            max_ulp(_outputs(rf), _outputs(rp)),
+            max_ulp(_state_bytes(fused), _state_bytes(perop)),
+        )
         if rf["step"] != rp["step"]:
             worst = float("inf")
     os.environ.pop("MOJOLEARN_MLP_FUSED", None)
@@ -77,15 +84,20 @@ def run_mode(args):
     ml.set_numeric_mode(args.mode)
     seed = int.from_bytes(os.urandom(4), "little")
     print(f"mode {ml.numeric_mode_used()}, vendor {ml.vendor_used()}, seed {seed}")
-    print(f"{'batch':>6} {'steps':>6} {'max ulp':>8} {'fused us/step':>14} "
-          f"{'per-op us/step':>15} {'per-op/fused':>13}")
+    print(
+        f"{'batch':>6} {'steps':>6} {'max ulp':>8} {'fused us/step':>14} "
+        f"{'per-op us/step':>15} {'per-op/fused':>13}"
+    )
     bad = False
     for batch in args.batches:
         worst, uf, up = check(batch, args.steps, seed + batch)
         bad |= worst != 0
         print(f"{batch:>6} {args.steps:>6} {worst:>8} {uf:>14.1f} {up:>15.1f} {up / uf:>12.2f}x")
-    print("BIT DIFFERENCE between the fused and the per-operation step" if bad
-          else "fused == per-operation, bit for bit")
+    print(
+        "BIT DIFFERENCE between the fused and the per-operation step"
+        if bad
+        else "fused == per-operation, bit for bit"
+    )
     return 1 if bad else 0
 
 
@@ -100,8 +112,16 @@ def main():
         return run_mode(args)
     rc = 0
     for mode in ("identical", "fast"):
-        cmd = [sys.executable, __file__, "--mode", mode, "--steps", str(args.steps),
-               "--batches", ",".join(map(str, args.batches))]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--mode",
+            mode,
+            "--steps",
+            str(args.steps),
+            "--batches",
+            ",".join(map(str, args.batches)),
+        ]
         rc |= subprocess.call(cmd)
         print()
     return rc

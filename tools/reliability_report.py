@@ -7,6 +7,7 @@ written by an earlier run instead of running anything.
 
     python tools/reliability_report.py [--long] [--from DIR] [--keep DIR]
 """
+
 import argparse
 import json
 import os
@@ -38,102 +39,225 @@ def _rows(f):
     g = f.get
     if g("R1_loads"):
         r = f["R1_loads"]
-        rows.append(("R1", "fuzzed bytes into checkpoint.loads", f"{r['inputs']:,}",
-                     f"{r['refused']:,} ValueError, {r['accepted']:,} accepted+round-trip, "
-                     f"0 other; {r['seconds']} s, rss +{r['rss_growth_mb']} MB",
-                     _ms(r["worst_ms"])))
+        rows.append(
+            (
+                "R1",
+                "fuzzed bytes into checkpoint.loads",
+                f"{r['inputs']:,}",
+                f"{r['refused']:,} ValueError, {r['accepted']:,} accepted+round-trip, "
+                f"0 other; {r['seconds']} s, rss +{r['rss_growth_mb']} MB",
+                _ms(r["worst_ms"]),
+            )
+        )
     if g("R1_mlp"):
         r = f["R1_mlp"]
-        rows.append(("R1", "fuzzed bytes into loads (mlp-checkpoint.v1)", f"{r['inputs']:,}",
-                     f"{r['refused']:,} ValueError, {r['accepted']:,} accepted+round-trip, "
-                     f"0 other", "-"))
+        rows.append(
+            (
+                "R1",
+                "fuzzed bytes into loads (mlp-checkpoint.v1)",
+                f"{r['inputs']:,}",
+                f"{r['refused']:,} ValueError, {r['accepted']:,} accepted+round-trip, 0 other",
+                "-",
+            )
+        )
     if g("R1_load_state_dict"):
         r = f["R1_load_state_dict"]
-        rows.append(("R1", "fuzzed states into load_state_dict", f"{r['inputs']:,}",
-                     f"{r['refused']:,} refused unchanged, {r['accepted']:,} accepted",
-                     _ms(r["worst_ms"])))
+        rows.append(
+            (
+                "R1",
+                "fuzzed states into load_state_dict",
+                f"{r['inputs']:,}",
+                f"{r['refused']:,} refused unchanged, {r['accepted']:,} accepted",
+                _ms(r["worst_ms"]),
+            )
+        )
     if g("R2"):
         r = f["R2"]
-        rows.append(("R2", "single-bit flips of a valid checkpoint", f"{r['flips']:,}",
-                     f"{r['refused']:,} refused ({r['refused_pct']} %)", _ms(r["worst_ms"])))
+        rows.append(
+            (
+                "R2",
+                "single-bit flips of a valid checkpoint",
+                f"{r['flips']:,}",
+                f"{r['refused']:,} refused ({r['refused_pct']} %)",
+                _ms(r["worst_ms"]),
+            )
+        )
     if g("R2_mlp"):
         r = f["R2_mlp"]
-        rows.append(("R2", "single-bit flips of a valid MLP checkpoint", f"{r['flips']:,}",
-                     f"{r['refused']:,} refused ({r['bytes']} bytes, mlp-checkpoint.v1)", "-"))
-    for key, what in (("R3_corpus", "adversarial corpus files (attacks/)"),
-                      ("R3_corpus_mlp", "adversarial corpus files (attacks/mlp_*, mlp-checkpoint.v1)")):
+        rows.append(
+            (
+                "R2",
+                "single-bit flips of a valid MLP checkpoint",
+                f"{r['flips']:,}",
+                f"{r['refused']:,} refused ({r['bytes']} bytes, mlp-checkpoint.v1)",
+                "-",
+            )
+        )
+    for key, what in (
+        ("R3_corpus", "adversarial corpus files (attacks/)"),
+        ("R3_corpus_mlp", "adversarial corpus files (attacks/mlp_*, mlp-checkpoint.v1)"),
+    ):
         r = g(key)
         if r:
-            via = "" if r.get("entry_points", 1) == 1 else f" by each of {r['entry_points']} loaders"
-            rows.append(("R3", what, str(r["files"]),
-                         f"{r['refused']} refused with the exact message{via} (< 100 ms each)",
-                         _ms(r["worst_ms"])))
+            via = (
+                "" if r.get("entry_points", 1) == 1 else f" by each of {r['entry_points']} loaders"
+            )
+            rows.append(
+                (
+                    "R3",
+                    what,
+                    str(r["files"]),
+                    f"{r['refused']} refused with the exact message{via} (< 100 ms each)",
+                    _ms(r["worst_ms"]),
+                )
+            )
     for key, which in (("R3_paths", ""), ("R3_paths_mlp", ", MLP loaders")):
         r = g(key)
         if r:
-            rows.append(("R3", f"path attacks (1 GiB sparse, FIFO, folder, devices, socket, "
-                               f"links{which})", str(r["attacks"]), "all ValueError, none blocked",
-                         _ms(r["worst_ms"])))
+            rows.append(
+                (
+                    "R3",
+                    f"path attacks (1 GiB sparse, FIFO, folder, devices, socket, links{which})",
+                    str(r["attacks"]),
+                    "all ValueError, none blocked",
+                    _ms(r["worst_ms"]),
+                )
+            )
     if g("R4"):
         r = f["R4"]
-        rows.append(("R4", "loader modules scanned for pickle/marshal/eval/exec",
-                     str(r["modules"]), f"{r['violations']} found", "-"))
+        rows.append(
+            (
+                "R4",
+                "loader modules scanned for pickle/marshal/eval/exec",
+                str(r["modules"]),
+                f"{r['violations']} found",
+                "-",
+            )
+        )
     for key, which in (("R5", ""), ("R5_mlp", " (MLPTrainer)")):
         r = g(key)
         if r:
             size = f" ({r['layer_sizes']}, {r['bytes']:,} bytes)" if "bytes" in r else ""
-            rows.append(("R5", f"kill -9 of a saver at random instants{which}", str(r["kills"]),
-                         f"{r['old_or_new']} old-or-new, {r['torn']} torn; temp left after "
-                         f"{r['with_temp_left']} kills, {r['stale_after_next_save']} after next "
-                         f"save{size}", "-"))
-            rows.append(("R5", f"kill -9 at each call of the save sequence{which}",
-                         str(r["pause_points"]), r["pause_targets"], "-"))
+            rows.append(
+                (
+                    "R5",
+                    f"kill -9 of a saver at random instants{which}",
+                    str(r["kills"]),
+                    f"{r['old_or_new']} old-or-new, {r['torn']} torn; temp left after "
+                    f"{r['with_temp_left']} kills, {r['stale_after_next_save']} after next "
+                    f"save{size}",
+                    "-",
+                )
+            )
+            rows.append(
+                (
+                    "R5",
+                    f"kill -9 at each call of the save sequence{which}",
+                    str(r["pause_points"]),
+                    r["pause_targets"],
+                    "-",
+                )
+            )
     for key in ("R6_faults", "R6_eintr", "R6_faults_mlp", "R6_eintr_mlp"):
         if g(key):
             r = f[key]
             which = " (MLPTrainer)" if key.endswith("_mlp") else ""
             if key.startswith("R6_faults"):
-                rows.append(("R6", f"ENOSPC/EIO at each os call of a save{which}", str(r["cases"]),
-                             f"OSError; old file or complete new file, no temp ({r['sequence']})",
-                             "-"))
+                rows.append(
+                    (
+                        "R6",
+                        f"ENOSPC/EIO at each os call of a save{which}",
+                        str(r["cases"]),
+                        f"OSError; old file or complete new file, no temp ({r['sequence']})",
+                        "-",
+                    )
+                )
             else:
-                rows.append(("R6", f"EINTR at each retried call + short writes{which}",
-                             str(r["retried"]),
-                             f"all saves completed ({r['short_write_calls']} partial writes)", "-"))
+                rows.append(
+                    (
+                        "R6",
+                        f"EINTR at each retried call + short writes{which}",
+                        str(r["retried"]),
+                        f"all saves completed ({r['short_write_calls']} partial writes)",
+                        "-",
+                    )
+                )
     for mode in ("identical", "fast"):
         r = g(f"R7_{mode}")
         if r:
-            rows.append(("R7", f"CLI 200-step run killed and resumed ({mode})", str(r["kills"]),
-                         f"{r['runs']} run(s) resumed to the end: same state hash, checkpoint "
-                         f"and loss history as uninterrupted: {r['same_hash']}", "-"))
+            rows.append(
+                (
+                    "R7",
+                    f"CLI 200-step run killed and resumed ({mode})",
+                    str(r["kills"]),
+                    f"{r['runs']} run(s) resumed to the end: same state hash, checkpoint "
+                    f"and loss history as uninterrupted: {r['same_hash']}",
+                    "-",
+                )
+            )
     for key in ("R8_trainer", "R8_Adam", "R8_AdamW", "R8_SGD"):
         r = g(key)
         if r:
-            rows.append(("R8", f"injected failures in {key[3:]} calls", str(r["trials"]),
-                         f"{r['failed_unchanged']} failed, state byte-identical "
-                         f"({r['cells']} method/phase cells)", "-"))
-    for key, what in (("R9", "dumps(loads(f)) == f, random states"),
-                      ("R9_trainer", "from_checkpoint + save_checkpoint == f"),
-                      ("R9_mlp", "dumps(loads(f)) == f, random MLP states")):
+            rows.append(
+                (
+                    "R8",
+                    f"injected failures in {key[3:]} calls",
+                    str(r["trials"]),
+                    f"{r['failed_unchanged']} failed, state byte-identical "
+                    f"({r['cells']} method/phase cells)",
+                    "-",
+                )
+            )
+    for key, what in (
+        ("R9", "dumps(loads(f)) == f, random states"),
+        ("R9_trainer", "from_checkpoint + save_checkpoint == f"),
+        ("R9_mlp", "dumps(loads(f)) == f, random MLP states"),
+    ):
         r = g(key)
         if r:
             rows.append(("R9", what, str(r["states"]), f"{r['byte_equal']} byte-equal", "-"))
     if g("R10_set_params_race"):
         r = f["R10_set_params_race"]
-        rows.append(("R10", "set_params x step from two threads, interleaved",
-                     f"{r['interleavings']:,}", f"{r['crashes']} crashes ({r['steps']:,} steps, "
-                     f"one lock per optimizer)", "-"))
+        rows.append(
+            (
+                "R10",
+                "set_params x step from two threads, interleaved",
+                f"{r['interleavings']:,}",
+                f"{r['crashes']} crashes ({r['steps']:,} steps, one lock per optimizer)",
+                "-",
+            )
+        )
     if g("R11_special_paths") and g("bad_inputs"):
         api, cli = f["R11_special_paths"]["api_cases"], f["bad_inputs"]["cli_path_rows"]
-        rows.append(("R11", "special files and symlinks at every written path (API + CLI)",
-                     str(api + cli), "FIFO/folder/device refused before writing; links followed",
-                     "-"))
+        rows.append(
+            (
+                "R11",
+                "special files and symlinks at every written path (API + CLI)",
+                str(api + cli),
+                "FIFO/folder/device refused before writing; links followed",
+                "-",
+            )
+        )
     if g("bad_inputs"):
         r = f["bad_inputs"]
-        rows.append(("BI", "bad-input table rows (API)", str(r["rows"]),
-                     f"{r['entry_points']} entry points; named error, nothing changed", "-"))
-        rows.append(("BI", "CLI bad-input table rows", str(r["cli_rows"]),
-                     "one line on stderr, exit 2, nothing written", "-"))
+        rows.append(
+            (
+                "BI",
+                "bad-input table rows (API)",
+                str(r["rows"]),
+                f"{r['entry_points']} entry points; named error, nothing changed",
+                "-",
+            )
+        )
+        rows.append(
+            (
+                "BI",
+                "CLI bad-input table rows",
+                str(r["cli_rows"]),
+                "one line on stderr, exit 2, nothing written",
+                "-",
+            )
+        )
     return rows
 
 
@@ -163,14 +287,28 @@ def main():
     if args.long:
         env["MOJOLEARN_LONG_TESTS"] = "1"
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           os.path.join("tests", "reliability")], cwd=ROOT, env=env,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            os.path.join("tests", "reliability"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     elapsed = time.perf_counter() - t0
     summary = [l for l in proc.stdout.splitlines() if l.strip()][-1:] or ["(no output)"]
     print(_table(_rows(_load(folder))))
-    print(f"\npytest tests/reliability: {summary[0]} ({elapsed:.0f} s wall"
-          f"{', long sizes' if args.long else ', CI sizes'})")
+    print(
+        f"\npytest tests/reliability: {summary[0]} ({elapsed:.0f} s wall"
+        f"{', long sizes' if args.long else ', CI sizes'})"
+    )
     if proc.returncode:
         print(proc.stdout[-4000:], proc.stderr[-2000:], sep="\n")
     return proc.returncode

@@ -3,6 +3,7 @@
 Importing mojolearn never imports NumPy and does not load the compiled binding: that happens
 on first use, which also fixes the numeric mode for the process.
 """
+
 import ctypes as _ctypes
 import os as _os
 
@@ -18,8 +19,12 @@ def _preload_runtime():
     # The binding's RUNPATH is $ORIGIN/_mojo_libs and the vendored libs carry their own
     # $ORIGIN rpath; preloading in dependency order is a safety net for odd loaders.
     libs = _os.path.join(_os.path.dirname(__file__), "_mojo_libs")
-    for name in ("libMSupportGlobals.so", "libAsyncRTRuntimeGlobals.so",
-                 "libKGENCompilerRTShared.so", "libAsyncRTMojoBindings.so"):
+    for name in (
+        "libMSupportGlobals.so",
+        "libAsyncRTRuntimeGlobals.so",
+        "libKGENCompilerRTShared.so",
+        "libAsyncRTMojoBindings.so",
+    ):
         path = _os.path.join(libs, name)
         if _os.path.exists(path):
             _ctypes.CDLL(path)
@@ -31,8 +36,13 @@ _preload_runtime()
 _LAZY = {
     "matmul": "linalg",
     "cross_entropy": "loss",
-    "Adam": "optim", "AdamW": "optim", "SGD": "optim", "clip_grad_norm_": "optim",
-    "ConstantLR": "schedules", "WarmupLinearLR": "schedules", "WarmupCosineLR": "schedules",
+    "Adam": "optim",
+    "AdamW": "optim",
+    "SGD": "optim",
+    "clip_grad_norm_": "optim",
+    "ConstantLR": "schedules",
+    "WarmupLinearLR": "schedules",
+    "WarmupCosineLR": "schedules",
     "SmallMLPTrainer": "trainer",
     "MLPTrainer": "mlp_trainer",
     "init_small_mlp": "_rng",
@@ -58,5 +68,12 @@ def __getattr__(name):
     return value
 
 
-__all__ = ["Array", "empty", "zeros", "set_numeric_mode", "numeric_mode_used", "vendor_used",
-           *_LAZY]
+__all__ = [
+    "Array",
+    "empty",
+    "zeros",
+    "set_numeric_mode",
+    "numeric_mode_used",
+    "vendor_used",
+    *_LAZY,
+]

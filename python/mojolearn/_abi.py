@@ -8,35 +8,72 @@ crash. Change an entry here and in its Mojo `Layout` in the same commit.
 
 LAYOUT = {
     "all_finite": (("x",), ("n",)),
-    "neural_gemm": (("a", "b", "c"),
-                    ("m", "n", "k", "transpose_a", "transpose_b", "accumulate",
-                     "row_begin", "row_end")),
-    "neural_gemm_packed": (("a", "b", "c"),
-                           ("m", "n", "k", "transpose_a", "transpose_b", "accumulate",
-                            "row_begin", "row_end")),
+    "neural_gemm": (
+        ("a", "b", "c"),
+        ("m", "n", "k", "transpose_a", "transpose_b", "accumulate", "row_begin", "row_end"),
+    ),
+    "neural_gemm_packed": (
+        ("a", "b", "c"),
+        ("m", "n", "k", "transpose_a", "transpose_b", "accumulate", "row_begin", "row_end"),
+    ),
     "mlp_bias_activation": (("values", "bias", "out"), ("rows", "cols", "relu")),
     "mlp_relu_backward": (("activation", "incoming", "out"), ("rows", "cols")),
     "mlp_sum_rows": (("values", "out"), ("rows", "cols")),
-    "mlp_adamw": (("params", "grads", "m", "v"),
-                  ("n", "t", "lr", "beta1", "beta2", "eps", "weight_decay")),
-    "mlp_train_step": (("x", "targets", "params", "m", "v", "new_params", "new_m", "new_v",
-                        "losses", "logits", "grads", "input_grad", "sizes"),
-                       ("layers", "rows", "mode", "k", "t", "lr", "beta1", "beta2", "eps",
-                        "weight_decay", "want_input_grad")),
+    "mlp_adamw": (
+        ("params", "grads", "m", "v"),
+        ("n", "t", "lr", "beta1", "beta2", "eps", "weight_decay"),
+    ),
+    "mlp_train_step": (
+        (
+            "x",
+            "targets",
+            "params",
+            "m",
+            "v",
+            "new_params",
+            "new_m",
+            "new_v",
+            "losses",
+            "logits",
+            "grads",
+            "input_grad",
+            "sizes",
+        ),
+        (
+            "layers",
+            "rows",
+            "mode",
+            "k",
+            "t",
+            "lr",
+            "beta1",
+            "beta2",
+            "eps",
+            "weight_decay",
+            "want_input_grad",
+        ),
+    ),
     # The resident session (mojo/bindings/entries/mlp.mojo); `_step` / `_steps` take their
     # addresses and params as positional ints, in this order.
-    "mlp_resident_open": (("params", "m", "v", "sizes"),
-                          ("layers", "capacity_rows", "t", "lr", "beta1", "beta2", "eps",
-                           "weight_decay")),
-    "mlp_resident_step": (("session", "x", "targets", "out"),
-                          ("mode", "rows", "target_itemsize", "want_input_grad", "t")),
-    "mlp_resident_steps": (("session", "x", "targets", "out"),
-                           ("rows", "k", "target_itemsize", "t")),
+    "mlp_resident_open": (
+        ("params", "m", "v", "sizes"),
+        ("layers", "capacity_rows", "t", "lr", "beta1", "beta2", "eps", "weight_decay"),
+    ),
+    "mlp_resident_step": (
+        ("session", "x", "targets", "out"),
+        ("mode", "rows", "target_itemsize", "want_input_grad", "t"),
+    ),
+    "mlp_resident_steps": (
+        ("session", "x", "targets", "out"),
+        ("rows", "k", "target_itemsize", "t"),
+    ),
     "mlp_resident_download": (("session", "params", "m", "v"), ()),
     "mlp_resident_rollback": (("session",), ("t_before",)),
     "mlp_resident_close": (("session",), ()),
-    "mlp_resident_grads": (("session", "x", "targets", "out"),
-                           ("rows", "target_itemsize", "divide_by", "t")),
+    "mlp_resident_grads": (
+        ("session", "x", "targets", "out"),
+        ("rows", "target_itemsize", "divide_by", "t"),
+    ),
     "mlp_resident_apply": (("session", "grads"), ("t",)),
     "mlp_resident_use_pool": (("session", "pool"), ()),
     # The worker pool of MOJOLEARN_NUM_THREADS (mojolearn/_threads.py).
@@ -44,18 +81,35 @@ LAYOUT = {
     "pool_serve": (("pool",), ()),
     "pool_stop": (("pool",), ()),
     "pool_worker_parts": (("pool",), ()),
-    "optim_step": (("table", "exp_avg", "exp_avg_sq", "buf_initialized", "scratch", "step"),
-                   ("kind", "n_tensors", "n_total", "t", "lr", "beta1", "beta2", "eps",
-                    "weight_decay", "momentum", "dampening", "nesterov", "maximize", "clip",
-                    "max_norm")),
+    "optim_step": (
+        ("table", "exp_avg", "exp_avg_sq", "buf_initialized", "scratch", "step"),
+        (
+            "kind",
+            "n_tensors",
+            "n_total",
+            "t",
+            "lr",
+            "beta1",
+            "beta2",
+            "eps",
+            "weight_decay",
+            "momentum",
+            "dampening",
+            "nesterov",
+            "maximize",
+            "clip",
+            "max_norm",
+        ),
+    ),
     "optim_clip_grad_norm": (("table",), ("n_tensors", "max_norm", "error_if_nonfinite")),
     "optim_tree_sum": (("srcs", "dst"), ("count", "n")),
     "optim_resident_alloc": ((), ("n",)),
     "optim_resident_free": (("buf",), ()),
     "optim_copy": (("dst", "src"), ("n",)),
-    "cross_entropy": (("logits", "targets", "losses", "dlogits"),
-                      ("rows", "classes", "ignore_index", "label_smoothing", "reduction",
-                       "want_grad")),
+    "cross_entropy": (
+        ("logits", "targets", "losses", "dlogits"),
+        ("rows", "classes", "ignore_index", "label_smoothing", "reduction", "want_grad"),
+    ),
     "portable_math_eval": (("x", "y"), ("n", "function")),
     # Takes a Python object (a buffer or a DLPack capsule) and a spec int, not address lists:
     # `_reader` is its only caller.
@@ -73,8 +127,10 @@ def parse(binding_layout):
     table = {}
     for spec in binding_layout:
         name, addrs, params = str(spec).split("|")
-        table[name] = (tuple(addrs.split(",")) if addrs else (),
-                       tuple(params.split(",")) if params else ())
+        table[name] = (
+            tuple(addrs.split(",")) if addrs else (),
+            tuple(params.split(",")) if params else (),
+        )
     return table
 
 
@@ -91,6 +147,8 @@ def first_difference(binding_table, declared=None):
                 a = theirs[i] if i < len(theirs) else "<none>"
                 b = ours[i] if i < len(ours) else "<none>"
                 if a != b:
-                    return (f"entry {name!r}: {kind} {i} is {a!r} in the binding but {b!r} "
-                            f"in mojolearn._abi")
+                    return (
+                        f"entry {name!r}: {kind} {i} is {a!r} in the binding but {b!r} "
+                        f"in mojolearn._abi"
+                    )
     return None

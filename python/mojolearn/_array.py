@@ -6,6 +6,7 @@ that keeps the exporter alive and locked. It has no arithmetic: the kernels do t
 `numpy.asarray(a)` is zero-copy (`__array_interface__`), `memoryview(a)` works on 3.12+
 (`__buffer__`).
 """
+
 import array as _pyarray
 import math
 import sys
@@ -17,8 +18,12 @@ from . import _reader
 from ._bufcheck import dtype_name, split_format
 
 # dtype -> array.array typecode (native = little-endian, checked above).
-_CODES = {"<f4": "f", "<i4": "i" if _pyarray.array("i").itemsize == 4 else "l",
-          "<f8": "d", "<i8": "q"}
+_CODES = {
+    "<f4": "f",
+    "<i4": "i" if _pyarray.array("i").itemsize == 4 else "l",
+    "<f8": "d",
+    "<i8": "q",
+}
 _DTYPE_OF_CODE = {("f", 4): "<f4", ("d", 8): "<f8"}
 for _c in "bhilqn":
     for _size, _name in ((4, "<i4"), (8, "<i8")):
@@ -58,8 +63,7 @@ class Array:
     # `_mv_` holds the memoryview, read through the `_mv` property (a result view makes it on
     # first use). No `__getattr__` on this class: CPython 3.11 does not specialize attribute
     # access on a type that has one, which made every `_addr` / `_shape` read ~2x slower.
-    __slots__ = ("_mv_", "_shape", "_dtype", "_addr", "_owner", "_size", "_readonly",
-                 "__weakref__")
+    __slots__ = ("_mv_", "_shape", "_dtype", "_addr", "_owner", "_size", "_readonly", "__weakref__")
 
     def __init__(self, values, dtype=None, shape=None):
         """Copy `values` (a flat or nested list, or a buffer) into a new owned Array: a list's
@@ -87,7 +91,7 @@ class Array:
             return self._mv_
         except AttributeError:  # a result view (`_result_view`): made on first use
             start = (self._addr - self._owner.buffer_info()[0]) >> 2  # offset, in floats
-            mv = self._mv_ = memoryview(self._owner)[start:start + self._size]
+            mv = self._mv_ = memoryview(self._owner)[start : start + self._size]
             return mv
 
     # -- construction ----------------------------------------------------------------------
@@ -125,19 +129,27 @@ class Array:
         except TypeError:
             if hasattr(obj, "__dlpack__"):  # a torch tensor, a JAX array: DLPack, zero-copy
                 from ._dlpack import from_dlpack
+
                 return from_dlpack(obj)
-            raise TypeError(f"Array.from_buffer needs a buffer-protocol or DLPack object, got "
-                            f"{type(obj).__name__}") from None
+            raise TypeError(
+                f"Array.from_buffer needs a buffer-protocol or DLPack object, got "
+                f"{type(obj).__name__}"
+            ) from None
         dtype = dtype_of(mv.format, mv.itemsize)
         if dtype is None:
-            raise TypeError(f"Array.from_buffer: unsupported dtype {dtype_name(mv.format, mv.itemsize)}"
-                            f" (expected float32, int32, float64 or int64, native byte order)")
+            raise TypeError(
+                f"Array.from_buffer: unsupported dtype {dtype_name(mv.format, mv.itemsize)}"
+                f" (expected float32, int32, float64 or int64, native byte order)"
+            )
         if not mv.c_contiguous:
             raise ValueError("Array.from_buffer needs a C-contiguous buffer (copy it first)")
         self = cls.__new__(cls)
         # A view with a 0 in its shape cannot be cast: an empty one of the dtype stands in.
-        flat = mv.cast("B").cast(_CODES[dtype]) if mv.nbytes else \
-            memoryview(_pyarray.array(_CODES[dtype]))
+        flat = (
+            mv.cast("B").cast(_CODES[dtype])
+            if mv.nbytes
+            else memoryview(_pyarray.array(_CODES[dtype]))
+        )
         self._mv_ = flat
         self._owner = obj
         self._shape = tuple(mv.shape)
@@ -179,8 +191,18 @@ class Array:
 
     def _probe(self):
         """This Array's `_reader.Layout` (always C-contiguous, on the CPU)."""
-        return _reader.Layout(_CODES[self._dtype], self.itemsize, self._shape, len(self._shape),
-                              True, self._readonly, self.nbytes, self._addr, 1, self)
+        return _reader.Layout(
+            _CODES[self._dtype],
+            self.itemsize,
+            self._shape,
+            len(self._shape),
+            True,
+            self._readonly,
+            self.nbytes,
+            self._addr,
+            1,
+            self,
+        )
 
     def __len__(self):
         if not self._shape:
@@ -191,8 +213,13 @@ class Array:
 
     @property
     def __array_interface__(self):
-        return {"shape": self._shape, "typestr": self._dtype, "version": 3, "strides": None,
-                "data": (self._addr, self._readonly)}
+        return {
+            "shape": self._shape,
+            "typestr": self._dtype,
+            "version": 3,
+            "strides": None,
+            "data": (self._addr, self._readonly),
+        }
 
     def __buffer__(self, flags):
         """PEP 688 (used by memoryview() on Python 3.12+)."""
@@ -207,6 +234,7 @@ class Array:
         """DLPack export (a capsule sharing this Array's memory; `copy=True` exports a copy):
         `numpy.from_dlpack(a)`, `torch.from_dlpack(a)`."""
         from . import _dlpack
+
         return _dlpack.export(self, stream, max_version, dl_device, copy)
 
     def __dlpack_device__(self):
@@ -280,7 +308,7 @@ class Array:
             return self._mv[offset]
         sub = self._shape[used:]
         n = math.prod(sub)
-        return self._view(self._mv[offset:offset + n], sub, self._addr + offset * self.itemsize)
+        return self._view(self._mv[offset : offset + n], sub, self._addr + offset * self.itemsize)
 
     def __setitem__(self, key, value):
         if self._readonly:
@@ -370,5 +398,4 @@ def _nest(flat, shape):
     if len(shape) <= 1:
         return flat if shape else flat[0]
     step = len(flat) // shape[0] if shape[0] else 0
-    return [_nest(flat[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]
-
+    return [_nest(flat[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])]

@@ -13,6 +13,7 @@ one, =auto (or unset) chooses. Identical-mode bits do not depend on the SIMD wid
 identical bindings give the same bits (the v4 one is faster); a fast-mode run's bits may
 differ between them (DEVIATIONS.md 31).
 """
+
 import importlib
 import importlib.util
 import os
@@ -26,8 +27,12 @@ _GPU_ORDER = ("cuda", "hip")
 CPU_LEVELS = ("auto", "v3", "v4")
 _V4_FLAGS = frozenset(("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"))
 _STEM = "_mojolearn_training"
-_ERRORS = (("ValueError: ", ValueError), ("RuntimeError: ", RuntimeError),
-           ("TypeError: ", TypeError), ("MemoryError: ", MemoryError))
+_ERRORS = (
+    ("ValueError: ", ValueError),
+    ("RuntimeError: ", RuntimeError),
+    ("TypeError: ", TypeError),
+    ("MemoryError: ", MemoryError),
+)
 
 _lock = threading.RLock()
 _requested_mode = None
@@ -45,8 +50,9 @@ def requested_mode():
     with _lock:
         if _requested_mode is not None:
             return _requested_mode
-        return _check_mode(os.environ.get("MOJOLEARN_NUMERIC_MODE") or "identical",
-                           "MOJOLEARN_NUMERIC_MODE")
+        return _check_mode(
+            os.environ.get("MOJOLEARN_NUMERIC_MODE") or "identical", "MOJOLEARN_NUMERIC_MODE"
+        )
 
 
 def set_numeric_mode(mode):
@@ -58,7 +64,8 @@ def set_numeric_mode(mode):
             raise RuntimeError(
                 f"the numeric mode is fixed once a binding has loaded: this process runs "
                 f"{_loaded.mode!r} already; select {mode!r} before first use (call "
-                f"set_numeric_mode first, or set MOJOLEARN_NUMERIC_MODE={mode})")
+                f"set_numeric_mode first, or set MOJOLEARN_NUMERIC_MODE={mode})"
+            )
         _requested_mode = mode
 
 
@@ -70,7 +77,7 @@ def translate(exc):
     msg = str(exc)
     for prefix, cls in _ERRORS:
         if msg.startswith(prefix):
-            return cls(msg[len(prefix):])
+            return cls(msg[len(prefix) :])
     return RuntimeError(f"mojolearn binding error: {msg}")
 
 
@@ -86,8 +93,10 @@ class Binding:
         self.vendor, self.mode, self.target_cpu, self.accelerator = info
         problem = _abi.first_difference(_abi.parse(module.abi_layout()))
         if problem is not None:
-            raise ImportError(f"mojolearn binding {self.name} does not match the Python ABI "
-                              f"declaration: {problem}")
+            raise ImportError(
+                f"mojolearn binding {self.name} does not match the Python ABI "
+                f"declaration: {problem}"
+            )
         for entry in _abi.LAYOUT:
             fn = getattr(module, entry)
             setattr(self, entry, fn if entry in _abi.RAW_ENTRIES else _typed(fn))
@@ -102,6 +111,7 @@ def _typed(fn):
             return fn(*args)
         except Exception as exc:
             raise translate(exc) from None
+
     call.__name__ = getattr(fn, "__name__", "entry")
     return call
 
@@ -183,13 +193,17 @@ def _pick_suffix(vendor, mode):
     have = _available(vendor, mode, "_v4")
     if level == "v4":
         if not have:
-            raise ImportError(f"MOJOLEARN_CPU_LEVEL=v4, but this install has no x86-64-v4 "
-                              f"{mode} binding (built on x86_64 unless MOJOLEARN_TARGET_CPU is "
-                              f"set or MOJOLEARN_BUILD_V4=0)")
+            raise ImportError(
+                f"MOJOLEARN_CPU_LEVEL=v4, but this install has no x86-64-v4 "
+                f"{mode} binding (built on x86_64 unless MOJOLEARN_TARGET_CPU is "
+                f"set or MOJOLEARN_BUILD_V4=0)"
+            )
         if not cpu_has_v4():
             missing = ", ".join(sorted(_V4_FLAGS - cpu_flags()))
-            raise ImportError(f"MOJOLEARN_CPU_LEVEL=v4, but this CPU lacks {missing}; "
-                              f"use MOJOLEARN_CPU_LEVEL=v3 or auto")
+            raise ImportError(
+                f"MOJOLEARN_CPU_LEVEL=v4, but this CPU lacks {missing}; "
+                f"use MOJOLEARN_CPU_LEVEL=v3 or auto"
+            )
         return "_v4"
     return "_v4" if have and cpu_has_v4() else ""
 
@@ -204,8 +218,10 @@ def _pick_vendor(mode):
         if env not in VENDORS:
             raise ValueError(f"MOJOLEARN_VENDOR must be one of {VENDORS}, got {env!r}")
         if not _available(env, mode):
-            raise ImportError(f"MOJOLEARN_VENDOR={env}, but this install has no {env} binding "
-                              f"for mode {mode!r} (build with MOJOLEARN_VENDORS={env})")
+            raise ImportError(
+                f"MOJOLEARN_VENDOR={env}, but this install has no {env} binding "
+                f"for mode {mode!r} (build with MOJOLEARN_VENDORS={env})"
+            )
         return env
     for vendor in _GPU_ORDER:
         if _available(vendor, mode):
@@ -230,8 +246,10 @@ def binding():
             try:
                 module = _import(vendor, mode, suffix)
             except ImportError as exc:
-                raise ImportError(f"mojolearn: cannot load the {vendor}/{mode}{suffix} binding "
-                                  f"({exc}); reinstall with `pip install .`") from exc
+                raise ImportError(
+                    f"mojolearn: cannot load the {vendor}/{mode}{suffix} binding "
+                    f"({exc}); reinstall with `pip install .`"
+                ) from exc
             _loaded = Binding(module)
         return _loaded
 
@@ -247,8 +265,10 @@ def reader():
         try:
             return Binding(_import("cpu", "identical")).raw.intake_read
         except ImportError as exc:
-            raise ImportError(f"mojolearn: cannot load the cpu/identical binding ({exc}); "
-                              f"reinstall with `pip install .`") from exc
+            raise ImportError(
+                f"mojolearn: cannot load the cpu/identical binding ({exc}); "
+                f"reinstall with `pip install .`"
+            ) from exc
 
 
 def numeric_mode_used():

@@ -2,6 +2,7 @@
 int32 / int64 class indices, through `_intake`, refused by name otherwise. Both trainers use
 these: `x_input` / `y_input` for a step's addresses, `batch` / `owned_batch` / `targets` for
 Arrays (the per-operation path)."""
+
 from ._array import Array
 from ._bufcheck import dtype_name, is_integer, is_native_f32
 from ._buffer import all_finite
@@ -11,8 +12,13 @@ from ._intake import as_f32_c, as_i32_c, borrowed_f32, labels, probe
 def x_input(X, api, inputs, max_rows, name="X", stacked=False):
     """(keep, address, rows) of X; finiteness is the binding's to check."""
     if type(X) is Array:  # `borrowed_f32` inlined for the commonest input: ~0.1 µs a step
-        if X._dtype == "<f4" and len(shape := X._shape) == 2 and shape[1] == inputs and \
-                0 < shape[0] and (shape[0] <= max_rows or stacked):
+        if (
+            X._dtype == "<f4"
+            and len(shape := X._shape) == 2
+            and shape[1] == inputs
+            and 0 < shape[0]
+            and (shape[0] <= max_rows or stacked)
+        ):
             return X, X._addr, shape[0]
     else:
         r = borrowed_f32(X, 2)
@@ -51,8 +57,13 @@ def batch(X, api, inputs, max_rows, name="X", stacked=False):
     """X as a float32 C-contiguous (rows, inputs) Array (borrowed when it already is one, else
     a C-order copy) with 1 to `max_rows` rows (`stacked`: the caller checks the row count of
     k stacked batches)."""
-    pb = _probe(X, api, name, f"a float32 buffer of shape (batch, {inputs}) (NumPy array, "
-                              f"array.array, memoryview or mojolearn.Array)")
+    pb = _probe(
+        X,
+        api,
+        name,
+        f"a float32 buffer of shape (batch, {inputs}) (NumPy array, "
+        f"array.array, memoryview or mojolearn.Array)",
+    )
     if not is_native_f32(pb.format, pb.itemsize):
         raise TypeError(f"{api}: {name} must be float32, got {dtype_name(pb.format, pb.itemsize)}")
     if pb.ndim != 2 or pb.shape[1] != inputs:
@@ -79,11 +90,13 @@ def targets(values, rows, classes, api, check_range=True):
     checked to be classes 0..classes-1 here rather than in the binding."""
     pb = _probe(values, api, "targets", f"an integer buffer of shape ({rows},)")
     if not is_integer(pb.format):
-        raise TypeError(f"{api}: targets must hold integers, got "
-                        f"{dtype_name(pb.format, pb.itemsize)}")
+        raise TypeError(
+            f"{api}: targets must hold integers, got {dtype_name(pb.format, pb.itemsize)}"
+        )
     if tuple(pb.shape) != (rows,):
-        raise ValueError(f"{api}: targets must have shape ({rows},) to match X, got "
-                         f"{tuple(pb.shape)}")
+        raise ValueError(
+            f"{api}: targets must have shape ({rows},) to match X, got {tuple(pb.shape)}"
+        )
     try:
         y, copied = as_i32_c(values, name="targets")
     except ValueError:
@@ -95,6 +108,7 @@ def targets(values, rows, classes, api, check_range=True):
     values = y._mv.tolist()
     bad = next((i for i, c in enumerate(values) if not 0 <= c < classes), None)
     if bad is not None:
-        raise ValueError(f"{api}: targets must be classes 0..{classes - 1}; "
-                         f"targets[{bad}] = {values[bad]}")
+        raise ValueError(
+            f"{api}: targets must be classes 0..{classes - 1}; targets[{bad}] = {values[bad]}"
+        )
     return y

@@ -2,6 +2,7 @@
 by struct code and itemsize, never by guessing from values; `dtype_name` names any format in
 error messages. A leaf: it imports nothing from the package (`_reader` reads layouts,
 `_intake` decides what to accept)."""
+
 import sys
 
 _NATIVE = "<" if sys.byteorder == "little" else ">"

@@ -1,5 +1,6 @@
 """Owned host buffers: new Arrays (`zeros`, `empty`), their bytes, a finiteness scan. Reading
 callers' buffers is `_intake`'s."""
+
 import array as _pyarray
 import math
 

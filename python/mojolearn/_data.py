@@ -20,6 +20,7 @@ give the same batches on every machine. Changing any of it changes every CLI sta
   consecutive slices of `batch_size` rows; the last batch of an epoch is smaller when
   `batch_size` does not divide `n_train` (it is used, not dropped).
 """
+
 import array as _pyarray
 import csv
 import gzip
@@ -49,16 +50,36 @@ BUNDLED_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", 
 DIGITS_NAME = "digits"
 DIGITS_FILE = os.path.join(os.path.dirname(BUNDLED_FILE), "digits.csv.gz")
 # The 13 wine attributes in file order; the 8 we keep (see `BUNDLED_COLUMNS`).
-WINE_ATTRIBUTES = ("alcohol", "malic_acid", "ash", "alcalinity_of_ash", "magnesium",
-                   "total_phenols", "flavanoids", "nonflavanoid_phenols", "proanthocyanins",
-                   "color_intensity", "hue", "od280_od315", "proline")
+WINE_ATTRIBUTES = (
+    "alcohol",
+    "malic_acid",
+    "ash",
+    "alcalinity_of_ash",
+    "magnesium",
+    "total_phenols",
+    "flavanoids",
+    "nonflavanoid_phenols",
+    "proanthocyanins",
+    "color_intensity",
+    "hue",
+    "od280_od315",
+    "proline",
+)
 # The eight attributes with the largest one-way ANOVA F statistic between the three cultivars
 # on the training split (computed once; dropped: ash, magnesium, nonflavanoid_phenols,
 # proanthocyanins, malic_acid, whose classes overlap most). Fixed here so the data never moves.
-BUNDLED_COLUMNS = ("alcohol", "alcalinity_of_ash", "total_phenols", "flavanoids",
-                   "color_intensity", "hue", "od280_od315", "proline")
+BUNDLED_COLUMNS = (
+    "alcohol",
+    "alcalinity_of_ash",
+    "total_phenols",
+    "flavanoids",
+    "color_intensity",
+    "hue",
+    "od280_od315",
+    "proline",
+)
 
-F32_MAX = 3.4028234663852886e+38  # the largest finite float32
+F32_MAX = 3.4028234663852886e38  # the largest finite float32
 
 
 class DataError(ValueError):
@@ -105,6 +126,7 @@ class Dataset:
 
 # -- split and standardization -------------------------------------------------------------
 
+
 def split_rows(labels, classes=CLASSES):
     """(train rows, test rows), both in file order (see the module docstring)."""
     rng = SplitMix64(SPLIT_SEED)
@@ -112,7 +134,7 @@ def split_rows(labels, classes=CLASSES):
     for c in range(classes):  # an absent class draws nothing: more classes, same split
         members = [i for i, y in enumerate(labels) if y == c]
         rng.shuffle(members)
-        test.extend(members[:len(members) // TEST_FRACTION_DIVISOR])
+        test.extend(members[: len(members) // TEST_FRACTION_DIVISOR])
     held = set(test)
     return [i for i in range(len(labels)) if i not in held], sorted(test)
 
@@ -136,12 +158,17 @@ def standardize(raw_rows, train_rows):
         sds.append(math.sqrt(acc / n))
     out = []
     for row in raw_rows:
-        out.append(tuple(round_f32((row[j] - means[j]) / sds[j]) if sds[j] > 0.0 else 0.0
-                         for j in range(width)))
+        out.append(
+            tuple(
+                round_f32((row[j] - means[j]) / sds[j]) if sds[j] > 0.0 else 0.0
+                for j in range(width)
+            )
+        )
     return tuple(out)
 
 
 # -- batch order ---------------------------------------------------------------------------
+
 
 def epoch_seed(seed, epoch):
     digest = hashlib.sha256(f"mojolearn.data-order.v1:{seed}:{epoch}".encode("ascii")).digest()
@@ -183,7 +210,7 @@ class BatchStream:
         if self._order_epoch != self.epoch:
             self._order = epoch_order(self.seed, self.epoch, n)
             self._order_epoch = self.epoch
-        picks = self._order[self.cursor:self.cursor + self.batch_size]
+        picks = self._order[self.cursor : self.cursor + self.batch_size]
         rows = [self.dataset.train_rows[p] for p in picks]
         self.cursor += len(picks)
         if self.cursor >= n:
@@ -193,6 +220,7 @@ class BatchStream:
 
 
 # -- loading -------------------------------------------------------------------------------
+
 
 def file_sha256(path):
     h = hashlib.sha256()
@@ -208,12 +236,13 @@ def _number(cell, row, column):
         raise DataError(f"row {row}, column {column}: empty cell (expected a number)")
     if not _DECIMAL.fullmatch(text):
         what = "a finite float32 number" if _NON_FINITE.fullmatch(text) else "a number"
-        raise DataError(f"row {row}, column {column}: {text[:40]!r} is not {what} (plain "
-                        f"decimal literals only, e.g. -1.5e3)")
+        raise DataError(
+            f"row {row}, column {column}: {text[:40]!r} is not {what} (plain "
+            f"decimal literals only, e.g. -1.5e3)"
+        )
     value = float(text)
     if not math.isfinite(value) or abs(value) > F32_MAX:
-        raise DataError(f"row {row}, column {column}: {text[:40]!r} is not a finite float32 "
-                        f"number")
+        raise DataError(f"row {row}, column {column}: {text[:40]!r} is not a finite float32 number")
     return value
 
 
@@ -221,8 +250,10 @@ def load_bundled(features=FEATURES):
     """The bundled UCI wine data, classes 0..2: 8 of its 13 attributes (`BUNDLED_COLUMNS`,
     for SmallMLPTrainer's 8 inputs) or, with `features=13`, all of them in file order."""
     if features not in (FEATURES, len(WINE_ATTRIBUTES)):
-        raise DataError(f"the wine data has {len(WINE_ATTRIBUTES)} attributes (or the "
-                        f"{FEATURES} selected ones); the network takes {features} inputs")
+        raise DataError(
+            f"the wine data has {len(WINE_ATTRIBUTES)} attributes (or the "
+            f"{FEATURES} selected ones); the network takes {features} inputs"
+        )
     with open(BUNDLED_FILE, "rb") as f:
         blob = f.read()
     lines = blob.decode("ascii").splitlines()
@@ -234,8 +265,15 @@ def load_bundled(features=FEATURES):
         cells = line.split(",")
         raw.append(tuple(_number(cells[j], number, WINE_ATTRIBUTES[j]) for j in keep))
         labels.append(int(cells[13]))
-    return Dataset(BUNDLED_NAME, hashlib.sha256(blob).hexdigest(), "class", columns,
-                   raw, labels, ("class_0", "class_1", "class_2"))
+    return Dataset(
+        BUNDLED_NAME,
+        hashlib.sha256(blob).hexdigest(),
+        "class",
+        columns,
+        raw,
+        labels,
+        ("class_0", "class_1", "class_2"),
+    )
 
 
 def load_digits():
@@ -250,8 +288,15 @@ def load_digits():
         cells = line.split(",")
         raw.append(tuple(_number(cells[j], number, columns[j]) for j in range(64)))
         labels.append(int(cells[64]))
-    return Dataset(DIGITS_NAME, hashlib.sha256(blob).hexdigest(), "digit", columns, raw, labels,
-                   tuple(str(d) for d in range(10)))
+    return Dataset(
+        DIGITS_NAME,
+        hashlib.sha256(blob).hexdigest(),
+        "digit",
+        columns,
+        raw,
+        labels,
+        tuple(str(d) for d in range(10)),
+    )
 
 
 def _column_name(header, j):
@@ -278,14 +323,18 @@ def load_csv(path, label_column=None, features=FEATURES, classes=CLASSES):
         rows = rows[1:]
         for j, name in enumerate(header):
             if header.index(name) != j:
-                raise DataError(f"row {first_number}: the header names column {name!r} twice "
-                                f"(columns {header.index(name) + 1} and {j + 1}); column "
-                                f"names must be unique")
+                raise DataError(
+                    f"row {first_number}: the header names column {name!r} twice "
+                    f"(columns {header.index(name) + 1} and {j + 1}); column "
+                    f"names must be unique"
+                )
     width = features + 1
     if len(first) != width:
-        raise DataError(f"row {first_number}: {len(first)} columns, expected {width} "
-                        f"({features} numeric features and 1 label; --layers sets the "
-                        f"network's inputs)")
+        raise DataError(
+            f"row {first_number}: {len(first)} columns, expected {width} "
+            f"({features} numeric features and 1 label; --layers sets the "
+            f"network's inputs)"
+        )
     label_j = _label_index(header, label_column, width)
     if not rows:
         raise DataError(f"{path}: no data rows after the header")
@@ -301,8 +350,15 @@ def load_csv(path, label_column=None, features=FEATURES, classes=CLASSES):
     label_name = header[label_j] if header else str(label_j + 1)
     if len(raw) < 2:
         raise DataError(f"{path}: only {len(raw)} data row; need at least 2 to train")
-    return Dataset(shown(os.path.basename(path)), hashlib.sha256(blob).hexdigest(), label_name,
-                   names, raw, labels, class_names)
+    return Dataset(
+        shown(os.path.basename(path)),
+        hashlib.sha256(blob).hexdigest(),
+        label_name,
+        names,
+        raw,
+        labels,
+        class_names,
+    )
 
 
 def _read_csv_file(path):
@@ -318,16 +374,17 @@ def _read_csv_file(path):
         if not _stat.S_ISREG(st.st_mode):
             raise DataError(f"--data {name} is {kind(st.st_mode)}, not a regular file")
         if st.st_size > MAX_CSV_BYTES:
-            raise DataError(f"--data {name} has {st.st_size} bytes, more than the "
-                            f"{MAX_CSV_BYTES >> 20} MiB a CSV may have")
+            raise DataError(
+                f"--data {name} has {st.st_size} bytes, more than the "
+                f"{MAX_CSV_BYTES >> 20} MiB a CSV may have"
+            )
         blob = read_at_most(fd, MAX_CSV_BYTES)
     except OSError as exc:
         raise DataError(f"cannot read --data {name}: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
     if len(blob) > MAX_CSV_BYTES:
-        raise DataError(f"--data {name} has more than the {MAX_CSV_BYTES >> 20} MiB a CSV may "
-                        f"have")
+        raise DataError(f"--data {name} has more than the {MAX_CSV_BYTES >> 20} MiB a CSV may have")
     return blob
 
 
@@ -356,8 +413,9 @@ def _label_index(header, label_column, width):
     if not header and label_column.isdigit() and 1 <= int(label_column) <= width:
         return int(label_column) - 1
     names = ", ".join(header) if header else f"1..{width} (the file has no header row)"
-    raise DataError(f"--label-column {label_column!r} is not a column of the file "
-                    f"(columns: {names})")
+    raise DataError(
+        f"--label-column {label_column!r} is not a column of the file (columns: {names})"
+    )
 
 
 def _ordinal(n):
@@ -373,8 +431,9 @@ def _labels(cells, column, classes=CLASSES):
         for number, text in cells:
             value = int(text)
             if not 0 <= value < classes:
-                raise DataError(f"row {number}, column {column}: label {value} is not in "
-                                f"0..{classes - 1}")
+                raise DataError(
+                    f"row {number}, column {column}: label {value} is not in 0..{classes - 1}"
+                )
             out.append(value)
         return out, tuple(str(c) for c in range(classes))
     seen = []
@@ -384,10 +443,12 @@ def _labels(cells, column, classes=CLASSES):
         if text not in seen:
             seen.append(text)
             if len(seen) > classes:
-                shown_names = ", ".join(seen[:min(classes, 3)]) + (", ..." if classes > 3 else "")
-                raise DataError(f"row {number}, column {column}: label {text[:40]!r} is a "
-                                f"{_ordinal(classes + 1)} class (expected at most {classes}: "
-                                f"{shown_names})")
+                shown_names = ", ".join(seen[: min(classes, 3)]) + (", ..." if classes > 3 else "")
+                raise DataError(
+                    f"row {number}, column {column}: label {text[:40]!r} is a "
+                    f"{_ordinal(classes + 1)} class (expected at most {classes}: "
+                    f"{shown_names})"
+                )
     names = sorted(seen)
     index = {name: i for i, name in enumerate(names)}
     return [index[text] for _, text in cells], tuple(names)
@@ -401,8 +462,10 @@ def load(path=None, label_column=None, features=FEATURES, classes=CLASSES, datas
             raise DataError("--label-column applies only with --data")
         if dataset == DIGITS_NAME:
             if (features, classes) != (64, 10):
-                raise DataError(f"the digits data has 64 features and 10 classes; the network "
-                                f"takes {features} inputs and {classes} classes")
+                raise DataError(
+                    f"the digits data has 64 features and 10 classes; the network "
+                    f"takes {features} inputs and {classes} classes"
+                )
             return load_digits()
         if classes != CLASSES:
             raise DataError(f"the wine data has 3 classes; the network has {classes} outputs")

@@ -15,15 +15,33 @@ strided layouts and other dtypes are refused with a message that says which.
 The structs follow dlpack.h (v1.0): ctypes is used only here, once per exchange, never on a
 training step.
 """
+
 import ctypes
 import weakref
 
 _CPU = 1
-_DEVICE_NAMES = {1: "CPU", 2: "CUDA", 3: "CUDA host", 4: "OpenCL", 7: "Vulkan", 8: "Metal",
-                 9: "VPI", 10: "ROCm", 11: "ROCm host", 13: "CUDA managed", 14: "oneAPI"}
+_DEVICE_NAMES = {
+    1: "CPU",
+    2: "CUDA",
+    3: "CUDA host",
+    4: "OpenCL",
+    7: "Vulkan",
+    8: "Metal",
+    9: "VPI",
+    10: "ROCm",
+    11: "ROCm host",
+    13: "CUDA managed",
+    14: "oneAPI",
+}
 _INT, _UINT, _FLOAT, _BFLOAT, _COMPLEX, _BOOL = 0, 1, 2, 4, 5, 6
-_CODE_NAMES = {_INT: "int", _UINT: "uint", _FLOAT: "float", _BFLOAT: "bfloat",
-               _COMPLEX: "complex", _BOOL: "bool"}
+_CODE_NAMES = {
+    _INT: "int",
+    _UINT: "uint",
+    _FLOAT: "float",
+    _BFLOAT: "bfloat",
+    _COMPLEX: "complex",
+    _BOOL: "bool",
+}
 _DTYPES = {"<f4": (_FLOAT, 32), "<f8": (_FLOAT, 64), "<i4": (_INT, 32), "<i8": (_INT, 64)}
 _FROM_DL = {v: k for k, v in _DTYPES.items()}
 _READ_ONLY, _IS_COPIED = 1, 2
@@ -41,9 +59,15 @@ class _DataType(ctypes.Structure):
 
 
 class _Tensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", _Device), ("ndim", ctypes.c_int32),
-                ("dtype", _DataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", _Device),
+        ("ndim", ctypes.c_int32),
+        ("dtype", _DataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
 
 
 class _Managed(ctypes.Structure):
@@ -51,8 +75,11 @@ class _Managed(ctypes.Structure):
 
 
 _DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-_Managed._fields_ = [("dl_tensor", _Tensor), ("manager_ctx", ctypes.c_void_p),
-                     ("deleter", _DELETER)]
+_Managed._fields_ = [
+    ("dl_tensor", _Tensor),
+    ("manager_ctx", ctypes.c_void_p),
+    ("deleter", _DELETER),
+]
 
 
 class _Version(ctypes.Structure):
@@ -60,8 +87,13 @@ class _Version(ctypes.Structure):
 
 
 class _ManagedVersioned(ctypes.Structure):
-    _fields_ = [("version", _Version), ("manager_ctx", ctypes.c_void_p), ("deleter", _DELETER),
-                ("flags", ctypes.c_uint64), ("dl_tensor", _Tensor)]
+    _fields_ = [
+        ("version", _Version),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", _DELETER),
+        ("flags", ctypes.c_uint64),
+        ("dl_tensor", _Tensor),
+    ]
 
 
 _api = ctypes.pythonapi
@@ -98,17 +130,21 @@ def export(arr, stream=None, max_version=None, dl_device=None, copy=None):
     if stream is not None:
         raise BufferError(f"Array.__dlpack__: stream must be None for CPU memory, got {stream!r}")
     if dl_device is not None and tuple(dl_device) != (_CPU, 0):
-        raise BufferError(f"Array.__dlpack__: mojolearn Arrays live on the CPU (device (1, 0)); "
-                          f"dl_device={tuple(dl_device)!r} would need a copy to another device")
+        raise BufferError(
+            f"Array.__dlpack__: mojolearn Arrays live on the CPU (device (1, 0)); "
+            f"dl_device={tuple(dl_device)!r} would need a copy to another device"
+        )
     if copy not in (None, True, False):
         raise BufferError(f"Array.__dlpack__: copy must be None, True or False, got {copy!r}")
     versioned = max_version is not None and tuple(max_version)[0] >= 1
     if copy:
         arr = arr.copy()
     if arr._readonly and not versioned:
-        raise BufferError("Array.__dlpack__: a read-only Array can only be exported to a "
-                          "consumer that accepts DLPack >= 1.0 (max_version), which carries "
-                          "the read-only flag")
+        raise BufferError(
+            "Array.__dlpack__: a read-only Array can only be exported to a "
+            "consumer that accepts DLPack >= 1.0 (max_version), which carries "
+            "the read-only flag"
+        )
     code, bits = _DTYPES[arr._dtype]
     ndim = len(arr._shape)
     shape = (ctypes.c_int64 * max(ndim, 1))(*arr._shape)
@@ -160,25 +196,30 @@ def from_dlpack(obj):
     from ._array import _CODES, Array
 
     if not hasattr(obj, "__dlpack__"):
-        raise TypeError(f"from_dlpack: {type(obj).__name__} does not export DLPack "
-                        f"(no __dlpack__ method)")
+        raise TypeError(
+            f"from_dlpack: {type(obj).__name__} does not export DLPack (no __dlpack__ method)"
+        )
     device_of = getattr(obj, "__dlpack_device__", None)
     if device_of is not None:
         kind, index = device_of()
         if int(kind) != _CPU:
             name = _DEVICE_NAMES.get(int(kind), f"device type {int(kind)}")
-            raise ValueError(f"from_dlpack: the tensor lives on {name} device {index}; "
-                             f"mojolearn.from_dlpack takes CPU memory only (copy it to the CPU "
-                             f"first, e.g. tensor.cpu())")
+            raise ValueError(
+                f"from_dlpack: the tensor lives on {name} device {index}; "
+                f"mojolearn.from_dlpack takes CPU memory only (copy it to the CPU "
+                f"first, e.g. tensor.cpu())"
+            )
     try:
         try:
             capsule = obj.__dlpack__(max_version=(1, 0))
         except TypeError:  # a producer from before DLPack 1.0
             capsule = obj.__dlpack__()
     except (RuntimeError, BufferError, ValueError) as exc:
-        raise TypeError(f"from_dlpack: {type(obj).__name__} refused to export its memory "
-                        f"({type(exc).__name__}: {str(exc)[:200]}); for a torch parameter pass "
-                        f"p.detach() (it shares the memory)") from None
+        raise TypeError(
+            f"from_dlpack: {type(obj).__name__} refused to export its memory "
+            f"({type(exc).__name__}: {str(exc)[:200]}); for a torch parameter pass "
+            f"p.detach() (it shares the memory)"
+        ) from None
     cap = ctypes.c_void_p(id(capsule))  # CPython: id() is the object's address
     versioned = bool(_api.PyCapsule_IsValid(cap, _VERSIONED))
     if not versioned and not _api.PyCapsule_IsValid(cap, _LEGACY):
@@ -187,13 +228,17 @@ def from_dlpack(obj):
     managed = (_ManagedVersioned if versioned else _Managed).from_address(address)
     t = managed.dl_tensor
     if t.device.device_type != _CPU:
-        raise ValueError(f"from_dlpack: the tensor lives on "
-                         f"{_DEVICE_NAMES.get(t.device.device_type, t.device.device_type)}; "
-                         f"mojolearn takes CPU memory only")
+        raise ValueError(
+            f"from_dlpack: the tensor lives on "
+            f"{_DEVICE_NAMES.get(t.device.device_type, t.device.device_type)}; "
+            f"mojolearn takes CPU memory only"
+        )
     dtype = _FROM_DL.get((t.dtype.code, t.dtype.bits)) if t.dtype.lanes == 1 else None
     if dtype is None:
-        raise ValueError(f"from_dlpack: dtype {_describe(t.dtype)} is not supported (float32, "
-                         f"float64, int32 or int64)")
+        raise ValueError(
+            f"from_dlpack: dtype {_describe(t.dtype)} is not supported (float32, "
+            f"float64, int32 or int64)"
+        )
     shape = tuple(t.shape[i] for i in range(t.ndim))
     size, step = 1, 1
     for d in shape:
@@ -201,10 +246,12 @@ def from_dlpack(obj):
     if t.strides and size > 1:
         for i in range(t.ndim - 1, -1, -1):
             if shape[i] != 1 and t.strides[i] != step:
-                raise ValueError(f"from_dlpack: the tensor is not C-contiguous (shape {shape}, "
-                                 f"strides {tuple(t.strides[j] for j in range(t.ndim))} in "
-                                 f"elements); copy it first (e.g. .contiguous() or "
-                                 f"numpy.ascontiguousarray)")
+                raise ValueError(
+                    f"from_dlpack: the tensor is not C-contiguous (shape {shape}, "
+                    f"strides {tuple(t.strides[j] for j in range(t.ndim))} in "
+                    f"elements); copy it first (e.g. .contiguous() or "
+                    f"numpy.ascontiguousarray)"
+                )
             step *= shape[i]
     readonly = versioned and bool(managed.flags & _READ_ONLY)
     _api.PyCapsule_SetName(cap, _USED[_VERSIONED if versioned else _LEGACY])

@@ -11,6 +11,7 @@ Temporaries are `.<h>.<pid>.<random>.mojolearn-tmp` in the real target's folder,
 the first 8 hex digits of the SHA-256 of the target's file name: the next save to the same
 target removes those left by dead processes (a `kill -9` mid-save) and no one else's.
 """
+
 import errno
 import hashlib
 import os
@@ -26,8 +27,9 @@ def fspath(path, what="checkpoint"):
     try:
         path = os.fspath(path)
     except TypeError:
-        raise TypeError(f"{what}: path must be a str, bytes or os.PathLike, got "
-                        f"{type(path).__name__}") from None
+        raise TypeError(
+            f"{what}: path must be a str, bytes or os.PathLike, got {type(path).__name__}"
+        ) from None
     return os.fsdecode(path)
 
 
@@ -38,9 +40,13 @@ def shown(path):
 
 def kind(mode):
     """'a folder', 'a FIFO' ... of a non-regular file's `st_mode`."""
-    for test, name in ((_stat.S_ISDIR, "a folder"), (_stat.S_ISFIFO, "a FIFO"),
-                       (_stat.S_ISCHR, "a character device"), (_stat.S_ISBLK, "a block device"),
-                       (_stat.S_ISSOCK, "a socket")):
+    for test, name in (
+        (_stat.S_ISDIR, "a folder"),
+        (_stat.S_ISFIFO, "a FIFO"),
+        (_stat.S_ISCHR, "a character device"),
+        (_stat.S_ISBLK, "a block device"),
+        (_stat.S_ISSOCK, "a socket"),
+    ):
         if test(mode):
             return name
     return "an unknown kind of file"
@@ -128,7 +134,7 @@ def clean_stale_temporaries(path):
     for name in names:
         if not (name.startswith(prefix) and name.endswith(TMP_SUFFIX)):
             continue
-        middle = name[len(prefix):-len(TMP_SUFFIX)].split(".")
+        middle = name[len(prefix) : -len(TMP_SUFFIX)].split(".")
         if len(middle) != 2 or not middle[0].isdigit():
             continue
         pid = int(middle[0])
@@ -152,8 +158,9 @@ def write_atomic(path, data, what="checkpoint"):
     folder = os.path.dirname(real)
     clean_stale_temporaries(real)
     tmp = os.path.join(folder, temporary_name(real, os.getpid(), secrets.token_hex(6)))
-    fd = retry(os.open, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
-               0o666)
+    fd = retry(
+        os.open, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666
+    )
     try:
         try:
             if st is not None:
@@ -209,12 +216,20 @@ class RunLock:
         real, _ = resolve(path, what)
         self.path = os.path.join(os.path.dirname(real), f".{_tag(real)}{LOCK_SUFFIX}")
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
-                         | getattr(os, "O_CLOEXEC", 0), 0o600)
+            fd = os.open(
+                self.path,
+                os.O_RDWR
+                | os.O_CREAT
+                | os.O_NOFOLLOW
+                | os.O_NONBLOCK
+                | getattr(os, "O_CLOEXEC", 0),
+                0o600,
+            )
             try:
                 if not _stat.S_ISREG(os.fstat(fd).st_mode):
-                    raise ValueError(f"{what}: the lock file {shown(self.path)!r} is not a "
-                                     f"regular file")
+                    raise ValueError(
+                        f"{what}: the lock file {shown(self.path)!r} is not a regular file"
+                    )
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:

@@ -7,6 +7,7 @@ step the checkpoint holds; on resume it is cut back to the checkpoint's step (re
 and a torn last line from a `kill -9`, are dropped), so a resumed run's trace is the trace of an
 uninterrupted one.
 """
+
 import json
 import os
 import stat as _stat
@@ -21,8 +22,9 @@ def path_for(checkpoint):
 
 
 def _line(record):
-    return (json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False)
-            + "\n").encode("ascii")
+    return (
+        json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n"
+    ).encode("ascii")
 
 
 def read(path):
@@ -73,13 +75,16 @@ class History:
         blob = b"".join(_line(r) for r in self.pending)
         # Non-blocking and checked after opening: a FIFO put there mid-run is refused, not
         # waited on. (The file itself exists: `start_fresh` / `resume_at` wrote it.)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK
-                     | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(
+            self.path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+        )
         try:
             st = os.fstat(fd)
             if not _stat.S_ISREG(st.st_mode):
-                raise ValueError(f"history: {_files.shown(self.path)!r} is "
-                                 f"{_files.kind(st.st_mode)}, not a regular file")
+                raise ValueError(
+                    f"history: {_files.shown(self.path)!r} is "
+                    f"{_files.kind(st.st_mode)}, not a regular file"
+                )
             _files.write_all(fd, blob)
             _files.retry(os.fsync, fd)
         finally:

@@ -12,6 +12,7 @@ converts silently: float64 is never rounded to float32.
 The caller keeps the returned keep-alive (the object itself, its DLPack capsule or a copy) for
 as long as the address is used, and must not resize the buffer meanwhile.
 """
+
 import array as _pyarray
 
 from . import _reader
@@ -43,14 +44,19 @@ def probe(obj):
         except TypeError:
             pass
         else:  # a buffer the reader declined: too many dimensions, or suboffsets
-            raise ValueError(f"buffers of at most {_MAX_NDIM} dimensions without suboffsets "
-                             f"are supported, got {ndim} dimensions")
+            raise ValueError(
+                f"buffers of at most {_MAX_NDIM} dimensions without suboffsets "
+                f"are supported, got {ndim} dimensions"
+            )
     if hasattr(obj, "__dlpack__"):
         from ._dlpack import from_dlpack
+
         return from_dlpack(obj)._probe()  # raises its refusal; a success is an Array's layout
-    raise TypeError(f"expected an object with the buffer protocol or DLPack (a NumPy array, "
-                    f"torch tensor, array.array, memoryview, bytes or mojolearn.Array), got "
-                    f"{type(obj).__name__}")
+    raise TypeError(
+        f"expected an object with the buffer protocol or DLPack (a NumPy array, "
+        f"torch tensor, array.array, memoryview, bytes or mojolearn.Array), got "
+        f"{type(obj).__name__}"
+    )
 
 
 def _dlpack_strided(obj, layout):
@@ -58,6 +64,7 @@ def _dlpack_strided(obj, layout):
     cannot read strided memory that has no buffer protocol)."""
     if not layout.c_contiguous and _reader.is_dlpack_only(obj):
         from ._dlpack import from_dlpack
+
         from_dlpack(obj)
 
 
@@ -68,8 +75,12 @@ def borrowed_f32(obj, ndim=None, writable=False):
     """(keep, address, shape) of a non-empty float32 C-contiguous buffer, zero-copy, or None
     (the caller's slow path then copies or refuses with its own messages)."""
     if type(obj) is Array:
-        if obj._dtype == "<f4" and (ndim is None or len(obj._shape) == ndim) and \
-                not (writable and obj._readonly) and obj._size:
+        if (
+            obj._dtype == "<f4"
+            and (ndim is None or len(obj._shape) == ndim)
+            and not (writable and obj._readonly)
+            and obj._size
+        ):
             return obj, obj._addr, obj._shape
         return None
     r = _read(obj, _F32[ndim, writable])
@@ -85,8 +96,12 @@ def f32(obj, name, ndim=None, writable=False):
     when `writable`, a read-only or strided buffer."""
     # `borrowed_f32` spelled out: this is every operand's path, and a call costs ~0.08 µs.
     if type(obj) is Array:
-        if obj._dtype == "<f4" and (ndim is None or len(obj._shape) == ndim) and \
-                not (writable and obj._readonly) and obj._size:
+        if (
+            obj._dtype == "<f4"
+            and (ndim is None or len(obj._shape) == ndim)
+            and not (writable and obj._readonly)
+            and obj._size
+        ):
             return obj, obj._addr, obj._shape
     else:
         r = _read(obj, _F32[ndim, writable])
@@ -109,14 +124,15 @@ def probe_f32(obj, name="array"):
     except TypeError as exc:
         if hasattr(type(obj), "__dlpack__"):  # e.g. a torch tensor that requires grad
             raise TypeError(f"{name}: {exc}") from None
-        raise TypeError(f"{name} must be a float32 buffer (NumPy array, torch tensor, "
-                        f"array.array, memoryview or mojolearn.Array), got "
-                        f"{type(obj).__name__}") from None
+        raise TypeError(
+            f"{name} must be a float32 buffer (NumPy array, torch tensor, "
+            f"array.array, memoryview or mojolearn.Array), got "
+            f"{type(obj).__name__}"
+        ) from None
     except ValueError as exc:
         raise ValueError(f"{name}: {exc}") from None
     if not is_native_f32(layout.format, layout.itemsize):
-        raise TypeError(f"{name} must be float32, got "
-                        f"{dtype_name(layout.format, layout.itemsize)}")
+        raise TypeError(f"{name} must be float32, got {dtype_name(layout.format, layout.itemsize)}")
     return layout
 
 
@@ -140,6 +156,7 @@ def _borrow(obj, layout, name):
     try:
         if _reader.is_dlpack_only(obj):
             from ._dlpack import from_dlpack
+
             return from_dlpack(obj)
         return Array.from_buffer(obj)
     except (TypeError, ValueError) as exc:
@@ -148,8 +165,9 @@ def _borrow(obj, layout, name):
 
 def _check_ndim(layout, ndim, name):
     if ndim is not None and layout.ndim != ndim:
-        raise ValueError(f"{name} must have {ndim} dimension{'s' if ndim != 1 else ''}, "
-                         f"got shape {layout.shape}")
+        raise ValueError(
+            f"{name} must have {ndim} dimension{'s' if ndim != 1 else ''}, got shape {layout.shape}"
+        )
 
 
 def as_f32_c(obj, ndim=None, name="array"):
@@ -210,11 +228,14 @@ def as_i32_c(obj, ndim=None, name="array"):
     except ValueError as exc:
         raise ValueError(f"{name}: {exc}") from None
     if not is_integer(layout.format):
-        raise TypeError(f"{name} must hold integers, got "
-                        f"{dtype_name(layout.format, layout.itemsize)}")
+        raise TypeError(
+            f"{name} must hold integers, got {dtype_name(layout.format, layout.itemsize)}"
+        )
     if split_format(layout.format)[0] != "":
-        raise TypeError(f"{name} must hold native-endian integers, got "
-                        f"{dtype_name(layout.format, layout.itemsize)}")
+        raise TypeError(
+            f"{name} must hold native-endian integers, got "
+            f"{dtype_name(layout.format, layout.itemsize)}"
+        )
     _check_ndim(layout, ndim, name)
     _dlpack_strided(obj, layout)
     if layout.c_contiguous and dtype_of(layout.format, layout.itemsize) == "<i4":

@@ -11,6 +11,7 @@ Bounds, refused before anything is allocated: at most MAX_LAYERS layers, every w
 (`batch_bytes`: X, every layer's activations and their gradients, the results) at most
 MAX_BATCH_BYTES, which admits 4096 rows of [784, 256, 10] (about 26 MB) and ~40,000.
 """
+
 import array as _pyarray
 import math
 import operator
@@ -27,25 +28,41 @@ MAX_BATCH_BYTES = 256 << 20
 class LayerSizes:
     """A checked `[inputs, hidden..., classes]` with its flat tensor layout."""
 
-    __slots__ = ("sizes", "names", "shapes", "offsets", "total", "layers", "inputs", "classes",
-                 "views", "_sizes_q")
+    __slots__ = (
+        "sizes",
+        "names",
+        "shapes",
+        "offsets",
+        "total",
+        "layers",
+        "inputs",
+        "classes",
+        "views",
+        "_sizes_q",
+    )
 
     def __init__(self, layer_sizes, api="MLPTrainer"):
         if isinstance(layer_sizes, (str, bytes)) or not isinstance(layer_sizes, (list, tuple)):
-            raise TypeError(f"{api}: layer_sizes must be a list or tuple of ints [inputs, "
-                            f"hidden..., classes], got {type(layer_sizes).__name__}")
+            raise TypeError(
+                f"{api}: layer_sizes must be a list or tuple of ints [inputs, "
+                f"hidden..., classes], got {type(layer_sizes).__name__}"
+            )
         sizes = []
         for i, w in enumerate(layer_sizes):
             if isinstance(w, bool) or not hasattr(type(w), "__index__"):
-                raise TypeError(f"{api}: layer_sizes[{i}] must be an int, got "
-                                f"{type(w).__name__} {w!r}"[:200])
+                raise TypeError(
+                    f"{api}: layer_sizes[{i}] must be an int, got {type(w).__name__} {w!r}"[:200]
+                )
             sizes.append(operator.index(w))
         if len(sizes) < 2:
-            raise ValueError(f"{api}: layer_sizes needs at least 2 entries [inputs, classes], "
-                             f"got {sizes}")
+            raise ValueError(
+                f"{api}: layer_sizes needs at least 2 entries [inputs, classes], got {sizes}"
+            )
         if len(sizes) - 1 > MAX_LAYERS:
-            raise ValueError(f"{api}: layer_sizes describes {len(sizes) - 1} layers, at most "
-                             f"{MAX_LAYERS} are allowed")
+            raise ValueError(
+                f"{api}: layer_sizes describes {len(sizes) - 1} layers, at most "
+                f"{MAX_LAYERS} are allowed"
+            )
         for i, w in enumerate(sizes):
             if not 1 <= w <= MAX_WIDTH:
                 raise ValueError(f"{api}: layer_sizes[{i}] must be in [1, {MAX_WIDTH}], got {w}")
@@ -53,8 +70,10 @@ class LayerSizes:
             raise ValueError(f"{api}: layer_sizes[-1] (classes) must be >= 2, got {sizes[-1]}")
         total = sum(o * i + o for i, o in zip(sizes, sizes[1:]))
         if total > MAX_PARAMS:
-            raise ValueError(f"{api}: layer_sizes {sizes} has {total:,} parameters, at most "
-                             f"{MAX_PARAMS:,} (2**26) are allowed")
+            raise ValueError(
+                f"{api}: layer_sizes {sizes} has {total:,} parameters, at most "
+                f"{MAX_PARAMS:,} (2**26) are allowed"
+            )
         self.sizes = tuple(sizes)
         names, shapes, offsets, off = [], [], [], 0
         for l, (i, o) in enumerate(zip(sizes, sizes[1:]), start=1):
@@ -63,14 +82,21 @@ class LayerSizes:
                 shapes.append(shape)
                 offsets.append(off)
                 off += math.prod(shape)
-        self.names, self.shapes, self.offsets, self.total = tuple(names), tuple(shapes), \
-            tuple(offsets), off
-        self._sizes_q = _pyarray.array("q", sizes)  # what `mlp_train_step` and `mlp_resident_open` read
+        self.names, self.shapes, self.offsets, self.total = (
+            tuple(names),
+            tuple(shapes),
+            tuple(offsets),
+            off,
+        )
+        self._sizes_q = _pyarray.array(
+            "q", sizes
+        )  # what `mlp_train_step` and `mlp_resident_open` read
         # Plain attributes, not properties: the trainers read them on every step.
         self.layers, self.inputs, self.classes = len(sizes) - 1, sizes[0], sizes[-1]
         # (name, shape, byte offset, size) of each tensor: the result views' table.
-        self.views = tuple((n, sh, 4 * o, math.prod(sh))
-                           for n, sh, o in zip(self.names, self.shapes, self.offsets))
+        self.views = tuple(
+            (n, sh, 4 * o, math.prod(sh)) for n, sh, o in zip(self.names, self.shapes, self.offsets)
+        )
 
     @property
     def sizes_addr(self):
@@ -108,8 +134,9 @@ class LayerSizes:
         out = []
         for l, shape in enumerate(self.shapes):
             bound = 1.0 / math.sqrt(self.sizes[l // 2])
-            values = [round_f32((2.0 * rng.uniform() - 1.0) * bound)
-                      for _ in range(math.prod(shape))]
+            values = [
+                round_f32((2.0 * rng.uniform() - 1.0) * bound) for _ in range(math.prod(shape))
+            ]
             out.append(Array._wrap(_pyarray.array("f", values), shape, "<f4"))
         return out
 

@@ -18,6 +18,7 @@ A subclass sets `_API` (the name in messages), `_SCHEMA` / `_FILE_SCHEMA` (its p
 file schemas), and constructs through `_init_core`; SmallMLPTrainer adds its one justified
 fast path, an unrolled `train_step` for the 8→16→3 network.
 """
+
 import array as _pyarray
 import os
 import threading
@@ -61,8 +62,9 @@ def _translate(exc, api):
     """A binding refusal as the trainer's error: a non-finite result as RuntimeError, a
     refused input (the resident entries check X and targets) as ValueError naming it."""
     if isinstance(exc, RuntimeError) and "not finite" in str(exc):
-        return RuntimeError(f"{api}: the step produced a non-finite result and was not "
-                            f"applied ({exc})")
+        return RuntimeError(
+            f"{api}: the step produced a non-finite result and was not applied ({exc})"
+        )
     if type(exc) is ValueError and str(exc).startswith("mlp_resident_"):
         return ValueError(f"{api}: " + str(exc).partition(": ")[2])
     return exc
@@ -96,8 +98,9 @@ class MLPCore:
 
     _API = _SCHEMA = _FILE_SCHEMA = None
 
-    def _init_core(self, spec, params, config, schedule, flags=None, max_rows=None, m=None,
-                   v=None, step=0):
+    def _init_core(
+        self, spec, params, config, schedule, flags=None, max_rows=None, m=None, v=None, step=0
+    ):
         self._spec = spec
         self._config = config
         self._schedule = schedule
@@ -106,9 +109,15 @@ class MLPCore:
         self._mode = _binding().mode
         self._lock = threading.RLock()
         self._step = step
-        self._session = Session(params, zeros((spec.total,)) if m is None else m,
-                                zeros((spec.total,)) if v is None else v, step, config, spec,
-                                min(CAPACITY_ROWS, self._max_rows))
+        self._session = Session(
+            params,
+            zeros((spec.total,)) if m is None else m,
+            zeros((spec.total,)) if v is None else v,
+            step,
+            config,
+            spec,
+            min(CAPACITY_ROWS, self._max_rows),
+        )
 
     # ------------------------------------------------------------ introspection
 
@@ -163,18 +172,28 @@ class MLPCore:
             p, m, v, t = self._session.download()
             return _State(p, m, v, None if self._flags is None else self._flags.copy(), t)
 
-    def _publish(self, params, m, v, step, config=None, schedule=None, flags=None,
-                 capacity=None):
+    def _publish(self, params, m, v, step, config=None, schedule=None, flags=None, capacity=None):
         """Replace the session by one holding (params, m, v, step) — opened before anything
         changes, so a failure to open leaves the trainer as it was — and, when given, the
         config, schedule and flags, all in ONE assignment. Caller holds the lock."""
         config = self._config if config is None else config
-        new = Session(params, m, v, step, config, self._spec,
-                      self._session.capacity if capacity is None else capacity)
+        new = Session(
+            params,
+            m,
+            v,
+            step,
+            config,
+            self._spec,
+            self._session.capacity if capacity is None else capacity,
+        )
         old = self._session
         (self._session, self._step, self._config, self._schedule, self._flags) = (
-            new, step, config, self._schedule if schedule is None else schedule,
-            self._flags if flags is None else flags)
+            new,
+            step,
+            config,
+            self._schedule if schedule is None else schedule,
+            self._flags if flags is None else flags,
+        )
         old.close()
 
     def state_dict(self):
@@ -184,17 +203,23 @@ class MLPCore:
             optimizer = {"kind": S.OPTIMIZER, "step": st.step, "m": st.m, "v": st.v}
             if st.flags is not None:
                 optimizer["flags"] = st.flags
-            return {"schema": self._SCHEMA, "architecture": list(self._spec.sizes),
-                    "numeric_mode": self._mode, "parameter_order": list(self._spec.names),
-                    "weights": S.split(st.params, self._spec), "optimizer": optimizer,
-                    "config": dict(self._config),
-                    "data_schedule": S.check_schedule(self._schedule, self._API)}
+            return {
+                "schema": self._SCHEMA,
+                "architecture": list(self._spec.sizes),
+                "numeric_mode": self._mode,
+                "parameter_order": list(self._spec.names),
+                "weights": S.split(st.params, self._spec),
+                "optimizer": optimizer,
+                "config": dict(self._config),
+                "data_schedule": S.check_schedule(self._schedule, self._API),
+            }
 
     def load_state_dict(self, state):
         """Restore a `state_dict()` snapshot (same layer sizes, same numeric mode); validated
         and copied before anything changes. Returns self."""
         params, m, v, flags, step, config, schedule, _ = S.validate_state(
-            state, self._mode, self._spec, self._API, self._SCHEMA)
+            state, self._mode, self._spec, self._API, self._SCHEMA
+        )
         with self._lock:
             self._publish(params, m, v, step, config, schedule, flags)
         return self
@@ -246,8 +271,10 @@ class MLPCore:
 
     def _check_room(self, k):
         if self._step + k > S.MAX_STEP:
-            raise ValueError(f"{self._API}: the step counter is exhausted (step "
-                             f"{self._step} + {k} would pass 2**31-1)")
+            raise ValueError(
+                f"{self._API}: the step counter is exhausted (step "
+                f"{self._step} + {k} would pass 2**31-1)"
+            )
 
     def _recover(self, t_before):
         """After a failure: roll the session back to step `t_before` if the step was applied."""
@@ -261,8 +288,9 @@ class MLPCore:
         a batch outgrows it). Caller holds the lock."""
         if rows > self._session.capacity:  # checked again: callers test it before calling
             p, m, v, t = self._session.download()
-            self._publish(p, m, v, t, capacity=min(self._max_rows,
-                                                   max(rows, 2 * self._session.capacity)))
+            self._publish(
+                p, m, v, t, capacity=min(self._max_rows, max(rows, 2 * self._session.capacity))
+            )
 
     def _x_input(self, X, name="X", stacked=False):
         """(object to keep alive, address, rows) of a float32 C-contiguous (rows, inputs) batch;
@@ -284,18 +312,25 @@ class MLPCore:
             self._fit(rows)
         spec = self._spec
         step = self._step
-        buf = _ZERO * (k + rows * spec.classes + spec.total + (rows * spec.inputs if want_dx else 0))
+        buf = _ZERO * (
+            k + rows * spec.classes + spec.total + (rows * spec.inputs if want_dx else 0)
+        )
         out = buf.buffer_info()[0]
         try:
             if k == 1:
-                self._step = _binding().mlp_resident_step(self._session.handle, xa, ya, out,
-                                                          mode, rows, itemsize, want_dx, step)
+                self._step = _binding().mlp_resident_step(
+                    self._session.handle, xa, ya, out, mode, rows, itemsize, want_dx, step
+                )
             else:
-                self._step = _binding().mlp_resident_steps(self._session.handle, xa, ya, out,
-                                                           rows, k, itemsize, step)
+                self._step = _binding().mlp_resident_steps(
+                    self._session.handle, xa, ya, out, rows, k, itemsize, step
+                )
             if mode == _MODE_FORWARD:  # logits only: no gradient views to build
-                logits, grads, dx = _result_view(buf, (rows, spec.classes), out + 4 * k,
-                                                 rows * spec.classes), None, None
+                logits, grads, dx = (
+                    _result_view(buf, (rows, spec.classes), out + 4 * k, rows * spec.classes),
+                    None,
+                    None,
+                )
             else:
                 logits, grads, dx = _results(buf, out, spec, rows, k, want_dx)
         except BaseException as exc:
@@ -317,8 +352,10 @@ class MLPCore:
         spec = self._spec
         buf = _ZERO * (1 + rows * spec.classes + spec.total)
         try:
-            _binding().mlp_resident_grads([self._session.handle, xa, ya, buf.buffer_info()[0]],
-                                          [rows, itemsize, divide_by, self._step])
+            _binding().mlp_resident_grads(
+                [self._session.handle, xa, ya, buf.buffer_info()[0]],
+                [rows, itemsize, divide_by, self._step],
+            )
         except (RuntimeError, ValueError) as exc:
             raise _translate(exc, self._API) from None
         return buf
@@ -328,16 +365,18 @@ class MLPCore:
         new step count. All or nothing."""
         self._check_room(1)
         try:
-            self._step = _binding().mlp_resident_apply([self._session.handle, grads_addr],
-                                                       [self._step])
+            self._step = _binding().mlp_resident_apply(
+                [self._session.handle, grads_addr], [self._step]
+            )
         except (RuntimeError, ValueError) as exc:
             raise _translate(exc, self._API) from None
         return self._step
 
     def _check_want_dx(self, value):
         if value is not False and value is not True:
-            raise TypeError(f"{self._API}: return_input_grad must be a bool, got "
-                            f"{type(value).__name__}")
+            raise TypeError(
+                f"{self._API}: return_input_grad must be a bool, got {type(value).__name__}"
+            )
 
     def train_step(self, X, targets, *, return_input_grad=False):
         """One AdamW step on a batch.
@@ -359,8 +398,9 @@ class MLPCore:
             self._check_room(1)
             if not _fused_enabled():
                 return self._train_step_ops(X, targets, return_input_grad)
-            buf, logits, grads, dx = self._pass(xa, ya, itemsize, rows, _MODE_TRAIN,
-                                                return_input_grad)
+            buf, logits, grads, dx = self._pass(
+                xa, ya, itemsize, rows, _MODE_TRAIN, return_input_grad
+            )
             result = {"step": self._step, "loss": buf[0], "logits": logits, "gradients": grads}
             if return_input_grad:
                 result["input_grad"] = dx
@@ -375,8 +415,10 @@ class MLPCore:
             raise ValueError(f"{self._API}: k must be a positive int, got {k!r}")
         x, xa, total = self._x_input(X, stacked=True)
         if total % k or not 1 <= total // k <= self._max_rows:
-            raise ValueError(f"{self._API}: X must stack k={k} equal batches of 1 to "
-                             f"{self._max_rows} rows, got {total} rows")
+            raise ValueError(
+                f"{self._API}: X must stack k={k} equal batches of 1 to "
+                f"{self._max_rows} rows, got {total} rows"
+            )
         y, ya, itemsize = self._y_input(targets, total)
         rows = total // k
         with self._lock:
@@ -390,8 +432,13 @@ class MLPCore:
             except BaseException:  # e.g. MemoryError, KeyboardInterrupt: undo the steps
                 self._recover(step)
                 raise
-            return {"step": self._step, "losses": values, "loss": values[-1], "logits": logits,
-                    "gradients": grads}
+            return {
+                "step": self._step,
+                "losses": values,
+                "loss": values[-1],
+                "logits": logits,
+                "gradients": grads,
+            }
 
     def loss_and_grads(self, X, targets):
         """(loss, [dweight1, dbias1, ..., dbiasL]) of a batch, without a step."""
@@ -413,24 +460,35 @@ class MLPCore:
         spec, api = self._spec, self._API
         n = len(spec.names)
         if isinstance(gradients, dict):
-            raise TypeError(f"{api}: gradients must be a sequence of {n} buffers in the order "
-                            f"{', '.join(spec.names)} (not a dict)"[:300])
+            raise TypeError(
+                f"{api}: gradients must be a sequence of {n} buffers in the order "
+                f"{', '.join(spec.names)} (not a dict)"[:300]
+            )
         try:
             gradients = list(gradients)
         except TypeError:
-            raise TypeError(f"{api}: gradients must be a sequence of {n} buffers, got "
-                            f"{type(gradients).__name__}") from None
+            raise TypeError(
+                f"{api}: gradients must be a sequence of {n} buffers, got "
+                f"{type(gradients).__name__}"
+            ) from None
         if len(gradients) != n:
-            raise ValueError(f"{api}: gradients must hold exactly {n} buffers "
-                             f"({', '.join(spec.names)}), got {len(gradients)}"[:300])
-        g = S.flat([S.tensor(v, s, name + " gradient", api=api)
-                    for v, s, name in zip(gradients, spec.shapes, spec.names)])
+            raise ValueError(
+                f"{api}: gradients must hold exactly {n} buffers "
+                f"({', '.join(spec.names)}), got {len(gradients)}"[:300]
+            )
+        g = S.flat(
+            [
+                S.tensor(v, s, name + " gradient", api=api)
+                for v, s, name in zip(gradients, spec.shapes, spec.names)
+            ]
+        )
         with self._lock:
             self._check_room(1)
             p, m, v, t = self._session.download()  # fresh copies: the update runs on them
             try:
-                _binding().mlp_adamw([p._addr, g._addr, m._addr, v._addr],
-                                     [spec.total, t + 1, *self._hyper()])
+                _binding().mlp_adamw(
+                    [p._addr, g._addr, m._addr, v._addr], [spec.total, t + 1, *self._hyper()]
+                )
             except (RuntimeError, ValueError) as exc:
                 raise _translate(exc, api) from None
             self._publish(p, m, v, t + 1)
@@ -448,8 +506,10 @@ class MLPCore:
         """Logits of several batches (a list of float32 (n_i, inputs) buffers), concatenated
         in the order given: shape (sum n_i, classes)."""
         if isinstance(inputs, (str, bytes)) or not hasattr(inputs, "__iter__"):
-            raise TypeError(f"{self._API}: inputs must be a list of float32 (n, "
-                            f"{self._spec.inputs}) buffers, got {type(inputs).__name__}")
+            raise TypeError(
+                f"{self._API}: inputs must be a list of float32 (n, "
+                f"{self._spec.inputs}) buffers, got {type(inputs).__name__}"
+            )
         batches = [self._owned_batch(X, name=f"inputs[{i}]") for i, X in enumerate(list(inputs))]
         if not batches:
             raise ValueError(f"{self._API}: inputs must hold at least one batch")
@@ -462,8 +522,7 @@ class MLPCore:
     # ------------------------------------------------------------ per-operation path
 
     def _owned_batch(self, X, name="X", stacked=False):
-        return _batches.owned_batch(X, self._API, self._spec.inputs, self._max_rows, name,
-                                    stacked)
+        return _batches.owned_batch(X, self._API, self._spec.inputs, self._max_rows, name, stacked)
 
     def _labels(self, targets, rows):
         return _batches.targets(targets, rows, self._spec.classes, self._API)
@@ -479,11 +538,35 @@ class MLPCore:
         logits = empty((rows, spec.classes))
         grads = zeros((spec.total,))
         dx = empty((rows, spec.inputs)) if want_dx else zeros((1,))
-        new = _State(empty((spec.total,)), empty((spec.total,)), empty((spec.total,)),
-                     st.flags, st.step + k) if mode == _MODE_TRAIN else None
+        new = (
+            _State(
+                empty((spec.total,)),
+                empty((spec.total,)),
+                empty((spec.total,)),
+                st.flags,
+                st.step + k,
+            )
+            if mode == _MODE_TRAIN
+            else None
+        )
         try:
-            _mlp_ops.steps(_binding(), spec, x, y, rows, mode, k, st, new, losses, logits,
-                           grads, dx, want_dx, self._hyper())
+            _mlp_ops.steps(
+                _binding(),
+                spec,
+                x,
+                y,
+                rows,
+                mode,
+                k,
+                st,
+                new,
+                losses,
+                logits,
+                grads,
+                dx,
+                want_dx,
+                self._hyper(),
+            )
         except (RuntimeError, ValueError) as exc:
             raise _translate(exc, self._API) from None
         return new, losses, logits, grads, (dx if want_dx else None)
@@ -493,8 +576,12 @@ class MLPCore:
         y = self._labels(targets, x.shape[0])
         new, losses, logits, grads, dx = self._run_ops(x, y, x.shape[0], _MODE_TRAIN, 1, want_dx)
         self._publish(new.params, new.m, new.v, new.step)
-        result = {"step": new.step, "loss": losses._mv[0], "logits": logits,
-                  "gradients": S.split(grads, self._spec)}
+        result = {
+            "step": new.step,
+            "loss": losses._mv[0],
+            "logits": logits,
+            "gradients": S.split(grads, self._spec),
+        }
         if want_dx:
             result["input_grad"] = dx
         return result
@@ -506,8 +593,13 @@ class MLPCore:
         new, losses, logits, grads, _ = self._run_ops(x, y, rows, _MODE_TRAIN, k)
         self._publish(new.params, new.m, new.v, new.step)
         values = losses._mv.tolist()
-        return {"step": new.step, "losses": values, "loss": values[-1], "logits": logits,
-                "gradients": S.split(grads, self._spec)}
+        return {
+            "step": new.step,
+            "losses": values,
+            "loss": values[-1],
+            "logits": logits,
+            "gradients": S.split(grads, self._spec),
+        }
 
     def _forward_ops(self, x):
         rows = x.shape[0]
@@ -515,5 +607,7 @@ class MLPCore:
         return self._run_ops(x, y, rows, _MODE_FORWARD)[2]
 
     def __repr__(self):
-        return (f"{type(self).__name__}({list(self._spec.sizes)}, step={self._step}, "
-                f"lr={self._config['lr']}, mode={self._mode!r})")
+        return (
+            f"{type(self).__name__}({list(self._spec.sizes)}, step={self._step}, "
+            f"lr={self._config['lr']}, mode={self._mode!r})"
+        )

@@ -9,6 +9,7 @@ flat buffers. Each is one binding call on addresses into the trainer's flat buff
 A/B partner of SmallMLPTrainer's fused step (`tools/mlp_step_check.py`), the readable
 spelling of it, and MLPTrainer's step.
 """
+
 from ._buffer import empty
 from .loss import _IGNORE_NOTHING
 
@@ -45,13 +46,16 @@ def steps(b, spec, x, y, rows, mode, k, st, new, losses, logits, grads, dx, want
             last = l == layers - 1
             out = logits._addr if last else acts[l]._addr
             _gemm(b, src, p + 4 * spec.weight(l), out, rows, sizes[l + 1], sizes[l], 0, 1)
-            b.mlp_bias_activation([out, p + 4 * spec.bias(l), out], [rows, sizes[l + 1],
-                                                                     0 if last else 1])
+            b.mlp_bias_activation(
+                [out, p + 4 * spec.bias(l), out], [rows, sizes[l + 1], 0 if last else 1]
+            )
             src = out
         if mode == 0:
             return
-        losses._mv[i] = b.cross_entropy([logits._addr, ya, row_losses._addr, dl._addr],
-                                        [rows, spec.classes, _IGNORE_NOTHING, 0.0, _MEAN, 1])
+        losses._mv[i] = b.cross_entropy(
+            [logits._addr, ya, row_losses._addr, dl._addr],
+            [rows, spec.classes, _IGNORE_NOTHING, 0.0, _MEAN, 1],
+        )
         upstream = dl._addr
         for l in range(layers - 1, -1, -1):
             below = acts[l - 1]._addr if l else xa
@@ -59,8 +63,7 @@ def steps(b, spec, x, y, rows, mode, k, st, new, losses, logits, grads, dx, want
             _gemm(b, upstream, below, g + 4 * spec.weight(l), n_out, n_in, rows, 1, 0)
             b.mlp_sum_rows([upstream, g + 4 * spec.bias(l)], [rows, n_out])
             if l:
-                _gemm(b, upstream, p + 4 * spec.weight(l), incoming._addr, rows, n_in, n_out,
-                      0, 0)
+                _gemm(b, upstream, p + 4 * spec.weight(l), incoming._addr, rows, n_in, n_out, 0, 0)
                 b.mlp_relu_backward([below, incoming._addr, masked[l - 1]._addr], [rows, n_in])
                 upstream = masked[l - 1]._addr
             elif want_dx:

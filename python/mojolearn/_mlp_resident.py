@@ -11,6 +11,7 @@ after the open). Callers serialize their use (the trainer holds its lock around 
 The hot entries (`mlp_resident_step`, `_steps`) take the handle and their other arguments
 as plain ints; the trainer calls them directly.
 """
+
 import weakref
 
 from . import _backend, _threads
@@ -49,9 +50,11 @@ class Session:
         hyper = [config[k] for k in S.CONFIG_KEYS]
         self.spec = spec
         self.capacity = capacity
-        self.handle = _call(raw.mlp_resident_open,
-                            [params._addr, m._addr, v._addr, spec.sizes_addr],
-                            [spec.layers, capacity, t, *hyper])
+        self.handle = _call(
+            raw.mlp_resident_open,
+            [params._addr, m._addr, v._addr, spec.sizes_addr],
+            [spec.layers, capacity, t, *hyper],
+        )
         self._finalizer = weakref.finalize(self, _close, raw, self.handle)
         pool = _threads.pool()
         if pool:

@@ -4,6 +4,7 @@ The constructor, `load_state_dict` and the checkpoint loader share these checks,
 refused by one is refused by all, with the same message. Nothing here touches the binding:
 the checkpoint loader (and a fuzzer feeding it bytes) runs without it.
 """
+
 import array as _pyarray
 import json
 import math
@@ -22,8 +23,18 @@ SCHEMA = "mojolearn.small-mlp-trainer.v1"
 OPTIMIZER = "AdamW"
 MAX_STEP = (1 << 31) - 1
 CONFIG_KEYS = ("lr", "beta1", "beta2", "eps", "weight_decay")
-STATE_KEYS = frozenset(("schema", "architecture", "numeric_mode", "parameter_order", "weights",
-                        "optimizer", "config", "data_schedule"))
+STATE_KEYS = frozenset(
+    (
+        "schema",
+        "architecture",
+        "numeric_mode",
+        "parameter_order",
+        "weights",
+        "optimizer",
+        "config",
+        "data_schedule",
+    )
+)
 OPTIMIZER_KEYS = frozenset(("kind", "step", "m", "v", "flags"))
 MODES = ("identical", "fast")
 
@@ -45,21 +56,24 @@ def round_f32(x):
 
 def canonical(value):
     """Canonical JSON bytes: sorted keys, no spaces, ASCII, NaN/Infinity refused."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
-                      allow_nan=False).encode("ascii")
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    ).encode("ascii")
 
 
 def _scalar(value, name, api="SmallMLPTrainer"):
     # A real number by the `numbers` ABCs, as the optimizers check it: NumPy registers its
     # floats and ints there, not its bools (whose type name changed in NumPy 2).
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{api}: {name} must be a real number, got {value!r} "
-                         f"({type(value).__name__})")
+        raise ValueError(
+            f"{api}: {name} must be a real number, got {value!r} ({type(value).__name__})"
+        )
     try:
         x = float(value)
     except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{api}: {name} must be a real number, got "
-                         f"{type(value).__name__}") from None
+        raise ValueError(
+            f"{api}: {name} must be a real number, got {type(value).__name__}"
+        ) from None
     r = round_f32(x)
     if r is None:
         raise ValueError(f"{api}: {name} must be a finite float32, got {x!r}")
@@ -74,9 +88,13 @@ def check_config(lr, betas, eps, weight_decay, api="SmallMLPTrainer"):
         beta1, beta2 = betas
     except (TypeError, ValueError):
         raise ValueError(f"{api}: betas must be a pair of numbers, got {betas!r}") from None
-    cfg = {"lr": _scalar(lr, "lr", api), "beta1": _scalar(beta1, "betas[0]", api),
-           "beta2": _scalar(beta2, "betas[1]", api), "eps": _scalar(eps, "eps", api),
-           "weight_decay": _scalar(weight_decay, "weight_decay", api)}
+    cfg = {
+        "lr": _scalar(lr, "lr", api),
+        "beta1": _scalar(beta1, "betas[0]", api),
+        "beta2": _scalar(beta2, "betas[1]", api),
+        "eps": _scalar(eps, "eps", api),
+        "weight_decay": _scalar(weight_decay, "weight_decay", api),
+    }
     if not cfg["lr"] > 0:
         raise ValueError(f"{api}: invalid learning rate {lr!r} (must be > 0 in float32)")
     if not cfg["eps"] > 0:
@@ -85,8 +103,9 @@ def check_config(lr, betas, eps, weight_decay, api="SmallMLPTrainer"):
         raise ValueError(f"{api}: invalid weight_decay {weight_decay!r} (must be >= 0)")
     for i, key in enumerate(("beta1", "beta2")):
         if not 0 <= cfg[key] < 1:
-            raise ValueError(f"{api}: invalid beta at index {i}: {betas[i]!r} "
-                             f"(must be in [0, 1) in float32)")
+            raise ValueError(
+                f"{api}: invalid beta at index {i}: {betas[i]!r} (must be in [0, 1) in float32)"
+            )
     return cfg
 
 
@@ -96,15 +115,18 @@ def _unicode(text, what, api):
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise ValueError(f"{api}: data_schedule {what} holds a lone surrogate "
-                         f"(not valid Unicode)") from None
+        raise ValueError(
+            f"{api}: data_schedule {what} holds a lone surrogate (not valid Unicode)"
+        ) from None
 
 
 def check_schedule(value, api="SmallMLPTrainer"):
     """A bounded, canonical deep copy of the data_schedule JSON object."""
     if type(value) is not dict or not value:
-        raise ValueError(f"{api}: data_schedule must be a non-empty JSON object (dict), "
-                         f"got {type(value).__name__ if type(value) is not dict else 'an empty dict'}")
+        raise ValueError(
+            f"{api}: data_schedule must be a non-empty JSON object (dict), "
+            f"got {type(value).__name__ if type(value) is not dict else 'an empty dict'}"
+        )
     nodes = [0]
 
     def visit(item, depth):
@@ -116,11 +138,11 @@ def check_schedule(value, api="SmallMLPTrainer"):
         if type(item) is dict:
             for key, child in item.items():
                 if type(key) is not str:
-                    raise ValueError(f"{api}: data_schedule keys must be strings, "
-                                     f"got {key!r}")
+                    raise ValueError(f"{api}: data_schedule keys must be strings, got {key!r}")
                 if len(key) > _SCHEDULE_STRING:
-                    raise ValueError(f"{api}: data_schedule key longer than "
-                                     f"{_SCHEDULE_STRING} characters")
+                    raise ValueError(
+                        f"{api}: data_schedule key longer than {_SCHEDULE_STRING} characters"
+                    )
                 _unicode(key, "key", api)
                 visit(child, depth + 1)
         elif type(item) is list:
@@ -128,8 +150,9 @@ def check_schedule(value, api="SmallMLPTrainer"):
                 visit(child, depth + 1)
         elif type(item) is str:
             if len(item) > _SCHEDULE_STRING:
-                raise ValueError(f"{api}: data_schedule string longer than "
-                                 f"{_SCHEDULE_STRING} characters")
+                raise ValueError(
+                    f"{api}: data_schedule string longer than {_SCHEDULE_STRING} characters"
+                )
             _unicode(item, "string", api)
         elif type(item) is int:
             if item.bit_length() > 64:
@@ -138,14 +161,17 @@ def check_schedule(value, api="SmallMLPTrainer"):
             if not math.isfinite(item):
                 raise ValueError(f"{api}: data_schedule numbers must be finite, got {item!r}")
         elif item is not None and type(item) is not bool:
-            raise ValueError(f"{api}: data_schedule must hold JSON values only, got "
-                             f"{type(item).__name__}")
+            raise ValueError(
+                f"{api}: data_schedule must hold JSON values only, got {type(item).__name__}"
+            )
 
     visit(value, 0)
     encoded = canonical(value)
     if len(encoded) > _SCHEDULE_BYTES:
-        raise ValueError(f"{api}: data_schedule is {len(encoded)} bytes of canonical "
-                         f"JSON, more than {_SCHEDULE_BYTES}")
+        raise ValueError(
+            f"{api}: data_schedule is {len(encoded)} bytes of canonical "
+            f"JSON, more than {_SCHEDULE_BYTES}"
+        )
     return json.loads(encoded)
 
 
@@ -160,24 +186,27 @@ def tensor(value, shape, name, dtype="<f4", api="SmallMLPTrainer"):
     except ValueError as exc:
         raise ValueError(f"{api}: {name}: {exc}") from None
     except TypeError:
-        raise TypeError(f"{api}: {name} must be a {kind} buffer (NumPy array, "
-                        f"array.array, memoryview or mojolearn.Array), got "
-                        f"{type(value).__name__}") from None
-    ok = is_native_f32(pb.format, pb.itemsize) if dtype == "<f4" else is_int32(pb.format, pb.itemsize)
+        raise TypeError(
+            f"{api}: {name} must be a {kind} buffer (NumPy array, "
+            f"array.array, memoryview or mojolearn.Array), got "
+            f"{type(value).__name__}"
+        ) from None
+    ok = (
+        is_native_f32(pb.format, pb.itemsize)
+        if dtype == "<f4"
+        else is_int32(pb.format, pb.itemsize)
+    )
     if not ok:
-        raise TypeError(f"{api}: {name} must be {kind}, got "
-                        f"{dtype_name(pb.format, pb.itemsize)}")
+        raise TypeError(f"{api}: {name} must be {kind}, got {dtype_name(pb.format, pb.itemsize)}")
     if tuple(pb.shape) != tuple(shape):
-        raise ValueError(f"{api}: {name} must have shape {tuple(shape)}, got "
-                         f"{tuple(pb.shape)}")
+        raise ValueError(f"{api}: {name} must have shape {tuple(shape)}, got {tuple(pb.shape)}")
     arr, copied = (as_f32_c if dtype == "<f4" else as_i32_c)(value, name=name)
     if not copied:
         arr = arr.copy()
     if dtype == "<f4":
         bad = next((i for i, x in enumerate(arr._mv.tolist()) if not math.isfinite(x)), None)
         if bad is not None:
-            raise ValueError(f"{api}: {name} must be finite (flat index {bad} is "
-                             f"{arr._mv[bad]!r})")
+            raise ValueError(f"{api}: {name} must be finite (flat index {bad} is {arr._mv[bad]!r})")
     return arr
 
 
@@ -187,8 +216,9 @@ def check_step(step, api="SmallMLPTrainer"):
     try:
         step = operator.index(step)
     except TypeError:
-        raise ValueError(f"{api}: optimizer step must be an integer, got "
-                         f"{type(step).__name__}") from None
+        raise ValueError(
+            f"{api}: optimizer step must be an integer, got {type(step).__name__}"
+        ) from None
     if not 0 <= step <= MAX_STEP:
         raise ValueError(f"{api}: optimizer step must be in [0, 2**31-1], got {step}")
     return step
@@ -199,8 +229,7 @@ def _fields(obj, keys, what, api):
         raise ValueError(f"{api}: {what} must be a dict, got {type(obj).__name__}")
     missing, unknown = sorted(set(keys) - set(obj)), sorted(set(obj) - set(keys), key=repr)
     if missing or unknown:
-        raise ValueError(f"{api}: {what} has missing fields {missing} / unknown "
-                         f"fields {unknown}")
+        raise ValueError(f"{api}: {what} has missing fields {missing} / unknown fields {unknown}")
 
 
 MLP_SCHEMA = "mojolearn.mlp-trainer.v1"
@@ -222,17 +251,24 @@ def validate_state(state, mode=None, spec=SMALL, api="SmallMLPTrainer", schema=S
     if state["schema"] != schema:
         raise ValueError(f"{api}: state schema must be {schema!r}, got {state['schema']!r}")
     if state["architecture"] != list(spec.sizes):
-        raise ValueError(f"{api}: architecture must be {list(spec.sizes)}, got "
-                         f"{state['architecture']!r}"[:300])
+        raise ValueError(
+            f"{api}: architecture must be {list(spec.sizes)}, got {state['architecture']!r}"[:300]
+        )
     if state["numeric_mode"] not in MODES:
-        raise ValueError(f"{api}: numeric_mode must be one of {MODES}, got "
-                         f"{state['numeric_mode']!r}")
+        raise ValueError(
+            f"{api}: numeric_mode must be one of {MODES}, got {state['numeric_mode']!r}"
+        )
     if mode is not None and state["numeric_mode"] != mode:
-        raise ValueError(f"{api}: the state was saved in numeric mode "
-                         f"{state['numeric_mode']!r} but this process runs {mode!r}")
+        raise ValueError(
+            f"{api}: the state was saved in numeric mode "
+            f"{state['numeric_mode']!r} but this process runs {mode!r}"
+        )
     if state["parameter_order"] != list(spec.names):
-        raise ValueError(f"{api}: parameter_order must be {list(spec.names)}, got "
-                         f"{state['parameter_order']!r}"[:300])
+        raise ValueError(
+            f"{api}: parameter_order must be {list(spec.names)}, got {state['parameter_order']!r}"[
+                :300
+            ]
+        )
     _fields(state["weights"], spec.names, "state weights", api)
     weights = [tensor(state["weights"][n], s, n, api=api) for n, s in zip(spec.names, spec.shapes)]
     opt = state["optimizer"]
@@ -251,8 +287,9 @@ def validate_state(state, mode=None, spec=SMALL, api="SmallMLPTrainer", schema=S
             raise ValueError(f"{api}: optimizer flags must be 0 or 1, got {flags.tolist()}")
     cfg = state["config"]
     _fields(cfg, CONFIG_KEYS, "state config", api)
-    config = check_config(cfg["lr"], (cfg["beta1"], cfg["beta2"]), cfg["eps"],
-                          cfg["weight_decay"], api)
+    config = check_config(
+        cfg["lr"], (cfg["beta1"], cfg["beta2"]), cfg["eps"], cfg["weight_decay"], api
+    )
     schedule = check_schedule(state["data_schedule"], api)
     return flat(weights), m, v, flags, step, config, schedule, state["numeric_mode"]
 
@@ -268,5 +305,5 @@ def split(flat_array, spec=SMALL):
     mv = flat_array._mv
     out = {}
     for name, shape, off in zip(spec.names, spec.shapes, spec.offsets):
-        out[name] = Array._wrap(_pyarray.array("f", mv[off:off + math.prod(shape)]), shape, "<f4")
+        out[name] = Array._wrap(_pyarray.array("f", mv[off : off + math.prod(shape)]), shape, "<f4")
     return out

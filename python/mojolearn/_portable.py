@@ -5,6 +5,7 @@ rounded) are used, plus exact operations (`abs`, comparisons, `%` by 2.0, intege
 `math.cos` / `math.exp` / `math.log`: libm results may differ by an ulp between platforms.
 Results that feed the binding are rounded once to float32 with `round_f32`.
 """
+
 import math
 import struct
 
@@ -12,11 +13,29 @@ _F32 = struct.Struct("<f")
 
 # cos and sin Taylor coefficients, 1/(2k)! and 1/(2k+1)!, as exact-as-written double literals.
 # On |x| <= pi/4 the first omitted term is below 2e-19, far under a double ulp of the result.
-_COS = (1.0, -1.0 / 2, 1.0 / 24, -1.0 / 720, 1.0 / 40320, -1.0 / 3628800,
-        1.0 / 479001600, -1.0 / 87178291200, 1.0 / 20922789888000,
-        -1.0 / 6402373705728000)
-_SIN = (1.0, -1.0 / 6, 1.0 / 120, -1.0 / 5040, 1.0 / 362880, -1.0 / 39916800,
-        1.0 / 6227020800, -1.0 / 1307674368000, 1.0 / 355687428096000)
+_COS = (
+    1.0,
+    -1.0 / 2,
+    1.0 / 24,
+    -1.0 / 720,
+    1.0 / 40320,
+    -1.0 / 3628800,
+    1.0 / 479001600,
+    -1.0 / 87178291200,
+    1.0 / 20922789888000,
+    -1.0 / 6402373705728000,
+)
+_SIN = (
+    1.0,
+    -1.0 / 6,
+    1.0 / 120,
+    -1.0 / 5040,
+    1.0 / 362880,
+    -1.0 / 39916800,
+    1.0 / 6227020800,
+    -1.0 / 1307674368000,
+    1.0 / 355687428096000,
+)
 PI = 3.141592653589793
 
 

@@ -5,6 +5,7 @@ a tqdm bar when tqdm is installed (the `progress` extra) and stdout is a termina
 plain lines every `every` steps. Messages for people go to stderr when `--json` is on, so
 stdout stays parseable.
 """
+
 import json
 import sys
 import time
@@ -42,8 +43,13 @@ class Progress:
             except ImportError:
                 tqdm = None
             if tqdm is not None:
-                self.bar = tqdm(total=end_step, initial=start_step, unit="step",
-                                file=self.stream, dynamic_ncols=True)
+                self.bar = tqdm(
+                    total=end_step,
+                    initial=start_step,
+                    unit="step",
+                    file=self.stream,
+                    dynamic_ncols=True,
+                )
         self._t0 = self._t_last = time.perf_counter()
         self._step_last = start_step
         self._correct = 0
@@ -61,8 +67,7 @@ class Progress:
     def emit(self, record):
         """A JSON line under --json (no-op otherwise)."""
         if self.json:
-            print(json.dumps(record, sort_keys=True, allow_nan=False), file=self.stream,
-                  flush=True)
+            print(json.dumps(record, sort_keys=True, allow_nan=False), file=self.stream, flush=True)
 
     def update(self, step, loss, correct, rows):
         self._correct += correct
@@ -70,8 +75,9 @@ class Progress:
         if self.bar is not None:
             self.bar.update(step - self.bar.n)
             if step % self.every == 0 or step == self.end_step:
-                self.bar.set_postfix(loss=f"{loss:.4f}", acc=_fmt_acc(self._accuracy()),
-                                     refresh=False)
+                self.bar.set_postfix(
+                    loss=f"{loss:.4f}", acc=_fmt_acc(self._accuracy()), refresh=False
+                )
                 self._reset_window(step)
             return
         if step % self.every == 0 or step == self.end_step:
@@ -79,11 +85,23 @@ class Progress:
             rate = (step - self._step_last) / max(now - self._t_last, 1e-9)
             acc = self._accuracy()
             if self.json:
-                self.emit({"event": "progress", "step": step, "end_step": self.end_step,
-                           "loss": loss, "accuracy": acc, "steps_per_s": round(rate, 1)})
+                self.emit(
+                    {
+                        "event": "progress",
+                        "step": step,
+                        "end_step": self.end_step,
+                        "loss": loss,
+                        "accuracy": acc,
+                        "steps_per_s": round(rate, 1),
+                    }
+                )
             else:
-                print(f"step {step:>6}/{self.end_step}  loss {loss:.4f}  acc {_fmt_acc(acc)}  "
-                      f"{rate:,.0f} steps/s", file=self.stream, flush=True)
+                print(
+                    f"step {step:>6}/{self.end_step}  loss {loss:.4f}  acc {_fmt_acc(acc)}  "
+                    f"{rate:,.0f} steps/s",
+                    file=self.stream,
+                    flush=True,
+                )
             self._reset_window(step)
 
     def _accuracy(self):

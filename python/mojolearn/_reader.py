@@ -10,13 +10,15 @@ capsule returned as keep-alive holds the producer's memory until the caller drop
 
 Only `_backend` is imported here: `_array` and `_intake` both build on this module.
 """
+
 import sys
 from collections import namedtuple
 
 from . import _backend
 
-Layout = namedtuple("Layout", "format itemsize shape ndim c_contiguous readonly nbytes address "
-                              "device keep")
+Layout = namedtuple(
+    "Layout", "format itemsize shape ndim c_contiguous readonly nbytes address device keep"
+)
 
 # Spec bits (mojo/bindings/entries/intake.mojo): dtype class, exact ndim, writable, capsule.
 F32, LABELS, I32 = 1, 2, 3
@@ -139,8 +141,18 @@ def describe(obj):
     size = 1
     for d in shape:
         size *= d
-    return Layout(fmt, itemsize, shape, len(shape), contiguous, readonly, size * itemsize,
-                  addr if size else 0, device, keep)
+    return Layout(
+        fmt,
+        itemsize,
+        shape,
+        len(shape),
+        contiguous,
+        readonly,
+        size * itemsize,
+        addr if size else 0,
+        device,
+        keep,
+    )
 
 
 def is_dlpack_only(obj):

@@ -25,6 +25,7 @@ Recipe
   (rows, 8) row-major as 2 * uniform() - 1 (exact in binary32), then the targets as
   randbelow(3), row by row.
 """
+
 import array as _pyarray
 import operator
 
@@ -93,8 +94,12 @@ def batches(seed, rows, count=1, features=8, classes=3):
     with X uniform in [-1, 1) and targets uniform in [0, classes)."""
     from ._array import _CODES, Array
 
-    for name, value, lo in (("rows", rows, 1), ("count", count, 1), ("features", features, 1),
-                            ("classes", classes, 1)):
+    for name, value, lo in (
+        ("rows", rows, 1),
+        ("count", count, 1),
+        ("features", features, 1),
+        ("classes", classes, 1),
+    ):
         if isinstance(value, bool) or type(value) is not int or value < lo:
             raise ValueError(f"batches: {name} must be an int >= {lo}, got {value!r}")
     rng = SplitMix64(seed)
@@ -102,6 +107,10 @@ def batches(seed, rows, count=1, features=8, classes=3):
     for _ in range(count):
         x = [2.0 * rng.uniform() - 1.0 for _ in range(rows * features)]
         y = [rng.randbelow(classes) for _ in range(rows)]
-        out.append((Array._wrap(_pyarray.array("f", x), (rows, features), "<f4"),
-                    Array._wrap(_pyarray.array(_CODES["<i4"], y), (rows,), "<i4")))
+        out.append(
+            (
+                Array._wrap(_pyarray.array("f", x), (rows, features), "<f4"),
+                Array._wrap(_pyarray.array(_CODES["<i4"], y), (rows,), "<i4"),
+            )
+        )
     return out

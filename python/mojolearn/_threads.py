@@ -7,6 +7,7 @@ thread. A forked child starts without the parent's threads: its sessions' steps 
 every part on the calling thread (the pool's parts are claimed, not assigned), and a new
 pool is opened for it on first use.
 """
+
 import atexit
 import os
 import threading
@@ -56,8 +57,9 @@ def _open(workers):
     raw = _backend.binding().raw
     addr = raw.pool_open([], [workers])
     for i in range(workers):
-        threading.Thread(target=raw.pool_serve, args=([addr], []), daemon=True,
-                         name=f"mojolearn-worker-{i}").start()
+        threading.Thread(
+            target=raw.pool_serve, args=([addr], []), daemon=True, name=f"mojolearn-worker-{i}"
+        ).start()
     atexit.register(raw.pool_stop, [addr], [])  # the workers return before shutdown
     return addr
 

@@ -11,6 +11,7 @@ agree with pyproject.toml.
 `mojolearn.__version__` calls `version()` on first access only: importlib.metadata costs
 tens of milliseconds to import, and `import mojolearn` pays none of it.
 """
+
 import os
 import re
 
@@ -18,8 +19,10 @@ UNKNOWN = "0+unknown"
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # The carried build's copy first (the folder on sys.path), then the source tree's.
-CANDIDATES = (os.path.join(os.path.dirname(_HERE), "pyproject.toml"),
-              os.path.join(os.path.dirname(os.path.dirname(_HERE)), "pyproject.toml"))
+CANDIDATES = (
+    os.path.join(os.path.dirname(_HERE), "pyproject.toml"),
+    os.path.join(os.path.dirname(os.path.dirname(_HERE)), "pyproject.toml"),
+)
 
 
 def version():
@@ -61,7 +64,7 @@ def pyproject_version(path):
 def _scan(text):
     """Python 3.10 (no tomllib): the [project] table's `name` and `version` lines, written as
     plain basic strings (`version = "0.1.0"`), which is how this project's file writes them."""
-    table = re.search(r'^\[project\][ \t]*$(.*?)(?=^\[|\Z)', text, re.M | re.S)
+    table = re.search(r"^\[project\][ \t]*$(.*?)(?=^\[|\Z)", text, re.M | re.S)
     if table is None:
         return None
     fields = dict(re.findall(r'^(name|version)[ \t]*=[ \t]*"([^"\\\n]*)"', table.group(1), re.M))

@@ -35,6 +35,7 @@ Format `mojolearn.small-mlp-checkpoint.v1` (the reference's v1 layout):
   file and no temporary; temporaries of dead processes (a `kill -9` mid-save) are removed by the
   next save to that target. EINTR is retried at every call (`mojolearn._files`).
 """
+
 import hashlib
 import json
 import os
@@ -95,8 +96,10 @@ def dumps(state, profile=PROFILE):
     data = S.canonical(envelope) + b"\n"
     bound = _bound(schema, None)
     if len(data) > bound:
-        raise ValueError(f"checkpoint: {len(data)} bytes exceed the {bound}-byte bound "
-                         f"(the data_schedule is the only part that can grow)")
+        raise ValueError(
+            f"checkpoint: {len(data)} bytes exceed the {bound}-byte bound "
+            f"(the data_schedule is the only part that can grow)"
+        )
     return data
 
 
@@ -137,12 +140,17 @@ def _finite_float(text):
 
 def _decode_tensor(desc, shape, dtype, name):
     if type(desc) is not dict or set(desc) != _TENSOR:
-        raise ValueError(f"checkpoint: tensor {name} must be an object with exactly dtype, shape, hex")
+        raise ValueError(
+            f"checkpoint: tensor {name} must be an object with exactly dtype, shape, hex"
+        )
     if desc["dtype"] != dtype:
-        raise ValueError(f"checkpoint: tensor {name} dtype must be {dtype!r}, got {desc['dtype']!r}")
+        raise ValueError(
+            f"checkpoint: tensor {name} dtype must be {dtype!r}, got {desc['dtype']!r}"
+        )
     if desc["shape"] != list(shape) or any(type(d) is not int for d in desc["shape"]):
-        raise ValueError(f"checkpoint: tensor {name} shape must be {list(shape)}, got "
-                         f"{desc['shape']!r}")
+        raise ValueError(
+            f"checkpoint: tensor {name} shape must be {list(shape)}, got {desc['shape']!r}"
+        )
     text = desc["hex"]
     count = 1
     for d in shape:
@@ -160,8 +168,9 @@ def _spec_of(payload):
     """The layer spec an MLPTrainer payload declares (refused unless JSON ints in bounds)."""
     arch = payload.get("architecture")
     if type(arch) is not list or any(type(x) is not int for x in arch):
-        raise ValueError(f"checkpoint: architecture must be a list of JSON integers, got "
-                         f"{arch!r}"[:200])
+        raise ValueError(
+            f"checkpoint: architecture must be a list of JSON integers, got {arch!r}"[:200]
+        )
     try:
         return LayerSizes(arch, "checkpoint")
     except TypeError as exc:  # pragma: no cover - JSON integers are ints
@@ -175,16 +184,19 @@ def _decode_payload(payload, small=True):
         raise ValueError("checkpoint: payload must be an object")
     missing, unknown = S.STATE_KEYS - set(payload), set(payload) - S.STATE_KEYS
     if missing or unknown:
-        raise ValueError(f"checkpoint: payload has missing fields {sorted(missing)} / unknown "
-                         f"fields {sorted(unknown)}")
+        raise ValueError(
+            f"checkpoint: payload has missing fields {sorted(missing)} / unknown "
+            f"fields {sorted(unknown)}"
+        )
     spec = SMALL if small else _spec_of(payload)
     opt_keys = S.OPTIMIZER_KEYS if small else S.MLP_OPTIMIZER_KEYS
     state = dict(payload)
     weights = payload["weights"]
     if type(weights) is not dict or set(weights) != set(spec.names):
         raise ValueError(f"checkpoint: weights must hold exactly {list(spec.names)}"[:300])
-    state["weights"] = {n: _decode_tensor(weights[n], s, "<f4", n)
-                        for n, s in zip(spec.names, spec.shapes)}
+    state["weights"] = {
+        n: _decode_tensor(weights[n], s, "<f4", n) for n, s in zip(spec.names, spec.shapes)
+    }
     opt = payload["optimizer"]
     if type(opt) is not dict or set(opt) != opt_keys:
         raise ValueError(f"checkpoint: optimizer must hold exactly {sorted(opt_keys)}")
@@ -195,22 +207,33 @@ def _decode_payload(payload, small=True):
         opt["flags"] = _decode_tensor(opt["flags"], (4,), "<i4", "flags")
     state["optimizer"] = opt
     if type(payload["config"]) is dict and any(
-            type(x) not in (int, float) for x in payload["config"].values()):
+        type(x) not in (int, float) for x in payload["config"].values()
+    ):
         raise ValueError("checkpoint: config values must be numbers")
     # Every semantic rule (finite values, v >= 0, ranges, schedule bounds) is the trainer's.
-    S.validate_state(state, None, spec, "SmallMLPTrainer" if small else "MLPTrainer",
-                     S.SCHEMA if small else S.MLP_SCHEMA)
+    S.validate_state(
+        state,
+        None,
+        spec,
+        "SmallMLPTrainer" if small else "MLPTrainer",
+        S.SCHEMA if small else S.MLP_SCHEMA,
+    )
     # The trainer would keep 3.0 or rounded config values, so its state (and hash) would no
     # longer be this file's: refuse what the writer cannot have written.
     if type(payload["architecture"]) is list and any(
-            type(x) is not int for x in payload["architecture"]):
-        raise ValueError(f"checkpoint: architecture entries must be JSON integers, got "
-                         f"{payload['architecture']!r}"[:200])
+        type(x) is not int for x in payload["architecture"]
+    ):
+        raise ValueError(
+            f"checkpoint: architecture entries must be JSON integers, got "
+            f"{payload['architecture']!r}"[:200]
+        )
     if type(payload["config"]) is dict:
         for key, x in payload["config"].items():
             if type(x) is not float or S.round_f32(x) != x:
-                raise ValueError(f"checkpoint: config {key} must be a float32 value written as "
-                                 f"a JSON float, got {x!r}")
+                raise ValueError(
+                    f"checkpoint: config {key} must be a float32 value written as "
+                    f"a JSON float, got {x!r}"
+                )
     return state
 
 
@@ -242,10 +265,16 @@ def _parse(data, allow_profile_change, schema, max_bytes):
     if len(data) > bound:
         raise ValueError(f"checkpoint: {len(data)} bytes exceed the {bound}-byte bound")
     if not data.endswith(b"\n") or data.endswith(b"\n\n") or data.count(b"\n") != 1:
-        raise ValueError("checkpoint: the file must be one line of JSON ended by exactly one newline")
+        raise ValueError(
+            "checkpoint: the file must be one line of JSON ended by exactly one newline"
+        )
     try:
-        envelope = json.loads(data[:-1].decode("ascii"), object_pairs_hook=_unique,
-                              parse_constant=_no_constant, parse_float=_finite_float)
+        envelope = json.loads(
+            data[:-1].decode("ascii"),
+            object_pairs_hook=_unique,
+            parse_constant=_no_constant,
+            parse_float=_finite_float,
+        )
     except _Refusal as exc:
         raise ValueError(str(exc)) from None
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
@@ -254,8 +283,10 @@ def _parse(data, allow_profile_change, schema, max_bytes):
         raise ValueError("checkpoint: the envelope must be a JSON object")
     keys = set(envelope) - {"arithmetic_profile"}
     if keys != _ENVELOPE:
-        raise ValueError(f"checkpoint: envelope fields must be {sorted(_ENVELOPE)} and optionally "
-                         f"arithmetic_profile, got {sorted(envelope)}")
+        raise ValueError(
+            f"checkpoint: envelope fields must be {sorted(_ENVELOPE)} and optionally "
+            f"arithmetic_profile, got {sorted(envelope)}"
+        )
     wanted = (FILE_SCHEMA, MLP_FILE_SCHEMA) if schema is None else (schema,)
     if envelope["schema"] not in wanted:
         names = " or ".join(repr(w) for w in wanted)
@@ -264,20 +295,31 @@ def _parse(data, allow_profile_change, schema, max_bytes):
     if small and len(data) > MAX_BYTES:
         raise ValueError(f"checkpoint: {len(data)} bytes exceed the {MAX_BYTES}-byte bound")
     if S.canonical(envelope) + b"\n" != bytes(data):
-        raise ValueError("checkpoint: the file is not canonical JSON (sorted keys, no spaces, ASCII)")
+        raise ValueError(
+            "checkpoint: the file is not canonical JSON (sorted keys, no spaces, ASCII)"
+        )
     payload = envelope["payload"]
-    if type(envelope["payload_sha256"]) is not str or \
-            state_hash(payload) != envelope["payload_sha256"]:
-        raise ValueError("checkpoint: payload_sha256 does not match the payload (corrupted or edited)")
+    if (
+        type(envelope["payload_sha256"]) is not str
+        or state_hash(payload) != envelope["payload_sha256"]
+    ):
+        raise ValueError(
+            "checkpoint: payload_sha256 does not match the payload (corrupted or edited)"
+        )
     profile = envelope.get("arithmetic_profile", REFERENCE_PROFILE)
     if type(profile) is not str:
         raise ValueError("checkpoint: arithmetic_profile must be a string")
     if profile != PROFILE and not allow_profile_change:
-        named = "none (the reference's default " + REFERENCE_PROFILE + ")" \
-            if "arithmetic_profile" not in envelope else repr(profile)
-        raise ValueError(f"checkpoint: arithmetic profile is {named}, this mojolearn computes "
-                         f"{PROFILE!r}; resuming would not reproduce the original run's bits. "
-                         f"Pass allow_profile_change=True to migrate (bits then follow {PROFILE!r})")
+        named = (
+            "none (the reference's default " + REFERENCE_PROFILE + ")"
+            if "arithmetic_profile" not in envelope
+            else repr(profile)
+        )
+        raise ValueError(
+            f"checkpoint: arithmetic profile is {named}, this mojolearn computes "
+            f"{PROFILE!r}; resuming would not reproduce the original run's bits. "
+            f"Pass allow_profile_change=True to migrate (bits then follow {PROFILE!r})"
+        )
     return _decode_payload(payload, small), envelope
 
 
@@ -286,11 +328,13 @@ def _parse(data, allow_profile_change, schema, max_bytes):
 
 def _check_regular(st, path, bound):
     if not _stat.S_ISREG(st.st_mode):
-        raise ValueError(f"checkpoint: {_files.shown(path)!r} is {_files.kind(st.st_mode)}, "
-                         f"not a regular file")
+        raise ValueError(
+            f"checkpoint: {_files.shown(path)!r} is {_files.kind(st.st_mode)}, not a regular file"
+        )
     if st.st_size > bound:
-        raise ValueError(f"checkpoint: {_files.shown(path)!r} is larger than {bound} bytes "
-                         f"({st.st_size} bytes)")
+        raise ValueError(
+            f"checkpoint: {_files.shown(path)!r} is larger than {bound} bytes ({st.st_size} bytes)"
+        )
 
 
 def read_bounded(path, max_bytes=MAX_BYTES, schema=FILE_SCHEMA):
@@ -337,7 +381,11 @@ def verify(path, allow_profile_change=False, max_bytes=None):
     numeric_mode, state_hash} (and `architecture`)."""
     bound = _bound(None, max_bytes)
     state, envelope = _loads(read_bounded(path, bound, None), allow_profile_change, None, bound)
-    return {"step": state["optimizer"]["step"], "schema": envelope["schema"],
-            "profile": envelope.get("arithmetic_profile", REFERENCE_PROFILE),
-            "numeric_mode": state["numeric_mode"], "state_hash": envelope["payload_sha256"],
-            "architecture": state["architecture"]}
+    return {
+        "step": state["optimizer"]["step"],
+        "schema": envelope["schema"],
+        "profile": envelope.get("arithmetic_profile", REFERENCE_PROFILE),
+        "numeric_mode": state["numeric_mode"],
+        "state_hash": envelope["payload_sha256"],
+        "architecture": state["architecture"],
+    }

@@ -7,6 +7,7 @@ resumes (`--resume`) to exactly the bytes of an uninterrupted run. Exit codes: 0
 that diverged (the last checkpoint kept), 130 interrupted by Ctrl-C / 143 by SIGTERM
 (checkpoint saved in both cases).
 """
+
 import argparse
 import errno
 import io
@@ -24,8 +25,7 @@ from ._progress import Progress, printable
 _shown = _files.shown
 
 DEFAULT_CHECKPOINT = "mojolearn-run.ckpt"
-DEFAULTS = dict(epochs=30, batch_size=16, lr=0.01, weight_decay=0.01, seed=0,
-                checkpoint_every=50)
+DEFAULTS = dict(epochs=30, batch_size=16, lr=0.01, weight_decay=0.01, seed=0, checkpoint_every=50)
 DIGITS_LAYERS = [64, 128, 10]  # `--dataset digits` without --layers
 SCHEDULE_FORMAT = "mojolearn.data-schedule.v1"
 EXIT_OK, EXIT_INVALID, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -37,6 +37,7 @@ class UsageError(Exception):
 
 # -- argument parsing ----------------------------------------------------------------------
 
+
 def _int_in(lo, hi, what):
     def parse(text):
         try:
@@ -46,6 +47,7 @@ def _int_in(lo, hi, what):
         if not lo <= value <= hi:
             raise argparse.ArgumentTypeError(f"expected an integer {what}, got {value}")
         return value
+
     return parse
 
 
@@ -55,13 +57,19 @@ def _float_in(positive, what):
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a number {what}, got {text!r}") from None
-        if not math.isfinite(value) or abs(value) > _data.F32_MAX or value < 0 or (
-                positive and value == 0):
+        if (
+            not math.isfinite(value)
+            or abs(value) > _data.F32_MAX
+            or value < 0
+            or (positive and value == 0)
+        ):
             raise argparse.ArgumentTypeError(f"expected a finite number {what}, got {text!r}")
         if positive and round_f32(value) == 0:  # the trainer computes in float32
-            raise argparse.ArgumentTypeError(f"expected a finite number {what} in float32, got "
-                                             f"{text!r} (it rounds to 0)")
+            raise argparse.ArgumentTypeError(
+                f"expected a finite number {what} in float32, got {text!r} (it rounds to 0)"
+            )
         return value
+
     return parse
 
 
@@ -69,8 +77,10 @@ class _Parser(argparse.ArgumentParser):
     """argparse, with a refusal as ONE line on stderr (exit 2), as every other refusal is."""
 
     def error(self, message):
-        self.exit(EXIT_BAD_INPUT, printable(f"{self.prog}: error: {message} (see {self.prog} "
-                                            f"--help)\n", sys.stderr))
+        self.exit(
+            EXIT_BAD_INPUT,
+            printable(f"{self.prog}: error: {message} (see {self.prog} --help)\n", sys.stderr),
+        )
 
 
 def _power_of_two(text):
@@ -84,9 +94,11 @@ def _layers_arg(text):
     try:
         sizes = [int(part, 10) for part in text.split(",")]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as "
-                                         f"64,128,10, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers such as 64,128,10, got {text!r}"
+        ) from None
     from ._layers import LayerSizes
+
     try:
         LayerSizes(sizes, "layer sizes")
     except ValueError as exc:
@@ -98,74 +110,140 @@ def build_parser():
     d = DEFAULTS
     parser = _Parser(
         prog="mojolearn",
-        description="Bit-reproducible training of a small MLP (8 features -> 16 -> 3 classes).")
+        description="Bit-reproducible training of a small MLP (8 features -> 16 -> 3 classes).",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
     train = sub.add_parser(
-        "train", help="train on the bundled wine data or your CSV, with exact resume",
+        "train",
+        help="train on the bundled wine data or your CSV, with exact resume",
         description="Train the 8-16-3 MLP with AdamW. Without --data it trains on the bundled "
-                    "UCI wine data (8 of 13 attributes, standardized; 144 train / 34 test rows). "
-                    "The run can be stopped at any moment (Ctrl-C saves a checkpoint) and "
-                    "resumed with --resume to the same final bytes.",
+        "UCI wine data (8 of 13 attributes, standardized; 144 train / 34 test rows). "
+        "The run can be stopped at any moment (Ctrl-C saves a checkpoint) and "
+        "resumed with --resume to the same final bytes.",
         epilog=f"Defaults: --epochs {d['epochs']} when neither --steps nor --epochs is given, "
-               f"--checkpoint {DEFAULT_CHECKPOINT} (history in {DEFAULT_CHECKPOINT}"
-               f".history.jsonl); without --resume an existing checkpoint and history at that "
-               f"path are replaced. On --resume, options left out are taken from the checkpoint; "
-               f"options that differ from it (dataset, batch size, seed, lr, weight decay, mode) "
-               f"are refused. Exit codes: 0 done, 2 bad input or a diverged run (the last "
-               f"checkpoint kept), 130 interrupted by Ctrl-C, 143 by SIGTERM (checkpoint saved "
-               f"in both cases).")
+        f"--checkpoint {DEFAULT_CHECKPOINT} (history in {DEFAULT_CHECKPOINT}"
+        f".history.jsonl); without --resume an existing checkpoint and history at that "
+        f"path are replaced. On --resume, options left out are taken from the checkpoint; "
+        f"options that differ from it (dataset, batch size, seed, lr, weight decay, mode) "
+        f"are refused. Exit codes: 0 done, 2 bad input or a diverged run (the last "
+        f"checkpoint kept), 130 interrupted by Ctrl-C, 143 by SIGTERM (checkpoint saved "
+        f"in both cases).",
+    )
     source = train.add_mutually_exclusive_group()
-    source.add_argument("--data", metavar="CSV",
-                        help="CSV with numeric feature columns and one label column (integer "
-                             "classes from 0, or distinct strings); as many features and "
-                             "classes as the network has (8 and up to 3 without --layers)")
-    source.add_argument("--dataset", choices=(_data.BUNDLED_NAME, _data.DIGITS_NAME),
-                        help="bundled data: wine (default; 8 of 13 attributes, or all 13 with "
-                             "--layers 13,...,3) or digits (8x8 handwritten digits, 64 "
-                             "features, 10 classes; default --layers 64,128,10)")
-    train.add_argument("--layers", type=_layers_arg, metavar="SIZES",
-                       help="layer sizes of an MLPTrainer network, e.g. 64,128,10: inputs, "
-                            "hidden widths, classes (default: SmallMLPTrainer's 8,16,3)")
-    train.add_argument("--label-column", metavar="NAME",
-                       help="name (or 1-based number without a header) of the label column; "
-                            "default: the column named 'label', else the last")
+    source.add_argument(
+        "--data",
+        metavar="CSV",
+        help="CSV with numeric feature columns and one label column (integer "
+        "classes from 0, or distinct strings); as many features and "
+        "classes as the network has (8 and up to 3 without --layers)",
+    )
+    source.add_argument(
+        "--dataset",
+        choices=(_data.BUNDLED_NAME, _data.DIGITS_NAME),
+        help="bundled data: wine (default; 8 of 13 attributes, or all 13 with "
+        "--layers 13,...,3) or digits (8x8 handwritten digits, 64 "
+        "features, 10 classes; default --layers 64,128,10)",
+    )
+    train.add_argument(
+        "--layers",
+        type=_layers_arg,
+        metavar="SIZES",
+        help="layer sizes of an MLPTrainer network, e.g. 64,128,10: inputs, "
+        "hidden widths, classes (default: SmallMLPTrainer's 8,16,3)",
+    )
+    train.add_argument(
+        "--label-column",
+        metavar="NAME",
+        help="name (or 1-based number without a header) of the label column; "
+        "default: the column named 'label', else the last",
+    )
     length = train.add_mutually_exclusive_group()
-    length.add_argument("--steps", type=_int_in(1, (1 << 31) - 1, "in [1, 2**31)"), metavar="N",
-                        help="the step the run ends at (also after --resume)")
-    length.add_argument("--epochs", type=_int_in(1, 1 << 20, "in [1, 2**20]"), metavar="E",
-                        help=f"train until E epochs are done (default {d['epochs']})")
-    train.add_argument("--batch-size", type=_int_in(1, 256, "in [1, 256]"), metavar="B",
-                       help=f"rows per step (default {d['batch_size']}); the last batch of an "
-                            f"epoch is smaller when B does not divide the training rows")
-    train.add_argument("--lr", type=_float_in(True, "> 0"), metavar="LR",
-                       help=f"AdamW learning rate (default {d['lr']})")
-    train.add_argument("--weight-decay", type=_float_in(False, ">= 0"), metavar="WD",
-                       help=f"AdamW decoupled weight decay (default {d['weight_decay']})")
-    train.add_argument("--seed", type=_int_in(0, (1 << 64) - 1, "in [0, 2**64)"), metavar="S",
-                       help=f"seed of the initial weights and the data order (default {d['seed']})")
-    train.add_argument("--mode", choices=("identical", "fast"),
-                       help="numeric mode (default identical: the same bits on every machine)")
-    train.add_argument("--checkpoint", metavar="PATH", default=DEFAULT_CHECKPOINT,
-                       help=f"checkpoint file (default {DEFAULT_CHECKPOINT})")
-    train.add_argument("--checkpoint-every", type=_int_in(1, (1 << 31) - 1, ">= 1"),
-                       metavar="K", default=d["checkpoint_every"],
-                       help=f"save every K steps (default {d['checkpoint_every']})")
-    train.add_argument("--microbatches", type=_power_of_two, metavar="M",
-                       help="data-parallel steps of M microbatches (a power of two dividing "
-                            "every batch): under `mpiexec -n N` the N processes share them and "
-                            "end with the bits of one process; rank 0 writes the checkpoint, "
-                            "history and output")
-    train.add_argument("--resume", action="store_true",
-                       help="continue the run saved in --checkpoint at exactly the next batch")
-    train.add_argument("--plot", metavar="PNG",
-                       help="write a PNG of train and test loss per step (needs the 'plot' "
-                            "extra: pip install 'mojolearn[plot]')")
-    train.add_argument("--json", action="store_true",
-                       help="print one JSON object per report line on stdout")
-    train.add_argument("--log-every", type=_int_in(1, (1 << 31) - 1, ">= 1"), metavar="N",
-                       help="report every N steps (default: about 20 reports per run)")
+    length.add_argument(
+        "--steps",
+        type=_int_in(1, (1 << 31) - 1, "in [1, 2**31)"),
+        metavar="N",
+        help="the step the run ends at (also after --resume)",
+    )
+    length.add_argument(
+        "--epochs",
+        type=_int_in(1, 1 << 20, "in [1, 2**20]"),
+        metavar="E",
+        help=f"train until E epochs are done (default {d['epochs']})",
+    )
+    train.add_argument(
+        "--batch-size",
+        type=_int_in(1, 256, "in [1, 256]"),
+        metavar="B",
+        help=f"rows per step (default {d['batch_size']}); the last batch of an "
+        f"epoch is smaller when B does not divide the training rows",
+    )
+    train.add_argument(
+        "--lr",
+        type=_float_in(True, "> 0"),
+        metavar="LR",
+        help=f"AdamW learning rate (default {d['lr']})",
+    )
+    train.add_argument(
+        "--weight-decay",
+        type=_float_in(False, ">= 0"),
+        metavar="WD",
+        help=f"AdamW decoupled weight decay (default {d['weight_decay']})",
+    )
+    train.add_argument(
+        "--seed",
+        type=_int_in(0, (1 << 64) - 1, "in [0, 2**64)"),
+        metavar="S",
+        help=f"seed of the initial weights and the data order (default {d['seed']})",
+    )
+    train.add_argument(
+        "--mode",
+        choices=("identical", "fast"),
+        help="numeric mode (default identical: the same bits on every machine)",
+    )
+    train.add_argument(
+        "--checkpoint",
+        metavar="PATH",
+        default=DEFAULT_CHECKPOINT,
+        help=f"checkpoint file (default {DEFAULT_CHECKPOINT})",
+    )
+    train.add_argument(
+        "--checkpoint-every",
+        type=_int_in(1, (1 << 31) - 1, ">= 1"),
+        metavar="K",
+        default=d["checkpoint_every"],
+        help=f"save every K steps (default {d['checkpoint_every']})",
+    )
+    train.add_argument(
+        "--microbatches",
+        type=_power_of_two,
+        metavar="M",
+        help="data-parallel steps of M microbatches (a power of two dividing "
+        "every batch): under `mpiexec -n N` the N processes share them and "
+        "end with the bits of one process; rank 0 writes the checkpoint, "
+        "history and output",
+    )
+    train.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run saved in --checkpoint at exactly the next batch",
+    )
+    train.add_argument(
+        "--plot",
+        metavar="PNG",
+        help="write a PNG of train and test loss per step (needs the 'plot' "
+        "extra: pip install 'mojolearn[plot]')",
+    )
+    train.add_argument(
+        "--json", action="store_true", help="print one JSON object per report line on stdout"
+    )
+    train.add_argument(
+        "--log-every",
+        type=_int_in(1, (1 << 31) - 1, ">= 1"),
+        metavar="N",
+        help="report every N steps (default: about 20 reports per run)",
+    )
     train.set_defaults(func=cmd_train)
 
     info = sub.add_parser("info", help="version, vendor, numeric mode and build flags")
@@ -173,8 +251,11 @@ def build_parser():
     info.add_argument("--json", action="store_true", help="print one JSON object")
     info.set_defaults(func=cmd_info)
 
-    verify = sub.add_parser("verify", help="check a checkpoint file; print its step, schema, "
-                                           "profile and state hash (exit 1 when invalid)")
+    verify = sub.add_parser(
+        "verify",
+        help="check a checkpoint file; print its step, schema, "
+        "profile and state hash (exit 1 when invalid)",
+    )
     verify.add_argument("checkpoint", metavar="CHECKPOINT")
     verify.add_argument("--json", action="store_true", help="print one JSON object")
     verify.set_defaults(func=cmd_verify)
@@ -183,8 +264,10 @@ def build_parser():
 
 # -- trainer adapter (the few calls the CLI makes on SmallMLPTrainer and checkpoint) --------
 
+
 def _trainer_class():
     from .trainer import SmallMLPTrainer
+
     return SmallMLPTrainer
 
 
@@ -193,8 +276,10 @@ def _new_trainer(opts, schedule):
     hyper = dict(data_schedule=schedule, lr=opts["lr"], weight_decay=opts["weight_decay"])
     if opts["layers"] is None:
         from ._rng import init_small_mlp
+
         return _trainer_class()(*init_small_mlp(opts["seed"]), **hyper)
     from .mlp_trainer import MLPTrainer
+
     return MLPTrainer(opts["layers"], seed=opts["seed"], **hyper)
 
 
@@ -202,17 +287,20 @@ def _trainer_for(state):
     """The trainer (class by the state's schema) holding a checked checkpoint state."""
     if state["schema"] == _mlp_schema():
         from .mlp_trainer import MLPTrainer
+
         return MLPTrainer._from_state(state)
     return _trainer_class()._from_state(state)
 
 
 def _mlp_schema():
     from ._mlp_state import MLP_SCHEMA
+
     return MLP_SCHEMA
 
 
 def _checkpoint_module():
     from . import checkpoint
+
     return checkpoint
 
 
@@ -220,13 +308,16 @@ def _peek_checkpoint(path):
     """The data_schedule of a checkpoint, fully checked without loading a binding (the
     numeric mode must be chosen before the binding loads)."""
     if not os.path.isfile(path):
-        raise UsageError(f"--resume: no checkpoint at {_shown(path)} (train without --resume "
-                         f"first, or pass --checkpoint PATH)")
+        raise UsageError(
+            f"--resume: no checkpoint at {_shown(path)} (train without --resume "
+            f"first, or pass --checkpoint PATH)"
+        )
     try:
         state = _checkpoint_module().load(path, schema=None)
     except (OSError, ValueError) as exc:
-        raise UsageError(f"--resume: {_shown(path)} is not a valid mojolearn checkpoint: "
-                         f"{exc}") from None
+        raise UsageError(
+            f"--resume: {_shown(path)} is not a valid mojolearn checkpoint: {exc}"
+        ) from None
     problem = run_schedule_problem(state)
     if problem:
         raise UsageError(f"--resume: {_shown(path)}: {problem}")
@@ -239,13 +330,17 @@ def _int_at_least(lo, hi=None):
 
 
 def _number_in(positive):
-    return lambda x: type(x) in (int, float) and math.isfinite(x) and (x > 0 if positive else x >= 0)
+    return lambda x: (
+        type(x) in (int, float) and math.isfinite(x) and (x > 0 if positive else x >= 0)
+    )
 
 
 _SCHEDULE_FIELDS = {
     "dataset": (lambda x: type(x) is str and x != "", "a non-empty string"),
-    "dataset_sha256": (lambda x: type(x) is str and len(x) == 64
-                       and all(c in "0123456789abcdef" for c in x), "64 lowercase hex digits"),
+    "dataset_sha256": (
+        lambda x: type(x) is str and len(x) == 64 and all(c in "0123456789abcdef" for c in x),
+        "64 lowercase hex digits",
+    ),
     "label_column": (lambda x: type(x) is str, "a string"),
     "n_train": (_int_at_least(1), "an integer >= 1"),
     "split_seed": (lambda x: x == _data.SPLIT_SEED and type(x) is int, str(_data.SPLIT_SEED)),
@@ -277,31 +372,40 @@ def run_schedule_problem(state):
     layers = schedule.get("layers")
     mlp = state["schema"] == _mlp_schema()
     if mlp and layers != state["architecture"] or not mlp and "layers" in schedule:
-        return (f"data_schedule layers {layers!r} differ from the state's network "
-                f"{state['architecture']!r}")[:300]
+        return (
+            f"data_schedule layers {layers!r} differ from the state's network "
+            f"{state['architecture']!r}"
+        )[:300]
     if schedule["mode"] != state["numeric_mode"]:
-        return (f"data_schedule mode {schedule['mode']!r} differs from the state's numeric "
-                f"mode {state['numeric_mode']!r}")
+        return (
+            f"data_schedule mode {schedule['mode']!r} differs from the state's numeric "
+            f"mode {state['numeric_mode']!r}"
+        )
     for key in ("lr", "weight_decay"):
         if round_f32(schedule[key]) != state["config"][key]:
-            return (f"data_schedule {key} {schedule[key]!r} differs from the state's "
-                    f"{state['config'][key]!r}")
+            return (
+                f"data_schedule {key} {schedule[key]!r} differs from the state's "
+                f"{state['config'][key]!r}"
+            )
     step = state["optimizer"]["step"]
     where = _data.position(step, schedule["n_train"], schedule["batch_size"])
     if (schedule["epoch"], schedule["cursor"]) != where:
-        return (f"data position epoch {schedule['epoch']} cursor {schedule['cursor']} does "
-                f"not match step {step} (expected epoch {where[0]} cursor {where[1]})")
+        return (
+            f"data position epoch {schedule['epoch']} cursor {schedule['cursor']} does "
+            f"not match step {step} (expected epoch {where[0]} cursor {where[1]})"
+        )
     return None
 
 
 # -- train ---------------------------------------------------------------------------------
+
 
 def _argmax_correct(logits, targets, rows):
     """Rows whose largest logit (first on ties) is the target; comparisons only."""
     values = logits.tolist() if hasattr(logits, "tolist") else list(logits)
     if values and not isinstance(values[0], list):
         width = len(values) // rows
-        values = [values[i * width:(i + 1) * width] for i in range(rows)]
+        values = [values[i * width : (i + 1) * width] for i in range(rows)]
     correct = 0
     for row, y in zip(values, targets):
         best = 0
@@ -342,30 +446,49 @@ def _resolve_options(args, stored):
     """The run's options: given ones, else the checkpoint's (on --resume), else defaults.
     On --resume a given option that differs from the checkpoint is refused by name."""
     d = DEFAULTS
-    opts = {"batch_size": args.batch_size, "seed": args.seed, "lr": args.lr,
-            "weight_decay": args.weight_decay, "mode": args.mode, "layers": args.layers,
-            "microbatches": args.microbatches}
+    opts = {
+        "batch_size": args.batch_size,
+        "seed": args.seed,
+        "lr": args.lr,
+        "weight_decay": args.weight_decay,
+        "mode": args.mode,
+        "layers": args.layers,
+        "microbatches": args.microbatches,
+    }
     if stored is None:
         # MOJOLEARN_NUMERIC_MODE, else identical; digits' default network is MLPTrainer's.
-        defaults = dict(d, mode=_requested_mode(), microbatches=None,
-                        layers=DIGITS_LAYERS if args.dataset == _data.DIGITS_NAME else None)
+        defaults = dict(
+            d,
+            mode=_requested_mode(),
+            microbatches=None,
+            layers=DIGITS_LAYERS if args.dataset == _data.DIGITS_NAME else None,
+        )
         return {k: (v if v is not None else defaults[k]) for k, v in opts.items()}
     conflicts = []
-    for key, flag in (("batch_size", "--batch-size"), ("seed", "--seed"), ("lr", "--lr"),
-                      ("weight_decay", "--weight-decay"), ("mode", "--mode"),
-                      ("layers", "--layers"), ("microbatches", "--microbatches")):
+    for key, flag in (
+        ("batch_size", "--batch-size"),
+        ("seed", "--seed"),
+        ("lr", "--lr"),
+        ("weight_decay", "--weight-decay"),
+        ("mode", "--mode"),
+        ("layers", "--layers"),
+        ("microbatches", "--microbatches"),
+    ):
         given, saved = opts[key], stored.get(key)
         if given is not None and given != saved:
             conflicts.append(f"{flag} {given} (checkpoint: {saved})")
         opts[key] = saved
     if conflicts:
-        raise UsageError(f"--resume: options conflict with the checkpoint: "
-                         f"{'; '.join(conflicts)} (leave them out or pass the saved values)")
+        raise UsageError(
+            f"--resume: options conflict with the checkpoint: "
+            f"{'; '.join(conflicts)} (leave them out or pass the saved values)"
+        )
     return opts
 
 
 def _requested_mode():
     from ._backend import requested_mode
+
     try:
         return requested_mode()
     except ValueError as exc:
@@ -375,25 +498,39 @@ def _requested_mode():
 def _check_dataset(dataset, stored):
     problems = []
     if dataset.sha256 != stored.get("dataset_sha256"):
-        problems.append(f"dataset sha256 {dataset.sha256[:16]}... (checkpoint: "
-                        f"{str(stored.get('dataset_sha256'))[:16]}..., {stored.get('dataset')})")
+        problems.append(
+            f"dataset sha256 {dataset.sha256[:16]}... (checkpoint: "
+            f"{str(stored.get('dataset_sha256'))[:16]}..., {stored.get('dataset')})"
+        )
     elif dataset.label_column != stored.get("label_column"):
-        problems.append(f"label column {dataset.label_column!r} (checkpoint: "
-                        f"{stored.get('label_column')!r})")
+        problems.append(
+            f"label column {dataset.label_column!r} (checkpoint: {stored.get('label_column')!r})"
+        )
     elif dataset.n_train != stored.get("n_train"):
         problems.append(f"{dataset.n_train} training rows (checkpoint: {stored.get('n_train')})")
     if problems:
-        raise UsageError(f"--resume: the data differs from the checkpoint's: {problems[0]}; "
-                         f"pass the same --data (and --label-column) as the saved run")
+        raise UsageError(
+            f"--resume: the data differs from the checkpoint's: {problems[0]}; "
+            f"pass the same --data (and --label-column) as the saved run"
+        )
 
 
 def _schedule(dataset, opts, epoch, cursor):
-    schedule = {"format": SCHEDULE_FORMAT, "dataset": dataset.name,
-                "dataset_sha256": dataset.sha256, "label_column": dataset.label_column,
-                "n_train": dataset.n_train, "split_seed": _data.SPLIT_SEED,
-                "seed": opts["seed"], "batch_size": opts["batch_size"], "lr": opts["lr"],
-                "weight_decay": opts["weight_decay"], "mode": opts["mode"],
-                "epoch": epoch, "cursor": cursor}
+    schedule = {
+        "format": SCHEDULE_FORMAT,
+        "dataset": dataset.name,
+        "dataset_sha256": dataset.sha256,
+        "label_column": dataset.label_column,
+        "n_train": dataset.n_train,
+        "split_seed": _data.SPLIT_SEED,
+        "seed": opts["seed"],
+        "batch_size": opts["batch_size"],
+        "lr": opts["lr"],
+        "weight_decay": opts["weight_decay"],
+        "mode": opts["mode"],
+        "epoch": epoch,
+        "cursor": cursor,
+    }
     if opts["layers"] is not None:  # an MLPTrainer run (SmallMLPTrainer's schedule has none)
         schedule["layers"] = list(opts["layers"])
     if opts["microbatches"] is not None:  # a data-parallel run
@@ -413,7 +550,7 @@ def _evaluate(trainer, dataset):
     rows = dataset.test_rows
     most = trainer.max_rows
     for lo in range(0, len(rows), most):
-        chunk = rows[lo:lo + most]
+        chunk = rows[lo : lo + most]
         x, y = dataset.gather(chunk)
         X = Array._wrap(x, (len(chunk), dataset.n_features), "<f4")
         Y = Array._wrap(y, (len(chunk),), "<i4")
@@ -471,13 +608,16 @@ def _lock_run(ckpt):
     try:
         return _files.RunLock(ckpt, "--checkpoint")
     except _files.Busy:
-        raise UsageError(f"--checkpoint {_shown(ckpt)} is in use by another `mojolearn train` "
-                         f"run; wait for it or pass another --checkpoint") from None
+        raise UsageError(
+            f"--checkpoint {_shown(ckpt)} is in use by another `mojolearn train` "
+            f"run; wait for it or pass another --checkpoint"
+        ) from None
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:
-        raise UsageError(f"--checkpoint {_shown(ckpt)}: cannot write in its folder "
-                         f"({exc.strerror or exc})") from None
+        raise UsageError(
+            f"--checkpoint {_shown(ckpt)}: cannot write in its folder ({exc.strerror or exc})"
+        ) from None
 
 
 def cmd_train(args, out):
@@ -524,6 +664,7 @@ class _Group:
         self.comm, self.mpi = None, None
         if microbatches is not None:
             from .distributed import _world
+
             self.comm, self.mpi = _world(None)
         self.rank = 0 if self.comm is None else self.comm.rank
         self.root = self.rank == 0
@@ -566,6 +707,7 @@ def _setup_run(args, group):
     stored = _peek_checkpoint(ckpt) if args.resume else None
     opts = _resolve_options(args, stored)
     import mojolearn
+
     mojolearn.set_numeric_mode(opts["mode"])  # before any binding use
 
     layers = opts["layers"]
@@ -582,9 +724,11 @@ def _setup_run(args, group):
     bs = opts["batch_size"]
     m = opts["microbatches"]
     if m is not None and (bs % m or dataset.n_train % bs % m):
-        raise UsageError(f"--microbatches {m} must divide every batch: --batch-size {bs} and "
-                         f"the epoch's last batch of {dataset.n_train % bs or bs} rows "
-                         f"({dataset.n_train} training rows)")
+        raise UsageError(
+            f"--microbatches {m} must divide every batch: --batch-size {bs} and "
+            f"the epoch's last batch of {dataset.n_train % bs or bs} rows "
+            f"({dataset.n_train} training rows)"
+        )
     per_epoch = _data.steps_per_epoch(dataset.n_train, bs)
     end = args.steps if args.steps is not None else per_epoch * (args.epochs or DEFAULTS["epochs"])
     history = _history.History(ckpt)
@@ -606,15 +750,27 @@ def _setup_run(args, group):
     dp = None
     if m is not None:
         from .distributed import DataParallel
+
         dp = DataParallel(trainer, m, group.comm)
     if stored is None:
         if group.root:
             history.start_fresh()
         # Step 0 on disk at once: the checkpoint and its history never belong to two runs.
         _save(trainer, history, ckpt, _schedule(dataset, opts, 0, 0), dp)
-    return _Run(ckpt=ckpt, opts=opts, dataset=dataset, per_epoch=per_epoch, start=start,
-                end=end, history=history, trainer=trainer, saved=start, dp=dp, group=group,
-                stream=_data.BatchStream(dataset, opts["seed"], bs, epoch, cursor))
+    return _Run(
+        ckpt=ckpt,
+        opts=opts,
+        dataset=dataset,
+        per_epoch=per_epoch,
+        start=start,
+        end=end,
+        history=history,
+        trainer=trainer,
+        saved=start,
+        dp=dp,
+        group=group,
+        stream=_data.BatchStream(dataset, opts["seed"], bs, epoch, cursor),
+    )
 
 
 def _train_loop(args, run, out):
@@ -626,21 +782,35 @@ def _train_loop(args, run, out):
     trainer, dataset, history, ckpt = run.trainer, run.dataset, run.history, run.ckpt
     opts, stream, end = run.opts, run.stream, run.end
     every = args.log_every or max(1, (end - run.start) // 20)
-    run.progress = progress = Progress(run.start, end, every, stream=out,
-                                       json_lines=args.json and run.group.root)
+    run.progress = progress = Progress(
+        run.start, end, every, stream=out, json_lines=args.json and run.group.root
+    )
     what = f"{dataset.name} ({dataset.n_train} train / {dataset.n_test} test rows)"
-    progress.emit({"event": "start", "dataset": dataset.name, "dataset_sha256": dataset.sha256,
-                   "n_train": dataset.n_train, "n_test": dataset.n_test,
-                   "start_step": run.start, "end_step": end, "checkpoint": _shown(ckpt),
-                   "network": list(trainer.layer_sizes),
-                   **{k: opts[k] for k in opts}})
-    net = (f"MLPTrainer {opts['layers']}" if opts["layers"] else "SmallMLPTrainer [8, 16, 3]")
-    progress.message(f"{'resuming' if run.start else 'training'} {net} on {what}: step {run.start} "
-                     f"-> {end}, batch {opts['batch_size']}, lr {opts['lr']}, weight decay "
-                     f"{opts['weight_decay']}, seed {opts['seed']}, mode {opts['mode']}")
+    progress.emit(
+        {
+            "event": "start",
+            "dataset": dataset.name,
+            "dataset_sha256": dataset.sha256,
+            "n_train": dataset.n_train,
+            "n_test": dataset.n_test,
+            "start_step": run.start,
+            "end_step": end,
+            "checkpoint": _shown(ckpt),
+            "network": list(trainer.layer_sizes),
+            **{k: opts[k] for k in opts},
+        }
+    )
+    net = f"MLPTrainer {opts['layers']}" if opts["layers"] else "SmallMLPTrainer [8, 16, 3]"
+    progress.message(
+        f"{'resuming' if run.start else 'training'} {net} on {what}: step {run.start} "
+        f"-> {end}, batch {opts['batch_size']}, lr {opts['lr']}, weight decay "
+        f"{opts['weight_decay']}, seed {opts['seed']}, mode {opts['mode']}"
+    )
     if run.start >= end:
-        progress.message(f"the checkpoint is at step {run.start} already (--steps/--epochs "
-                         f"end at {end}); nothing to train")
+        progress.message(
+            f"the checkpoint is at step {run.start} already (--steps/--epochs "
+            f"end at {end}); nothing to train"
+        )
     step, loss = run.start, None
     with _Interrupt() as interrupt:
         try:
@@ -663,18 +833,24 @@ def _train_loop(args, run, out):
                 history.add(record)
                 progress.update(step, loss, correct, rows if run.dp is None else 0)
                 if step % args.checkpoint_every == 0 and step != end:
-                    _save(trainer, history, ckpt, _schedule(dataset, opts, stream.epoch,
-                                                             stream.cursor), run.dp)
+                    _save(
+                        trainer,
+                        history,
+                        ckpt,
+                        _schedule(dataset, opts, stream.epoch, stream.cursor),
+                        run.dp,
+                    )
                     run.saved = step
                 interrupt.hit = run.group.any(interrupt.hit)
         except RuntimeError as exc:  # the state is unchanged: the step was refused whole
             progress.close()
-            raise UsageError(f"step {trainer.step_ + 1} is not finite, so the run stopped "
-                             f"(lr {opts['lr']}, weight decay {opts['weight_decay']} diverge: "
-                             f"try smaller ones); {_shown(ckpt)} keeps step {run.saved}; "
-                             f"{str(exc)[:200]}") from None
-        _save(trainer, history, ckpt, _schedule(dataset, opts, stream.epoch, stream.cursor),
-              run.dp)
+            raise UsageError(
+                f"step {trainer.step_ + 1} is not finite, so the run stopped "
+                f"(lr {opts['lr']}, weight decay {opts['weight_decay']} diverge: "
+                f"try smaller ones); {_shown(ckpt)} keeps step {run.saved}; "
+                f"{str(exc)[:200]}"
+            ) from None
+        _save(trainer, history, ckpt, _schedule(dataset, opts, stream.epoch, stream.cursor), run.dp)
     progress.close()
     return interrupt.hit, step, loss
 
@@ -684,21 +860,32 @@ def _report(args, run, outcome):
     hit, step, loss = outcome
     trainer, dataset, progress, ckpt = run.trainer, run.dataset, run.progress, run.ckpt
     if hit and step < run.end:
-        resume = shlex.join(["mojolearn"] + [a for a in args.argv if a != "--resume"]
-                            + ["--resume"])
+        resume = shlex.join(
+            ["mojolearn"] + [a for a in args.argv if a != "--resume"] + ["--resume"]
+        )
         name = signal.Signals(hit).name
-        progress.emit({"event": "interrupted", "signal": name, "step": step,
-                       "checkpoint": _shown(ckpt)})
-        progress.message(f"interrupted ({name}) at step {step}; checkpoint saved to "
-                         f"{_shown(ckpt)}. Resume with: {_shown(resume)}")
+        progress.emit(
+            {"event": "interrupted", "signal": name, "step": step, "checkpoint": _shown(ckpt)}
+        )
+        progress.message(
+            f"interrupted ({name}) at step {step}; checkpoint saved to "
+            f"{_shown(ckpt)}. Resume with: {_shown(resume)}"
+        )
         return 128 + hit
     test_loss, test_acc = _evaluate(trainer, dataset)
     state_hash = trainer.state_hash()
     history = run.history.path
-    summary = {"event": "done", "step": trainer.step_, "final_loss": loss,
-               "test_loss": test_loss, "test_accuracy": test_acc, "state_hash": state_hash,
-               "checkpoint": _shown(ckpt), "history": _shown(history),
-               "seconds": round(progress.elapsed(), 3)}
+    summary = {
+        "event": "done",
+        "step": trainer.step_,
+        "final_loss": loss,
+        "test_loss": test_loss,
+        "test_accuracy": test_acc,
+        "state_hash": state_hash,
+        "checkpoint": _shown(ckpt),
+        "history": _shown(history),
+        "seconds": round(progress.elapsed(), 3),
+    }
     if args.plot and run.group.root:
         _plot(_history.read(history), args.plot, dataset.name, (trainer.step_, test_loss))
         summary["plot"] = _shown(args.plot)
@@ -708,34 +895,39 @@ def _report(args, run, outcome):
         summary["final_loss"] = loss
     final = "n/a" if loss is None else f"{loss:.4f}"
     progress.emit(summary)
-    progress.message(f"done: step {trainer.step_} in {progress.elapsed():.2f} s\n"
-                     f"  test accuracy {acc}\n"
-                     f"  final train loss {final}\n"
-                     f"  state hash {state_hash}\n"
-                     f"  checkpoint {_shown(ckpt)}\n"
-                     f"  history {_shown(history)}"
-                     + (f"\n  plot {_shown(args.plot)}" if args.plot else ""))
+    progress.message(
+        f"done: step {trainer.step_} in {progress.elapsed():.2f} s\n"
+        f"  test accuracy {acc}\n"
+        f"  final train loss {final}\n"
+        f"  state hash {state_hash}\n"
+        f"  checkpoint {_shown(ckpt)}\n"
+        f"  history {_shown(history)}" + (f"\n  plot {_shown(args.plot)}" if args.plot else "")
+    )
     return EXIT_OK
 
 
 # -- plot ----------------------------------------------------------------------------------
 
+
 def _require_matplotlib():
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise UsageError("--plot needs matplotlib, which is not installed: "
-                         "pip install 'mojolearn[plot]'") from None
+        raise UsageError(
+            "--plot needs matplotlib, which is not installed: pip install 'mojolearn[plot]'"
+        ) from None
 
 
 def _plot(records, path, title, final_test=None):
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
-    ax.plot([r["step"] for r in records], [r["loss"] for r in records], lw=1,
-            label="train loss (batch)")
+    ax.plot(
+        [r["step"] for r in records], [r["loss"] for r in records], lw=1, label="train loss (batch)"
+    )
     test = [(r["step"], r["test_loss"]) for r in records if r.get("test_loss") is not None]
     if final_test and final_test[1] is not None and (not test or test[-1][0] != final_test[0]):
         test.append(final_test)
@@ -752,10 +944,13 @@ def _plot(records, path, title, final_test=None):
     try:
         _files.write_atomic(path, png.getvalue(), what="--plot")
     except (OSError, ValueError) as exc:
-        raise UsageError(f"--plot {_shown(path)}: {getattr(exc, 'strerror', None) or exc}") from None
+        raise UsageError(
+            f"--plot {_shown(path)}: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
 
 
 # -- info and verify -----------------------------------------------------------------------
+
 
 def cmd_info(args, out):
     import mojolearn
@@ -766,19 +961,39 @@ def cmd_info(args, out):
         mojolearn.set_numeric_mode(args.mode)
     b = _backend.binding()
     here = os.path.dirname(os.path.abspath(__file__))
-    built = sorted(n.split(".")[0][len("_mojolearn_training_"):] for n in os.listdir(here)
-                   if n.startswith("_mojolearn_training_") and n.endswith(".so"))
-    flags = (f"--target-cpu {b.target_cpu}"
-             + (" --fp-mode contract=off" if b.mode == "identical" else ""))
-    info = {"version": mojolearn.__version__, "vendor": b.vendor, "mode": b.mode,
-            "target_cpu": b.target_cpu, "accelerator": b.accelerator, "build_flags": flags,
-            "binding": b.name, "bindings_installed": built,
-            "python": sys.version.split()[0]}
+    built = sorted(
+        n.split(".")[0][len("_mojolearn_training_") :]
+        for n in os.listdir(here)
+        if n.startswith("_mojolearn_training_") and n.endswith(".so")
+    )
+    flags = f"--target-cpu {b.target_cpu}" + (
+        " --fp-mode contract=off" if b.mode == "identical" else ""
+    )
+    info = {
+        "version": mojolearn.__version__,
+        "vendor": b.vendor,
+        "mode": b.mode,
+        "target_cpu": b.target_cpu,
+        "accelerator": b.accelerator,
+        "build_flags": flags,
+        "binding": b.name,
+        "bindings_installed": built,
+        "python": sys.version.split()[0],
+    }
     if args.json:
         print(json.dumps(info, sort_keys=True), file=out)
     else:
-        for key in ("version", "vendor", "mode", "accelerator", "target_cpu", "build_flags",
-                    "binding", "bindings_installed", "python"):
+        for key in (
+            "version",
+            "vendor",
+            "mode",
+            "accelerator",
+            "target_cpu",
+            "build_flags",
+            "binding",
+            "bindings_installed",
+            "python",
+        ):
             value = ", ".join(info[key]) if isinstance(info[key], list) else info[key]
             print(f"{key:<19}{value}", file=out)
     return EXIT_OK
@@ -802,14 +1017,19 @@ def cmd_verify(args, out):
         report["next_step"] = _next_step_check(path, state)
     except ValueError as exc:
         if args.json:
-            print(json.dumps({"ok": False, "checkpoint": _shown(path), "error": str(exc)}),
-                  file=out)
+            print(
+                json.dumps({"ok": False, "checkpoint": _shown(path), "error": str(exc)}), file=out
+            )
         else:
             print(printable(f"{_shown(path)}: INVALID: {exc}", out), file=out)
         return EXIT_INVALID
     if args.json:
-        print(json.dumps({"ok": True, "checkpoint": _shown(path), **report}, sort_keys=True,
-                         default=str), file=out)
+        print(
+            json.dumps(
+                {"ok": True, "checkpoint": _shown(path), **report}, sort_keys=True, default=str
+            ),
+            file=out,
+        )
     else:
         print(printable(f"{_shown(path)}: OK", out), file=out)
         for key in ("step", "schema", "profile", "numeric_mode", "state_hash", "next_step"):
@@ -836,11 +1056,15 @@ def _next_step_check(path, state):
         bundled = _data.load(None, None, sizes[0], sizes[-1], schedule.get("dataset"))
     except _data.DataError:
         bundled = None
-    if (schedule.get("format") == SCHEDULE_FORMAT and bundled is not None
-            and schedule.get("dataset") in (_data.BUNDLED_NAME, _data.DIGITS_NAME)
-            and schedule.get("dataset_sha256") == bundled.sha256):
-        stream = _data.BatchStream(bundled, schedule["seed"], schedule["batch_size"],
-                                   schedule["epoch"], schedule["cursor"])
+    if (
+        schedule.get("format") == SCHEDULE_FORMAT
+        and bundled is not None
+        and schedule.get("dataset") in (_data.BUNDLED_NAME, _data.DIGITS_NAME)
+        and schedule.get("dataset_sha256") == bundled.sha256
+    ):
+        stream = _data.BatchStream(
+            bundled, schedule["seed"], schedule["batch_size"], schedule["epoch"], schedule["cursor"]
+        )
         x, y, rows = stream.next_batch()
         where = "the run's next batch"
     else:
@@ -850,12 +1074,15 @@ def _next_step_check(path, state):
     try:
         trainer.train_step(Array(x, "<f4", (rows, len(x) // rows)), Array(list(y), "<i4"))
     except RuntimeError as exc:
-        raise ValueError(f"the state cannot take a finite step (step {trainer.step_ + 1} on "
-                         f"{where}): {str(exc)[:200]}") from None
+        raise ValueError(
+            f"the state cannot take a finite step (step {trainer.step_ + 1} on "
+            f"{where}): {str(exc)[:200]}"
+        ) from None
     return f"finite (step {trainer.step_} on {where})"
 
 
 # -- entry point ---------------------------------------------------------------------------
+
 
 def main(argv=None):
     parser = build_parser()
@@ -868,8 +1095,7 @@ def main(argv=None):
         return args.func(args, out)
     except UsageError as exc:
         if not _QUIET:  # under mpiexec, one line from rank 0 (every rank refused the same)
-            print(printable(f"mojolearn {args.command}: error: {exc}", sys.stderr),
-                  file=sys.stderr)
+            print(printable(f"mojolearn {args.command}: error: {exc}", sys.stderr), file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print(f"mojolearn {args.command}: interrupted", file=sys.stderr)

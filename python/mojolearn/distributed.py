@@ -11,6 +11,7 @@ step. So 1, 2, 3 or 4 processes end with byte-identical state, for a fixed M.
 The transport is MPI through mpi4py (the `mpi` extra: `pip install 'mojolearn[mpi]'`).
 `import mojolearn.distributed` never needs it: without mpi4py, `comm=None` is one process.
 """
+
 import array as _pyarray
 
 from . import _backend
@@ -36,16 +37,19 @@ def _world(comm):
         try:
             from mpi4py import MPI
         except ImportError:
-            raise ImportError("mojolearn.distributed: MPI needs mpi4py, which is not "
-                              "installed: pip install 'mojolearn[mpi]'") from None
+            raise ImportError(
+                "mojolearn.distributed: MPI needs mpi4py, which is not "
+                "installed: pip install 'mojolearn[mpi]'"
+            ) from None
         return MPI.COMM_WORLD, MPI
     if isinstance(comm, _OneProcess):
         return comm, None
     from mpi4py import MPI  # a communicator object means mpi4py is there
 
     if not isinstance(comm, MPI.Comm):
-        raise TypeError(f"DataParallel: comm must be an mpi4py communicator or None, got "
-                        f"{type(comm).__name__}")
+        raise TypeError(
+            f"DataParallel: comm must be an mpi4py communicator or None, got {type(comm).__name__}"
+        )
     return comm, MPI
 
 
@@ -64,12 +68,15 @@ class DataParallel:
 
     def __init__(self, trainer, microbatches=1, comm=None):
         if not isinstance(trainer, MLPCore):
-            raise TypeError(f"DataParallel: trainer must be a SmallMLPTrainer or MLPTrainer, "
-                            f"got {type(trainer).__name__}")
+            raise TypeError(
+                f"DataParallel: trainer must be a SmallMLPTrainer or MLPTrainer, "
+                f"got {type(trainer).__name__}"
+            )
         m = microbatches
         if isinstance(m, bool) or type(m) is not int or m < 1 or m & (m - 1):
-            raise ValueError(f"DataParallel: microbatches must be a power of two >= 1 (1, 2, "
-                             f"4, ...), got {m!r}")
+            raise ValueError(
+                f"DataParallel: microbatches must be a power of two >= 1 (1, 2, 4, ...), got {m!r}"
+            )
         self._comm, self._mpi = _world(comm)
         self.trainer = trainer
         self.microbatches = m
@@ -94,8 +101,7 @@ class DataParallel:
     def microbatches_of(self, rank):
         """The microbatch indices process `rank` computes: a contiguous block, in order."""
         if isinstance(rank, bool) or type(rank) is not int or not 0 <= rank < self.size:
-            raise ValueError(f"DataParallel: rank must be an int in [0, {self.size}), got "
-                             f"{rank!r}")
+            raise ValueError(f"DataParallel: rank must be an int in [0, {self.size}), got {rank!r}")
         m, n = self.microbatches, self.size
         return list(range(rank * m // n, (rank + 1) * m // n))
 
@@ -108,8 +114,9 @@ class DataParallel:
             if problem:
                 raise problem
             return
-        failed = self._comm.allgather(None if problem is None else
-                                      f"{type(problem).__name__}: {problem}")
+        failed = self._comm.allgather(
+            None if problem is None else f"{type(problem).__name__}: {problem}"
+        )
         first = next(((r, f) for r, f in enumerate(failed) if f), None)
         if first is not None:
             if problem is not None and first[0] == self.rank:
@@ -136,23 +143,30 @@ class DataParallel:
             x, xa, rows = t._x_input(X, stacked=True)
             total = rows if global_rows is None else global_rows
             if isinstance(total, bool) or type(total) is not int or total < 1 or total % m:
-                raise ValueError(f"DataParallel: the batch has {total!r} rows, not a multiple "
-                                 f"of microbatches={m} (R/M rows each)")
+                raise ValueError(
+                    f"DataParallel: the batch has {total!r} rows, not a multiple "
+                    f"of microbatches={m} (R/M rows each)"
+                )
             per = total // m
             if not 1 <= per <= t.max_rows:
-                raise ValueError(f"DataParallel: microbatches of {per} rows (R={total}, M={m}) "
-                                 f"exceed the trainer's {t.max_rows}")
+                raise ValueError(
+                    f"DataParallel: microbatches of {per} rows (R={total}, M={m}) "
+                    f"exceed the trainer's {t.max_rows}"
+                )
             want = total if global_rows is None else per * len(mine)
             if rows != want:
-                raise ValueError(f"DataParallel: X has {rows} rows; the shard of rank "
-                                 f"{self.rank} is {len(mine)} microbatches of {per} rows")
+                raise ValueError(
+                    f"DataParallel: X has {rows} rows; the shard of rank "
+                    f"{self.rank} is {len(mine)} microbatches of {per} rows"
+                )
             y, ya, itemsize = t._y_input(targets, rows)
             inputs = t._spec.inputs
             with t._lock:
                 for j, i in enumerate(mine):
                     k = i if global_rows is None else j  # the microbatch's place in X
-                    buf = t._microbatch(xa + 4 * k * per * inputs, ya + itemsize * k * per,
-                                        itemsize, per, total)
+                    buf = t._microbatch(
+                        xa + 4 * k * per * inputs, ya + itemsize * k * per, itemsize, per, total
+                    )
                     buffers.append(buf)
         except Exception as exc:  # noqa: BLE001 - every process must hear of it
             problem = exc
@@ -182,7 +196,7 @@ class DataParallel:
         grads, losses = memoryview(self._grads), memoryview(self._losses)
         for j, buf in enumerate(buffers):
             i = first[0] + j
-            grads[i * n:(i + 1) * n] = memoryview(buf)[start:start + n]
+            grads[i * n : (i + 1) * n] = memoryview(buf)[start : start + n]
             losses[i] = buf[0]
         if self._mpi is None:
             return

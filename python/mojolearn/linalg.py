@@ -9,6 +9,7 @@ of C; the kernel releases the GIL, so they run in parallel. Small products run o
 thread whatever the setting (a thread hand-off costs more than they take). The variable is
 read once per process, at the first call.
 """
+
 import array as _pyarray
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -59,8 +60,9 @@ def _params_block(m, n, k, ta, tb):
 
 def _flag(value, name):
     if type(value) is not bool:
-        raise TypeError(f"matmul: {name} must be True or False, got {type(value).__name__} "
-                        f"{value!r}")
+        raise TypeError(
+            f"matmul: {name} must be True or False, got {type(value).__name__} {value!r}"
+        )
     return value
 
 
@@ -92,7 +94,8 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False):
         raise ValueError(
             f"matmul: contracted dimensions disagree: a has shape {a_shape}"
             f"{' (transposed)' if ta else ''} and b has shape {b_shape}"
-            f"{' (transposed)' if tb else ''}, so op(a) is {m}x{k} but op(b) is {kb}x{n}")
+            f"{' (transposed)' if tb else ''}, so op(a) is {m}x{k} but op(b) is {kb}x{n}"
+        )
     buf = _ZERO_F32 * (m * n)
     out = _result_view(buf, (m, n), buf.buffer_info()[0], m * n)
     if m == 0 or n == 0 or k == 0:
@@ -108,8 +111,17 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False):
             params = _params_cache.get((m, n, k, ta, tb)) or _params_block(m, n, k, ta, tb)
             raw.neural_gemm_packed(qaddr, params[1])
         else:
-            _run_split(raw.neural_gemm, [a_at, b_at, out._addr], m, n, k, ta, tb, parts,
-                       (buf, a_kept, b_kept))
+            _run_split(
+                raw.neural_gemm,
+                [a_at, b_at, out._addr],
+                m,
+                n,
+                k,
+                ta,
+                tb,
+                parts,
+                (buf, a_kept, b_kept),
+            )
     except Exception as exc:
         raise _backend.translate(exc) from None
     return out
@@ -150,6 +162,7 @@ def _executor():
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=max(1, num_threads() - 1),
-                                       thread_name_prefix="mojolearn-gemm")
+            _pool = ThreadPoolExecutor(
+                max_workers=max(1, num_threads() - 1), thread_name_prefix="mojolearn-gemm"
+            )
         return _pool

@@ -4,6 +4,7 @@ The arithmetic is the numeric mode's (docs/ARITHMETIC.md, "Cross-entropy"): log-
 the project's own float32 exp/log, sums in ascending order from +0.0, so `identical` mode
 gives the same bits on every machine. Python only validates, allocates and packs.
 """
+
 import math
 
 from . import _backend
@@ -15,8 +16,9 @@ _REDUCTIONS = {"none": 0, "sum": 1, "mean": 2}
 _IGNORE_NOTHING = _I32_MIN - 1
 
 
-def cross_entropy(logits, targets, ignore_index=-100, reduction="mean", label_smoothing=0.0,
-                  return_grad=False):
+def cross_entropy(
+    logits, targets, ignore_index=-100, reduction="mean", label_smoothing=0.0, return_grad=False
+):
     """Cross-entropy between logits (n, C) and class-index targets (n,), as torch's
     `torch.nn.functional.cross_entropy` (no class weights).
 
@@ -52,18 +54,19 @@ def cross_entropy(logits, targets, ignore_index=-100, reduction="mean", label_sm
     z_kept, z_at, z_shape = f32(logits, "logits", 2)
     rows, classes = z_shape
     if rows == 0 or classes == 0:
-        raise ValueError(f"logits must have at least one row and one class, got shape "
-                         f"{z_shape}")
+        raise ValueError(f"logits must have at least one row and one class, got shape {z_shape}")
     t_kept, t_at, t_shape = i32(targets, "targets", 1)
     if t_shape[0] != rows:
-        raise ValueError(f"targets must have shape ({rows},) to match logits {z_shape}, got "
-                         f"{t_shape}")
+        raise ValueError(
+            f"targets must have shape ({rows},) to match logits {z_shape}, got {t_shape}"
+        )
     losses = zeros((rows,))
     dlogits = zeros((rows, classes)) if return_grad else None
     ignore = ignore_index if _I32_MIN <= ignore_index <= _I32_MAX else _IGNORE_NOTHING
     result = _backend.binding().cross_entropy(
         [z_at, t_at, losses._addr, (dlogits if return_grad else losses)._addr],
-        [rows, classes, ignore, float(label_smoothing), code, 1 if return_grad else 0])
+        [rows, classes, ignore, float(label_smoothing), code, 1 if return_grad else 0],
+    )
     loss = losses if code == 0 else result
     return (loss, dlogits) if return_grad else loss
 
@@ -76,8 +79,7 @@ def _check_options(ignore_index, reduction, label_smoothing, return_grad):
     if reduction not in _REDUCTIONS:
         raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     if type(label_smoothing) is bool or not isinstance(label_smoothing, (int, float)):
-        raise TypeError(f"label_smoothing must be a float, got "
-                        f"{type(label_smoothing).__name__}")
+        raise TypeError(f"label_smoothing must be a float, got {type(label_smoothing).__name__}")
     if not (math.isfinite(label_smoothing) and 0.0 <= label_smoothing <= 1.0):
         raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing!r}")
     if type(return_grad) is not bool:

@@ -8,6 +8,7 @@ bit for bit), a refused or interrupted step changes nothing, calls are serialize
 Its files are `mojolearn.mlp-checkpoint.v1`. `MLPTrainer([8, 16, 3], weights=w)` gives
 SmallMLPTrainer's bits from the same `w`.
 """
+
 from . import _mlp_state as S
 from . import checkpoint as _ckpt
 from ._layers import LayerSizes
@@ -43,8 +44,18 @@ class MLPTrainer(MLPCore):
     _SCHEMA = S.MLP_SCHEMA
     _FILE_SCHEMA = _ckpt.MLP_FILE_SCHEMA
 
-    def __init__(self, layer_sizes, weights=None, *, seed=0, data_schedule, lr=1e-3,
-                 betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+    def __init__(
+        self,
+        layer_sizes,
+        weights=None,
+        *,
+        seed=0,
+        data_schedule,
+        lr=1e-3,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=0.01,
+    ):
         spec = LayerSizes(layer_sizes, _API)
         config = S.check_config(lr, betas, eps, weight_decay, _API)
         schedule = S.check_schedule(data_schedule, _API)
@@ -52,14 +63,20 @@ class MLPTrainer(MLPCore):
             tensors = spec.init(seed)
         else:
             if isinstance(weights, dict) or not isinstance(weights, (list, tuple)):
-                raise TypeError(f"{_API}: weights must be None or a list of {2 * spec.layers} "
-                                f"buffers (weight1, bias1, ...), got {type(weights).__name__}")
+                raise TypeError(
+                    f"{_API}: weights must be None or a list of {2 * spec.layers} "
+                    f"buffers (weight1, bias1, ...), got {type(weights).__name__}"
+                )
             if len(weights) != 2 * spec.layers:
-                raise ValueError(f"{_API}: weights must hold {2 * spec.layers} buffers "
-                                 f"(weight1, bias1, ..., weight{spec.layers}, "
-                                 f"bias{spec.layers}), got {len(weights)}")
-            tensors = [S.tensor(w, shape, name, api=_API)
-                       for w, shape, name in zip(weights, spec.shapes, spec.names)]
+                raise ValueError(
+                    f"{_API}: weights must hold {2 * spec.layers} buffers "
+                    f"(weight1, bias1, ..., weight{spec.layers}, "
+                    f"bias{spec.layers}), got {len(weights)}"
+                )
+            tensors = [
+                S.tensor(w, shape, name, api=_API)
+                for w, shape, name in zip(weights, spec.shapes, spec.names)
+            ]
         self._init_core(spec, S.flat(tensors), config, schedule)
 
     @classmethod
@@ -78,7 +95,8 @@ class MLPTrainer(MLPCore):
             raise ValueError(f"{_API}: state must be a state_dict() with an architecture list")
         spec = LayerSizes(state["architecture"], _API)
         params, m, v, _, step, config, schedule, _ = S.validate_state(
-            state, _binding().mode, spec, _API, S.MLP_SCHEMA)
+            state, _binding().mode, spec, _API, S.MLP_SCHEMA
+        )
         trainer = cls.__new__(cls)
         trainer._init_core(spec, params, config, schedule, m=m, v=v, step=step)
         return trainer
@@ -86,42 +104,64 @@ class MLPTrainer(MLPCore):
     # ------------------------------------------------------------ torch
 
     @classmethod
-    def from_torch(cls, module, *, data_schedule=None, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
-                   weight_decay=0.01):
+    def from_torch(
+        cls, module, *, data_schedule=None, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01
+    ):
         """A trainer with the weights (copied) of a torch `nn.Sequential` of `Linear` layers
         with biases, float32, a `ReLU` between every two of them and none after the last.
         torch is imported only here. `data_schedule` defaults to {"source": "torch"}."""
         import torch
 
         if not isinstance(module, torch.nn.Sequential):
-            raise TypeError(f"{_API}.from_torch: module must be a torch.nn.Sequential of Linear "
-                            f"and ReLU layers, got {type(module).__name__}")
+            raise TypeError(
+                f"{_API}.from_torch: module must be a torch.nn.Sequential of Linear "
+                f"and ReLU layers, got {type(module).__name__}"
+            )
         layers = list(module)
         sizes, weights = [], []
         for i, layer in enumerate(layers):
             want_linear = i % 2 == 0
             if want_linear and not isinstance(layer, torch.nn.Linear):
-                raise ValueError(f"{_API}.from_torch: module[{i}] must be a Linear layer, got "
-                                 f"{type(layer).__name__}")
+                raise ValueError(
+                    f"{_API}.from_torch: module[{i}] must be a Linear layer, got "
+                    f"{type(layer).__name__}"
+                )
             if not want_linear and not isinstance(layer, torch.nn.ReLU):
-                raise ValueError(f"{_API}.from_torch: module[{i}] must be a ReLU (one between "
-                                 f"every two Linear layers), got {type(layer).__name__}")
+                raise ValueError(
+                    f"{_API}.from_torch: module[{i}] must be a ReLU (one between "
+                    f"every two Linear layers), got {type(layer).__name__}"
+                )
             if want_linear:
                 if layer.bias is None:
-                    raise ValueError(f"{_API}.from_torch: module[{i}] has no bias (Linear layers "
-                                     f"with bias=True only)")
+                    raise ValueError(
+                        f"{_API}.from_torch: module[{i}] has no bias (Linear layers "
+                        f"with bias=True only)"
+                    )
                 if sizes and layer.in_features != sizes[-1]:
-                    raise ValueError(f"{_API}.from_torch: module[{i}] takes {layer.in_features} "
-                                     f"inputs but the layer before gives {sizes[-1]}")
+                    raise ValueError(
+                        f"{_API}.from_torch: module[{i}] takes {layer.in_features} "
+                        f"inputs but the layer before gives {sizes[-1]}"
+                    )
                 sizes = sizes or [layer.in_features]
                 sizes.append(layer.out_features)
-                weights += [layer.weight.detach().cpu().contiguous(),
-                            layer.bias.detach().cpu().contiguous()]
+                weights += [
+                    layer.weight.detach().cpu().contiguous(),
+                    layer.bias.detach().cpu().contiguous(),
+                ]
         if not layers or len(layers) % 2 == 0:
-            raise ValueError(f"{_API}.from_torch: module must end with a Linear layer (no ReLU "
-                             f"after the last), got {len(layers)} modules")
-        return cls(sizes, weights, data_schedule=data_schedule or {"source": "torch"}, lr=lr,
-                   betas=betas, eps=eps, weight_decay=weight_decay)
+            raise ValueError(
+                f"{_API}.from_torch: module must end with a Linear layer (no ReLU "
+                f"after the last), got {len(layers)} modules"
+            )
+        return cls(
+            sizes,
+            weights,
+            data_schedule=data_schedule or {"source": "torch"},
+            lr=lr,
+            betas=betas,
+            eps=eps,
+            weight_decay=weight_decay,
+        )
 
     def to_torch(self):
         """The same network as a new torch `nn.Sequential` (Linear, ReLU, ..., Linear) holding

@@ -23,6 +23,7 @@ buffers: the optimizer math runs on the host in every build). `params_to_device(
 parameters there too; `step_device()` then updates them with no host copy of parameters or
 moments.
 """
+
 import array as _pyarray
 import math
 import numbers
@@ -43,9 +44,11 @@ def _locked(method):
     """Serialize a method on the optimizer's lock: a step releases the GIL inside the binding,
     so two threads must never run steps, state swaps or device copies of one optimizer at once
     (a swap frees the memory a running step writes)."""
+
     def run(self, *args, **kwargs):
         with self._lock:
             return method(self, *args, **kwargs)
+
     run.__name__, run.__doc__, run.__wrapped__ = method.__name__, method.__doc__, method
     return run
 
@@ -64,8 +67,10 @@ def _binding():
 def _refuse_kwargs(cls, kwargs):
     for key in kwargs:
         if key in _REFUSED:
-            raise TypeError(f"{cls}: {key!r} is not supported (mojolearn has one fixed, "
-                            f"single-tensor-per-call implementation)")
+            raise TypeError(
+                f"{cls}: {key!r} is not supported (mojolearn has one fixed, "
+                f"single-tensor-per-call implementation)"
+            )
         raise TypeError(f"{cls}() got an unexpected keyword argument {key!r}")
 
 
@@ -85,8 +90,10 @@ def _f32_hyper(name, value, lo=0.0, lo_open=False, hi=None, hi_open=True):
         if hi is not None:
             bad = bad or x > hi or (hi_open and x == hi)
         if bad:
-            rng = f"{'(' if lo_open else '['}{lo}, {hi if hi is not None else 'inf'}" \
-                  f"{')' if hi_open or hi is None else ']'}"
+            rng = (
+                f"{'(' if lo_open else '['}{lo}, {hi if hi is not None else 'inf'}"
+                f"{')' if hi_open or hi is None else ']'}"
+            )
             why = "" if x is v else f" (it rounds to {r!r} in float32)"
             raise ValueError(f"Invalid {name}: {value!r}{why}; expected a finite value in {rng}")
     return r
@@ -101,15 +108,18 @@ def _bool(name, value):
 def _accumulation_steps(value):
     ok = type(value) is int and value >= 1 and value & (value - 1) == 0
     if not ok:
-        raise ValueError(f"Invalid accumulation_steps: {value!r}; expected an int power of two "
-                         f">= 1 (1, 2, 4, ...)")
+        raise ValueError(
+            f"Invalid accumulation_steps: {value!r}; expected an int power of two "
+            f">= 1 (1, 2, 4, ...)"
+        )
     return value
 
 
 def _schedule(value):
     if value is not None and not callable(getattr(value, "lr_at", None)):
-        raise TypeError(f"lr_schedule must have a one-based lr_at(t) method, got "
-                        f"{type(value).__name__}")
+        raise TypeError(
+            f"lr_schedule must have a one-based lr_at(t) method, got {type(value).__name__}"
+        )
     return value
 
 
@@ -132,8 +142,9 @@ def _f32_tensor(obj, name, writable):
     if _is_sparse(obj):
         raise TypeError(f"{name}: sparse tensors are not supported")
     if isinstance(obj, dict):
-        raise TypeError(f"{name}: parameter groups (dicts) are not supported; pass the "
-                        f"tensors themselves")
+        raise TypeError(
+            f"{name}: parameter groups (dicts) are not supported; pass the tensors themselves"
+        )
     arr = f32_shared(obj, name, writable)
     return arr, arr._shape
 
@@ -145,13 +156,15 @@ def _tensor_list(obj, name):
     if _is_buffer(obj) or _is_sparse(obj):
         return [obj]
     if isinstance(obj, dict):
-        raise TypeError(f"{name}: parameter groups (dicts) are not supported; pass a list of "
-                        f"float32 buffers")
+        raise TypeError(
+            f"{name}: parameter groups (dicts) are not supported; pass a list of float32 buffers"
+        )
     try:
         return list(obj)
     except TypeError:
-        raise TypeError(f"{name} must be a float32 buffer or a list of them, got "
-                        f"{type(obj).__name__}") from None
+        raise TypeError(
+            f"{name} must be a float32 buffer or a list of them, got {type(obj).__name__}"
+        ) from None
 
 
 def _addresses(values):
@@ -173,14 +186,15 @@ class _Buf:
             self._free = weakref.finalize(self, b.raw.optim_resident_free, [self.addr], [])
             self.array = None
         else:
-            self.array = Array._wrap(_pyarray.array("f", bytes(4 * max(n, 1))), (max(n, 1),),
-                                     "<f4")
+            self.array = Array._wrap(_pyarray.array("f", bytes(4 * max(n, 1))), (max(n, 1),), "<f4")
             self.addr = self.array._addr
 
     def __reduce_ex__(self, protocol):
         # A copy would share (and later double-free) the binding-owned memory.
-        raise TypeError("optimizer state cannot be copied or pickled directly; use "
-                        "state_dict() / load_state_dict()")
+        raise TypeError(
+            "optimizer state cannot be copied or pickled directly; use "
+            "state_dict() / load_state_dict()"
+        )
 
     def at(self, offset):
         return self.addr + 4 * offset
@@ -243,8 +257,11 @@ class _Optimizer:
             self._offsets.append(off)
             off += arr._size
         self._check_no_overlap()
-        self._param_spans = [(a._addr, a._addr + 4 * a._size, "params", j)
-                             for j, a in enumerate(self._params) if a._size]
+        self._param_spans = [
+            (a._addr, a._addr + 4 * a._size, "params", j)
+            for j, a in enumerate(self._params)
+            if a._size
+        ]
         # The one lock of this object: `set_params` keeps it (see there).
         self._lock = getattr(self, "_lock", None) or threading.RLock()
         self._objects = tensors
@@ -264,25 +281,31 @@ class _Optimizer:
         self._m = _Buf(n, self._resident)
         self._v = _Buf(n, self._resident)
         self._scratch = _Buf(3 * max(n, 1), self._resident)
-        self._flags = Array._wrap(_pyarray.array("i", bytes(4 * len(tensors))),
-                                  (len(tensors),), "<i4")
-        self._acc = None   # combined microbatch gradient (step_accumulated)
+        self._flags = Array._wrap(
+            _pyarray.array("i", bytes(4 * len(tensors))), (len(tensors),), "<i4"
+        )
+        self._acc = None  # combined microbatch gradient (step_accumulated)
         self._pdev = None  # device-resident parameters (params_to_device)
         self._gdev = None  # device gradient (grads_to_device)
         self.total_norm_ = None
         self.clip_coef_ = None
 
     def _check_no_overlap(self):
-        spans = sorted((a._addr, a._addr + 4 * a._size, j)
-                       for j, a in enumerate(self._params) if a._size)
+        spans = sorted(
+            (a._addr, a._addr + 4 * a._size, j) for j, a in enumerate(self._params) if a._size
+        )
         for (_, end, i), (start, _, j) in zip(spans, spans[1:]):
             if start < end:
-                raise ValueError(f"params[{min(i, j)}] and params[{max(i, j)}] share memory; "
-                                 f"each parameter must be its own buffer")
+                raise ValueError(
+                    f"params[{min(i, j)}] and params[{max(i, j)}] share memory; "
+                    f"each parameter must be its own buffer"
+                )
 
     def __reduce_ex__(self, protocol):
-        raise TypeError(f"{type(self).__name__} cannot be copied or pickled (it owns binding "
-                        f"memory); use state_dict() / load_state_dict() and get_params()")
+        raise TypeError(
+            f"{type(self).__name__} cannot be copied or pickled (it owns binding "
+            f"memory); use state_dict() / load_state_dict() and get_params()"
+        )
 
     def __repr__(self):
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items() if k != "params")
@@ -344,8 +367,10 @@ class _Optimizer:
         """Rebuild through the constructor with these arguments changed; state is dropped."""
         for key in params:
             if key not in self._ctor:
-                raise ValueError(f"Invalid parameter {key!r} for {type(self).__name__}; valid "
-                                 f"parameters: {sorted(self._ctor)}")
+                raise ValueError(
+                    f"Invalid parameter {key!r} for {type(self).__name__}; valid "
+                    f"parameters: {sorted(self._ctor)}"
+                )
         fresh = type(self)(**{**self._ctor, **params})
         # One update, keeping THIS lock: a thread already waiting on it then runs on the new
         # state, never beside a later call that frees the buffers it writes. (The dict is never
@@ -367,14 +392,17 @@ class _Optimizer:
     def _grads(self, grads, name, writable):
         tensors = _tensor_list(grads, name)
         if len(tensors) != len(self._params):
-            raise ValueError(f"{name}: expected {len(self._params)} gradients (one per "
-                             f"parameter, same order), got {len(tensors)}")
+            raise ValueError(
+                f"{name}: expected {len(self._params)} gradients (one per "
+                f"parameter, same order), got {len(tensors)}"
+            )
         arrays = []
         for j, obj in enumerate(tensors):
             arr, shape = _f32_tensor(obj, f"{name}[{j}]", writable)
             if shape != self._shapes[j]:
-                raise ValueError(f"{name}[{j}] has shape {shape}, but params[{j}] has shape "
-                                 f"{self._shapes[j]}")
+                raise ValueError(
+                    f"{name}[{j}] has shape {shape}, but params[{j}] has shape {self._shapes[j]}"
+                )
             arrays.append(arr)
         self._check_apart(arrays, name)
         return tensors, arrays
@@ -383,13 +411,17 @@ class _Optimizer:
         """A gradient sharing memory with a parameter or with another gradient would be
         scaled twice (clipping) or read mid-update: refused. One sweep over the sorted spans,
         keeping the furthest end seen so far, finds every overlap."""
-        spans = sorted(self._param_spans + [(g._addr, g._addr + 4 * g._size, name, j)
-                                            for j, g in enumerate(grads) if g._size])
+        spans = sorted(
+            self._param_spans
+            + [(g._addr, g._addr + 4 * g._size, name, j) for j, g in enumerate(grads) if g._size]
+        )
         far_end, far = 0, None
         for start, end, kind, j in spans:
             if start < far_end:
-                raise ValueError(f"{far[0]}[{far[1]}] and {kind}[{j}] share memory; each "
-                                 f"gradient must be its own buffer, apart from the parameters")
+                raise ValueError(
+                    f"{far[0]}[{far[1]}] and {kind}[{j}] share memory; each "
+                    f"gradient must be its own buffer, apart from the parameters"
+                )
             if end > far_end:
                 far_end, far = end, (kind, j)
 
@@ -420,11 +452,32 @@ class _Optimizer:
         table = _addresses(table)
         h = self._hyper
         norm, coef = _binding().optim_step(
-            [table.buffer_info()[0], self._m.addr, self._v.addr, self._flags._addr,
-             self._scratch.addr, self._step._addr],
-            [self._KIND, len(self._sizes), self._n_total, t, lr, h["beta1"], h["beta2"],
-             h["eps"], h["weight_decay"], h["momentum"], h["dampening"], int(h["nesterov"]),
-             int(self._maximize), int(clip), 0.0 if max_norm is None else max_norm])
+            [
+                table.buffer_info()[0],
+                self._m.addr,
+                self._v.addr,
+                self._flags._addr,
+                self._scratch.addr,
+                self._step._addr,
+            ],
+            [
+                self._KIND,
+                len(self._sizes),
+                self._n_total,
+                t,
+                lr,
+                h["beta1"],
+                h["beta2"],
+                h["eps"],
+                h["weight_decay"],
+                h["momentum"],
+                h["dampening"],
+                int(h["nesterov"]),
+                int(self._maximize),
+                int(clip),
+                0.0 if max_norm is None else max_norm,
+            ],
+        )
         self._lr = lr
         self.total_norm_ = norm if clip else None
         self.clip_coef_ = coef if clip else None
@@ -461,13 +514,19 @@ class _Optimizer:
             raise TypeError("microbatch_grads must be a list of gradient lists")
         batches = list(microbatch_grads)
         if len(batches) != a:
-            raise ValueError(f"microbatch_grads: expected accumulation_steps={a} gradient "
-                             f"lists, got {len(batches)}")
+            raise ValueError(
+                f"microbatch_grads: expected accumulation_steps={a} gradient "
+                f"lists, got {len(batches)}"
+            )
         if type(tokens) is not int or tokens < 1 or tokens % a:
-            raise ValueError(f"Invalid tokens: {tokens!r}; expected a positive int divisible by "
-                             f"accumulation_steps={a} (the full step's token count)")
-        arrays = [self._grads(g, f"microbatch_grads[{k}]", writable=False)[1]
-                  for k, g in enumerate(batches)]
+            raise ValueError(
+                f"Invalid tokens: {tokens!r}; expected a positive int divisible by "
+                f"accumulation_steps={a} (the full step's token count)"
+            )
+        arrays = [
+            self._grads(g, f"microbatch_grads[{k}]", writable=False)[1]
+            for k, g in enumerate(batches)
+        ]
         if self._acc is None:
             self._acc = _Buf(self._n_total, self._resident)
         b = _binding()
@@ -497,8 +556,12 @@ class _Optimizer:
     def state_dict(self):
         """`t` (one-based step count), `exp_avg`, `exp_avg_sq` (flat float32 copies) and
         `buf_initialized` (int32 per tensor): everything a resumed run needs."""
-        return {"t": self.t, "exp_avg": self._m.download(), "exp_avg_sq": self._v.download(),
-                "buf_initialized": self._flags.copy()}
+        return {
+            "t": self.t,
+            "exp_avg": self._m.download(),
+            "exp_avg_sq": self._v.download(),
+            "buf_initialized": self._flags.copy(),
+        }
 
     @_locked
     def load_state_dict(self, state):
@@ -518,8 +581,7 @@ class _Optimizer:
         m = _state_f32(state["exp_avg"], "exp_avg", self._n_total)
         v = _state_f32(state["exp_avg_sq"], "exp_avg_sq", self._n_total)
         if self._KIND != _SGD and v._size and min(v.tolist()) < 0:
-            raise ValueError("state['exp_avg_sq'] holds a negative value; a second moment "
-                             "is >= 0")
+            raise ValueError("state['exp_avg_sq'] holds a negative value; a second moment is >= 0")
         flags = _state_flags(state["buf_initialized"], len(self._sizes))
         # Fill fresh buffers, then publish them with plain attribute stores (no call in
         # between, so no interrupt can land between them on CPython 3.11+).
@@ -548,8 +610,9 @@ class _Optimizer:
 
     def _need_pdev(self, what):
         if self._pdev is None:
-            raise RuntimeError(f"{what}: the parameters are not on the device; call "
-                               f"params_to_device() first")
+            raise RuntimeError(
+                f"{what}: the parameters are not on the device; call params_to_device() first"
+            )
 
     @_locked
     def params_to_host(self):
@@ -600,8 +663,9 @@ class _Optimizer:
         max_norm = self._max_norm(max_norm)
         if grads is None:
             if self._gdev is None:
-                raise RuntimeError("step_device: no device gradient; pass grads or call "
-                                   "grads_to_device first")
+                raise RuntimeError(
+                    "step_device: no device gradient; pass grads or call grads_to_device first"
+                )
             return self._run([self._gdev.at(o) for o in self._offsets], max_norm)
         _, arrays = self._grads(grads, "grads", writable=max_norm is not None)
         result = self._run([a._addr for a in arrays], max_norm)
@@ -633,16 +697,24 @@ def _state_flags(value, n):
         try:
             pb = probe(value)
         except TypeError:
-            raise TypeError(f"state['buf_initialized'] must be a list or an int32 buffer, got "
-                            f"{type(value).__name__}") from None
+            raise TypeError(
+                f"state['buf_initialized'] must be a list or an int32 buffer, got "
+                f"{type(value).__name__}"
+            ) from None
         if dtype_name(pb.format, pb.itemsize) not in ("int32", "int64", "uint8", "int8"):
-            raise TypeError(f"state['buf_initialized'] must hold integers, got "
-                            f"{dtype_name(pb.format, pb.itemsize)}")
-        flags = Array.from_buffer(value).tolist() if pb.itemsize in (4, 8) else \
-            list(memoryview(value).cast("B"))
+            raise TypeError(
+                f"state['buf_initialized'] must hold integers, got "
+                f"{dtype_name(pb.format, pb.itemsize)}"
+            )
+        flags = (
+            Array.from_buffer(value).tolist()
+            if pb.itemsize in (4, 8)
+            else list(memoryview(value).cast("B"))
+        )
     if len(flags) != n:
-        raise ValueError(f"state['buf_initialized'] has {len(flags)} flags, expected {n} "
-                         f"(one per tensor)")
+        raise ValueError(
+            f"state['buf_initialized'] has {len(flags)} flags, expected {n} (one per tensor)"
+        )
     for f in flags:
         if type(f) is not int or f not in (0, 1):
             raise ValueError(f"state['buf_initialized'] flags must be 0 or 1, got {f!r}")
@@ -656,21 +728,43 @@ class Adam(_Optimizer):
 
     _KIND = _ADAM
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-                 lr_schedule=None, accumulation_steps=1, maximize=False, resident=None,
-                 **kwargs):
+    def __init__(
+        self,
+        params,
+        lr=1e-3,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=0.0,
+        lr_schedule=None,
+        accumulation_steps=1,
+        maximize=False,
+        resident=None,
+        **kwargs,
+    ):
         _refuse_kwargs(type(self).__name__, kwargs)
-        ctor = dict(params=params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                    lr_schedule=lr_schedule, accumulation_steps=accumulation_steps,
-                    maximize=maximize, resident=resident)
+        ctor = dict(
+            params=params,
+            lr=lr,
+            betas=betas,
+            eps=eps,
+            weight_decay=weight_decay,
+            lr_schedule=lr_schedule,
+            accumulation_steps=accumulation_steps,
+            maximize=maximize,
+            resident=resident,
+        )
         if not isinstance(betas, (tuple, list)) or len(betas) != 2:
             raise ValueError(f"Invalid betas: {betas!r}; expected a pair (beta1, beta2)")
-        hyper = dict(lr=_f32_hyper("learning rate", lr),
-                     beta1=_f32_hyper("beta parameter at index 0", betas[0], hi=1.0),
-                     beta2=_f32_hyper("beta parameter at index 1", betas[1], hi=1.0),
-                     eps=_f32_hyper("epsilon value", eps, lo_open=True),
-                     weight_decay=_f32_hyper("weight_decay value", weight_decay),
-                     momentum=0.0, dampening=0.0, nesterov=False)
+        hyper = dict(
+            lr=_f32_hyper("learning rate", lr),
+            beta1=_f32_hyper("beta parameter at index 0", betas[0], hi=1.0),
+            beta2=_f32_hyper("beta parameter at index 1", betas[1], hi=1.0),
+            eps=_f32_hyper("epsilon value", eps, lo_open=True),
+            weight_decay=_f32_hyper("weight_decay value", weight_decay),
+            momentum=0.0,
+            dampening=0.0,
+            nesterov=False,
+        )
         self._setup(ctor, params, hyper)
 
 
@@ -680,12 +774,31 @@ class AdamW(Adam):
 
     _KIND = _ADAMW
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01,
-                 lr_schedule=None, accumulation_steps=1, maximize=False, resident=None,
-                 **kwargs):
-        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                         lr_schedule=lr_schedule, accumulation_steps=accumulation_steps,
-                         maximize=maximize, resident=resident, **kwargs)
+    def __init__(
+        self,
+        params,
+        lr=1e-3,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=0.01,
+        lr_schedule=None,
+        accumulation_steps=1,
+        maximize=False,
+        resident=None,
+        **kwargs,
+    ):
+        super().__init__(
+            params,
+            lr=lr,
+            betas=betas,
+            eps=eps,
+            weight_decay=weight_decay,
+            lr_schedule=lr_schedule,
+            accumulation_steps=accumulation_steps,
+            maximize=maximize,
+            resident=resident,
+            **kwargs,
+        )
 
 
 class SGD(_Optimizer):
@@ -695,19 +808,43 @@ class SGD(_Optimizer):
 
     _KIND = _SGD
 
-    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
-                 nesterov=False, maximize=False, lr_schedule=None, accumulation_steps=1,
-                 resident=None, **kwargs):
+    def __init__(
+        self,
+        params,
+        lr=1e-3,
+        momentum=0.0,
+        dampening=0.0,
+        weight_decay=0.0,
+        nesterov=False,
+        maximize=False,
+        lr_schedule=None,
+        accumulation_steps=1,
+        resident=None,
+        **kwargs,
+    ):
         _refuse_kwargs(type(self).__name__, kwargs)
-        ctor = dict(params=params, lr=lr, momentum=momentum, dampening=dampening,
-                    weight_decay=weight_decay, nesterov=nesterov, maximize=maximize,
-                    lr_schedule=lr_schedule, accumulation_steps=accumulation_steps,
-                    resident=resident)
-        hyper = dict(lr=_f32_hyper("learning rate", lr),
-                     momentum=_f32_hyper("momentum value", momentum),
-                     dampening=_f32_hyper("dampening value", dampening, lo=-math.inf),
-                     weight_decay=_f32_hyper("weight_decay value", weight_decay),
-                     nesterov=_bool("nesterov", nesterov), beta1=0.0, beta2=0.0, eps=1.0)
+        ctor = dict(
+            params=params,
+            lr=lr,
+            momentum=momentum,
+            dampening=dampening,
+            weight_decay=weight_decay,
+            nesterov=nesterov,
+            maximize=maximize,
+            lr_schedule=lr_schedule,
+            accumulation_steps=accumulation_steps,
+            resident=resident,
+        )
+        hyper = dict(
+            lr=_f32_hyper("learning rate", lr),
+            momentum=_f32_hyper("momentum value", momentum),
+            dampening=_f32_hyper("dampening value", dampening, lo=-math.inf),
+            weight_decay=_f32_hyper("weight_decay value", weight_decay),
+            nesterov=_bool("nesterov", nesterov),
+            beta1=0.0,
+            beta2=0.0,
+            eps=1.0,
+        )
         if hyper["nesterov"] and (hyper["momentum"] <= 0 or hyper["dampening"] != 0):
             raise ValueError("Nesterov momentum requires a momentum > 0 and zero dampening")
         self._setup(ctor, params, hyper)
@@ -725,8 +862,11 @@ def clip_grad_norm_(grads, max_norm, norm_type=2.0, error_if_nonfinite=True):
     Only `norm_type=2.0` is supported; `max_norm` must be > 0 (0 is a ValueError, as in the
     reference; torch would scale every gradient to zero)."""
     max_norm = _f32_hyper("max_norm", max_norm, lo_open=True)
-    if isinstance(norm_type, bool) or not isinstance(norm_type, numbers.Real) or \
-            float(norm_type) != 2.0:
+    if (
+        isinstance(norm_type, bool)
+        or not isinstance(norm_type, numbers.Real)
+        or float(norm_type) != 2.0
+    ):
         raise ValueError(f"clip_grad_norm_: only norm_type=2.0 is supported, got {norm_type!r}")
     _bool("error_if_nonfinite", error_if_nonfinite)
     tensors = _tensor_list(grads, "grads")
@@ -737,6 +877,7 @@ def clip_grad_norm_(grads, max_norm, norm_type=2.0, error_if_nonfinite=True):
     for a in arrays:
         table += (a._addr, a._size)
     table = _addresses(table)
-    norm, _ = _binding().optim_clip_grad_norm([table.buffer_info()[0]],
-                                              [len(arrays), max_norm, int(error_if_nonfinite)])
+    norm, _ = _binding().optim_clip_grad_norm(
+        [table.buffer_info()[0]], [len(arrays), max_norm, int(error_if_nonfinite)]
+    )
     return norm

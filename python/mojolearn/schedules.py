@@ -18,6 +18,7 @@ then rounded to float32, so every platform gets the same bits. Note: torch's
 `torch.optim.lr_scheduler.ConstantLR` multiplies the lr by a factor for a number of steps; this
 `ConstantLR` is a warmup-then-constant schedule (see DEVIATIONS.md).
 """
+
 import math
 import numbers
 
@@ -58,16 +59,21 @@ class _Schedule:
             raise ValueError(f"min_lr ({min_lr!r}) must not exceed peak_lr ({peak_lr!r})")
         name = type(self).__name__
         if self.total_steps is None and self._needs_total:
-            raise ValueError(f"{name} needs total_steps (the step where the decay reaches "
-                             f"min_lr); use ConstantLR for no decay")
+            raise ValueError(
+                f"{name} needs total_steps (the step where the decay reaches "
+                f"min_lr); use ConstantLR for no decay"
+            )
         if self.total_steps is not None and self.total_steps <= self.warmup_steps:
-            raise ValueError(f"total_steps ({self.total_steps}) must exceed warmup_steps "
-                             f"({self.warmup_steps})")
+            raise ValueError(
+                f"total_steps ({self.total_steps}) must exceed warmup_steps ({self.warmup_steps})"
+            )
 
     def __repr__(self):
-        return (f"{type(self).__name__}(peak_lr={self.peak_lr!r}, warmup_steps="
-                f"{self.warmup_steps!r}, total_steps={self.total_steps!r}, "
-                f"min_lr={self.min_lr!r})")
+        return (
+            f"{type(self).__name__}(peak_lr={self.peak_lr!r}, warmup_steps="
+            f"{self.warmup_steps!r}, total_steps={self.total_steps!r}, "
+            f"min_lr={self.min_lr!r})"
+        )
 
     def lr_at(self, t):
         """The float32 learning rate of the one-based step `t` (t = 1 is the first step)."""

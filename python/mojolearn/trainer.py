@@ -8,6 +8,7 @@ five result views unrolled (at batch 1 each saved call is ~3 % of a ~3 µs step)
 input comes in as every entry's does (`_batches`, `_intake`).
 Everything else — state, validation, transactions, the other steps, checkpoints — is the core's.
 """
+
 from . import _backend
 from . import _mlp_state as S
 from . import checkpoint as _ckpt
@@ -58,14 +59,28 @@ class SmallMLPTrainer(MLPCore):
     _SCHEMA = S.SCHEMA
     _FILE_SCHEMA = _ckpt.FILE_SCHEMA
 
-    def __init__(self, weight1, bias1, weight2, bias2, *, data_schedule, lr=1e-3,
-                 betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
-        weights = [S.tensor(w, s, n) for w, s, n in
-                   zip((weight1, bias1, weight2, bias2), S.SHAPES, S.NAMES)]
+    def __init__(
+        self,
+        weight1,
+        bias1,
+        weight2,
+        bias2,
+        *,
+        data_schedule,
+        lr=1e-3,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=0.01,
+    ):
+        weights = [
+            S.tensor(w, s, n)
+            for w, s, n in zip((weight1, bias1, weight2, bias2), S.SHAPES, S.NAMES)
+        ]
         config = S.check_config(lr, betas, eps, weight_decay)
         schedule = S.check_schedule(data_schedule)
-        self._init_core(SMALL, S.flat(weights), config, schedule, flags=zeros((4,), "<i4"),
-                        max_rows=_MAX_ROWS)
+        self._init_core(
+            SMALL, S.flat(weights), config, schedule, flags=zeros((4,), "<i4"), max_rows=_MAX_ROWS
+        )
         self._run_step = _binding().mlp_resident_step  # train_step's entry, looked up once
 
     @classmethod
@@ -79,10 +94,17 @@ class SmallMLPTrainer(MLPCore):
     def _from_state(cls, state):
         w = state["weights"]
         cfg = state["config"]
-        trainer = cls(w["weight1"], w["bias1"], w["weight2"], w["bias2"],
-                      data_schedule=state["data_schedule"], lr=cfg["lr"],
-                      betas=(cfg["beta1"], cfg["beta2"]), eps=cfg["eps"],
-                      weight_decay=cfg["weight_decay"])
+        trainer = cls(
+            w["weight1"],
+            w["bias1"],
+            w["weight2"],
+            w["bias2"],
+            data_schedule=state["data_schedule"],
+            lr=cfg["lr"],
+            betas=(cfg["beta1"], cfg["beta2"]),
+            eps=cfg["eps"],
+            weight_decay=cfg["weight_decay"],
+        )
         return trainer.load_state_dict(state)
 
     def train_step(self, X, targets, *, return_input_grad=False):
@@ -98,13 +120,20 @@ class SmallMLPTrainer(MLPCore):
             when asked.
         """
         if return_input_grad is not False and return_input_grad is not True:
-            raise TypeError(f"SmallMLPTrainer: return_input_grad must be a bool, got "
-                            f"{type(return_input_grad).__name__}")
+            raise TypeError(
+                f"SmallMLPTrainer: return_input_grad must be a bool, got "
+                f"{type(return_input_grad).__name__}"
+            )
         # Arrays checked inline, the rest through the intake (whose keep-alives — the object,
         # a DLPack capsule or a converted copy — live as long as this frame): two calls are
         # ~0.2 µs, 6 % of a batch-1 step (tools/bench_train.py).
-        if (type(X) is Array and X._dtype == "<f4" and len(shape := X._shape) == 2
-                and shape[1] == _IN and 0 < (rows := shape[0]) <= _MAX_ROWS):
+        if (
+            type(X) is Array
+            and X._dtype == "<f4"
+            and len(shape := X._shape) == 2
+            and shape[1] == _IN
+            and 0 < (rows := shape[0]) <= _MAX_ROWS
+        ):
             xa = X._addr
         else:
             x_kept, xa, rows = _x_input(X, _API, _IN, _MAX_ROWS)
@@ -126,8 +155,17 @@ class SmallMLPTrainer(MLPCore):
             buf = _ZERO * (g + _TOTAL + rows * _IN if return_input_grad else g + _TOTAL)
             addr = buf.buffer_info()[0]
             try:
-                self._step = self._run_step(self._session.handle, xa, ya, addr, _MODE_TRAIN,
-                                            rows, itemsize, return_input_grad, step)
+                self._step = self._run_step(
+                    self._session.handle,
+                    xa,
+                    ya,
+                    addr,
+                    _MODE_TRAIN,
+                    rows,
+                    itemsize,
+                    return_input_grad,
+                    step,
+                )
                 make = _new_object
                 A = Array
                 a = addr + 4 * g
@@ -158,13 +196,15 @@ class SmallMLPTrainer(MLPCore):
                 b2._addr = a + 768
                 logits._dtype = w1._dtype = b1._dtype = w2._dtype = b2._dtype = "<f4"
                 logits._readonly = w1._readonly = b1._readonly = w2._readonly = b2._readonly = False
-                result = {"step": self._step, "loss": buf[0], "logits": logits,
-                          "gradients": {"weight1": w1, "bias1": b1, "weight2": w2,
-                                        "bias2": b2}}
+                result = {
+                    "step": self._step,
+                    "loss": buf[0],
+                    "logits": logits,
+                    "gradients": {"weight1": w1, "bias1": b1, "weight2": w2, "bias2": b2},
+                }
                 if return_input_grad:
                     at = g + _TOTAL
-                    result["input_grad"] = _result_view(buf, (rows, _IN), addr + 4 * at,
-                                                        rows * _IN)
+                    result["input_grad"] = _result_view(buf, (rows, _IN), addr + 4 * at, rows * _IN)
             except BaseException as exc:  # refused, or e.g. a KeyboardInterrupt after it ran
                 self._recover(step)
                 new = _translate(_backend.translate(exc))
@@ -176,5 +216,4 @@ class SmallMLPTrainer(MLPCore):
         return result
 
     def __repr__(self):
-        return (f"SmallMLPTrainer(step={self._step}, lr={self._config['lr']}, "
-                f"mode={self._mode!r})")
+        return f"SmallMLPTrainer(step={self._step}, lr={self._config['lr']}, mode={self._mode!r})"

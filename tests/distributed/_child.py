@@ -3,6 +3,7 @@ trains `steps` data-parallel steps and prints the state hash from rank 0.
 
     python -m tests.distributed._child TRAINER M STEPS FORM [CKPT_IN] [CKPT_OUT] [SAVE_AT]
 """
+
 import os
 import sys
 
@@ -29,14 +30,17 @@ def main(argv):
     comm = _OneProcess() if os.environ.get("DP_ALONE") == "1" else None
     dp = DataParallel(trainer, microbatches=m, comm=comm)
     batches = _rng.batches(11, 32, steps)
-    for X, y in batches[trainer.step_:]:
+    for X, y in batches[trainer.step_ :]:
         if form == "shard":
             per = 32 // m
             mine = dp.microbatches_of(dp.rank)
             rows = [r for i in mine for r in range(i * per, (i + 1) * per)]
             xs, ys = X.tolist(), y.tolist()
-            out = dp.train_step(ml.Array([xs[r] for r in rows], "<f4", (len(rows), 8)),
-                                ml.Array([ys[r] for r in rows], "<i4"), global_rows=32)
+            out = dp.train_step(
+                ml.Array([xs[r] for r in rows], "<f4", (len(rows), 8)),
+                ml.Array([ys[r] for r in rows], "<i4"),
+                global_rows=32,
+            )
         else:
             out = dp.train_step(X, y)
         if save_at is not None and out["step"] == save_at:

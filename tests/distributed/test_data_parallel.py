@@ -3,6 +3,7 @@ one-process run for a fixed M; M = 1 is plain `train_step`; the shard form equal
 form; a checkpoint saved under N = 4 resumes under N = 2 to the uninterrupted hash; a rank
 killed with SIGKILL ends the job promptly, non-zero, and the last checkpoint loads. The MPI
 tests skip with a printed reason where mpi4py or mpiexec is absent (CI installs both)."""
+
 import os
 import shutil
 import subprocess
@@ -17,8 +18,9 @@ from mojolearn.distributed import DataParallel
 from ..helpers import PKG_PARENT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable) + os.pathsep +
-                       os.environ.get("PATH", ""))
+MPIEXEC = shutil.which(
+    "mpiexec", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+)
 
 
 def _mpi_or_skip():
@@ -33,8 +35,7 @@ def _mpi_or_skip():
 def _run(n, *args, timeout=180):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, PKG_PARENT]))
     cmd = [MPIEXEC, "-n", str(n), sys.executable, "-m", "tests.distributed._child", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
-                          cwd=ROOT)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
     assert proc.returncode == 0, f"{cmd}: rc {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     step, digest = proc.stdout.split()[-2:]
     return int(step), digest
@@ -43,8 +44,14 @@ def _run(n, *args, timeout=180):
 def _alone(*args):
     """The reference: one process, no MPI at all."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, PKG_PARENT]), DP_ALONE="1")
-    proc = subprocess.run([sys.executable, "-m", "tests.distributed._child", *args],
-                          capture_output=True, text=True, timeout=180, env=env, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.distributed._child", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr
     step, digest = proc.stdout.split()[-2:]
     return int(step), digest
@@ -53,10 +60,13 @@ def _alone(*args):
 # -- one process (no MPI needed) ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("make", [
-    lambda: ml.SmallMLPTrainer(*_rng.init_small_mlp(2), data_schedule={"a": 1}),
-    lambda: ml.MLPTrainer([8, 12, 5, 3], seed=2, data_schedule={"a": 1}),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: ml.SmallMLPTrainer(*_rng.init_small_mlp(2), data_schedule={"a": 1}),
+        lambda: ml.MLPTrainer([8, 12, 5, 3], seed=2, data_schedule={"a": 1}),
+    ],
+)
 def test_one_microbatch_is_train_step_bit_for_bit(make):
     a, b = make(), make()
     dp = DataParallel(b, microbatches=1, comm=_one())
@@ -68,6 +78,7 @@ def test_one_microbatch_is_train_step_bit_for_bit(make):
 
 def _one():
     from mojolearn.distributed import _OneProcess
+
     return _OneProcess()
 
 
@@ -80,11 +91,17 @@ def test_refusals_name_both_numbers_and_change_nothing():
     dp = DataParallel(t, microbatches=4, comm=_one())
     before = t.state_hash()
     X, y = next(iter(_rng.batches(4, 30, 1)))
-    with pytest.raises(ValueError, match=r"the batch has 30 rows, not a multiple of "
-                                         r"microbatches=4"):
+    with pytest.raises(
+        ValueError,
+        match=r"the batch has 30 rows, not a multiple of "
+        r"microbatches=4",
+    ):
         dp.train_step(X, y)
-    with pytest.raises(ValueError, match=r"X has 30 rows; the shard of rank 0 is 4 "
-                                         r"microbatches of 8 rows"):
+    with pytest.raises(
+        ValueError,
+        match=r"X has 30 rows; the shard of rank 0 is 4 "
+        r"microbatches of 8 rows",
+    ):
         dp.train_step(X, y, global_rows=32)
     assert t.state_hash() == before and t.step_ == 0
     assert dp.microbatches_of(0) == [0, 1, 2, 3] and dp.rank == 0 and dp.size == 1
@@ -157,10 +174,16 @@ def test_a_rank_killed_mid_run_ends_the_job_promptly_and_the_checkpoint_loads(tm
         "    if out['step'] % 10 == 0:\n"
         "        dp.save_checkpoint(path)\n"
         "    if out['step'] == 25 and dp.rank == 1:\n"
-        "        os.kill(os.getpid(), signal.SIGKILL)\n")
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
     t0 = time.monotonic()
-    proc = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-c", script], capture_output=True,
-                          text=True, timeout=120, env=env)
+    proc = subprocess.run(
+        [MPIEXEC, "-n", "2", sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     elapsed = time.monotonic() - t0
     assert proc.returncode != 0, proc.stdout
     assert elapsed < 60, f"the job took {elapsed:.0f} s to end after a rank died"
@@ -184,35 +207,46 @@ def _cli(args, cwd, n=None):
 def _done(proc):
     import json
 
-    assert proc.returncode == 0, f"rc {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+    assert proc.returncode == 0, (
+        f"rc {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+    )
     lines = [json.loads(l) for l in proc.stdout.splitlines() if l.startswith("{")]
     done = [l for l in lines if l.get("event") == "done"]
     assert len(done) == 1, "rank 0 alone reports"
     return done[0]
 
 
-@pytest.mark.parametrize("args", [["--steps", "24", "--microbatches", "4"],
-                                  ["--dataset", "digits", "--steps", "30", "--microbatches", "2"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--steps", "24", "--microbatches", "4"],
+        ["--dataset", "digits", "--steps", "30", "--microbatches", "2"],
+    ],
+)
 def test_the_cli_under_mpiexec_equals_one_process(tmp_path, args):
     _mpi_or_skip()
     one = _done(_cli([*args, "--checkpoint", "one.ckpt"], tmp_path))
     two = _done(_cli([*args, "--checkpoint", "two.ckpt"], tmp_path, n=2))
     assert two["state_hash"] == one["state_hash"]
-    assert (tmp_path / "two.ckpt.history.jsonl").read_bytes() == \
-        (tmp_path / "one.ckpt.history.jsonl").read_bytes()
+    assert (tmp_path / "two.ckpt.history.jsonl").read_bytes() == (
+        tmp_path / "one.ckpt.history.jsonl"
+    ).read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        ["one.ckpt", "one.ckpt.history.jsonl", "two.ckpt", "two.ckpt.history.jsonl"])
+        ["one.ckpt", "one.ckpt.history.jsonl", "two.ckpt", "two.ckpt.history.jsonl"]
+    )
 
 
 def test_the_cli_resumes_under_another_process_count(tmp_path):
     _mpi_or_skip()
-    whole = _done(_cli(["--steps", "40", "--microbatches", "4", "--checkpoint", "w.ckpt"],
-                       tmp_path))
+    whole = _done(
+        _cli(["--steps", "40", "--microbatches", "4", "--checkpoint", "w.ckpt"], tmp_path)
+    )
     _done(_cli(["--steps", "15", "--microbatches", "4", "--checkpoint", "r.ckpt"], tmp_path, n=4))
     again = _done(_cli(["--resume", "--steps", "40", "--checkpoint", "r.ckpt"], tmp_path, n=3))
     assert again["state_hash"] == whole["state_hash"]
-    assert (tmp_path / "r.ckpt.history.jsonl").read_bytes() == \
-        (tmp_path / "w.ckpt.history.jsonl").read_bytes()
+    assert (tmp_path / "r.ckpt.history.jsonl").read_bytes() == (
+        tmp_path / "w.ckpt.history.jsonl"
+    ).read_bytes()
 
 
 def test_cli_refusals_are_one_line_from_rank_zero(tmp_path):
@@ -220,8 +254,10 @@ def test_cli_refusals_are_one_line_from_rank_zero(tmp_path):
     proc = _cli(["--microbatches", "32"], tmp_path, n=2)
     assert proc.returncode == 2
     err = [l for l in proc.stderr.splitlines() if l.startswith("mojolearn")]
-    assert err == ["mojolearn train: error: --microbatches 32 must divide every batch: "
-                   "--batch-size 16 and the epoch's last batch of 16 rows (144 training rows)"]
+    assert err == [
+        "mojolearn train: error: --microbatches 32 must divide every batch: "
+        "--batch-size 16 and the epoch's last batch of 16 rows (144 training rows)"
+    ]
     assert list(tmp_path.iterdir()) == []
     proc = _cli(["--microbatches", "3"], tmp_path)
     assert proc.returncode == 2 and "--microbatches: expected a power of two" in proc.stderr

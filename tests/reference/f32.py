@@ -4,6 +4,7 @@ Python floats are binary64; one binary64 `+ - * /` of two float32 values followe
 is the correctly rounded binary32 result (53 >= 2*24 + 2), so references can compute
 `f32(f32(a) * f32(b))` and get the kernel's bits. Subnormals survive; overflow gives ±inf.
 """
+
 import math
 import struct
 

@@ -4,6 +4,7 @@ Matrices are flat row-major lists of float32 values (Python floats). op(A) is A 
 `ta`, the transpose of A stored k×m; op(B) is B (k×n) or, with `tb`, the transpose of B stored
 n×k. Every product and every sum is rounded to float32 (`f32`), exactly as the kernel does.
 """
+
 from .f32 import f32
 
 
@@ -19,5 +20,8 @@ def gemm_entry(a, b, i, j, m, n, k, ta=False, tb=False, c_old=None):
 
 def gemm(a, b, m, n, k, ta=False, tb=False, c=None):
     """The whole m×n product as a flat list; with `c` (a flat list), accumulate into a copy."""
-    return [gemm_entry(a, b, i, j, m, n, k, ta, tb, None if c is None else c[i * n + j])
-            for i in range(m) for j in range(n)]
+    return [
+        gemm_entry(a, b, i, j, m, n, k, ta, tb, None if c is None else c[i * n + j])
+        for i in range(m)
+        for j in range(n)
+    ]

@@ -3,6 +3,7 @@
 The formulas and their order are the kernel header's; every binary32 operation is one binary64
 operation rounded once with `f32`, exp/log are the mirrors of the project's own exp32/log32.
 """
+
 from .f32 import f32
 from .portable_math import exp32, log32
 

@@ -10,6 +10,7 @@ ascending from +0.0; each binary32 operation is one double operation rounded by 
 Parameters, gradients and moments are flat lists in the order W1, b1, ..., WL, bL (each W
 (n_l × n_{l-1}) row-major), as the trainers keep them. `Dims()` is SmallMLPTrainer's [8, 16, 3].
 """
+
 from .f32 import f32
 from .loss import cross_entropy
 from .optim import adam_step
@@ -38,7 +39,7 @@ def _dot(a, b):
 
 
 def _rows(flat, n_rows, n_cols, offset=0):
-    return [flat[offset + r * n_cols: offset + (r + 1) * n_cols] for r in range(n_rows)]
+    return [flat[offset + r * n_cols : offset + (r + 1) * n_cols] for r in range(n_rows)]
 
 
 def _cols(rows):
@@ -54,7 +55,7 @@ def _row_sums(rows, n_cols):
 
 def _layer(p, d, l):
     n_in, n_out = d.sizes[l], d.sizes[l + 1]
-    return _rows(p, n_out, n_in, d.w[l]), p[d.b[l]:d.b[l] + n_out]
+    return _rows(p, n_out, n_in, d.w[l]), p[d.b[l] : d.b[l] + n_out]
 
 
 def forward_all(p, X, d=None):
@@ -101,7 +102,27 @@ def train_step(p, m, v, step, X, y, lr, beta1, beta2, eps, weight_decay, d=None)
     """One AdamW training step; returns dict(loss, logits, grads, dX, params, m, v, step)."""
     loss, logits, grads, dX = gradients(p, X, y, d)
     t = step + 1
-    (np_,), _, (nm,), (nv,), _, _ = adam_step([p], [grads], [m], [v], t, lr, beta1, beta2, eps,
-                                              weight_decay, decoupled=True, maximize=False)
-    return {"loss": loss, "logits": logits, "grads": grads, "dX": dX, "params": np_, "m": nm,
-            "v": nv, "step": t}
+    (np_,), _, (nm,), (nv,), _, _ = adam_step(
+        [p],
+        [grads],
+        [m],
+        [v],
+        t,
+        lr,
+        beta1,
+        beta2,
+        eps,
+        weight_decay,
+        decoupled=True,
+        maximize=False,
+    )
+    return {
+        "loss": loss,
+        "logits": logits,
+        "grads": grads,
+        "dX": dX,
+        "params": np_,
+        "m": nm,
+        "v": nv,
+        "step": t,
+    }

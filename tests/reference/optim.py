@@ -5,6 +5,7 @@ operation rounded by `f32`, which is the correctly rounded float32 result. Tenso
 of floats, a step works on lists of tensors. Refusals mirror the binding: a non-finite
 gradient or norm raises ValueError, a non-finite result RuntimeError, and nothing is returned.
 """
+
 import math
 
 from tests.reference.f32 import f32
@@ -49,8 +50,9 @@ def tree_sum(sources):
     """Balanced binary tree, level by level, ascending index; len(sources) a power of two."""
     level = [list(s) for s in sources]
     while len(level) > 1:
-        level = [[f32(a + b) for a, b in zip(level[k], level[k + 1])]
-                 for k in range(0, len(level), 2)]
+        level = [
+            [f32(a + b) for a, b in zip(level[k], level[k + 1])] for k in range(0, len(level), 2)
+        ]
     return level[0]
 
 
@@ -79,8 +81,9 @@ def _check_out(name, tensors):
                 raise RuntimeError(f"output {name} of tensor {j} is not finite at index {i}")
 
 
-def adam_step(params, grads, m, v, t, lr, beta1, beta2, eps, weight_decay, decoupled,
-              maximize, max_norm=None):
+def adam_step(
+    params, grads, m, v, t, lr, beta1, beta2, eps, weight_decay, decoupled, maximize, max_norm=None
+):
     """One Adam (decoupled=False) or AdamW step. Returns (params, grads as the caller sees
     them afterwards, m, v, norm, coef) as new lists; norm/coef None without clipping."""
     _check_grads(grads)
@@ -117,8 +120,19 @@ def adam_step(params, grads, m, v, t, lr, beta1, beta2, eps, weight_decay, decou
     return new_p, used, new_m, new_v, norm, coef
 
 
-def sgd_step(params, grads, buf, flags, lr, momentum, dampening, weight_decay, nesterov,
-             maximize, max_norm=None):
+def sgd_step(
+    params,
+    grads,
+    buf,
+    flags,
+    lr,
+    momentum,
+    dampening,
+    weight_decay,
+    nesterov,
+    maximize,
+    max_norm=None,
+):
     """One SGD step. Returns (params, grads afterwards, buf, flags, norm, coef)."""
     _check_grads(grads)
     used, norm, coef = _clip(grads, max_norm)

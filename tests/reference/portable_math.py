@@ -5,6 +5,7 @@ Every binary32 operation of the kernel is one binary64 operation here, rounded o
 rounding, so the result equals the correctly rounded binary32 operation). The integer and
 bit manipulations (floor, exponent extraction, 2^k from bits) are exact in both.
 """
+
 import math
 
 from .f32 import bits, f32, from_bits
@@ -12,17 +13,37 @@ from .f32 import bits, f32, from_bits
 LOG2E = f32(1.44269504088896341)
 LN2_HI = f32(0.693359375)
 LN2_LO = f32(-2.12194440e-4)
-EXP_COEFFS = tuple(f32(c) for c in (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
-                                    4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1))
+EXP_COEFFS = tuple(
+    f32(c)
+    for c in (
+        1.9875691500e-4,
+        1.3981999507e-3,
+        8.3334519073e-3,
+        4.1665795894e-2,
+        1.6666665459e-1,
+        5.0000001201e-1,
+    )
+)
 EXP_HI_CLAMP = 89.0
 EXP_LO_CLAMP = -104.0
 
 SQRT_HALF = f32(0.707106781186547524)
-MIN_NORMAL = 2.0 ** -126
-SUBNORMAL_SCALE = 2.0 ** 25
-LOG_COEFFS = tuple(f32(c) for c in (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1,
-                                    -1.2420140846e-1, 1.4249322787e-1, -1.6668057665e-1,
-                                    2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1))
+MIN_NORMAL = 2.0**-126
+SUBNORMAL_SCALE = 2.0**25
+LOG_COEFFS = tuple(
+    f32(c)
+    for c in (
+        7.0376836292e-2,
+        -1.1514610310e-1,
+        1.1676998740e-1,
+        -1.2420140846e-1,
+        1.4249322787e-1,
+        -1.6668057665e-1,
+        2.0000714765e-1,
+        -2.4999993993e-1,
+        3.3333331174e-1,
+    )
+)
 
 
 def exp32(x):
@@ -39,7 +60,7 @@ def exp32(x):
     y = f32(f32(f32(p * f32(r * r)) + r) + 1.0)
     k = int(n)
     k1, k2 = (k + 64, -64) if k < -126 else (k - 1, 1) if k > 127 else (k, 0)
-    return f32(f32(y * 2.0 ** k1) * 2.0 ** k2)
+    return f32(f32(y * 2.0**k1) * 2.0**k2)
 
 
 def log32(x):

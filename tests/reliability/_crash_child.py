@@ -5,6 +5,7 @@ each call of the save sequence through an injected pause. The two versions are t
 and NEW when given (the test writes them with a trainer, e.g. MLPTrainer, which this process
 must not load), else two small-schema files of the attack corpus's base. Prints one JSON
 object of observations; the test asserts on it."""
+
 import json
 import os
 import random
@@ -50,6 +51,7 @@ def _saver(target, versions, pause_at=None, pipe=None):
                         time.sleep(60)
                 count[0] += 1
                 return _real(*args, **kwargs)
+
             setattr(os, name, call)
         checkpoint.write_atomic(target, versions[1])
         os._exit(0)
@@ -74,8 +76,16 @@ def main(folder, kills, seed, version_paths=()):
     target = os.path.join(folder, "run.ckpt")
     versions = _versions(version_paths)
     checkpoint.write_atomic(target, versions[0])
-    out = {"kills": 0, "torn": 0, "old_or_new": 0, "with_temp_left": 0, "max_temps": 0,
-           "versions_seen": [0, 0], "pause_steps": [], "stale_after_next_save": 0}
+    out = {
+        "kills": 0,
+        "torn": 0,
+        "old_or_new": 0,
+        "with_temp_left": 0,
+        "max_temps": 0,
+        "versions_seen": [0, 0],
+        "pause_steps": [],
+        "stale_after_next_save": 0,
+    }
     for _ in range(kills):
         pid = _fork(_saver, target, versions)
         time.sleep(rng.uniform(0, 0.02))
@@ -106,8 +116,15 @@ def main(folder, kills, seed, version_paths=()):
         state = "old" if data == versions[0] else "new" if data == versions[1] else "torn"
         temps = _temps(folder)
         checkpoint.write_atomic(target, versions[0])  # the next save cleans stale temporaries
-        out["pause_steps"].append({"call": k, "name": name, "target": state, "temps": len(temps),
-                                   "temps_after_next_save": len(_temps(folder))})
+        out["pause_steps"].append(
+            {
+                "call": k,
+                "name": name,
+                "target": state,
+                "temps": len(temps),
+                "temps_after_next_save": len(_temps(folder)),
+            }
+        )
     out["stale_after_next_save"] = len(_temps(folder))
     print(json.dumps(out))
 

@@ -1,6 +1,7 @@
 """Shared pieces of the reliability suites: random valid states built without the binding,
 the size knobs (CI vs `MOJOLEARN_LONG_TESTS=1`) and the figures each suite records for
 `tools/reliability_report.py`."""
+
 import array
 import json
 import os
@@ -54,10 +55,11 @@ def random_json(rng, depth=0):
     if kind == 2:
         return rng.choice([0.0, -0.0, 1.5, rng.uniform(-1e300, 1e300), rng.random()])
     if kind == 3:
-        return "".join(rng.choice("abc\u00e9\u2603 \"\\\n\t") for _ in range(rng.randrange(12)))
+        return "".join(rng.choice('abc\u00e9\u2603 "\\\n\t') for _ in range(rng.randrange(12)))
     if kind in (4, 5):
-        return {f"k{rng.randrange(1000)}": random_json(rng, depth + 1)
-                for _ in range(rng.randrange(4))}
+        return {
+            f"k{rng.randrange(1000)}": random_json(rng, depth + 1) for _ in range(rng.randrange(4))
+        }
     return [random_json(rng, depth + 1) for _ in range(rng.randrange(4))]
 
 
@@ -70,21 +72,35 @@ def random_state(rng, mode="identical"):
             n *= d
         weights[name] = f32_bits(rng, n).reshape(*shape)
     while True:
-        config = {"lr": _f32(rng.uniform(1e-6, 1.0)), "beta1": _f32(rng.uniform(0, 0.999)),
-                  "beta2": _f32(rng.uniform(0, 0.9999)), "eps": _f32(rng.uniform(1e-12, 1e-3)),
-                  "weight_decay": _f32(rng.choice([0.0, rng.uniform(0, 1)]))}
+        config = {
+            "lr": _f32(rng.uniform(1e-6, 1.0)),
+            "beta1": _f32(rng.uniform(0, 0.999)),
+            "beta2": _f32(rng.uniform(0, 0.9999)),
+            "eps": _f32(rng.uniform(1e-12, 1e-3)),
+            "weight_decay": _f32(rng.choice([0.0, rng.uniform(0, 1)])),
+        }
         if config["lr"] > 0 and config["eps"] > 0 and config["beta1"] < 1 and config["beta2"] < 1:
             break
     schedule = {"seed": rng.getrandbits(63), "cursor": rng.randrange(1000)}
     for _ in range(rng.randrange(3)):
         schedule[f"x{rng.randrange(100)}"] = random_json(rng, 2)
     flags = Array._wrap(array.array("i", [0, 0, 0, 0]), (4,), "<i4")
-    return {"schema": S.SCHEMA, "architecture": list(S.ARCHITECTURE), "numeric_mode": mode,
-            "parameter_order": list(S.NAMES), "weights": weights,
-            "optimizer": {"kind": S.OPTIMIZER, "step": rng.choice([0, 1, rng.randrange(S.MAX_STEP + 1)]),
-                          "m": f32_bits(rng, S.TOTAL), "v": f32_bits(rng, S.TOTAL, nonneg=True),
-                          "flags": flags},
-            "config": config, "data_schedule": schedule}
+    return {
+        "schema": S.SCHEMA,
+        "architecture": list(S.ARCHITECTURE),
+        "numeric_mode": mode,
+        "parameter_order": list(S.NAMES),
+        "weights": weights,
+        "optimizer": {
+            "kind": S.OPTIMIZER,
+            "step": rng.choice([0, 1, rng.randrange(S.MAX_STEP + 1)]),
+            "m": f32_bits(rng, S.TOTAL),
+            "v": f32_bits(rng, S.TOTAL, nonneg=True),
+            "flags": flags,
+        },
+        "config": config,
+        "data_schedule": schedule,
+    }
 
 
 class Stopwatch:

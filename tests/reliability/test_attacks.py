@@ -7,6 +7,7 @@ anywhere in the loader's modules.
 
 A symlink to a regular file is followed (and loads); a symlink to anything else is refused
 like its target."""
+
 import ast
 import functools
 import math
@@ -34,8 +35,10 @@ def _loaders(schema):
     """The entry points a file of `schema` goes through: (name, path -> anything)."""
     if schema == SMALL:
         return [("checkpoint.load", checkpoint.load)]
-    return [("checkpoint.load", functools.partial(checkpoint.load, schema=MLP)),
-            ("MLPTrainer.from_checkpoint", ml.MLPTrainer.from_checkpoint)]
+    return [
+        ("checkpoint.load", functools.partial(checkpoint.load, schema=MLP)),
+        ("MLPTrainer.from_checkpoint", ml.MLPTrainer.from_checkpoint),
+    ]
 
 
 def _refused_in(load, path, expected):
@@ -91,8 +94,9 @@ def test_corpus_is_complete():
     for sizes in (generate.MLP_SIZES, generate._LARGE):
         data = generate.mlp_valid_bytes(sizes)
         assert checkpoint.dumps(checkpoint.loads(data, schema=MLP)) == data
-        assert ml.MLPTrainer._from_state(checkpoint.loads(data, schema=MLP)).layer_sizes \
-            == list(sizes)
+        assert ml.MLPTrainer._from_state(checkpoint.loads(data, schema=MLP)).layer_sizes == list(
+            sizes
+        )
 
 
 class _Alarm:
@@ -101,6 +105,7 @@ class _Alarm:
     def __enter__(self):
         def boom(*_):
             raise TimeoutError("the loader blocked")
+
         self.old = signal.signal(signal.SIGALRM, boom)
         signal.setitimer(signal.ITIMER_REAL, 2.0)
 
@@ -126,17 +131,25 @@ def _path_attacks(tmp, schema=SMALL):
         # Ending as an MLP file does not lift the MLP bound (checked by stat, nothing read).
         over = checkpoint.MLP_MAX_BYTES + 1
         tail = b'"schema":"' + MLP.encode() + b'"}\n'
-        out.append(("sparse file over MLP_MAX_BYTES, MLP tail",
-                    _sparse(tmp / "sparse_over.ckpt", over, tail),
-                    rf"is larger than {over - 1} bytes \({over} bytes\)$"))
+        out.append(
+            (
+                "sparse file over MLP_MAX_BYTES, MLP tail",
+                _sparse(tmp / "sparse_over.ckpt", over, tail),
+                rf"is larger than {over - 1} bytes \({over} bytes\)$",
+            )
+        )
     fifo = tmp / "fifo.ckpt"
     os.mkfifo(fifo)
     out.append(("FIFO", fifo, r"is a FIFO, not a regular file$"))
     folder = tmp / "folder.ckpt"
     folder.mkdir()
     out.append(("folder", folder, r"is a folder, not a regular file$"))
-    out.append(("/dev/zero", "/dev/zero", r"'/dev/zero' is a character device, not a regular file$"))
-    out.append(("/dev/null", "/dev/null", r"'/dev/null' is a character device, not a regular file$"))
+    out.append(
+        ("/dev/zero", "/dev/zero", r"'/dev/zero' is a character device, not a regular file$")
+    )
+    out.append(
+        ("/dev/null", "/dev/null", r"'/dev/null' is a character device, not a regular file$")
+    )
     link = tmp / "link_to_fifo.ckpt"
     link.symlink_to(fifo)
     out.append(("symlink to FIFO", link, r"is a FIFO, not a regular file$"))
@@ -193,10 +206,15 @@ def test_record_corpus_times():
         if times:
             attacks = _CORPUS[schema]
             worst = max(times, key=times.get)
-            record(_FIGURE[schema], files=len(attacks),
-                   committed=sum(generate.committed(m) for _, m, _ in attacks),
-                   refused=len(times), worst_ms=round(times[worst] * 1e3, 2), worst_file=worst,
-                   entry_points=len(_loaders(schema)))
+            record(
+                _FIGURE[schema],
+                files=len(attacks),
+                committed=sum(generate.committed(m) for _, m, _ in attacks),
+                refused=len(times),
+                worst_ms=round(times[worst] * 1e3, 2),
+                worst_file=worst,
+                entry_points=len(_loaders(schema)),
+            )
 
 
 # -- R4 ---------------------------------------------------------------------------------------
@@ -211,13 +229,27 @@ def _violations(source, name):
     for node in ast.walk(ast.parse(source, name)):
         if isinstance(node, ast.Import):
             found += [a.name for a in node.names if a.name.split(".")[0] in _FORBIDDEN_MODULES]
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in _FORBIDDEN_MODULES:
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and (node.module or "").split(".")[0] in _FORBIDDEN_MODULES
+        ):
             found.append(node.module)
         elif isinstance(node, ast.Call):
             fn = node.func
-            called = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else None
-            if called in _FORBIDDEN_CALLS or called in ("loads", "load") and isinstance(fn, ast.Attribute) \
-                    and isinstance(fn.value, ast.Name) and fn.value.id in _FORBIDDEN_MODULES:
+            called = (
+                fn.id
+                if isinstance(fn, ast.Name)
+                else fn.attr
+                if isinstance(fn, ast.Attribute)
+                else None
+            )
+            if (
+                called in _FORBIDDEN_CALLS
+                or called in ("loads", "load")
+                and isinstance(fn, ast.Attribute)
+                and isinstance(fn.value, ast.Name)
+                and fn.value.id in _FORBIDDEN_MODULES
+            ):
                 found.append(called)
         elif isinstance(node, ast.Name) and node.id in ("eval", "exec", "__import__"):
             found.append(node.id)

@@ -1,5 +1,6 @@
 """R2: every single-bit flip of a small valid checkpoint is refused (100 %), and R9: the
 canonical round trip `dumps(loads(f)) == f` for random states, two saves of one state equal."""
+
 import random
 import time
 
@@ -32,11 +33,17 @@ def test_every_single_bit_flip_is_refused():
             except ValueError:
                 refused += 1
             else:
-                raise AssertionError(f"flip of bit {bit} of byte {i} ({data[i:i + 1]!r}) loaded")
+                raise AssertionError(f"flip of bit {bit} of byte {i} ({data[i : i + 1]!r}) loaded")
             worst = max(worst, time.perf_counter() - t0)
             total += 1
-    record("R2", files=len(files), flips=total, refused=refused,
-           refused_pct=round(100.0 * refused / total, 3), worst_ms=round(worst * 1e3, 2))
+    record(
+        "R2",
+        files=len(files),
+        flips=total,
+        refused=refused,
+        refused_pct=round(100.0 * refused / total, 3),
+        worst_ms=round(worst * 1e3, 2),
+    )
     assert refused == total == 8 * sum(len(f) for f in files)
 
 

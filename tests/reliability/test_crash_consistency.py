@@ -3,6 +3,7 @@ sequence through an injected pause) always leaves the target byte-equal to the o
 version, never torn; a temporary left by a killed save is removed by the next save. Run for
 SmallMLPTrainer files (R5) and for MLPTrainer files (R5_mlp: layer sizes [16, 32, 32, 4], a
 ~42 KB file, over the small schema's 32 KiB bound)."""
+
 import copy
 import json
 import os
@@ -38,11 +39,25 @@ def _mlp_versions(folder):
 def _kill_savers(folder, version_paths=()):
     """The child's observations (the pause sequence popped) and its seed."""
     seed = new_seed()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [ROOT, PKG_PARENT, os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-m", "tests.reliability._crash_child", str(folder),
-                           str(KILLS), str(seed), *map(str, version_paths)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([ROOT, PKG_PARENT, os.environ.get("PYTHONPATH", "")])
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.reliability._crash_child",
+            str(folder),
+            str(KILLS),
+            str(seed),
+            *map(str, version_paths),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     return out, out.pop("pause_steps"), seed
@@ -62,8 +77,14 @@ def _check(out, steps, seed):
 
 
 def _record(figure, out, steps, seed, **extra):
-    record(figure, **out, pause_points=len(steps), seed=seed, **extra,
-           pause_targets="/".join(f"{s['name']}:{s['target']}" for s in steps))
+    record(
+        figure,
+        **out,
+        pause_points=len(steps),
+        seed=seed,
+        **extra,
+        pause_targets="/".join(f"{s['name']}:{s['target']}" for s in steps),
+    )
 
 
 def test_kill_9_during_saves(tmp_path):
@@ -77,8 +98,7 @@ def test_kill_9_during_mlp_saves(tmp_path):
     sizes = [os.path.getsize(p) for p in paths]
     assert paths[0].read_bytes() != paths[1].read_bytes()
     out, steps, seed = _kill_savers(tmp_path, paths)
-    _record("R5_mlp", out, steps, seed, layer_sizes="x".join(map(str, MLP_SIZES)),
-            bytes=max(sizes))
+    _record("R5_mlp", out, steps, seed, layer_sizes="x".join(map(str, MLP_SIZES)), bytes=max(sizes))
     _check(out, steps, seed)
     # The child ends by saving the old version: what a resume would read back.
     resumed = ml.MLPTrainer.from_checkpoint(tmp_path / "run.ckpt")

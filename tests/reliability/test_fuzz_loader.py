@@ -7,6 +7,7 @@ file the writer makes of the state it decodes to (`dumps(loads(f)) == f`), so no
 writer could not have written gets in. No input may take over 1 s; memory stays bounded.
 CI: >= 100,000 inputs within a 3-minute budget; MOJOLEARN_LONG_TESTS=1: >= 1,000,000.
 """
+
 import array
 import copy
 import json
@@ -75,8 +76,10 @@ def test_fuzz_loads():
         try:
             outcome = watch.time(_one, data, allow, what=what)
         except Exception as exc:  # noqa: BLE001 - the point is to catch anything
-            pytest.fail(f"seed {seed}, input {i} ({what}): {type(exc).__name__}: {exc}\n"
-                        f"input: {data[:300]!r}...")
+            pytest.fail(
+                f"seed {seed}, input {i} ({what}): {type(exc).__name__}: {exc}\n"
+                f"input: {data[:300]!r}..."
+            )
         counts[outcome] += 1
         if watch.worst_what == what and watch.worst >= 1.0:  # re-time: a hiccup, or slow?
             t1 = time.perf_counter()
@@ -85,9 +88,17 @@ def test_fuzz_loads():
         assert time.perf_counter() - t0 < BUDGET_S, f"seed {seed}: over the budget at input {i}"
     elapsed = time.perf_counter() - t0
     growth = _maxrss_mb() - rss0
-    record("R1_loads", inputs=N_LOADS, **counts, **kinds, worst_ms=round(watch.worst * 1e3, 2),
-           worst_input=watch.worst_what, seconds=round(elapsed, 1),
-           rss_growth_mb=round(growth, 1), seed=seed)
+    record(
+        "R1_loads",
+        inputs=N_LOADS,
+        **counts,
+        **kinds,
+        worst_ms=round(watch.worst * 1e3, 2),
+        worst_input=watch.worst_what,
+        seconds=round(elapsed, 1),
+        rss_growth_mb=round(growth, 1),
+        seed=seed,
+    )
     assert watch.worst < 1.0, f"seed {seed}: {watch.worst_what} took {watch.worst:.3f} s"
     assert growth < 256, f"seed {seed}: peak memory grew by {growth:.0f} MB"
     assert counts["refused"] > 0.9 * N_LOADS
@@ -98,10 +109,37 @@ def _bad_values(rng):
     ro = memoryview(array.array("f", [0.0] * 195)).toreadonly()
     nan = array.array("f", [0.0] * 195)
     nan[rng.randrange(195)] = rng.choice([math.nan, math.inf, -math.inf])
-    return [None, True, 0, -1, 1 << 31, 1 << 200, 1e308, math.nan, math.inf, "x", b"\x00" * 780,
-            [], {}, [0.0] * 195, {"a": 1}, f64, ro, nan, array.array("f", [0.0] * 194),
-            array.array("i", [0] * 195), Array([0.0] * 195).reshape(5, 39), "identical",
-            "fast", "AdamW", [8, 16, 3], (8, 16, 3), object(), "\ud800", "y" * 5000]
+    return [
+        None,
+        True,
+        0,
+        -1,
+        1 << 31,
+        1 << 200,
+        1e308,
+        math.nan,
+        math.inf,
+        "x",
+        b"\x00" * 780,
+        [],
+        {},
+        [0.0] * 195,
+        {"a": 1},
+        f64,
+        ro,
+        nan,
+        array.array("f", [0.0] * 194),
+        array.array("i", [0] * 195),
+        Array([0.0] * 195).reshape(5, 39),
+        "identical",
+        "fast",
+        "AdamW",
+        [8, 16, 3],
+        (8, 16, 3),
+        object(),
+        "\ud800",
+        "y" * 5000,
+    ]
 
 
 def _mutate_state(rng, state, bad):
@@ -140,9 +178,15 @@ def _fingerprint(t):
     """The whole trainer state as bytes and plain values (public API only)."""
     sd = t.state_dict()
     opt = sd["optimizer"]
-    return (tuple(sd["weights"][n].tobytes() for n in sorted(sd["weights"])), opt["m"].tobytes(),
-            opt["v"].tobytes(), opt["flags"].tobytes(), opt["step"],
-            json.dumps(sd["config"], sort_keys=True), json.dumps(sd["data_schedule"], sort_keys=True))
+    return (
+        tuple(sd["weights"][n].tobytes() for n in sorted(sd["weights"])),
+        opt["m"].tobytes(),
+        opt["v"].tobytes(),
+        opt["flags"].tobytes(),
+        opt["step"],
+        json.dumps(sd["config"], sort_keys=True),
+        json.dumps(sd["data_schedule"], sort_keys=True),
+    )
 
 
 def test_fuzz_load_state_dict():
@@ -152,8 +196,10 @@ def test_fuzz_load_state_dict():
     rng = random.Random(seed)
     mode = ml.numeric_mode_used()
     base = random_state(rng, mode)
-    t = ml.SmallMLPTrainer(*[base["weights"][n] for n in ("weight1", "bias1", "weight2", "bias2")],
-                           data_schedule={"seed": 1})
+    t = ml.SmallMLPTrainer(
+        *[base["weights"][n] for n in ("weight1", "bias1", "weight2", "bias2")],
+        data_schedule={"seed": 1},
+    )
     t.load_state_dict(base)
     h0 = t.state_hash()
     bad = _bad_values(rng)
@@ -167,8 +213,9 @@ def test_fuzz_load_state_dict():
             t.load_state_dict(state)
         except (ValueError, TypeError):
             counts["refused"] += 1
-            assert _fingerprint(t) == before, \
+            assert _fingerprint(t) == before, (
                 f"seed {seed}, trial {i}: a refused state changed the trainer"
+            )
         except Exception as exc:  # noqa: BLE001
             pytest.fail(f"seed {seed}, trial {i}: {type(exc).__name__}: {exc}")
         else:
@@ -180,8 +227,13 @@ def test_fuzz_load_state_dict():
         if i % 1000 == 0:
             assert t.state_hash() == h0, f"seed {seed}, trial {i}"
     assert t.state_hash() == h0
-    record("R1_load_state_dict", inputs=N_STATES, **counts,
-           worst_ms=round(watch.worst * 1e3, 2), seed=seed)
+    record(
+        "R1_load_state_dict",
+        inputs=N_STATES,
+        **counts,
+        worst_ms=round(watch.worst * 1e3, 2),
+        seed=seed,
+    )
     assert watch.worst < 1.0
     assert counts["refused"] > 0.5 * N_STATES
 
@@ -191,17 +243,23 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 _JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8),
-                                                                       children, max_size=4),
-    max_leaves=20)
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=20,
+)
 _BASE = json.loads(checkpoint.dumps(random_state(random.Random(7))))
 _PATHS = [p for p, _ in _mutate.nodes(_BASE["payload"])][1:]
 
 
-@settings(max_examples=2000 if LONG else 300, deadline=1000,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=2000 if LONG else 300, deadline=1000, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(path=st.sampled_from(_PATHS), value=_JSON, rehashed=st.booleans())
 def test_structured_hypothesis(path, value, rehashed):
     env = copy.deepcopy(_BASE)

@@ -5,6 +5,7 @@ Before the replace: `save_checkpoint` raises OSError, the old file is intact, no
 left, the trainer's state hash is unchanged. After the replace (folder fsync): OSError, and
 the target holds the complete new file. EINTR at any retried call (all but close, which must
 never be retried on Linux) and short writes: the save succeeds."""
+
 import errno
 import os
 
@@ -33,8 +34,9 @@ class _Injector:
             if index == self.at:
                 raise self.exc
             if name == "write" and self.short and len(args[1]) > 1:
-                return real(args[0], bytes(args[1][:max(1, len(args[1]) // 3)]))
+                return real(args[0], bytes(args[1][: max(1, len(args[1]) // 3)]))
             return real(*args, **kwargs)
+
         return call
 
 
@@ -75,7 +77,7 @@ def test_faults_at_every_call(tmp_path, monkeypatch, kind):
     h = t.state_hash()
     seq = _sequence(tmp_path, monkeypatch, t)
     replace_at = seq.index("replace")
-    assert seq[:replace_at + 1] == ["open", "write", "fsync", "close", "replace"]
+    assert seq[: replace_at + 1] == ["open", "write", "fsync", "close", "replace"]
     cases = 0
     for code in (errno.ENOSPC, errno.EIO):
         for k, name in enumerate(seq):

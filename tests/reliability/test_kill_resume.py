@@ -1,6 +1,7 @@
 """R7: a 200-step `mojolearn train` run (checkpoint every step) SIGKILLed at 20 random steps
 and resumed with `--resume` after each kill ends with the same state hash, checkpoint bytes
 and loss history as the uninterrupted run, in `identical` and in `fast` mode."""
+
 import json
 import os
 import random
@@ -20,14 +21,31 @@ KILLS = 20
 
 
 def _env():
-    return dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join(
-        [PKG_PARENT, os.environ.get("PYTHONPATH", "")]))
+    return dict(
+        os.environ,
+        PYTHONUNBUFFERED="1",
+        PYTHONPATH=os.pathsep.join([PKG_PARENT, os.environ.get("PYTHONPATH", "")]),
+    )
 
 
 def _cmd(folder, mode, resume):
-    cmd = [sys.executable, "-m", "mojolearn", "train", "--steps", str(STEPS), "--batch-size", "4",
-           "--checkpoint-every", "1", "--log-every", "1", "--json", "--checkpoint",
-           os.path.join(folder, "run.ckpt")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mojolearn",
+        "train",
+        "--steps",
+        str(STEPS),
+        "--batch-size",
+        "4",
+        "--checkpoint-every",
+        "1",
+        "--log-every",
+        "1",
+        "--json",
+        "--checkpoint",
+        os.path.join(folder, "run.ckpt"),
+    ]
     return cmd + ["--resume"] if resume else cmd + ["--mode", mode, "--seed", "5"]
 
 
@@ -37,8 +55,9 @@ def _done(stdout):
 
 
 def _uninterrupted(folder, mode):
-    proc = subprocess.run(_cmd(folder, mode, False), env=_env(), capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        _cmd(folder, mode, False), env=_env(), capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return _done(proc.stdout)
 
@@ -46,8 +65,13 @@ def _uninterrupted(folder, mode):
 def _killed_leg(folder, mode, resume, target):
     """Run until the run reports step >= target, then SIGKILL. (landed, exit status): landed
     is False when the run ended first, e.g. on a machine busy enough to let it race ahead."""
-    proc = subprocess.Popen(_cmd(folder, mode, resume), env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        _cmd(folder, mode, resume),
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         for line in proc.stdout:
             if line.startswith("{"):
@@ -72,8 +96,9 @@ def _same_as_reference(run_dir, ref_dir, ref, done, seed, at):
 
 
 def _resume_to_end(run_dir, mode):
-    proc = subprocess.run(_cmd(str(run_dir), mode, True), env=_env(), capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        _cmd(str(run_dir), mode, True), env=_env(), capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return _done(proc.stdout)
 
@@ -113,5 +138,12 @@ def test_kill_9_and_resume(tmp_path, mode):
             kills += 1
             at.append(info["step"])
     _same_as_reference(run_dir, ref_dir, ref, _resume_to_end(run_dir, mode), seed, at)
-    record(f"R7_{mode}", steps=STEPS, kills=kills, runs=runs + 1, checkpoint_steps_at_kill=at,
-           same_hash=True, seed=seed)
+    record(
+        f"R7_{mode}",
+        steps=STEPS,
+        kills=kills,
+        runs=runs + 1,
+        checkpoint_steps_at_kill=at,
+        same_hash=True,
+        seed=seed,
+    )

@@ -2,6 +2,7 @@
 every single-bit flip refused, tensors checked against the declared architecture, the size
 bound before parsing, and every refusal before any trainer state changes. The writer is the
 small schema's (`_files.write_atomic`), whose kill -9 and I/O-fault suites cover both."""
+
 import copy
 import json
 import math
@@ -67,21 +68,68 @@ def _edited(t, edit):
     return _seal(envelope)
 
 
-@pytest.mark.parametrize("what,edit,message", [
-    ("wider hidden", lambda p: p.update(architecture=[4, 6, 3]), r"tensor weight1 shape must be \[6, 4\]"),
-    ("more layers", lambda p: p.update(architecture=[4, 5, 5, 3]), r"weights must hold exactly"),
-    ("width zero", lambda p: p.update(architecture=[4, 0, 3]), r"layer_sizes\[1\] must be in \[1, 65536\]"),
-    ("one class", lambda p: p.update(architecture=[4, 5, 1]), r"classes\) must be >= 2"),
-    ("float width", lambda p: p.update(architecture=[4, 5.0, 3]), r"architecture must be a list of JSON integers"),
-    ("bool width", lambda p: p.update(architecture=[4, True, 3]), r"architecture must be a list of JSON integers"),
-    ("not a list", lambda p: p.update(architecture="4,5,3"), r"architecture must be a list of JSON integers"),
-    ("huge", lambda p: p.update(architecture=[65536, 65536, 2]), r"at most 67,108,864"),
-    ("short m", lambda p: p["optimizer"]["m"].update(hex=p["optimizer"]["m"]["hex"][:-8], shape=[42]), r"tensor m shape must be \[43\]"),
-    ("flags added", lambda p: p["optimizer"].update(flags={"dtype": "<i4", "shape": [4], "hex": "0" * 32}), r"optimizer must hold exactly"),
-    ("small schema", lambda p: p.update(schema="mojolearn.small-mlp-trainer.v1"), r"state schema must be 'mojolearn.mlp-trainer.v1'"),
-    ("order", lambda p: p.update(parameter_order=["bias1", "weight1", "weight2", "bias2"]), r"parameter_order must be"),
-    ("negative v", lambda p: p["optimizer"]["v"].update(hex="000080bf" + p["optimizer"]["v"]["hex"][8:]), r"second moments\) must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "what,edit,message",
+    [
+        (
+            "wider hidden",
+            lambda p: p.update(architecture=[4, 6, 3]),
+            r"tensor weight1 shape must be \[6, 4\]",
+        ),
+        (
+            "more layers",
+            lambda p: p.update(architecture=[4, 5, 5, 3]),
+            r"weights must hold exactly",
+        ),
+        (
+            "width zero",
+            lambda p: p.update(architecture=[4, 0, 3]),
+            r"layer_sizes\[1\] must be in \[1, 65536\]",
+        ),
+        ("one class", lambda p: p.update(architecture=[4, 5, 1]), r"classes\) must be >= 2"),
+        (
+            "float width",
+            lambda p: p.update(architecture=[4, 5.0, 3]),
+            r"architecture must be a list of JSON integers",
+        ),
+        (
+            "bool width",
+            lambda p: p.update(architecture=[4, True, 3]),
+            r"architecture must be a list of JSON integers",
+        ),
+        (
+            "not a list",
+            lambda p: p.update(architecture="4,5,3"),
+            r"architecture must be a list of JSON integers",
+        ),
+        ("huge", lambda p: p.update(architecture=[65536, 65536, 2]), r"at most 67,108,864"),
+        (
+            "short m",
+            lambda p: p["optimizer"]["m"].update(hex=p["optimizer"]["m"]["hex"][:-8], shape=[42]),
+            r"tensor m shape must be \[43\]",
+        ),
+        (
+            "flags added",
+            lambda p: p["optimizer"].update(flags={"dtype": "<i4", "shape": [4], "hex": "0" * 32}),
+            r"optimizer must hold exactly",
+        ),
+        (
+            "small schema",
+            lambda p: p.update(schema="mojolearn.small-mlp-trainer.v1"),
+            r"state schema must be 'mojolearn.mlp-trainer.v1'",
+        ),
+        (
+            "order",
+            lambda p: p.update(parameter_order=["bias1", "weight1", "weight2", "bias2"]),
+            r"parameter_order must be",
+        ),
+        (
+            "negative v",
+            lambda p: p["optimizer"]["v"].update(hex="000080bf" + p["optimizer"]["v"]["hex"][8:]),
+            r"second moments\) must be >= 0",
+        ),
+    ],
+)
 def test_tensors_are_checked_against_the_declared_architecture(tmp_path, what, edit, message):
     t = _trainer([4, 5, 3], 2)
     data = _edited(t, edit)
@@ -112,15 +160,18 @@ def test_size_bound_applies_before_parsing(tmp_path):
     (tmp_path / "junk.ckpt").write_bytes(b"{" + b" " * 100000 + b"}\n")
     with pytest.raises(ValueError, match=r"is larger than 32768 bytes"):
         ml.MLPTrainer.from_checkpoint(tmp_path / "junk.ckpt")
-    assert checkpoint.MLP_MAX_BYTES == 24 * 2 ** 26 + 2 ** 20
+    assert checkpoint.MLP_MAX_BYTES == 24 * 2**26 + 2**20
 
 
 def test_schemas_do_not_cross(tmp_path):
     small = ml.SmallMLPTrainer(*ml.init_small_mlp(0), data_schedule={"a": 1})
     small.save_checkpoint(tmp_path / "s.ckpt")
     _trainer([8, 16, 3], 5).save_checkpoint(tmp_path / "m.ckpt")
-    with pytest.raises(ValueError, match=r"schema must be 'mojolearn.mlp-checkpoint.v1', got "
-                                         r"'mojolearn.small-mlp-checkpoint.v1'"):
+    with pytest.raises(
+        ValueError,
+        match=r"schema must be 'mojolearn.mlp-checkpoint.v1', got "
+        r"'mojolearn.small-mlp-checkpoint.v1'",
+    ):
         ml.MLPTrainer.from_checkpoint(tmp_path / "s.ckpt")
     with pytest.raises(ValueError, match=r"schema must be 'mojolearn.small-mlp-checkpoint.v1'"):
         ml.SmallMLPTrainer.from_checkpoint(tmp_path / "m.ckpt")
@@ -131,8 +182,11 @@ def test_schemas_do_not_cross(tmp_path):
 def test_special_paths_are_refused_for_mlp_saves_too(tmp_path):
     t = _trainer([3, 2], 6, steps=0)
     os.mkfifo(tmp_path / "p.ckpt")
-    for path, kind in ((tmp_path / "p.ckpt", "a FIFO"), (tmp_path, "a folder"),
-                       ("/dev/null", "a character device")):
+    for path, kind in (
+        (tmp_path / "p.ckpt", "a FIFO"),
+        (tmp_path, "a folder"),
+        ("/dev/null", "a character device"),
+    ):
         with pytest.raises(ValueError, match=f"is {kind}, not a regular file"):
             t.save_checkpoint(path)
         with pytest.raises(ValueError, match=f"is {kind}, not a regular file"):
@@ -151,14 +205,23 @@ def _random_mlp_state(rng):
     sizes = [rng.randint(1, 6) for _ in range(rng.randint(1, 3))] + [rng.randint(2, 6)]
     spec = _layers.LayerSizes(sizes)
     base = random_state(rng, ml.numeric_mode_used())
-    return {"schema": S.MLP_SCHEMA, "architecture": sizes, "numeric_mode": base["numeric_mode"],
-            "parameter_order": list(spec.names),
-            "weights": {n: f32_bits(rng, math.prod(s)).reshape(*s)
-                        for n, s in zip(spec.names, spec.shapes)},
-            "optimizer": {"kind": "AdamW", "step": base["optimizer"]["step"],
-                          "m": f32_bits(rng, spec.total),
-                          "v": f32_bits(rng, spec.total, nonneg=True)},
-            "config": base["config"], "data_schedule": base["data_schedule"]}
+    return {
+        "schema": S.MLP_SCHEMA,
+        "architecture": sizes,
+        "numeric_mode": base["numeric_mode"],
+        "parameter_order": list(spec.names),
+        "weights": {
+            n: f32_bits(rng, math.prod(s)).reshape(*s) for n, s in zip(spec.names, spec.shapes)
+        },
+        "optimizer": {
+            "kind": "AdamW",
+            "step": base["optimizer"]["step"],
+            "m": f32_bits(rng, spec.total),
+            "v": f32_bits(rng, spec.total, nonneg=True),
+        },
+        "config": base["config"],
+        "data_schedule": base["data_schedule"],
+    }
 
 
 def test_fuzzed_bytes_and_states_are_refused_or_round_trip():

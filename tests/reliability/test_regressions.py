@@ -1,5 +1,6 @@
 """One regression test per defect the reliability suites found (see the report in
 tools/reliability_report.py's docstring for the list)."""
+
 import json
 import os
 import random
@@ -27,15 +28,21 @@ def test_d1_upper_case_hex_with_a_matching_hash_is_refused():
         checkpoint.loads(data)
 
 
-@pytest.mark.parametrize("edit", [
-    lambda p: p.update(architecture=[8.0, 16, 3]),
-    lambda p: p["config"].update(lr=1),
-    lambda p: p["config"].update(beta1=0.9),  # not a float32: the trainer would round it
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda p: p.update(architecture=[8.0, 16, 3]),
+        lambda p: p["config"].update(lr=1),
+        lambda p: p["config"].update(beta1=0.9),  # not a float32: the trainer would round it
+    ],
+)
 def test_d2_values_the_writer_cannot_write_are_refused(edit):
     # Were accepted, and the loaded trainer's state hash then differed from the file's.
-    with pytest.raises(ValueError, match="architecture entries must be JSON integers|"
-                                         "must be a float32 value written as a JSON float"):
+    with pytest.raises(
+        ValueError,
+        match="architecture entries must be JSON integers|"
+        "must be a float32 value written as a JSON float",
+    ):
         checkpoint.loads(_sealed(edit))
 
 
@@ -43,13 +50,15 @@ def test_d3_lone_surrogates_in_the_data_schedule_are_refused():
     with pytest.raises(ValueError, match="lone surrogate"):
         checkpoint.loads(_sealed(lambda p: p["data_schedule"].update(note="a\udc80b")))
     # A valid pair (escaped in the file) stays accepted.
-    state = checkpoint.loads(_sealed(lambda p: p["data_schedule"].update(note="\U0001F600")))
-    assert state["data_schedule"]["note"] == "\U0001F600"
+    state = checkpoint.loads(_sealed(lambda p: p["data_schedule"].update(note="\U0001f600")))
+    assert state["data_schedule"]["note"] == "\U0001f600"
 
 
 def test_d4_parser_hook_refusals_keep_their_own_message():
     # Was "checkpoint: not valid ASCII JSON (checkpoint: duplicate key 'schema')".
-    data = generate.valid_bytes().replace(b'{"arithmetic_profile"', b'{"schema":"x","arithmetic_profile"', 1)
+    data = generate.valid_bytes().replace(
+        b'{"arithmetic_profile"', b'{"schema":"x","arithmetic_profile"', 1
+    )
     with pytest.raises(ValueError, match=r"^checkpoint: duplicate key 'schema'$"):
         checkpoint.loads(data)
 
@@ -61,7 +70,11 @@ def test_d5_fifo_folder_and_devices_are_value_errors_without_blocking(tmp_path):
     old = signal.signal(signal.SIGALRM, lambda *a: (_ for _ in ()).throw(TimeoutError("blocked")))
     signal.setitimer(signal.ITIMER_REAL, 2.0)
     try:
-        for path, kind in ((fifo, "a FIFO"), (tmp_path, "a folder"), ("/dev/zero", "a character device")):
+        for path, kind in (
+            (fifo, "a FIFO"),
+            (tmp_path, "a folder"),
+            ("/dev/zero", "a character device"),
+        ):
             with pytest.raises(ValueError, match=f"is {kind}, not a regular file"):
                 checkpoint.load(path)
     finally:
@@ -87,15 +100,21 @@ def test_d6_stale_temporaries_are_removed_by_the_next_save(tmp_path):
 
 
 def test_d7_a_bad_path_type_names_the_path():
-    with pytest.raises(TypeError, match="checkpoint: path must be a str, bytes or os.PathLike, got int"):
+    with pytest.raises(
+        TypeError, match="checkpoint: path must be a str, bytes or os.PathLike, got int"
+    ):
         checkpoint.load(3)
     with pytest.raises(TypeError, match="checkpoint: path must be"):
         checkpoint.write_atomic(None, b"x")
 
 
-@pytest.mark.parametrize("base,loader", [
-    (generate.base_envelope, ml.SmallMLPTrainer.from_checkpoint),
-    (generate.mlp_base_envelope, ml.MLPTrainer.from_checkpoint)])
+@pytest.mark.parametrize(
+    "base,loader",
+    [
+        (generate.base_envelope, ml.SmallMLPTrainer.from_checkpoint),
+        (generate.mlp_base_envelope, ml.MLPTrainer.from_checkpoint),
+    ],
+)
 def test_d8_nesting_just_under_the_parser_limit_is_a_value_error(tmp_path, base, loader):
     # Was a RecursionError: the file parses, and the re-encoding after it recursed deeper. The
     # depth that crashed moved with the caller's stack, so every depth near the limit is tried.
@@ -119,4 +138,6 @@ def test_accepted_files_reproduce_their_hash_in_the_trainer(tmp_path):
     data = checkpoint.dumps(state)
     path = tmp_path / "ok.ckpt"
     path.write_bytes(data)
-    assert ml.SmallMLPTrainer.from_checkpoint(path).state_hash() == json.loads(data)["payload_sha256"]
+    assert (
+        ml.SmallMLPTrainer.from_checkpoint(path).state_hash() == json.loads(data)["payload_sha256"]
+    )

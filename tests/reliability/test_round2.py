@@ -1,6 +1,7 @@
 """Round 2: one regression test per defect an outside adversarial test found at 81adb91
 (issue 14, items 1-9). Each failed there; the CLI bad-input rows of items 3 and 9 are in
 test_bad_inputs.py's table."""
+
 import copy
 import json
 import os
@@ -29,8 +30,13 @@ def _cli(args, cwd, env=None, timeout=120):
     full = dict(os.environ, PYTHONPATH=PKG_PARENT)
     full.pop("MOJOLEARN_NUMERIC_MODE", None)
     full.update(env or {})
-    return subprocess.run([sys.executable, "-m", "mojolearn", *args], capture_output=True,
-                          cwd=cwd, env=full, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "mojolearn", *args],
+        capture_output=True,
+        cwd=cwd,
+        env=full,
+        timeout=timeout,
+    )
 
 
 def _one_line(proc, code=2):
@@ -74,9 +80,13 @@ print(rounds, steps[0], between)
 def test_1_set_params_while_another_thread_steps_never_crashes():
     # Crashed (SIGSEGV) 5 of 5 runs: set_params replaced the lock a waiting step then used.
     rounds = 50000 if LONG else 10000
-    proc = subprocess.run([sys.executable, "-c", _RACE, "200000", str(rounds)],
-                          capture_output=True, text=True, timeout=600,
-                          env=dict(os.environ, PYTHONPATH=PKG_PARENT))
+    proc = subprocess.run(
+        [sys.executable, "-c", _RACE, "200000", str(rounds)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, PYTHONPATH=PKG_PARENT),
+    )
     assert proc.returncode == 0, f"rc {proc.returncode} (crash?)\n{proc.stderr[-3000:]}"
     calls, steps, between = map(int, proc.stdout.split())
     assert calls == between == rounds and steps >= rounds
@@ -91,8 +101,12 @@ def test_1_every_public_optimizer_method_holds_the_one_lock():
             if name.startswith("_") or name in lock_free:
                 continue
             fn = attr.fget if isinstance(attr, property) else attr
-            if isinstance(attr, property) and name in ("lr", "t", "accumulation_steps",
-                                                       "resident_"):
+            if isinstance(attr, property) and name in (
+                "lr",
+                "t",
+                "accumulation_steps",
+                "resident_",
+            ):
                 fn = attr.fset or attr.fget  # plain reads of one attribute; setters lock
                 if attr.fset is None:
                     continue
@@ -168,8 +182,12 @@ def test_2_a_save_refuses_special_files_before_making_anything(tmp_path):
     (tmp_path / "d.ckpt").mkdir()
     os.symlink("p.ckpt", tmp_path / "l.ckpt")
     listing = sorted(os.listdir(tmp_path))
-    cases = [(tmp_path / "p.ckpt", "a FIFO"), (tmp_path / "d.ckpt", "a folder"),
-             (tmp_path / "l.ckpt", "a FIFO"), ("/dev/null", "a character device")]
+    cases = [
+        (tmp_path / "p.ckpt", "a FIFO"),
+        (tmp_path / "d.ckpt", "a folder"),
+        (tmp_path / "l.ckpt", "a FIFO"),
+        ("/dev/null", "a character device"),
+    ]
     for path, kind in cases:
         with pytest.raises(ValueError, match=f"checkpoint: .* is {kind}, not a regular file"):
             t.save_checkpoint(path)
@@ -226,7 +244,9 @@ def test_8_bytes_paths_and_names_up_to_255_bytes_save(tmp_path):
 
 def test_2_cli_follows_links_keeps_modes_and_refuses_special_files(tmp_path):
     (tmp_path / "real").mkdir()
-    assert _cli(["train", "--steps", "5", "--checkpoint", "real/run.ckpt"], tmp_path).returncode == 0
+    assert (
+        _cli(["train", "--steps", "5", "--checkpoint", "real/run.ckpt"], tmp_path).returncode == 0
+    )
     os.symlink("real/run.ckpt", tmp_path / "latest.ckpt")
     os.chmod(tmp_path / "real" / "run.ckpt", 0o600)
     os.symlink("real/run.ckpt.history.jsonl", tmp_path / "latest.ckpt.history.jsonl")
@@ -236,8 +256,10 @@ def test_2_cli_follows_links_keeps_modes_and_refuses_special_files(tmp_path):
     assert os.path.islink(tmp_path / "latest.ckpt.history.jsonl")
     assert stat.S_IMODE(os.stat(tmp_path / "real" / "run.ckpt").st_mode) == 0o600
     assert ml.SmallMLPTrainer.from_checkpoint(tmp_path / "real" / "run.ckpt").step_ == 9
-    steps = [json.loads(l)["step"] for l in
-             (tmp_path / "real" / "run.ckpt.history.jsonl").read_text().splitlines()]
+    steps = [
+        json.loads(l)["step"]
+        for l in (tmp_path / "real" / "run.ckpt.history.jsonl").read_text().splitlines()
+    ]
     assert steps == list(range(1, 10))
 
 
@@ -255,8 +277,9 @@ def test_3_a_diverging_run_is_one_line_and_keeps_the_last_good_checkpoint(tmp_pa
     assert not report["ok"] and f"cannot take a finite step (step {kept + 1}" in report["error"]
     history = (tmp_path / "mojolearn-run.ckpt.history.jsonl").read_text().splitlines()
     assert [json.loads(l)["step"] for l in history] == list(range(1, kept + 1))
-    assert not [n for n in os.listdir(tmp_path) if n.endswith((_files.TMP_SUFFIX,
-                                                               _files.LOCK_SUFFIX))]
+    assert not [
+        n for n in os.listdir(tmp_path) if n.endswith((_files.TMP_SUFFIX, _files.LOCK_SUFFIX))
+    ]
 
 
 def test_3_a_bad_numeric_mode_variable_is_one_line_for_every_command(tmp_path):
@@ -267,13 +290,25 @@ def test_3_a_bad_numeric_mode_variable_is_one_line_for_every_command(tmp_path):
 
 
 def test_3_and_9_names_that_are_not_utf8_train_and_print_under_strict_io(tmp_path):
-    data = (tmp_path / "src.csv")
-    lines = ["a,b,c,d,e,f,g,h,label"] + [",".join(str((i * j) % 7 - 3) for j in range(8))
-                                         + f",{i % 3}" for i in range(30)]
+    data = tmp_path / "src.csv"
+    lines = ["a,b,c,d,e,f,g,h,label"] + [
+        ",".join(str((i * j) % 7 - 3) for j in range(8)) + f",{i % 3}" for i in range(30)
+    ]
     data.write_text("\n".join(lines) + "\n")
     os.rename(data, os.path.join(os.fsencode(tmp_path), b"d\xff.csv"))
-    proc = _cli([os.fsencode("train"), b"--data", b"d\xff.csv", b"--steps", b"4",
-                 b"--checkpoint", b"c\xfe.ckpt"], tmp_path, env={"PYTHONIOENCODING": "utf-8:strict"})
+    proc = _cli(
+        [
+            os.fsencode("train"),
+            b"--data",
+            b"d\xff.csv",
+            b"--steps",
+            b"4",
+            b"--checkpoint",
+            b"c\xfe.ckpt",
+        ],
+        tmp_path,
+        env={"PYTHONIOENCODING": "utf-8:strict"},
+    )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.decode()
     assert "d\\xff.csv" in out and "checkpoint c\\xfe.ckpt" in out
@@ -290,17 +325,36 @@ def _edit_schedule(path, edit):
     path.write_bytes(checkpoint.dumps(state))  # a valid, recomputed SHA-256
 
 
-@pytest.mark.parametrize("what,edit,message", [
-    ("batch 0", lambda s: s.update(batch_size=0), "data_schedule batch_size must be an integer in [1, 256], got 0"),
-    ("batch null", lambda s: s.update(batch_size=None), "data_schedule batch_size must be an integer in [1, 256], got None"),
-    ("batch bool", lambda s: s.update(batch_size=True), "data_schedule batch_size must be"),
-    ("epoch missing", lambda s: s.pop("epoch"), "data_schedule has no 'epoch'"),
-    ("cursor moved", lambda s: s.update(cursor=s["cursor"] + 16), "does not match step"),
-    ("n_train 0", lambda s: s.update(n_train=0), "data_schedule n_train must be an integer >= 1"),
-    ("lr text", lambda s: s.update(lr="0.01"), "data_schedule lr must be a finite number > 0"),
-    ("lr changed", lambda s: s.update(lr=0.5), "data_schedule lr 0.5 differs from the state's"),
-    ("seed negative", lambda s: s.update(seed=-1), "data_schedule seed must be an integer in [0, 2**64)"),
-])
+@pytest.mark.parametrize(
+    "what,edit,message",
+    [
+        (
+            "batch 0",
+            lambda s: s.update(batch_size=0),
+            "data_schedule batch_size must be an integer in [1, 256], got 0",
+        ),
+        (
+            "batch null",
+            lambda s: s.update(batch_size=None),
+            "data_schedule batch_size must be an integer in [1, 256], got None",
+        ),
+        ("batch bool", lambda s: s.update(batch_size=True), "data_schedule batch_size must be"),
+        ("epoch missing", lambda s: s.pop("epoch"), "data_schedule has no 'epoch'"),
+        ("cursor moved", lambda s: s.update(cursor=s["cursor"] + 16), "does not match step"),
+        (
+            "n_train 0",
+            lambda s: s.update(n_train=0),
+            "data_schedule n_train must be an integer >= 1",
+        ),
+        ("lr text", lambda s: s.update(lr="0.01"), "data_schedule lr must be a finite number > 0"),
+        ("lr changed", lambda s: s.update(lr=0.5), "data_schedule lr 0.5 differs from the state's"),
+        (
+            "seed negative",
+            lambda s: s.update(seed=-1),
+            "data_schedule seed must be an integer in [0, 2**64)",
+        ),
+    ],
+)
 def test_4_verify_and_resume_refuse_a_schedule_train_cannot_run(tmp_path, what, edit, message):
     assert _cli(["train", "--steps", "5"], tmp_path).returncode == 0
     path = tmp_path / "mojolearn-run.ckpt"
@@ -327,8 +381,10 @@ def test_4_verify_says_when_a_state_cannot_take_a_finite_step(tmp_path, part):
     path.write_bytes(checkpoint.dumps(state))
     proc = _cli(["verify", "mojolearn-run.ckpt"], tmp_path)
     out = proc.stdout.decode()
-    assert proc.returncode == 1 and "the state cannot take a finite step (step 6 on the run's " \
-                                    "next batch)" in out, out
+    assert (
+        proc.returncode == 1
+        and "the state cannot take a finite step (step 6 on the run's next batch)" in out
+    ), out
     err = _one_line(_cli(["train", "--resume", "--steps", "9"], tmp_path))
     assert "step 6 is not finite" in err and "keeps step 5" in err
     good = _cli(["verify", "mojolearn-run.ckpt"], tmp_path)  # the file is the same file
@@ -350,10 +406,23 @@ def test_4_verify_reports_the_next_step_of_a_good_file(tmp_path):
 def test_5_a_second_run_on_the_same_checkpoint_is_refused_by_name(tmp_path):
     (tmp_path / "real").mkdir()
     os.symlink("real/run.ckpt", tmp_path / "alias.ckpt")
-    first = subprocess.Popen([sys.executable, "-m", "mojolearn", "train", "--steps", "200000",
-                              "--checkpoint", "real/run.ckpt", "--json"], cwd=tmp_path,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             env=dict(os.environ, PYTHONPATH=PKG_PARENT))
+    first = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mojolearn",
+            "train",
+            "--steps",
+            "200000",
+            "--checkpoint",
+            "real/run.ckpt",
+            "--json",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(os.environ, PYTHONPATH=PKG_PARENT),
+    )
     try:
         first.stdout.readline()  # the start line: the lock is held and step 0 saved
         for name in ("real/run.ckpt", "alias.ckpt"):
@@ -363,8 +432,10 @@ def test_5_a_second_run_on_the_same_checkpoint_is_refused_by_name(tmp_path):
         first.send_signal(2)
         first.communicate(timeout=60)
     assert first.returncode == 130
-    steps = [json.loads(l)["step"] for l in
-             (tmp_path / "real" / "run.ckpt.history.jsonl").read_text().splitlines()]
+    steps = [
+        json.loads(l)["step"]
+        for l in (tmp_path / "real" / "run.ckpt.history.jsonl").read_text().splitlines()
+    ]
     assert steps == list(range(1, len(steps) + 1))
     assert ml.SmallMLPTrainer.from_checkpoint(tmp_path / "real" / "run.ckpt").step_ == len(steps)
     assert sorted(os.listdir(tmp_path / "real")) == ["run.ckpt", "run.ckpt.history.jsonl"]
@@ -375,8 +446,9 @@ def test_5_history_rewrites_use_unique_temporaries(tmp_path, monkeypatch):
 
     names = []
     real_open = os.open
-    monkeypatch.setattr(os, "open", lambda p, *a, **k: (names.append(os.fspath(p)),
-                                                        real_open(p, *a, **k))[1])
+    monkeypatch.setattr(
+        os, "open", lambda p, *a, **k: (names.append(os.fspath(p)), real_open(p, *a, **k))[1]
+    )
     h = _history.History(tmp_path / "c.ckpt")
     h.start_fresh()
     h.start_fresh()
@@ -477,8 +549,11 @@ def test_9_plain_decimal_literals_still_read(tmp_path):
 def test_9_a_header_naming_a_column_twice_is_refused(tmp_path):
     rows = ["a,b,c,d,e,f,g,label,label"] + [",".join(["1"] * 8) + f",{i % 3}" for i in range(6)]
     (tmp_path / "d.csv").write_text("\n".join(rows) + "\n")
-    with pytest.raises(_data.DataError, match=r"row 1: the header names column 'label' twice "
-                                              r"\(columns 8 and 9\)"):
+    with pytest.raises(
+        _data.DataError,
+        match=r"row 1: the header names column 'label' twice "
+        r"\(columns 8 and 9\)",
+    ):
         _data.load_csv(str(tmp_path / "d.csv"))
 
 

@@ -3,6 +3,7 @@
 (optimizers) - argument validation, the binding call (an error or KeyboardInterrupt before or
 after the kernel ran), a non-finite result, KeyboardInterrupt in Python code inside the step -
 leaves parameters, moments, step and config byte-identical. >= 1,000 random trials per run."""
+
 import array
 import math
 import random
@@ -41,6 +42,7 @@ class _Proxy:
             if k == self._nth and self._when == "after":
                 raise self._exc
             return out
+
         return call
 
 
@@ -67,16 +69,26 @@ def _trainer_snapshot(t):
 # Python helpers each method calls (module, name, calls): a KeyboardInterrupt raised in any of
 # them stands for one arriving at that point of the call - for train_step(s) after the binding
 # has applied the step to the resident state (the results are unpacked after it returns).
-_PY_POINTS = {"train_step": [(trainer_mod, "_new_object", 5)],  # its unrolled result views
-              "train_steps": [(core_mod, "_results", 1)],
-              "apply_gradients": [(S, "tensor", 4), (S, "flat", 1), (core_mod, "Session", 1)],
-              "load_state_dict": [(S, "tensor", 7), (S, "check_schedule", 1), (S, "flat", 1),
-                                  (S, "check_config", 1), (core_mod, "Session", 1)]}
+_PY_POINTS = {
+    "train_step": [(trainer_mod, "_new_object", 5)],  # its unrolled result views
+    "train_steps": [(core_mod, "_results", 1)],
+    "apply_gradients": [(S, "tensor", 4), (S, "flat", 1), (core_mod, "Session", 1)],
+    "load_state_dict": [
+        (S, "tensor", 7),
+        (S, "check_schedule", 1),
+        (S, "flat", 1),
+        (S, "check_config", 1),
+        (core_mod, "Session", 1),
+    ],
+}
 # Points that a rework of trainer.py removed are dropped rather than failing with
 # AttributeError; the share of trials that must fail (below) still catches a lost injection.
 _PY_POINTS = {m: [p for p in points if hasattr(p[0], p[1])] for m, points in _PY_POINTS.items()}
-_ENTRIES = {"train_step": "mlp_resident_step", "train_steps": "mlp_resident_steps",
-            "apply_gradients": "mlp_adamw"}
+_ENTRIES = {
+    "train_step": "mlp_resident_step",
+    "train_steps": "mlp_resident_steps",
+    "apply_gradients": "mlp_adamw",
+}
 
 
 def _trainer_trial(rng, t, monkeypatch):
@@ -110,10 +122,12 @@ def _trainer_trial(rng, t, monkeypatch):
             g[1] = _f32([0.0] * 15, 15) if bad == 2 else g[1]
             g = {"weight1": g[0]} if bad == 3 else g
         else:
-            [lambda: state["optimizer"].update(step=-1),
-             lambda: state["weights"].update(bias1=_f32([math.inf] * 16, 16)),
-             lambda: state["config"].update(lr=0.0),
-             lambda: state["optimizer"].update(v=_f32([-1.0] * 195, 195))][bad]()
+            [
+                lambda: state["optimizer"].update(step=-1),
+                lambda: state["weights"].update(bias1=_f32([math.inf] * 16, 16)),
+                lambda: state["config"].update(lr=0.0),
+                lambda: state["optimizer"].update(v=_f32([-1.0] * 195, 195)),
+            ][bad]()
     elif phase == "nonfinite":
         X = _f32([3e38] * (rows * 8), rows, 8)
         Xk = _f32([3e38] * (rows * k * 8), rows * k, 8)
@@ -133,16 +147,19 @@ def _trainer_trial(rng, t, monkeypatch):
                 if count[0] > nth:
                     raise KeyboardInterrupt
                 return _real(*a, **kw)
+
             monkeypatch.setattr(module, target, boom)
         else:
             entry = _ENTRIES[method]
             proxy = _Proxy(core_mod._backend.binding(), entry, where, exc)
             monkeypatch.setattr(core_mod, "_binding", lambda: proxy)
             monkeypatch.setattr(t, "_run_step", proxy.mlp_resident_step)  # train_step's own
-    call = {"train_step": lambda: t.train_step(X, y),
-            "train_steps": lambda: t.train_steps(Xk, yk, k),
-            "apply_gradients": lambda: t.apply_gradients(g),
-            "load_state_dict": lambda: t.load_state_dict(state)}[method]
+    call = {
+        "train_step": lambda: t.train_step(X, y),
+        "train_steps": lambda: t.train_steps(Xk, yk, k),
+        "apply_gradients": lambda: t.apply_gradients(g),
+        "load_state_dict": lambda: t.load_state_dict(state),
+    }[method]
     try:
         call()
     except (ValueError, TypeError, RuntimeError, MemoryError, KeyboardInterrupt):
@@ -167,13 +184,22 @@ def test_trainer_steps_are_transactional(monkeypatch):
             continue
         failed += 1
         phases[f"{method}/{phase}"] = phases.get(f"{method}/{phase}", 0) + 1
-        assert _trainer_snapshot(t) == before, f"seed {seed}, trial {i}: {method}/{phase} changed state"
-    record("R8_trainer", trials=TRIALS, failed_unchanged=failed,
-           completed=sum(completed.values()), cells=len(phases), seed=seed)
+        assert _trainer_snapshot(t) == before, (
+            f"seed {seed}, trial {i}: {method}/{phase} changed state"
+        )
+    record(
+        "R8_trainer",
+        trials=TRIALS,
+        failed_unchanged=failed,
+        completed=sum(completed.values()),
+        cells=len(phases),
+        seed=seed,
+    )
     assert failed >= 0.8 * TRIALS and len(phases) >= 13, (phases, completed)
 
 
 # -- optimizers ------------------------------------------------------------------------------
+
 
 class _Schedule:
     def __init__(self, fail):
@@ -187,8 +213,14 @@ class _Schedule:
 
 def _opt_snapshot(opt, params):
     sd = opt.state_dict()
-    return (tuple(p.tobytes() for p in params), sd["t"], sd["exp_avg"].tobytes(),
-            sd["exp_avg_sq"].tobytes(), sd["buf_initialized"].tobytes(), opt.lr)
+    return (
+        tuple(p.tobytes() for p in params),
+        sd["t"],
+        sd["exp_avg"].tobytes(),
+        sd["exp_avg_sq"].tobytes(),
+        sd["buf_initialized"].tobytes(),
+        opt.lr,
+    )
 
 
 def _interrupting(items, at):
@@ -203,8 +235,10 @@ def _opt_trial(rng, opt, params, sched, monkeypatch):
     phase = rng.choice(["validation", "binding", "nonfinite", "interrupt"])
     shapes = [p.shape for p in params]
     grads = [_f32([rng.uniform(-1, 1) for _ in range(math.prod(s))], *s) for s in shapes]
-    micro = [[_f32([rng.uniform(-1, 1) for _ in range(math.prod(s))], *s) for s in shapes]
-             for _ in range(opt.accumulation_steps)]
+    micro = [
+        [_f32([rng.uniform(-1, 1) for _ in range(math.prod(s))], *s) for s in shapes]
+        for _ in range(opt.accumulation_steps)
+    ]
     tokens = 4 * opt.accumulation_steps
     state = opt.state_dict()
     max_norm = rng.choice([None, 1.0])
@@ -219,10 +253,15 @@ def _opt_trial(rng, opt, params, sched, monkeypatch):
         elif method == "step_accumulated":
             micro = micro[:-1] if bad == 0 else micro
             tokens = 0 if bad == 1 else tokens
-            micro[-1][0] = array.array("d", [0.0]) if bad == 2 and micro else micro[-1][0] if micro else None
+            micro[-1][0] = (
+                array.array("d", [0.0]) if bad == 2 and micro else micro[-1][0] if micro else None
+            )
         else:
-            [lambda: state.update(t=-1), lambda: state.update(exp_avg=state["exp_avg"].tolist()[:-1]),
-             lambda: state.update(buf_initialized=[2] * len(params))][bad]()
+            [
+                lambda: state.update(t=-1),
+                lambda: state.update(exp_avg=state["exp_avg"].tolist()[:-1]),
+                lambda: state.update(buf_initialized=[2] * len(params)),
+            ][bad]()
     elif phase == "nonfinite":
         bad_value = rng.choice([math.nan, math.inf, 3e38])
         target = grads if method == "step" else micro[rng.randrange(len(micro))]
@@ -236,20 +275,27 @@ def _opt_trial(rng, opt, params, sched, monkeypatch):
     else:
         where = rng.randrange(3)
         if method == "load_state_dict":
-            monkeypatch.setattr(optim, "_state_flags", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
+            monkeypatch.setattr(
+                optim, "_state_flags", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt())
+            )
         elif where == 0:
             sched.fail = True
         elif where == 1:
             grads = _interrupting(grads, rng.randrange(len(grads)))
             micro = _interrupting(micro, rng.randrange(len(micro)))
         else:
-            proxy = _Proxy(optim._backend.binding(),
-                           "optim_step" if method == "step" else "optim_tree_sum", "before",
-                           KeyboardInterrupt())
+            proxy = _Proxy(
+                optim._backend.binding(),
+                "optim_step" if method == "step" else "optim_tree_sum",
+                "before",
+                KeyboardInterrupt(),
+            )
             monkeypatch.setattr(optim, "_binding", lambda: proxy)
-    call = {"step": lambda: opt.step(grads, max_norm=max_norm),
-            "step_accumulated": lambda: opt.step_accumulated(micro, tokens, max_norm=max_norm),
-            "load_state_dict": lambda: opt.load_state_dict(state)}[method]
+    call = {
+        "step": lambda: opt.step(grads, max_norm=max_norm),
+        "step_accumulated": lambda: opt.step_accumulated(micro, tokens, max_norm=max_norm),
+        "load_state_dict": lambda: opt.load_state_dict(state),
+    }[method]
     try:
         call()
     except (ValueError, TypeError, RuntimeError, MemoryError, KeyboardInterrupt):
@@ -281,8 +327,14 @@ def test_optimizer_steps_are_transactional(monkeypatch, kind):
         failed += 1
         phases.add((method, phase))
         assert _opt_snapshot(opt, params) == before, f"seed {seed}, trial {i}: {method}/{phase}"
-    record(f"R8_{kind}", trials=n, failed_unchanged=failed, completed=completed,
-           cells=len(phases), seed=seed)
+    record(
+        f"R8_{kind}",
+        trials=n,
+        failed_unchanged=failed,
+        completed=completed,
+        cells=len(phases),
+        seed=seed,
+    )
     assert failed >= 0.8 * n and len(phases) >= 9, phases
 
 
