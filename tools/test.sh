@@ -2,8 +2,9 @@
 # The one test command (README): build once, then every suite, each under a time budget.
 #   bash tools/test.sh
 # Suites: pytest (with NumPy as a reference where installed) | Mojo kernel tests | the NumPy-free
-# pytest pass | a fresh-venv `pip install .` check | GPU cross-compile checks (only when max-core
-# is installed in the venv: .ci/run adds it; skipped with a printed reason otherwise).
+# pytest pass | a fresh-venv `pip install .` check | ruff lint and format check (only when ruff is
+# installed) | GPU cross-compile checks (only when max-core is installed in the venv: .ci/run adds
+# both; skipped with a printed reason otherwise).
 # Env: MOJOLEARN_VENV (default .venv), MOJOLEARN_SKIP_INSTALL_CHECK=1 to skip the fresh-venv check.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -62,6 +63,14 @@ install_check() {
   bash tools/install_check.sh
 }
 
+lint_suite() {
+  if ! "$PY" -m ruff --version >/dev/null 2>&1; then
+    echo "skipped: ruff is not installed in $VENV (a CI-only extra: .ci/run installs it)"
+    return 77
+  fi
+  "$PY" -m ruff check python tools tests setup.py && "$PY" -m ruff format --check python tools tests setup.py
+}
+
 gpu_suite() {
   if ! "$PY" -m pip show -q max-core >/dev/null 2>&1; then
     echo "skipped: max-core is not installed in $VENV (a CI-only extra: .ci/run installs it)"
@@ -71,7 +80,7 @@ gpu_suite() {
 }
 
 export ROOT VENV PY
-export -f setup pytest_suite mojo_suite install_check gpu_suite
+export -f setup pytest_suite mojo_suite install_check lint_suite gpu_suite
 suite "build (pip install -e, Mojo cache reused when unchanged)" 900 setup
 if [ "${RESULTS[0]}" != passed ]; then echo "build failed: nothing else can run"; exit 1; fi
 FIGURES=$(mktemp -d)  # the reliability suites record their counts here (R1..R11)
@@ -80,6 +89,7 @@ suite "reliability figures (R1-R11, from the pytest run)" 60 "$PY" tools/reliabi
 suite "mojo tests" 600 mojo_suite
 suite "pytest without NumPy" 600 env MOJOLEARN_BLOCK_NUMPY=1 "$PY" -m pytest -q -p no:cacheprovider
 suite "fresh-venv install check" 600 install_check
+suite "lint (ruff check, ruff format --check)" 120 lint_suite
 suite "GPU cross-compile checks" 900 gpu_suite
 
 rm -rf "$FIGURES"
