@@ -71,6 +71,17 @@ def _rows(f):
                 _ms(r["worst_ms"]),
             )
         )
+    if g("R1_load_state_dict_mlp"):
+        r = f["R1_load_state_dict_mlp"]
+        rows.append(
+            (
+                "R1",
+                "fuzzed states into MLPTrainer.load_state_dict",
+                f"{r['inputs']:,}",
+                f"{r['refused']:,} refused unchanged, {r['accepted']:,} accepted",
+                _ms(r["worst_ms"]),
+            )
+        )
     if g("R2"):
         r = f["R2"]
         rows.append(

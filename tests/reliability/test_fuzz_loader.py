@@ -104,11 +104,12 @@ def test_fuzz_loads():
     assert counts["refused"] > 0.9 * N_LOADS
 
 
-def _bad_values(rng):
-    f64 = array.array("d", [0.0] * 195)
-    ro = memoryview(array.array("f", [0.0] * 195)).toreadonly()
-    nan = array.array("f", [0.0] * 195)
-    nan[rng.randrange(195)] = rng.choice([math.nan, math.inf, -math.inf])
+def _bad_values(rng, n=195):
+    """Values no state field may hold, many sized like the flat parameters (n floats)."""
+    f64 = array.array("d", [0.0] * n)
+    ro = memoryview(array.array("f", [0.0] * n)).toreadonly()
+    nan = array.array("f", [0.0] * n)
+    nan[rng.randrange(n)] = rng.choice([math.nan, math.inf, -math.inf])
     return [
         None,
         True,
@@ -123,14 +124,15 @@ def _bad_values(rng):
         b"\x00" * 780,
         [],
         {},
-        [0.0] * 195,
+        [0.0] * n,
         {"a": 1},
         f64,
         ro,
         nan,
-        array.array("f", [0.0] * 194),
-        array.array("i", [0] * 195),
+        array.array("f", [0.0] * (n - 1)),
+        array.array("i", [0] * n),
         Array([0.0] * 195).reshape(5, 39),
+        Array([0.0] * n).reshape(n, 1),
         "identical",
         "fast",
         "AdamW",
@@ -176,33 +178,49 @@ def _mutate_state(rng, state, bad):
 
 def _fingerprint(t):
     """The whole trainer state as bytes and plain values (public API only)."""
-    sd = t.state_dict()
-    opt = sd["optimizer"]
-    return (
-        tuple(sd["weights"][n].tobytes() for n in sorted(sd["weights"])),
-        opt["m"].tobytes(),
-        opt["v"].tobytes(),
-        opt["flags"].tobytes(),
-        opt["step"],
-        json.dumps(sd["config"], sort_keys=True),
-        json.dumps(sd["data_schedule"], sort_keys=True),
-    )
+
+    def plain(obj):
+        if isinstance(obj, dict):
+            return {k: plain(v) for k, v in obj.items()}
+        if isinstance(obj, Array):
+            return obj.tobytes().hex()
+        return obj
+
+    return json.dumps(plain(t.state_dict()), sort_keys=True)
 
 
-def test_fuzz_load_state_dict():
+def _small_trainer(rng):
     import mojolearn as ml
 
-    seed = new_seed()
-    rng = random.Random(seed)
-    mode = ml.numeric_mode_used()
-    base = random_state(rng, mode)
+    base = random_state(rng, ml.numeric_mode_used())
     t = ml.SmallMLPTrainer(
         *[base["weights"][n] for n in ("weight1", "bias1", "weight2", "bias2")],
         data_schedule={"seed": 1},
     )
     t.load_state_dict(base)
+    return t, base, 195
+
+
+def _mlp_trainer(rng):
+    import mojolearn as ml
+
+    sizes = [3, 5, 4, 2]
+    t = ml.MLPTrainer(sizes, seed=rng.randrange(1 << 30), data_schedule={"seed": 1})
+    X = Array([rng.uniform(-1, 1) for _ in range(6 * sizes[0])], "<f4", (6, sizes[0]))
+    t.train_steps(X, Array([rng.randrange(sizes[-1]) for _ in range(6)], "<i4"), 2)
+    return t, t.state_dict(), sum(sizes[i + 1] * (sizes[i] + 1) for i in range(len(sizes) - 1))
+
+
+@pytest.mark.parametrize(
+    "make,figure",
+    [(_small_trainer, "R1_load_state_dict"), (_mlp_trainer, "R1_load_state_dict_mlp")],
+)
+def test_fuzz_load_state_dict(make, figure):
+    seed = new_seed()
+    rng = random.Random(seed)
+    t, base, n_params = make(rng)
     h0 = t.state_hash()
-    bad = _bad_values(rng)
+    bad = _bad_values(rng, n_params)
     watch = Stopwatch()
     counts = {"refused": 0, "accepted": 0}
     for i in range(N_STATES):
@@ -228,7 +246,7 @@ def test_fuzz_load_state_dict():
             assert t.state_hash() == h0, f"seed {seed}, trial {i}"
     assert t.state_hash() == h0
     record(
-        "R1_load_state_dict",
+        figure,
         inputs=N_STATES,
         **counts,
         worst_ms=round(watch.worst * 1e3, 2),
