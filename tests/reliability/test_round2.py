@@ -413,7 +413,7 @@ def test_5_a_second_run_on_the_same_checkpoint_is_refused_by_name(tmp_path):
             "mojolearn",
             "train",
             "--steps",
-            "200000",
+            "100000000",  # ~1.5 hours: the SIGINT below ends it, however slow the checks are
             "--checkpoint",
             "real/run.ckpt",
             "--json",
