@@ -24,6 +24,7 @@ from training.gemm import gemm
 comptime MAGIC = 0x6D6C706F6F6C3031  # "mlpool01"
 comptime SPIN_NS = 50_000
 comptime SLEEP_US = 100
+comptime _FUTEX = CompilationTarget.is_x86() and CompilationTarget.is_linux()
 comptime SYS_FUTEX = 202  # x86-64 Linux
 comptime FUTEX_WAIT_PRIVATE = 128
 comptime FUTEX_WAKE_PRIVATE = 129
@@ -91,7 +92,7 @@ def serve(addr: Int):
 
 
 def _sleep(addr: Int):
-    comptime if CompilationTarget.is_x86():
+    comptime if _FUTEX:
         var seen = Atomic[Int64].load(_word(addr, P_WAKE))
         _ = Atomic[Int64].fetch_add(_word(addr, P_SLEEPERS), 1)
         # A task published after `seen` was read either shows in this check or changes the
@@ -107,7 +108,7 @@ def _sleep(addr: Int):
 def _wake(addr: Int):
     """Bump the WAKE word and wake the sleeping workers, if any (a syscall only then)."""
     _ = Atomic[Int64].fetch_add(_word(addr, P_WAKE), 1)
-    comptime if CompilationTarget.is_x86():
+    comptime if _FUTEX:
         if Atomic[Int64].load(_word(addr, P_SLEEPERS)) > 0:
             _ = external_call["syscall", Int](SYS_FUTEX, addr + 8 * P_WAKE, FUTEX_WAKE_PRIVATE,
                                               1 << 30, 0, 0, 0)
