@@ -60,33 +60,29 @@ def schedule(batch):
     return {"batch": batch, "generator": "mojolearn._rng.batches", "seed": DATA_SEED}
 
 
+def _reference_steps(p, batches, cfg, *dims):
+    """(step, params, m, v) after each step of the pure-Python reference from params `p`
+    (m = v = 0), one batch a step; `dims` as `tests.reference.mlp.train_step` takes them."""
+    from tests.reference import mlp as R
+
+    m, v, step = [0.0] * len(p), [0.0] * len(p), 0
+    hyper = [cfg[k] for k in ("lr", "beta1", "beta2", "eps", "weight_decay")]
+    for X, y in batches:
+        r = R.train_step(p, m, v, step, X.tolist(), y.tolist(), *hyper, *dims)
+        p, m, v, step = r["params"], r["m"], r["v"], r["step"]
+        yield step, p, m, v
+
+
 def reference_hashes(batch):
     from mojolearn import _mlp_state as S
     from mojolearn import _rng, checkpoint
     from mojolearn._array import Array
 
-    from tests.reference import mlp as R
-
-    init = _rng.init_small_mlp(INIT_SEED)
     cfg = S.check_config(1e-3, (0.9, 0.999), 1e-8, 0.01)
-    p = [x for w in init for x in w._mv.tolist()]
-    m, v, step = [0.0] * S.TOTAL, [0.0] * S.TOTAL, 0
+    p0 = [x for w in _rng.init_small_mlp(INIT_SEED) for x in w._mv.tolist()]
     out = {}
-    for X, y in _rng.batches(DATA_SEED, batch, max(CHECKPOINTS)):
-        r = R.train_step(
-            p,
-            m,
-            v,
-            step,
-            X.tolist(),
-            y.tolist(),
-            cfg["lr"],
-            cfg["beta1"],
-            cfg["beta2"],
-            cfg["eps"],
-            cfg["weight_decay"],
-        )
-        p, m, v, step = r["params"], r["m"], r["v"], r["step"]
+    batches = _rng.batches(DATA_SEED, batch, max(CHECKPOINTS))
+    for step, p, m, v in _reference_steps(p0, batches, cfg):
         if step in CHECKPOINTS:
             f = lambda xs: Array(xs, "<f4", (S.TOTAL,))
             state = {
@@ -138,26 +134,10 @@ def reference_mlp_hashes(sizes, batch, steps):
 
     spec = _layers.LayerSizes(sizes)
     cfg = S.check_config(1e-3, (0.9, 0.999), 1e-8, 0.01)
-    p = [x for w in spec.init(INIT_SEED) for x in w._mv.tolist()]
-    m, v, step = [0.0] * spec.total, [0.0] * spec.total, 0
-    d = R.Dims(sizes=sizes)
+    p0 = [x for w in spec.init(INIT_SEED) for x in w._mv.tolist()]
     out = {}
-    for X, y in _mlp_data(sizes, batch, steps):
-        r = R.train_step(
-            p,
-            m,
-            v,
-            step,
-            X.tolist(),
-            y.tolist(),
-            cfg["lr"],
-            cfg["beta1"],
-            cfg["beta2"],
-            cfg["eps"],
-            cfg["weight_decay"],
-            d,
-        )
-        p, m, v, step = r["params"], r["m"], r["v"], r["step"]
+    batches = _mlp_data(sizes, batch, steps)
+    for step, p, m, v in _reference_steps(p0, batches, cfg, R.Dims(sizes=sizes)):
         if step in steps:
             f = lambda xs: Array(xs, "<f4", (spec.total,))
             state = {
