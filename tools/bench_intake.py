@@ -19,25 +19,31 @@ import time
 def _inputs(kind, rows, rng):
     xs = [rng.uniform(-1, 1) for _ in range(rows * 8)]
     ys = [rng.randrange(3) for _ in range(rows)]
+    return as_kind(kind, xs, ys, rows, 8)
+
+
+def as_kind(kind, xs, ys, rows, cols):
+    """The batch (xs as rows × cols float32, ys as int32 labels) as this input kind."""
     if kind == "Array":
         import mojolearn as ml
 
-        return ml.Array(xs, "<f4", (rows, 8)), ml.Array(ys, "<i4")
+        return ml.Array(xs, "<f4", (rows, cols)), ml.Array(ys, "<i4")
     if kind == "NumPy":
         import numpy as np
 
-        return np.array(xs, np.float32).reshape(rows, 8), np.array(ys, np.int32)
+        return np.array(xs, np.float32).reshape(rows, cols), np.array(ys, np.int32)
     if kind == "memoryview":
         return (
-            memoryview(array.array("f", xs)).cast("B").cast("f", (rows, 8)),
+            memoryview(array.array("f", xs)).cast("B").cast("f", (rows, cols)),
             memoryview(array.array("i", ys)),
         )
     if kind == "array.array":
-        return memoryview(array.array("f", xs)).cast("B").cast("f", (rows, 8)), array.array("i", ys)
+        x = memoryview(array.array("f", xs)).cast("B").cast("f", (rows, cols))
+        return x, array.array("i", ys)
     if kind == "torch":
         import torch
 
-        return torch.tensor(xs, dtype=torch.float32).reshape(rows, 8), torch.tensor(ys)
+        return torch.tensor(xs, dtype=torch.float32).reshape(rows, cols), torch.tensor(ys)
     raise ValueError(kind)
 
 

@@ -7,7 +7,8 @@ JAX and NumPy by hand, all measured in the same run.
 
 Every contender takes the same weights (MLPTrainer's seeded initialization) and the same
 batches, and runs forward, mean cross-entropy, backward and AdamW (lr 1e-3, weight decay 0.01):
-- `step`: MLPTrainer.train_step, one call per step (Array inputs); `steps64`: one
+- `step`: MLPTrainer.train_step, one call per step (Array inputs; a last table repeats the
+  identical one-thread step with NumPy, memoryview, array.array and torch inputs); `steps64`: one
   `train_steps(X, y, 64)` call over 64 stacked batches, per step.
 - torch eager: nn.Sequential of Linear/ReLU, F.cross_entropy, torch.optim.AdamW(fused=True),
   torch.set_num_threads(1).
@@ -25,6 +26,7 @@ import os
 import subprocess
 import sys
 
+from bench_intake import as_kind
 from bench_train import timed  # the same rounds and medians as the small trainer's benchmark
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -37,6 +39,7 @@ CELLS = [
     ([784, 256, 10], 256),
 ]
 SCAN = 64
+INPUT_KINDS = ("NumPy", "memoryview", "array.array", "torch")
 LR, WD, BETAS, EPS = 1e-3, 0.01, (0.9, 0.999), 1e-8
 
 
@@ -67,10 +70,17 @@ def ours(sizes, batch, rounds, budget):
     y = Array(ys[:batch], "<i4")
     Xs = Array(xs, "<f4", (SCAN * batch, sizes[0]))
     Ys = Array(ys, "<i4")
-    return {
+    out = {
         "step": timed(lambda: trainer.train_step(X, y), 1, rounds, budget),
         "steps64": timed(lambda: trainer.train_steps(Xs, Ys, SCAN), SCAN, rounds, budget),
     }
+    for kind in INPUT_KINDS:  # what a user passing another buffer kind pays per step
+        try:
+            Xk, yk = as_kind(kind, xs[: batch * sizes[0]], ys[:batch], batch, sizes[0])
+        except ImportError:
+            continue
+        out[f"step {kind}"] = timed(lambda: trainer.train_step(Xk, yk), 1, rounds, budget)
+    return out
 
 
 def torch_peer(sizes, batch, rounds, budget):
@@ -268,6 +278,7 @@ def main():
         print(json.dumps(child(args.child, cells, args.rounds, args.budget)))
         return
     columns = {}  # title -> {cell: µs}
+    kinds = {}  # input kind -> {cell: µs} of identical train_step, one thread
     notes = []
     for mode in ("identical", "fast"):
         for threads in (1, 2):
@@ -283,6 +294,11 @@ def main():
             tag = f"{mode[:4]} t{threads}"
             columns[f"{tag} step"] = {c: r["step"] for c, r in res.items()}
             columns[f"{tag} steps64"] = {c: r["steps64"] for c, r in res.items()}
+            if tag == "iden t1":
+                for kind in INPUT_KINDS:
+                    by_cell = {c: r[f"step {kind}"] for c, r in res.items() if f"step {kind}" in r}
+                    if by_cell:
+                        kinds[kind] = by_cell
     peers = {"torch": {}, "jax": {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}, "numpy": {}}
     for kind, env in peers.items():
         res, err = run_child(kind, env, cells, args.rounds, args.budget)
@@ -330,6 +346,24 @@ def main():
                 f"{str(sizes):<18}{batch:>6}"
                 + "".join(f"{columns[a][c] / columns[b][c]:>34.2f}" for a, b in ratios)
             )
+    if kinds:
+        print(
+            "\nIdentical train_step, one thread, by input kind: µs (ratio to Array inputs; "
+            "torch eager / ours; JAX jit / ours)"
+        )
+        head = f"{'layers':<18}{'batch':>6}" + "".join(f"{k:>28}" for k in ["Array", *kinds])
+        print(head)
+        print("-" * len(head))
+        for c in cells:
+            sizes, batch = CELLS[c]
+            base = columns["iden t1 step"][c]
+            line = f"{str(sizes):<18}{batch:>6}"
+            for v in [base] + [kinds[k].get(c) for k in kinds]:
+                peer = "; ".join(
+                    f"{columns[p][c] / v:.2f}" if p in columns else "-" for p in ("torch", "jit")
+                )
+                line += f"{f'{v:.1f} ({v / base:.2f}x; {peer})':>28}"
+            print(line)
     for note in notes:
         print(note)
 
