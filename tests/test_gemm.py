@@ -128,8 +128,7 @@ def guards_intact(buf):
 
 @needs_identical
 @pytest.mark.parametrize("ta,tb", TRANSPOSES)
-@pytest.mark.parametrize("packed", [False, True])
-def test_entry_accumulates_on_split_rows_within_bounds(seed, ta, tb, packed):
+def test_entry_accumulates_on_split_rows_within_bounds(seed, ta, tb):
     # Rows computed in three calls (as threads would) accumulate into C exactly like the
     # reference, and nothing is written around C.
     m, n, k = 29, 23, 31
@@ -140,17 +139,84 @@ def test_entry_accumulates_on_split_rows_within_bounds(seed, ta, tb, packed):
     cuts = sorted([0, m, rng.randrange(m + 1), rng.randrange(m + 1)])
     for r0, r1 in zip(cuts, cuts[1:]):
         params = [m, n, k, int(ta), int(tb), 1, r0, r1]
-        if packed:
-            q = array.array("q", [3, a._addr, b._addr, c_addr])
-            d = array.array("d", [8] + params)
-            written = _backend.binding().neural_gemm_packed(q.buffer_info()[0], d.buffer_info()[0])
-        else:
-            written = _backend.binding().neural_gemm([a._addr, b._addr, c_addr], params)
+        written = _backend.binding().neural_gemm([a._addr, b._addr, c_addr], params)
         assert written == (r1 - r0) * n
     assert guards_intact(buf), f"seed {seed}: wrote outside C"
     got = flat(buf)[GUARD : GUARD + m * n]
     want = R.gemm(flat(a), flat(b), m, n, k, ta, tb, c=c_old)
     assert hex_list(got) == hex_list(want), f"seed {seed} cuts {cuts}"
+
+
+def _as_memoryview(arr):
+    """The same float32 values as a 2-D memoryview (the binding reads it itself)."""
+    return memoryview(array.array("f", flat(arr))).cast("B").cast("f", arr.shape)
+
+
+@needs_identical
+@pytest.mark.parametrize("ta,tb", TRANSPOSES)
+@pytest.mark.parametrize("kinds", ["addresses", "objects", "mixed"])
+def test_matmul_entry_takes_addresses_or_objects(seed, ta, tb, kinds):
+    # The whole of C, each operand an address or an object the binding reads: the reference's
+    # bits, and nothing written around C.
+    m, n, k = 13, 9, 21
+    rng = random.Random(seed)
+    a, b = operands(rng, m, n, k, ta, tb)
+    a_in = _as_memoryview(a) if kinds != "addresses" else a._addr
+    b_in = _as_memoryview(b) if kinds == "objects" else b._addr
+    buf, c_addr = guarded_c([from_bits(SENTINEL)] * (m * n))
+    assert _backend.binding().matmul(a_in, b_in, c_addr, m, n, k, int(ta), int(tb)) == m * n
+    assert guards_intact(buf), f"seed {seed}: wrote outside C"
+    got = flat(buf)[GUARD : GUARD + m * n]
+    assert hex_list(got) == hex_list(R.gemm(flat(a), flat(b), m, n, k, ta, tb)), f"seed {seed}"
+
+
+def test_matmul_entry_declines_objects_it_cannot_take_and_writes_nothing():
+    # None (nothing done) for an operand of another shape, dtype or layout, or exporting no
+    # memory: `mojolearn.matmul` then takes the checked way, which copies or refuses by name.
+    good = _as_memoryview(mojolearn.Array([1.0] * 12, "<f4", (3, 4)))
+    b = mojolearn.zeros((4, 2))
+    doubles = memoryview(array.array("d", [1.0] * 12)).cast("B").cast("d", (3, 4))
+    strided = good[::2]
+    for a in (doubles, strided, good.cast("B").cast("f"), b"x" * 48, object()):
+        buf, c_addr = guarded_c([from_bits(SENTINEL)] * 6)
+        assert _backend.binding().matmul(a, b._addr, c_addr, 3, 2, 4, 0, 0) is None, a
+        assert set(struct.unpack(f"<{buf.size}I", buf.tobytes())) == {SENTINEL}
+    buf, c_addr = guarded_c([from_bits(SENTINEL)] * 6)
+    assert _backend.binding().matmul(good, b._addr, c_addr, 3, 2, 4, 1, 0) is None  # (4, 3) wanted
+    assert set(struct.unpack(f"<{buf.size}I", buf.tobytes())) == {SENTINEL}
+
+
+def test_matmul_entry_holds_the_buffer_while_it_runs():
+    # The view is released when the call ends: the exporter may resize afterwards.
+    owner = array.array("f", [1.0] * 4)
+    a = memoryview(owner).cast("B").cast("f", (2, 2))
+    c = mojolearn.zeros((2, 2))
+    assert _backend.binding().matmul(a, a, c._addr, 2, 2, 2, 0, 0) == 4
+    a.release()
+    owner.append(2.0)  # BufferError if the binding had kept a view
+    assert c.tolist() == [[2.0, 2.0], [2.0, 2.0]]
+
+
+@pytest.mark.parametrize(
+    "what,args",
+    [
+        ("m must be an integer", (0, 4, 4, 0, 0)),
+        ("n must be an integer", (4, -1, 4, 0, 0)),
+        ("k must be an integer", (4, 4, 2**32, 0, 0)),
+        ("transpose_a must be an integer", (4, 4, 4, 2, 0)),
+        ("transpose_b must be an integer", (4, 4, 4, 0, -1)),
+    ],
+)
+def test_matmul_entry_refuses_bad_calls_and_writes_nothing(what, args):
+    a = mojolearn.zeros((4, 4))
+    buf, c_addr = guarded_c([from_bits(SENTINEL)] * 16)
+    with pytest.raises(ValueError, match=rf"matmul: {what}"):
+        _backend.binding().matmul(a._addr, a._addr, c_addr, *args)
+    with pytest.raises(ValueError, match="matmul: address 'c' is null"):
+        _backend.binding().matmul(a._addr, a._addr, 0, 4, 4, 4, 0, 0)
+    with pytest.raises(TypeError, match="matmul: m must be an int"):
+        _backend.binding().matmul(a._addr, a._addr, c_addr, 4.0, 4, 4, 0, 0)
+    assert set(struct.unpack(f"<{buf.size}I", buf.tobytes())) == {SENTINEL}
 
 
 @needs_identical
@@ -315,24 +381,18 @@ def test_invalid_thread_count_is_refused(value):
 
 def test_nonfinite_product_raises_naming_entry_and_output():
     big = Array([3e38, 3e38], "<f4", (1, 2))
-    with pytest.raises(RuntimeError, match=r"neural_gemm.*'c'"):
+    with pytest.raises(RuntimeError, match=r"matmul.*'c'"):
         mojolearn.matmul(big, Array([2.0, 2.0], "<f4", (2, 1)))
     nan = Array([float("nan"), 1.0], "<f4", (1, 2))
-    with pytest.raises(RuntimeError, match=r"neural_gemm.*'c'"):
+    with pytest.raises(RuntimeError, match=r"matmul.*'c'"):
         mojolearn.matmul(nan, Array([1.0, 1.0], "<f4", (2, 1)))
 
 
-def _entry_call(params, n_addrs=3, packed=False):
+def _entry_call(params, n_addrs=3):
     a, b = mojolearn.zeros((4, 4)), mojolearn.zeros((4, 4))
     buf, c_addr = guarded_c([from_bits(SENTINEL)] * 16)
     addrs = [a._addr, b._addr, c_addr][:n_addrs] + [a._addr] * max(0, n_addrs - 3)
-    if packed:
-        q = array.array("q", [len(addrs)] + addrs)
-        d = array.array("d", [len(params)] + list(params))
-        call = lambda: _backend.binding().neural_gemm_packed(q.buffer_info()[0], d.buffer_info()[0])
-    else:
-        call = lambda: _backend.binding().neural_gemm(addrs, list(params))
-    return call, buf
+    return lambda: _backend.binding().neural_gemm(addrs, list(params)), buf
 
 
 GOOD = [4, 4, 4, 0, 0, 0, 0, 4]
@@ -352,12 +412,10 @@ BAD_CALLS = [
 ]
 
 
-@pytest.mark.parametrize("packed", [False, True])
 @pytest.mark.parametrize("what,params,n_addrs", BAD_CALLS)
-def test_entry_refuses_bad_calls_and_writes_nothing(what, params, n_addrs, packed):
-    call, buf = _entry_call(params, n_addrs, packed)
-    name = "neural_gemm_packed" if packed else "neural_gemm"
-    with pytest.raises(ValueError, match=rf"{name}: .*{what}"):
+def test_entry_refuses_bad_calls_and_writes_nothing(what, params, n_addrs):
+    call, buf = _entry_call(params, n_addrs)
+    with pytest.raises(ValueError, match=rf"neural_gemm: .*{what}"):
         call()
     assert set(struct.unpack(f"<{buf.size}I", buf.tobytes())) == {SENTINEL}
 
@@ -365,8 +423,6 @@ def test_entry_refuses_bad_calls_and_writes_nothing(what, params, n_addrs, packe
 def test_entry_refuses_null_addresses():
     with pytest.raises(ValueError, match="neural_gemm: address 1 is null"):
         _backend.binding().neural_gemm([mojolearn.zeros((1,))._addr, 0, 8], GOOD)
-    with pytest.raises(ValueError, match="neural_gemm_packed: .*null"):
-        _backend.binding().neural_gemm_packed(0, 0)
 
 
 def test_concurrent_products_of_different_sizes_share_one_pool():

@@ -7,8 +7,7 @@ to run on any difference (a silent reorder would be a wrong answer, not a crash)
 from std.python import Python, PythonObject
 from std.python.bindings import PythonModuleBuilder
 
-from entries.gemm import (NEURAL_GEMM, NEURAL_GEMM_PACKED, neural_gemm,
-                          neural_gemm_packed)
+from entries.gemm import MATMUL, NEURAL_GEMM, matmul_entry, neural_gemm
 from entries.intake import INTAKE_READ, intake_read
 from entries.loss import (CROSS_ENTROPY, PORTABLE_MATH_EVAL, cross_entropy_entry,
                           portable_math_eval)
@@ -35,7 +34,7 @@ from training.config import ACCELERATOR, MODE, TARGET_CPU, VENDOR
 def abi_layout() raises -> PythonObject:
     """Entry -> (address names, param names), as 'entry|a,b|p,q' strings."""
     var out = Python.list()
-    comptime for spec in [ALL_FINITE, NEURAL_GEMM, NEURAL_GEMM_PACKED,
+    comptime for spec in [ALL_FINITE, NEURAL_GEMM, MATMUL,
                           MLP_BIAS_ACTIVATION, MLP_RELU_BACKWARD,
                           MLP_SUM_ROWS, MLP_ADAMW, MLP_TRAIN_STEP, MLP_RESIDENT_OPEN,
                           MLP_RESIDENT_STEP, MLP_RESIDENT_STEPS, MLP_RESIDENT_DOWNLOAD,
@@ -60,7 +59,7 @@ def build_module(name: StaticString) raises -> PythonObject:
     m.def_function[device_count]("device_count", docstring="devices found (0 in cpu builds)")
     m.def_function[all_finite]("all_finite")
     m.def_function[neural_gemm]("neural_gemm")
-    m.def_function[neural_gemm_packed]("neural_gemm_packed")
+    m.def_function[matmul_entry]("matmul")
     m.def_function[mlp_bias_activation]("mlp_bias_activation")
     m.def_function[mlp_relu_backward]("mlp_relu_backward")
     m.def_function[mlp_sum_rows]("mlp_sum_rows")

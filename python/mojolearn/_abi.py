@@ -12,10 +12,7 @@ LAYOUT = {
         ("a", "b", "c"),
         ("m", "n", "k", "transpose_a", "transpose_b", "accumulate", "row_begin", "row_end"),
     ),
-    "neural_gemm_packed": (
-        ("a", "b", "c"),
-        ("m", "n", "k", "transpose_a", "transpose_b", "accumulate", "row_begin", "row_end"),
-    ),
+    "matmul": (("a", "b", "c"), ("m", "n", "k", "transpose_a", "transpose_b")),
     "mlp_bias_activation": (("values", "bias", "out"), ("rows", "cols", "relu")),
     "mlp_relu_backward": (("activation", "incoming", "out"), ("rows", "cols")),
     "mlp_sum_rows": (("values", "out"), ("rows", "cols")),

@@ -1,12 +1,37 @@
 """Batches into the trainers: X as a float32 C-contiguous (rows, inputs) buffer and targets as
-int32 / int64 class indices, through `_intake`, refused by name otherwise. Both trainers use
-these: `x_input` / `y_input` for a step's addresses, `batch` / `owned_batch` / `targets` for
-Arrays (the per-operation path)."""
+int32 / int64 class indices, refused by name otherwise. Both trainers use these: `quick` for a
+step's first try (the binding reads the objects itself), `x_input` / `y_input` for the
+addresses of what it declined (through `_intake`: borrowed, copied or refused), `batch` /
+`owned_batch` / `targets` for Arrays (the per-operation path)."""
 
 from ._array import Array
 from ._bufcheck import dtype_name, is_integer, is_native_f32
 from ._buffer import all_finite
 from ._intake import as_f32_c, as_i32_c, borrowed_f32, labels, probe
+
+
+def quick(X, targets, inputs, max_rows, k=1):
+    """(x, y, target_itemsize, rows) as the binding's step entries take them, reading no
+    buffer here: an Array that fits as its address (checked here), any other object as itself
+    (the binding reads it, and declines with None what it cannot take zero-copy; itemsize 0:
+    the object's own). None when X's rows (`X.shape[0]`) are not k batches of 1 to `max_rows`: the
+    caller's slow path (`x_input`) then copies or refuses by name."""
+    if type(X) is Array:
+        if not (X._dtype == "<f4" and len(shape := X._shape) == 2 and shape[1] == inputs):
+            return None
+        x, total = X._addr, shape[0]
+    else:
+        try:
+            total = X.shape[0]  # torch's len() is ~0.5 µs, its .shape ~0.15
+        except (AttributeError, TypeError, IndexError, KeyError):
+            return None
+        x = X
+    rows = total // k
+    if not 0 < rows <= max_rows or rows * k != total:
+        return None
+    if type(targets) is Array and targets._dtype == "<i4" and targets._shape == (total,):
+        return x, targets._addr, 4, rows
+    return x, targets, 0, rows
 
 
 def x_input(X, api, inputs, max_rows, name="X", stacked=False):

@@ -302,12 +302,39 @@ class MLPCore:
         the class range."""
         return _batches.y_input(targets, rows, self._spec.classes, self._API)
 
-    def _pass(self, xa, ya, itemsize, rows, mode, want_dx, k=1):
-        """One resident pass (forward / grads / one train step), or k train steps in one call;
-        returns the result buffer [losses (k) | logits | grads | input_grad] and the
-        `_results` views of it (logits only in forward mode). A failure after the binding
-        applied a training run (e.g. a MemoryError making the views) rolls it back. Caller
+    def _pass(self, X, targets, mode, want_dx, k=1, stacked=False):
+        """One resident pass (forward / grads / one train step) on X and targets (ignored in
+        forward mode), or k train steps in one call over k stacked batches; returns the
+        result buffer [losses (k) | logits | grads | input_grad] and the `_results` views of
+        it (logits only in forward mode). The binding reads the objects itself; what it
+        declines comes back through `_intake` (a copy, or the refusal naming it). Caller
         holds the lock."""
+        spec = self._spec
+        q = _batches.quick(X, targets, spec.inputs, self._max_rows, k)
+        if q is not None:
+            r = self._run_pass(*q, mode, want_dx, k)
+            if r is not None:
+                return r
+        x, xa, total = self._x_input(X, stacked=stacked)
+        if stacked:
+            self._check_stack(total, k)
+        if mode == _MODE_FORWARD:
+            y, ya, itemsize = x, xa, 4
+        else:
+            y, ya, itemsize = self._y_input(targets, total)
+        return self._run_pass(xa, ya, itemsize, total // k, mode, want_dx, k)
+
+    def _check_stack(self, total, k):
+        if total % k or not 1 <= total // k <= self._max_rows:
+            raise ValueError(
+                f"{self._API}: X must stack k={k} equal batches of 1 to "
+                f"{self._max_rows} rows, got {total} rows"
+            )
+
+    def _run_pass(self, xa, ya, itemsize, rows, mode, want_dx, k):
+        """`_pass` on inputs as the binding takes them (`_batches.quick`); None when it
+        declined an object (nothing was done). A failure after the binding applied a training
+        run (e.g. a MemoryError making the views) rolls it back."""
         if rows > self._session.capacity:
             self._fit(rows)
         spec = self._spec
@@ -318,13 +345,16 @@ class MLPCore:
         out = buf.buffer_info()[0]
         try:
             if k == 1:
-                self._step = _binding().mlp_resident_step(
+                after = _binding().mlp_resident_step(
                     self._session.handle, xa, ya, out, mode, rows, itemsize, want_dx, step
                 )
             else:
-                self._step = _binding().mlp_resident_steps(
+                after = _binding().mlp_resident_steps(
                     self._session.handle, xa, ya, out, rows, k, itemsize, step
                 )
+            if after is None:
+                return None
+            self._step = after
             if mode == _MODE_FORWARD:  # logits only: no gradient views to build
                 logits, grads, dx = (
                     _result_view(buf, (rows, spec.classes), out + 4 * k, rows * spec.classes),
@@ -392,15 +422,11 @@ class MLPCore:
             and `input_grad` (n, inputs) when asked.
         """
         self._check_want_dx(return_input_grad)
-        x, xa, rows = self._x_input(X)
-        y, ya, itemsize = self._y_input(targets, rows)
         with self._lock:
             self._check_room(1)
             if not _fused_enabled():
                 return self._train_step_ops(X, targets, return_input_grad)
-            buf, logits, grads, dx = self._pass(
-                xa, ya, itemsize, rows, _MODE_TRAIN, return_input_grad
-            )
+            buf, logits, grads, dx = self._pass(X, targets, _MODE_TRAIN, return_input_grad)
             result = {"step": self._step, "loss": buf[0], "logits": logits, "gradients": grads}
             if return_input_grad:
                 result["input_grad"] = dx
@@ -413,20 +439,12 @@ class MLPCore:
         step."""
         if isinstance(k, bool) or type(k) is not int or k < 1:
             raise ValueError(f"{self._API}: k must be a positive int, got {k!r}")
-        x, xa, total = self._x_input(X, stacked=True)
-        if total % k or not 1 <= total // k <= self._max_rows:
-            raise ValueError(
-                f"{self._API}: X must stack k={k} equal batches of 1 to "
-                f"{self._max_rows} rows, got {total} rows"
-            )
-        y, ya, itemsize = self._y_input(targets, total)
-        rows = total // k
         with self._lock:
             self._check_room(k)
             if not _fused_enabled():
                 return self._train_steps_ops(X, targets, k)
             step = self._step
-            buf, logits, grads, _ = self._pass(xa, ya, itemsize, rows, _MODE_TRAIN, False, k)
+            buf, logits, grads, _ = self._pass(X, targets, _MODE_TRAIN, False, k, stacked=True)
             try:
                 values = buf[:k].tolist()
             except BaseException:  # e.g. MemoryError, KeyboardInterrupt: undo the steps
@@ -442,16 +460,16 @@ class MLPCore:
 
     def loss_and_grads(self, X, targets):
         """(loss, [dweight1, dbias1, ..., dbiasL]) of a batch, without a step."""
-        x, xa, rows = self._x_input(X)
-        y, ya, itemsize = self._y_input(targets, rows)
         names = self._spec.names
         with self._lock:
             if not _fused_enabled():
-                x, y = self._owned_batch(X), self._labels(targets, rows)
+                x = self._owned_batch(X)
+                rows = x._shape[0]
+                y = self._labels(targets, rows)
                 _, losses, _, grads, _ = self._run_ops(x, y, rows, _MODE_GRADS)
                 g = S.split(grads, self._spec)
                 return losses._mv[0], [g[n] for n in names]
-            buf, _, grads, _ = self._pass(xa, ya, itemsize, rows, _MODE_GRADS, False)
+            buf, _, grads, _ = self._pass(X, targets, _MODE_GRADS, False)
         return buf[0], [grads[n] for n in names]
 
     def apply_gradients(self, gradients):
@@ -496,11 +514,10 @@ class MLPCore:
 
     def predict_logits(self, X):
         """Logits (n, classes) of X (n, inputs) with the current weights."""
-        x, xa, rows = self._x_input(X)
         with self._lock:
             if not _fused_enabled():
                 return self._forward_ops(self._owned_batch(X))
-            return self._pass(xa, xa, 4, rows, _MODE_FORWARD, False)[1]
+            return self._pass(X, None, _MODE_FORWARD, False)[1]
 
     def predict_logits_sessions(self, inputs):
         """Logits of several batches (a list of float32 (n_i, inputs) buffers), concatenated
@@ -588,6 +605,7 @@ class MLPCore:
 
     def _train_steps_ops(self, X, targets, k):
         x = self._owned_batch(X, stacked=True)
+        self._check_stack(x.shape[0], k)
         y = self._labels(targets, x.shape[0])
         rows = x.shape[0] // k
         new, losses, logits, grads, _ = self._run_ops(x, y, rows, _MODE_TRAIN, k)

@@ -14,48 +14,25 @@ import array as _pyarray
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from . import _backend
-from ._array import _result_view
+from . import _backend, _threads
+from ._array import Array, _result_view
 from ._intake import f32
 from ._threads import num_threads
 
 _ZERO_F32 = _pyarray.array("f", (0.0,))  # repeated to allocate zeroed outputs quickly
 # Rows go to extra threads only when each thread gets at least this many multiply-adds.
 _MIN_MACS_PER_THREAD = 1 << 18
+_MIN_SPLIT_MACS = 2 * _MIN_MACS_PER_THREAD  # below it, one thread whatever the setting
 
 _pool_lock = threading.Lock()
 _pool = None
 _raw = None  # the loaded binding module
-_tls = threading.local()  # per thread: the packed address block [3, a, b, c]
-_params_cache = {}  # (m, n, k, ta, tb) -> (float64 params block, its address)
 
 
 def _load():
     global _raw
     _raw = _backend.binding().raw  # the binding never changes once loaded
     return _raw
-
-
-def _addr_block():
-    try:
-        return _tls.block
-    except AttributeError:
-        q = _pyarray.array("q", (3, 0, 0, 0))
-        _tls.block = (q, q.buffer_info()[0])
-        return _tls.block
-
-
-def _params_block(m, n, k, ta, tb):
-    """The packed params of a whole-matrix call; cached, since layers repeat their shapes.
-    The caller holds the returned tuple until the call ends (a clear must not free it)."""
-    key = (m, n, k, ta, tb)
-    block = _params_cache.get(key)
-    if block is None:
-        if len(_params_cache) >= 1024:
-            _params_cache.clear()
-        d = _pyarray.array("d", (8, m, n, k, int(ta), int(tb), 0, 0, m))
-        block = _params_cache[key] = (d, d.buffer_info()[0])
-    return block
 
 
 def _flag(value, name):
@@ -84,6 +61,43 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False):
     if type(ta) is not bool or type(tb) is not bool:
         _flag(ta, "transpose_a")
         _flag(tb, "transpose_b")
+    # The quick way: Arrays' addresses, any other operand as itself for the binding to read
+    # (it declines with None what it cannot take zero-copy). Anything unusual — another
+    # dtype or ndim, an empty or threaded product, no `.shape` — goes the checked way.
+    if type(a) is Array:
+        a_in, a_shape = a._addr, a._shape
+        quick = a._dtype == "<f4"
+    else:
+        a_in, a_shape, quick = a, getattr(a, "shape", ()), True
+    if type(b) is Array:
+        b_in, b_shape = b._addr, b._shape
+        quick = quick and b._dtype == "<f4"
+    else:
+        b_in, b_shape = b, getattr(b, "shape", ())
+    if quick:
+        try:
+            k, m = a_shape if ta else a_shape[::-1]
+            n, kb = b_shape if tb else b_shape[::-1]
+        except (TypeError, ValueError):  # not two dimensions
+            k = kb = m = n = 0
+        threads = _threads._threads or num_threads()  # the read value, else read (or refused)
+        if k == kb and m and n and k and (threads == 1 or m * n * k < _MIN_SPLIT_MACS):
+            buf = _ZERO_F32 * (m * n)
+            out = _result_view(buf, (m, n), buf.buffer_info()[0], m * n)
+            try:
+                done = (_raw or _load()).matmul(a_in, b_in, out._addr, m, n, k, ta, tb)
+            except TypeError:  # a `.shape` of something other than ints
+                done = None
+            except Exception as exc:
+                raise _backend.translate(exc) from None
+            if done is not None:
+                return out
+    return _checked(a, b, ta, tb)
+
+
+def _checked(a, b, ta, tb):
+    """`matmul` through the intake: operands borrowed, copied (strided) or refused by name;
+    empty products; rows split over MOJOLEARN_NUM_THREADS threads."""
     # The keep-alives (operands, DLPack capsules or C-order copies) live until the call ends.
     a_kept, a_at, a_shape = f32(a, "a", 2)
     b_kept, b_at, b_shape = f32(b, "b", 2)
@@ -104,12 +118,7 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False):
     parts = min(threads, m, max(1, m * n * k // _MIN_MACS_PER_THREAD))
     try:
         if parts == 1:
-            q, qaddr = _tls.__dict__.get("block") or _addr_block()
-            q[1] = a_at
-            q[2] = b_at
-            q[3] = out._addr
-            params = _params_cache.get((m, n, k, ta, tb)) or _params_block(m, n, k, ta, tb)
-            raw.neural_gemm_packed(qaddr, params[1])
+            raw.matmul(a_at, b_at, out._addr, m, n, k, ta, tb)
         else:
             _run_split(
                 raw.neural_gemm,

@@ -3,9 +3,9 @@
 The [8, 16, 3] case of the MLP trainer core (`_mlp_core.MLPCore`, which MLPTrainer is too):
 the reference's constructor (four weight buffers), its state layout and file schema
 (`mojolearn.small-mlp-checkpoint.v1`, with the always-zero flags), a batch limit of 256 rows,
-and one fast path a benchmark justifies: `train_step` checks Array inputs inline and builds its
-five result views unrolled (at batch 1 each saved call is ~3 % of a ~3 µs step). Every other
-input comes in as every entry's does (`_batches`, `_intake`).
+and one fast path a benchmark justifies: `train_step` checks Array inputs inline, hands any
+other input to the binding as it is (`_batches.quick`'s rule, inlined) and builds its five
+result views unrolled (at batch 1 each saved call is ~3 % of a ~3 µs step).
 Everything else — state, validation, transactions, the other steps, checkpoints — is the core's.
 """
 
@@ -124,9 +124,9 @@ class SmallMLPTrainer(MLPCore):
                 f"SmallMLPTrainer: return_input_grad must be a bool, got "
                 f"{type(return_input_grad).__name__}"
             )
-        # Arrays checked inline, the rest through the intake (whose keep-alives — the object,
-        # a DLPack capsule or a converted copy — live as long as this frame): two calls are
-        # ~0.2 µs, 6 % of a batch-1 step (tools/bench_train.py).
+        # Arrays checked inline; any other object goes to the binding as itself, which reads
+        # it (and declines with None what it cannot take zero-copy: then the intake copies or
+        # refuses it by name). Each saved call is ~3 % of a batch-1 step (bench_train.py).
         if (
             type(X) is Array
             and X._dtype == "<f4"
@@ -136,11 +136,18 @@ class SmallMLPTrainer(MLPCore):
         ):
             xa = X._addr
         else:
-            x_kept, xa, rows = _x_input(X, _API, _IN, _MAX_ROWS)
+            try:
+                rows = X.shape[0]  # torch's len() is ~0.5 µs, its .shape ~0.15
+            except (AttributeError, TypeError, IndexError, KeyError):
+                rows = 0
+            if 0 < rows <= _MAX_ROWS:
+                xa = X
+            else:
+                x_kept, xa, rows = _x_input(X, _API, _IN, _MAX_ROWS)
         if type(targets) is Array and targets._dtype == "<i4" and targets._shape == (rows,):
             ya, itemsize = targets._addr, 4
         else:
-            y_kept, ya, itemsize = _y_input(targets, rows, _OUT, _API)
+            ya, itemsize = targets, 0
         lock = self._lock
         lock.acquire()  # explicit: `with` costs ~0.05 µs more
         try:
@@ -149,71 +156,79 @@ class SmallMLPTrainer(MLPCore):
                 self._check_room(1)
             if _env_get(_FUSED_KEY) == _OFF:
                 return self._train_step_ops(X, targets, return_input_grad)
-            # `_pass` and `_results`, inlined and unrolled for this hottest call: at batch 1
-            # their calls cost ~5 % of a step.
-            g = 1 + (n_logits := rows * _OUT)  # [loss | logits | grads | input_grad]
-            buf = _ZERO * (g + _TOTAL + rows * _IN if return_input_grad else g + _TOTAL)
-            addr = buf.buffer_info()[0]
-            try:
-                self._step = self._run_step(
-                    self._session.handle,
-                    xa,
-                    ya,
-                    addr,
-                    _MODE_TRAIN,
-                    rows,
-                    itemsize,
-                    return_input_grad,
-                    step,
-                )
-                make = _new_object
-                A = Array
-                a = addr + 4 * g
-                logits = make(A)
-                logits._owner = buf
-                logits._shape = _LOGITS_SHAPES[rows]
-                logits._size = n_logits
-                logits._addr = addr + 4
-                w1 = make(A)
-                w1._owner = buf
-                w1._shape = _W1_SHAPE
-                w1._size = 128
-                w1._addr = a
-                b1 = make(A)
-                b1._owner = buf
-                b1._shape = _B1_SHAPE
-                b1._size = 16
-                b1._addr = a + 512
-                w2 = make(A)
-                w2._owner = buf
-                w2._shape = _W2_SHAPE
-                w2._size = 48
-                w2._addr = a + 576
-                b2 = make(A)
-                b2._owner = buf
-                b2._shape = _B2_SHAPE
-                b2._size = 3
-                b2._addr = a + 768
-                logits._dtype = w1._dtype = b1._dtype = w2._dtype = b2._dtype = "<f4"
-                logits._readonly = w1._readonly = b1._readonly = w2._readonly = b2._readonly = False
-                result = {
-                    "step": self._step,
-                    "loss": buf[0],
-                    "logits": logits,
-                    "gradients": {"weight1": w1, "bias1": b1, "weight2": w2, "bias2": b2},
-                }
-                if return_input_grad:
-                    at = g + _TOTAL
-                    result["input_grad"] = _result_view(buf, (rows, _IN), addr + 4 * at, rows * _IN)
-            except BaseException as exc:  # refused, or e.g. a KeyboardInterrupt after it ran
-                self._recover(step)
-                new = _translate(_backend.translate(exc))
-                if new is exc:
-                    raise
-                raise new from None
+            while True:  # twice at most: a declined object comes back as an address
+                # `_pass` and `_results`, inlined and unrolled for this hottest call: at
+                # batch 1 their calls cost ~5 % of a step.
+                g = 1 + (n_logits := rows * _OUT)  # [loss | logits | grads | input_grad]
+                buf = _ZERO * (g + _TOTAL + rows * _IN if return_input_grad else g + _TOTAL)
+                addr = buf.buffer_info()[0]
+                try:
+                    after = self._run_step(
+                        self._session.handle,
+                        xa,
+                        ya,
+                        addr,
+                        _MODE_TRAIN,
+                        rows,
+                        itemsize,
+                        return_input_grad,
+                        step,
+                    )
+                    if after is not None:
+                        self._step = after
+                        make = _new_object
+                        A = Array
+                        a = addr + 4 * g
+                        logits = make(A)
+                        logits._owner = buf
+                        logits._shape = _LOGITS_SHAPES[rows]
+                        logits._size = n_logits
+                        logits._addr = addr + 4
+                        w1 = make(A)
+                        w1._owner = buf
+                        w1._shape = _W1_SHAPE
+                        w1._size = 128
+                        w1._addr = a
+                        b1 = make(A)
+                        b1._owner = buf
+                        b1._shape = _B1_SHAPE
+                        b1._size = 16
+                        b1._addr = a + 512
+                        w2 = make(A)
+                        w2._owner = buf
+                        w2._shape = _W2_SHAPE
+                        w2._size = 48
+                        w2._addr = a + 576
+                        b2 = make(A)
+                        b2._owner = buf
+                        b2._shape = _B2_SHAPE
+                        b2._size = 3
+                        b2._addr = a + 768
+                        logits._dtype = w1._dtype = b1._dtype = w2._dtype = b2._dtype = "<f4"
+                        logits._readonly = w1._readonly = b1._readonly = False
+                        w2._readonly = b2._readonly = False
+                        result = {
+                            "step": after,
+                            "loss": buf[0],
+                            "logits": logits,
+                            "gradients": {"weight1": w1, "bias1": b1, "weight2": w2, "bias2": b2},
+                        }
+                        if return_input_grad:
+                            at = g + _TOTAL
+                            result["input_grad"] = _result_view(
+                                buf, (rows, _IN), addr + 4 * at, rows * _IN
+                            )
+                        return result
+                except BaseException as exc:  # refused, or e.g. a KeyboardInterrupt after it ran
+                    self._recover(step)
+                    new = _translate(_backend.translate(exc))
+                    if new is exc:
+                        raise
+                    raise new from None
+                x_kept, xa, rows = _x_input(X, _API, _IN, _MAX_ROWS)
+                y_kept, ya, itemsize = _y_input(targets, rows, _OUT, _API)
         finally:
             lock.release()
-        return result
 
     def __repr__(self):
         return f"SmallMLPTrainer(step={self._step}, lr={self._config['lr']}, mode={self._mode!r})"

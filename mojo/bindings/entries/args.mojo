@@ -5,6 +5,7 @@ Every entry takes its addresses and params in the exact order of its layout (the
 `Error("ValueError: <entry>: ...")` / `Error("RuntimeError: ...")`; the Python side maps the
 prefix to the exception type (a bound Mojo function can only raise plain `Exception`).
 """
+from std.ffi import external_call
 from std.python import PythonObject
 
 from training.checks import first_nonfinite
@@ -120,3 +121,24 @@ def refuse_nonfinite(entry: StaticString, output: StaticString, p: F32P, n: Int)
     var bad = first_nonfinite(p, n)
     if bad >= 0:
         raise Error("RuntimeError: ", entry, ": output '", output, "' is not finite at index ", bad)
+
+
+def int_arg(entry: StaticString, name: StaticString, obj: PythonObject, lo: Int,
+            hi: Int) raises -> Int:
+    """A positional int argument of a hot entry, in [lo, hi]. Read with PyLong_AsSsize_t,
+    which refuses floats and strings (`Int(py=)` truncates 1.5 and parses "3") and is cheaper."""
+    var v = external_call["PyLong_AsSsize_t", Int](obj._obj_ptr)
+    if v == -1 and external_call["PyErr_Occurred", Int]() != 0:
+        external_call["PyErr_Clear", NoneType]()
+        raise Error("TypeError: ", entry, ": ", name, " must be an int (a C ssize_t)")
+    if v < lo or v > hi:
+        raise Error("ValueError: ", entry, ": ", name, " must be an integer in [", lo, ", ", hi,
+                    "], got ", v)
+    return v
+
+
+def addr_arg(entry: StaticString, name: StaticString, obj: PythonObject) raises -> Int:
+    var a = int_arg(entry, name, obj, 0, Int.MAX)
+    if a == 0:
+        raise Error("ValueError: ", entry, ": address '", name, "' is null")
+    return a

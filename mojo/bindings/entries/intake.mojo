@@ -18,7 +18,7 @@ from std.ffi import c_int, external_call
 from std.python import Python, PythonObject
 from std.python._cpython import PyObjectPtr
 
-from entries.args import Layout
+from entries.args import Layout, addr_arg
 
 comptime INTAKE_READ = Layout("intake_read", "object", "spec")
 
@@ -32,12 +32,13 @@ comptime ANY_NDIM = 15
 # PyBUF_STRIDES | PyBUF_FORMAT (PyBUF_RECORDS_RO): strides and format, no suboffsets.
 comptime PYBUF_RECORDS_RO = 0x1C
 comptime DL_CPU = 1
+comptime _PY_LONG_SUBCLASS = UInt64(1 << 24)  # Py_TPFLAGS_LONG_SUBCLASS: int and bool
 
 comptime I64P = Pointer[Int64, MutAnyOrigin]
 comptime U8P = Pointer[UInt8, MutAnyOrigin]
 
 
-struct _Seen(Copyable, Movable):
+struct Seen(Copyable, Movable):
     """One layout as read, in bytes for strides (DLPack's element strides are scaled)."""
 
     var addr: Int
@@ -66,7 +67,37 @@ struct _Seen(Copyable, Movable):
         self.size = 1
 
 
-def _contiguous(seen: _Seen, strides_at: Int, scale: Int) -> Bool:
+struct Held(Movable):
+    """A Py_buffer kept for the length of an entry call, so that the exporter refuses to
+    resize or free the memory meanwhile (bytearray and array.array raise BufferError while a
+    view is held); released by `release`, or when dropped (an error on the way out)."""
+
+    var view: SIMD[DType.int64, 16]  # the Py_buffer (80 bytes)
+    var held: Bool
+
+    def __init__(out self):
+        self.view = SIMD[DType.int64, 16](0)
+        self.held = False
+
+    def get(mut self, obj: Int) -> Bool:
+        var vp = Int(Pointer(to=self.view))
+        if external_call["PyObject_GetBuffer", c_int](obj, vp, c_int(PYBUF_RECORDS_RO)) != 0:
+            external_call["PyErr_Clear", NoneType]()
+            return False
+        self.held = True
+        return True
+
+    def release(mut self):
+        if self.held:
+            external_call["PyBuffer_Release", NoneType](Int(Pointer(to=self.view)))
+            self.held = False
+
+    def __deinit__(deinit self):
+        if self.held:
+            external_call["PyBuffer_Release", NoneType](Int(Pointer(to=self.view)))
+
+
+def _contiguous(seen: Seen, strides_at: Int, scale: Int) -> Bool:
     """C order: each stride (elements × scale) is the product of the sizes after it; sizes
     of 1 may have any stride, and an empty layout is contiguous."""
     if strides_at == 0 or seen.size <= 1:
@@ -81,7 +112,7 @@ def _contiguous(seen: _Seen, strides_at: Int, scale: Int) -> Bool:
     return True
 
 
-def _parse_format(fmt_at: Int, mut seen: _Seen, describe: Bool):
+def _parse_format(fmt_at: Int, mut seen: Seen, describe: Bool):
     """Native one-item formats ('f', '<f', '=i', '@q') set `code`; others keep code 0."""
     if fmt_at == 0:
         seen.code = UInt8(ord("B"))
@@ -109,34 +140,39 @@ def _parse_format(fmt_at: Int, mut seen: _Seen, describe: Bool):
         seen.native = True
 
 
-def _read_buffer(obj: PythonObject, mut seen: _Seen, describe: Bool) -> Bool:
-    var view = SIMD[DType.int64, 16](0)  # a Py_buffer (80 bytes)
-    var vp = Int(Pointer(to=view))
-    if external_call["PyObject_GetBuffer", c_int](Int(obj._obj_ptr), vp, c_int(PYBUF_RECORDS_RO)) != 0:
-        external_call["PyErr_Clear", NoneType]()
-        return False
+def _parse_view(view: SIMD[DType.int64, 16], mut seen: Seen, describe: Bool) -> Bool:
+    """A Py_buffer's layout into `seen`; False for what we never read (more than MAX_NDIM
+    dimensions, suboffsets as in PIL-style arrays)."""
     var nd = Int((view[4] >> 32) & 0xFFFFFFFF)
-    var ok = nd <= MAX_NDIM and view[8] == 0  # no suboffsets (PIL-style arrays)
-    if ok:
-        seen.addr = Int(view[0])
-        seen.itemsize = Int(view[3])
-        seen.readonly = (view[4] & 0xFFFFFFFF) != 0
-        seen.ndim = nd
-        _parse_format(Int(view[5]), seen, describe)
-        _read_shape(I64P(unsafe_from_address=Int(view[6])), seen)
-        seen.contiguous = _contiguous(seen, Int(view[7]), 1)
-    external_call["PyBuffer_Release", NoneType](vp)
+    if nd > MAX_NDIM or view[8] != 0:
+        return False
+    seen.addr = Int(view[0])
+    seen.itemsize = Int(view[3])
+    seen.readonly = (view[4] & 0xFFFFFFFF) != 0
+    seen.ndim = nd
+    _parse_format(Int(view[5]), seen, describe)
+    _read_shape(I64P(unsafe_from_address=Int(view[6])), seen)
+    seen.contiguous = _contiguous(seen, Int(view[7]), 1)
+    return True
+
+
+def _read_buffer(obj: PythonObject, mut seen: Seen, describe: Bool) -> Bool:
+    var held = Held()
+    if not held.get(Int(obj._obj_ptr)):
+        return False
+    var ok = _parse_view(held.view, seen, describe)
+    held.release()
     return ok
 
 
-def _read_shape(shape: I64P, mut seen: _Seen):
+def _read_shape(shape: I64P, mut seen: Seen):
     for i in range(seen.ndim):
         var d = shape[unsafe_offset=i]
         seen.shape[i] = d
         seen.size *= Int(d)
 
 
-def _dl_format(code: Int, bits: Int, lanes: Int, mut seen: _Seen, describe: Bool):
+def _dl_format(code: Int, bits: Int, lanes: Int, mut seen: Seen, describe: Bool):
     var c = 0
     if lanes == 1:
         if code == 2:  # float
@@ -166,7 +202,7 @@ comptime _VERSIONED = SIMD[DType.uint8, 32](100, 108, 116, 101, 110, 115, 111, 1
                                             0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)  # "..._versioned"
 
 
-def _read_capsule(obj: PythonObject, mut seen: _Seen, describe: Bool) -> Bool:
+def _read_capsule(obj: PythonObject, mut seen: Seen, describe: Bool) -> Bool:
     """A DLPack capsule not yet consumed ("dltensor" or "dltensor_versioned", dlpack.h:
     DLManagedTensor is {DLTensor, ctx, deleter}, the versioned one {version, ctx, deleter,
     flags, DLTensor})."""
@@ -189,6 +225,15 @@ def _read_capsule(obj: PythonObject, mut seen: _Seen, describe: Bool) -> Bool:
     if tensor == 0:
         external_call["PyErr_Clear", NoneType]()
         return False
+    if not _parse_dltensor(tensor, seen, describe):
+        return False
+    seen.readonly = (flags & 1) != 0
+    return True
+
+
+def _parse_dltensor(tensor: Int, mut seen: Seen, describe: Bool) -> Bool:
+    """A DLTensor {data, device {type, id}, ndim, dtype {code, bits, lanes}, shape, strides,
+    byte_offset} (dlpack.h) into `seen`, strides scaled from elements to bytes."""
     var t = I64P(unsafe_from_address=tensor)
     var device_ndim = t[unsafe_offset=1]
     var word = t[unsafe_offset=2]  # ndim (int32), then dtype {u8 code, u8 bits, u16 lanes}
@@ -202,14 +247,92 @@ def _read_capsule(obj: PythonObject, mut seen: _Seen, describe: Bool) -> Bool:
     _dl_format(code, bits, lanes, seen, describe)
     seen.itemsize = (bits * lanes + 7) // 8
     seen.ndim = nd
-    seen.readonly = (flags & 1) != 0
     seen.addr = Int(t[unsafe_offset=0]) + Int(t[unsafe_offset=5])
     _read_shape(I64P(unsafe_from_address=Int(t[unsafe_offset=3])), seen)
     seen.contiguous = _contiguous(seen, Int(t[unsafe_offset=4]), seen.itemsize)
     return True
 
 
-def _accepts(seen: _Seen, spec: Int) -> Bool:
+# The DLPack C exchange API (dlpack.h 1.3, `DLPackExchangeAPI`): a type's
+# `__dlpack_c_exchange_api__` capsule holds a table whose `dltensor_from_py_object_no_sync`
+# (slot 5 of 8-byte words: header {version, prev_api}, allocator, from_py, to_py, this) fills
+# a DLTensor on our stack, valid until we return: no capsule, no allocation (torch >= 2.10).
+comptime _EXCHANGE_SLOT = 5
+comptime DLTensorFromPy = def(Int, Int) thin abi("C") -> c_int
+
+
+def _attr(obj: Int, name: StaticString) -> Int:
+    """A new reference to obj.name, or 0 (the error cleared). The name is interned: the type's
+    attribute cache is keyed by the name object, which a fresh string would always miss."""
+    var key = external_call["PyUnicode_InternFromString", Int](Int(name.unsafe_ptr()))
+    if key == 0:
+        external_call["PyErr_Clear", NoneType]()
+        return 0
+    var r = external_call["PyObject_GetAttr", Int](obj, key)
+    external_call["Py_DecRef", NoneType](key)
+    if r == 0:
+        external_call["PyErr_Clear", NoneType]()
+    return r
+
+
+def _is_true(obj: Int) -> Bool:
+    """obj (a new reference, dropped here) is true; False when 0 or its truth fails."""
+    if obj == 0:
+        return False
+    var r = external_call["PyObject_IsTrue", c_int](obj)
+    external_call["Py_DecRef", NoneType](obj)
+    if r < 0:
+        external_call["PyErr_Clear", NoneType]()
+    return r == 1
+
+
+def _read_exchange(obj: Int, mut seen: Seen, describe: Bool) -> Bool:
+    """`obj` read through its type's DLPack C exchange API. A tensor that requires grad, which
+    torch's `__dlpack__` refuses but the exchange does not check, is declined here, for the
+    slow path to refuse by name. (Like `__dlpack__`, the exchange exports the memory of a
+    tensor with its negative bit set as it is: DEVIATIONS 41.)"""
+    var tp = I64P(unsafe_from_address=obj)[unsafe_offset=1]  # ob_type
+    var capsule = _attr(Int(tp), "__dlpack_c_exchange_api__")
+    if capsule == 0:
+        return False
+    var api = external_call["PyCapsule_GetPointer", Int](
+        capsule, Int(StaticString("dlpack_exchange_api").unsafe_ptr()))
+    external_call["Py_DecRef", NoneType](capsule)  # the table lives as long as the process
+    if api == 0:
+        external_call["PyErr_Clear", NoneType]()
+        return False
+    var table = I64P(unsafe_from_address=api)
+    if (table[unsafe_offset=0] & 0xFFFFFFFF) != 1:  # DLPack major version
+        return False
+    var fn_at = Int(table[unsafe_offset=_EXCHANGE_SLOT])
+    if fn_at == 0:
+        return False
+    var tensor = SIMD[DType.int64, 8](0)  # a DLTensor (48 bytes)
+    var from_py = Pointer(to=fn_at).unsafe_bitcast[DLTensorFromPy]()[]
+    if from_py(obj, Int(Pointer(to=tensor))) != 0:
+        external_call["PyErr_Clear", NoneType]()
+        return False
+    if not _parse_dltensor(Int(Pointer(to=tensor)), seen, describe):
+        return False
+    return not _is_true(_attr(obj, "requires_grad"))
+
+
+def read_arg(obj: PythonObject, spec: Int, mut seen: Seen, mut held: Held) -> Bool:
+    """A hot entry's input: `obj` (a buffer-protocol object, its view kept in `held` until
+    the call ends, or an object with the DLPack exchange API) when it meets `spec`, else
+    False with nothing kept (the Python side then copies, converts or refuses by name)."""
+    var p = Int(obj._obj_ptr)
+    if external_call["PyObject_CheckBuffer", c_int](p) != 0:
+        if not held.get(p):
+            return False
+        if _parse_view(held.view, seen, False) and _accepts(seen, spec):
+            return True
+        held.release()
+        return False
+    return _read_exchange(p, seen, False) and _accepts(seen, spec)
+
+
+def _accepts(seen: Seen, spec: Int) -> Bool:
     var kind = spec & 7
     var ndim = (spec >> 4) & 15
     if not seen.native or (ndim != ANY_NDIM and seen.ndim != ndim) or seen.size == 0:
@@ -230,6 +353,23 @@ def _accepts(seen: _Seen, spec: Int) -> Bool:
     return False
 
 
+def input_arg(entry: StaticString, name: StaticString, obj: PythonObject, spec: Int, size0: Int,
+          size1: Int, mut seen: Seen, mut held: Held) raises -> Int:
+    """A hot entry's batch argument: an int is the address of memory the caller checked; any
+    other object is read here (intake.mojo `read_arg`) and must have shape (size0, size1)
+    (size1 0: one-dimensional), else 0: declined, with nothing done, for the Python side to
+    copy, convert or refuse by name."""
+    var tp = I64P(unsafe_from_address=Int(obj._obj_ptr))[unsafe_offset=1]
+    if (external_call["PyType_GetFlags", UInt64](Int(tp)) & _PY_LONG_SUBCLASS) != 0:
+        return addr_arg(entry, name, obj)
+    if not read_arg(obj, spec, seen, held):
+        return 0
+    if Int(seen.shape[0]) != size0 or (size1 != 0 and Int(seen.shape[1]) != size1):
+        held.release()
+        return 0
+    return seen.addr
+
+
 def _int(v: Int) raises -> PyObjectPtr:
     var p = external_call["PyLong_FromSsize_t", PyObjectPtr](v)
     if not p:
@@ -248,7 +388,7 @@ def _set(t: PyObjectPtr, i: Int, v: PyObjectPtr):
     _ = external_call["PyTuple_SetItem", c_int](Int(t), i, Int(v))  # steals v
 
 
-def _result(seen: _Seen, describe: Bool) raises -> PythonObject:
+def _result(seen: Seen, describe: Bool) raises -> PythonObject:
     # Built with the C API directly: PythonObject conversions cost ~20 ns each here.
     var out = PythonObject(from_owned=_tuple(7 if describe else 3))
     var t = out._obj_ptr
@@ -273,11 +413,14 @@ def intake_read(obj: PythonObject, spec: PythonObject) raises -> PythonObject:
     buffer-protocol object)."""
     var s = Int(py=spec)
     var describe = (s & ~SPEC_CAPSULE) == 0
-    var seen = _Seen()
+    var seen = Seen()
     if (s & SPEC_CAPSULE) != 0:
         if not _read_capsule(obj, seen, describe):
             return PythonObject(None)
-    elif not _read_buffer(obj, seen, describe):
+    elif external_call["PyObject_CheckBuffer", c_int](Int(obj._obj_ptr)) != 0:
+        if not _read_buffer(obj, seen, describe):
+            return PythonObject(None)
+    elif describe or not _read_exchange(Int(obj._obj_ptr), seen, False):
         return PythonObject(None)
     if not describe and not _accepts(seen, s):
         return PythonObject(None)

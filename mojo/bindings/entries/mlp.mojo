@@ -11,7 +11,8 @@ step leaves the caller's published state untouched.
 from std.ffi import external_call
 from std.python import PythonObject
 
-from entries.args import Args, Layout, refuse_nonfinite
+from entries.args import Args, Layout, addr_arg, int_arg, refuse_nonfinite
+from entries.intake import SPEC_F32, SPEC_LABELS, Held, Seen, input_arg
 from training.checks import first_nonfinite
 from training.config import F32P, I64P, VENDOR
 from training.copy import copy_floats
@@ -243,6 +244,8 @@ comptime MLP_RESIDENT_CLOSE = Layout("mlp_resident_close", "session", "")
 # part of the call and frees too little time for another thread to use.
 comptime _GIL_RELEASE_ROWS = 64
 comptime _MAX_CAPACITY = 1 << 20
+comptime _X_SPEC = SPEC_F32 | (2 << 4)
+comptime _Y_SPEC = SPEC_LABELS | (1 << 4)
 
 
 def _session(entry: StaticString, addr: Int) raises -> Session:
@@ -299,31 +302,9 @@ def mlp_resident_rollback(addrs: PythonObject, params: PythonObject) raises -> P
     return PythonObject(s.t())
 
 
-def _int_arg(entry: StaticString, name: StaticString, obj: PythonObject, lo: Int,
-             hi: Int) raises -> Int:
-    """A positional int argument of a hot entry, in [lo, hi]. Read with PyLong_AsSsize_t,
-    which refuses floats and strings (`Int(py=)` truncates 1.5 and parses "3") and is cheaper."""
-    var v = external_call["PyLong_AsSsize_t", Int](obj._obj_ptr)
-    if v == -1 and external_call["PyErr_Occurred", Int]() != 0:
-        external_call["PyErr_Clear", NoneType]()
-        raise Error("TypeError: ", entry, ": ", name, " must be an int (a C ssize_t)")
-    if v < lo or v > hi:
-        raise Error("ValueError: ", entry, ": ", name, " must be an integer in [", lo, ", ", hi,
-                    "], got ", v)
-    return v
-
-
-def _addr_arg(entry: StaticString, name: StaticString, obj: PythonObject) raises -> Int:
-    var a = _int_arg(entry, name, obj, 0, Int.MAX)
-    if a == 0:
-        raise Error("ValueError: ", entry, ": address '", name, "' is null")
-    return a
-
-
-def _resident_run(E: StaticString, session: Int, x_at: Int, y: Int, out_at: Int, mode: Int,
+def _resident_run(E: StaticString, s: Session, x_at: Int, y: Int, out_at: Int, mode: Int,
                   rows: Int, k: Int, itemsize: Int, want_dx: Bool,
                   t: Int, divide_by: Int = 0) raises -> PythonObject:
-    var s = _session(E, session)
     if divide_by != 0 and on_device(s):
         raise Error("RuntimeError: ", E, ": microbatch gradients of a device-resident session "
                     "are not supported yet; use MOJOLEARN_VENDOR=cpu")
@@ -367,34 +348,59 @@ def _resident_run(E: StaticString, session: Int, x_at: Int, y: Int, out_at: Int,
     return PythonObject(s.t())
 
 
+def _batch_run(E: StaticString, session: PythonObject, x: PythonObject, targets: PythonObject,
+               out_: PythonObject, mode: Int, rows: Int, k: Int,
+               target_itemsize: PythonObject, want_dx: Bool, t: PythonObject) raises -> PythonObject:
+    """`_resident_run` with X and targets each an address or an object read here (their
+    views held until the step ends); None when an object is declined."""
+    var s = _session(E, addr_arg(E, "session", session))
+    var xs = Seen()
+    var xh = Held()
+    var x_at = input_arg(E, "x", x, _X_SPEC, rows * k, s.inputs(), xs, xh)
+    if x_at == 0:
+        return PythonObject(None)
+    var ys = Seen()
+    var yh = Held()
+    var y_at = x_at  # forward mode reads no targets
+    var itemsize = 4
+    if mode != MODE_FORWARD:
+        y_at = input_arg(E, "targets", targets, _Y_SPEC, rows * k, 0, ys, yh)
+        if y_at == 0:
+            return PythonObject(None)
+        itemsize = ys.itemsize if ys.itemsize != 0 else int_arg(E, "target_itemsize",
+                                                                  target_itemsize, 4, 8)
+    var result = _resident_run(E, s, x_at, y_at, addr_arg(E, "out", out_), mode, rows, k,
+                               itemsize, want_dx, int_arg(E, "t", t, 0, _MAX_STEP))
+    xh.release()
+    yh.release()
+    return result
+
+
 def mlp_resident_step(session: PythonObject, x: PythonObject, targets: PythonObject,
                       out_: PythonObject, mode: PythonObject, rows: PythonObject,
                       target_itemsize: PythonObject, want_input_grad: PythonObject,
                       t: PythonObject) raises -> PythonObject:
     """One pass on a session: mode 0 forward (logits), 1 gradients (loss, logits, grads,
-    input_grad), 2 one training step. Returns the session's step count afterwards."""
+    input_grad), 2 one training step. x / targets: addresses, or the objects themselves
+    (float32 (rows, inputs) / int32 or int64 (rows,), C-contiguous: else None is returned
+    and nothing is done; an object's own itemsize overrides target_itemsize). Returns the
+    session's step count afterwards."""
     comptime E = MLP_RESIDENT_STEP.name
-    return _resident_run(E, _addr_arg(E, "session", session), _addr_arg(E, "x", x),
-                         _addr_arg(E, "targets", targets), _addr_arg(E, "out", out_),
-                         _int_arg(E, "mode", mode, 0, 2),
-                         _int_arg(E, "rows", rows, 1, _MAX_CAPACITY), 1,
-                         _int_arg(E, "target_itemsize", target_itemsize, 4, 8),
-                         _int_arg(E, "want_input_grad", want_input_grad, 0, 1) == 1,
-                         _int_arg(E, "t", t, 0, _MAX_STEP))
+    return _batch_run(E, session, x, targets, out_, int_arg(E, "mode", mode, 0, 2),
+                      int_arg(E, "rows", rows, 1, _MAX_CAPACITY), 1, target_itemsize,
+                      int_arg(E, "want_input_grad", want_input_grad, 0, 1) == 1, t)
 
 
 def mlp_resident_steps(session: PythonObject, x: PythonObject, targets: PythonObject,
                        out_: PythonObject, rows: PythonObject, k: PythonObject,
                        target_itemsize: PythonObject, t: PythonObject) raises -> PythonObject:
-    """k training steps in one call over k batches of `rows` rows stacked in x / targets; out
-    holds the k losses and the last step's logits and grads. Returns the new step count."""
+    """k training steps in one call over k batches of `rows` rows stacked in x / targets
+    (addresses or objects, as `mlp_resident_step`); out holds the k losses and the last
+    step's logits and grads. Returns the new step count, or None (an object declined)."""
     comptime E = MLP_RESIDENT_STEPS.name
-    return _resident_run(E, _addr_arg(E, "session", session), _addr_arg(E, "x", x),
-                         _addr_arg(E, "targets", targets), _addr_arg(E, "out", out_), MODE_TRAIN,
-                         _int_arg(E, "rows", rows, 1, _MAX_CAPACITY),
-                         _int_arg(E, "k", k, 1, _MAX_STEP),
-                         _int_arg(E, "target_itemsize", target_itemsize, 4, 8), False,
-                         _int_arg(E, "t", t, 0, _MAX_STEP))
+    return _batch_run(E, session, x, targets, out_, MODE_TRAIN,
+                      int_arg(E, "rows", rows, 1, _MAX_CAPACITY),
+                      int_arg(E, "k", k, 1, _MAX_STEP), target_itemsize, False, t)
 
 
 def mlp_resident_grads(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
@@ -408,7 +414,7 @@ def mlp_resident_grads(addrs: PythonObject, params: PythonObject) raises -> Pyth
     if divide_by < rows:
         raise Error("ValueError: ", E, ": divide_by = ", divide_by, " is less than the ", rows,
                     " rows of the microbatch")
-    return _resident_run(E, args.addrs[0], args.addrs[1], args.addrs[2], args.addrs[3],
+    return _resident_run(E, _session(E, args.addrs[0]), args.addrs[1], args.addrs[2], args.addrs[3],
                          MODE_GRADS, rows, 1, args.int(1, "target_itemsize", 4, 8), False,
                          args.int(3, "t", 0, _MAX_STEP), divide_by)
 
