@@ -5,7 +5,8 @@ DLPack capsule read in Mojo) per argument, for any exporter but `mojolearn.Array
 `read(obj, spec)` is the fast accept: (keep-alive, address, shape, itemsize) when `obj` is a
 non-empty, C-contiguous CPU buffer meeting `spec`, else None (the caller then describes, copies,
 converts or refuses). `describe(obj)` is the full `Layout`, or None when `obj` exports
-nothing. DLPack-only objects (torch tensors, JAX arrays) are exchanged once per call; the
+nothing. torch tensors are read through torch's DLPack C exchange API (the tensor itself is
+the keep-alive); other DLPack-only objects (JAX arrays) are exchanged once per call, and the
 capsule returned as keep-alive holds the producer's memory until the caller drops it.
 
 Only `_backend` is imported here: `_array` and `_intake` both build on this module.
@@ -34,7 +35,9 @@ def spec(kind, ndim=None, writable=False):
 
 
 _raw = None
-_BUFFER, _TORCH, _DLPACK, _NONE = 0, 1, 2, 3
+# _EXCHANGE: a torch tensor whose type has the DLPack C exchange API (torch >= 2.10), read by
+# the binding itself; _TORCH: an older torch's, exported through its C exporter.
+_BUFFER, _EXCHANGE, _TORCH, _DLPACK, _NONE = 0, 1, 2, 3, 4
 _kinds = {}  # type -> how it exports (types are few; the dict never grows past them)
 
 
@@ -56,7 +59,7 @@ def _kind(obj):
         if _exports_buffer(obj):
             kind = _BUFFER
         elif torch is not None and isinstance(obj, torch.Tensor):
-            kind = _TORCH
+            kind = _EXCHANGE if hasattr(t, "__dlpack_c_exchange_api__") else _TORCH
         elif hasattr(t, "__dlpack__"):
             kind = _DLPACK
         else:
@@ -89,7 +92,7 @@ def _exports_buffer(obj):
 def _capsule(obj, kind):
     """The DLPack capsule of a DLPack-only object, or None when it refuses (the slow path
     reports why). A torch tensor that requires grad is left to the slow path too."""
-    if kind == _TORCH:
+    if kind == _TORCH or kind == _EXCHANGE:
         if obj.requires_grad:
             return None
         try:
@@ -111,7 +114,7 @@ def read(obj, spec_):
     kind = _kinds.get(type(obj))
     if kind is None:
         kind = _kind(obj)
-    if kind == _BUFFER:
+    if kind == _BUFFER or kind == _EXCHANGE:
         r = raw(obj, spec_)
         return None if r is None else (obj, r[0], r[1], r[2])
     if kind == _NONE:
@@ -128,7 +131,7 @@ def describe(obj):
     raw = _raw or _entry()
     kind = _kind(obj)
     keep = obj
-    if kind in (_TORCH, _DLPACK):
+    if kind in (_EXCHANGE, _TORCH, _DLPACK):
         keep = _capsule(obj, kind)
         r = None if keep is None else raw(keep, _CAPSULE)
     elif kind == _BUFFER:
@@ -156,4 +159,4 @@ def describe(obj):
 
 
 def is_dlpack_only(obj):
-    return _kind(obj) in (_TORCH, _DLPACK)
+    return _kind(obj) in (_EXCHANGE, _TORCH, _DLPACK)

@@ -1,18 +1,22 @@
-"""The one reader of caller memory: a buffer-protocol object or a DLPack capsule, read through
-the CPython C API (`PyObject_GetBuffer` / `PyBuffer_Release`, `PyCapsule_GetPointer`).
+"""The one reader of caller memory: a buffer-protocol object, a DLPack capsule, or an object
+whose type has the DLPack C exchange API (torch), read through the CPython C API
+(`PyObject_GetBuffer` / `PyBuffer_Release`, `PyCapsule_GetPointer`).
 
-`mojolearn/_reader.py` is its only caller and says what the results mean. Reading here costs
-one C call per argument (~0.05 µs); a `memoryview` in Python costs ~0.1 µs before any field is
-read, and ctypes ~1 µs. The view is released before returning: the address stays valid while
-the caller holds the object (or the capsule, whose producer keeps its memory alive), exactly
-as a released `memoryview`'s would.
+Two callers. `intake_read` (for `mojolearn/_reader.py`, which says what its results mean)
+reads one argument and releases its view before returning: the address stays valid while the
+caller holds the object (or the capsule, whose producer keeps its memory alive), exactly as a
+released `memoryview`'s would. The hot entries (`mlp_resident_step/_steps`, `matmul`) call
+`input_arg`, which reads an argument and keeps a buffer's view (`Held`) until the entry
+returns. Reading here costs about 0.05 µs per buffer; a `memoryview` in Python costs ~0.1 µs
+before any field is read, ctypes ~1 µs.
 
-Spec (an int): bit 9 says `obj` is a DLPack capsule (else a buffer-protocol object); with no
-other bit set the object is described; otherwise bits 0-2 name a dtype class (SPEC_F32 native
-float32, SPEC_LABELS native signed 4- or 8-byte integers, SPEC_I32 native signed 4-byte), bits
-4-7 the exact ndim (ANY_NDIM: any), bit 8 writable. A spec accepts only a non-empty, C-contiguous CPU layout
-that meets it; anything else is None and the Python side decides (copy, convert or refuse by
-name), so the acceptance rule here is a fast subset of `_intake`'s, never a second policy.
+Spec (an int): bit 9 says `obj` is a DLPack capsule (else a buffer-protocol or exchange-API
+object); with no other bit set the object is described; otherwise bits 0-2 name a dtype class
+(SPEC_F32 native float32, SPEC_LABELS native signed 4- or 8-byte integers, SPEC_I32 native
+signed 4-byte), bits 4-7 the exact ndim (ANY_NDIM: any), bit 8 writable. A spec accepts only a
+non-empty, C-contiguous CPU layout that meets it; anything else is declined (None) and the
+Python side decides (copy, convert or refuse by name), so the acceptance rule here is a fast
+subset of `_intake`'s, never a second policy.
 """
 from std.ffi import c_int, external_call
 from std.python import Python, PythonObject

@@ -1,0 +1,219 @@
+"""The hot entries read their inputs themselves (issue 17): `train_step`, `train_steps`,
+`loss_and_grads`, `predict_logits` and `matmul` hand a NumPy array, memoryview or torch tensor
+to the binding as it is, and never through `_intake` when it can be taken zero-copy. What the
+binding declines (strided, another dtype, a tensor that requires grad) comes back through the
+intake: copied with the same bits, or refused by name with nothing changed."""
+
+import array
+import random
+
+import mojolearn as ml
+import pytest
+from mojolearn import _batches, _intake, _rng
+
+
+def _values(rng, rows, cols):
+    return [rng.uniform(-1, 1) for _ in range(rows * cols)], [rng.randrange(3) for _ in range(rows)]
+
+
+def _memoryview(xs, rows, cols):
+    return memoryview(array.array("f", xs)).cast("B").cast("f", (rows, cols))
+
+
+def _kinds():
+    """name -> (X maker, labels maker); those whose extra is missing are left out."""
+    kinds = {
+        "memoryview": (_memoryview, lambda ys: memoryview(array.array("q", ys))),
+    }
+    try:
+        import numpy as np
+
+        kinds["NumPy"] = (
+            lambda xs, r, c: np.array(xs, np.float32).reshape(r, c),
+            lambda ys: np.array(ys, np.int32),
+        )
+    except ImportError:
+        pass
+    try:
+        import torch
+
+        kinds["torch"] = (
+            lambda xs, r, c: torch.tensor(xs, dtype=torch.float32).reshape(r, c),
+            lambda ys: torch.tensor(ys),
+        )
+    except ImportError:
+        pass
+    return kinds
+
+
+KINDS = _kinds()
+
+
+@pytest.fixture
+def no_intake(monkeypatch):
+    """A call that makes any later use of the intake's zero-copy and copying paths fail."""
+
+    def fail(*args, **kwargs):
+        raise AssertionError("the intake was used for an input the binding should read")
+
+    def arm():
+        import mojolearn.linalg as linalg
+        import mojolearn.trainer as trainer
+
+        for name in ("x_input", "y_input", "batch", "targets"):
+            monkeypatch.setattr(_batches, name, fail)
+        for name in ("f32", "borrowed_f32", "as_f32_c", "labels"):
+            monkeypatch.setattr(_intake, name, fail)
+        monkeypatch.setattr(linalg, "f32", fail)
+        monkeypatch.setattr(trainer, "_x_input", fail)
+        monkeypatch.setattr(trainer, "_y_input", fail)
+
+    return arm
+
+
+TRAINERS = {
+    "small": lambda: ml.SmallMLPTrainer(*_rng.init_small_mlp(5), data_schedule={"a": 1}),
+    "mlp": lambda: ml.MLPTrainer([8, 10, 7, 3], seed=5, data_schedule={"a": 1}),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("which", sorted(TRAINERS))
+def test_steps_read_the_objects_in_the_binding_with_the_bits_of_arrays(
+    seed, kind, which, no_intake
+):
+    make_x, make_y = KINDS[kind]
+    rng = random.Random(seed)
+    a, b = TRAINERS[which](), TRAINERS[which]()
+    no_intake()
+    for rows in (1, 5, 64):  # 64 rows: the step runs with the GIL released
+        xs, ys = _values(rng, rows, 8)
+        ra = a.train_step(make_x(xs, rows, 8), make_y(ys), return_input_grad=True)
+        rb = b.train_step(
+            ml.Array(xs, "<f4", (rows, 8)), ml.Array(ys, "<i4"), return_input_grad=True
+        )
+        assert ra["loss"] == rb["loss"]
+        assert ra["input_grad"].tobytes() == rb["input_grad"].tobytes()
+        assert ra["logits"].tobytes() == rb["logits"].tobytes()
+    xs, ys = _values(rng, 12, 8)
+    ra = a.train_steps(make_x(xs, 12, 8), make_y(ys), 3)
+    rb = b.train_steps(ml.Array(xs, "<f4", (12, 8)), ml.Array(ys, "<i4"), 3)
+    assert ra["losses"] == rb["losses"]
+    la, ga = a.loss_and_grads(make_x(xs, 12, 8), make_y(ys))
+    lb, gb = b.loss_and_grads(ml.Array(xs, "<f4", (12, 8)), ml.Array(ys, "<i4"))
+    assert la == lb and [g.tobytes() for g in ga] == [g.tobytes() for g in gb]
+    pa = a.predict_logits(make_x(xs, 12, 8))
+    assert pa.tobytes() == b.predict_logits(ml.Array(xs, "<f4", (12, 8))).tobytes()
+    assert a.state_hash() == b.state_hash()
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])
+def test_matmul_reads_the_objects_in_the_binding_with_the_bits_of_arrays(
+    seed, kind, ta, tb, no_intake
+):
+    make_x = KINDS[kind][0]
+    rng = random.Random(seed)
+    m, n, k = 6, 9, 11
+    ash, bsh = ((k, m) if ta else (m, k)), ((n, k) if tb else (k, n))
+    av = [rng.uniform(-2, 2) for _ in range(m * k)]
+    bv = [rng.uniform(-2, 2) for _ in range(k * n)]
+    no_intake()
+    got = ml.matmul(make_x(av, *ash), make_x(bv, *bsh), transpose_a=ta, transpose_b=tb)
+    want = ml.matmul(
+        ml.Array(av, "<f4", ash), ml.Array(bv, "<f4", bsh), transpose_a=ta, transpose_b=tb
+    )
+    assert got.shape == (m, n) and got.tobytes() == want.tobytes()
+
+
+def _declined_inputs(rng):
+    """(name, X, targets, the Array X, the Array targets): inputs the binding declines and the
+    intake copies or converts."""
+    xs, ys = _values(rng, 4, 8)
+    ax, ay = ml.Array(xs, "<f4", (4, 8)), ml.Array(ys, "<i4")
+    cases = [
+        ("int8 targets", ax, array.array("b", ys), ax, ay),
+        ("uint16 targets", _memoryview(xs, 4, 8), array.array("H", ys), ax, ay),
+        ("int64 Array targets", _memoryview(xs, 4, 8), ml.Array(ys, "<i8"), ax, ay),
+    ]
+    try:
+        import numpy as np
+
+        wide = np.full((4, 16), 9.0, np.float32)
+        wide[:, :8] = np.array(xs, np.float32).reshape(4, 8)
+        cases.append(("strided NumPy X", wide[:, :8], np.array(ys, np.int64), ax, ay))
+        fortran = np.asfortranarray(np.array(xs, np.float32).reshape(4, 8))
+        cases.append(("Fortran-order NumPy X", fortran, ay, ax, ay))
+    except ImportError:
+        pass
+    return cases
+
+
+def test_declined_inputs_come_back_through_the_intake_with_the_same_bits(seed):
+    rng = random.Random(seed)
+    for name, X, y, ax, ay in _declined_inputs(rng):
+        for make in TRAINERS.values():
+            a, b = make(), make()
+            ra, rb = a.train_step(X, y), b.train_step(ax, ay)
+            assert ra["loss"] == rb["loss"] and a.state_hash() == b.state_hash(), name
+
+
+def test_refused_inputs_change_nothing_and_name_the_problem():
+    rng = random.Random(7)
+    xs, ys = _values(rng, 3, 8)
+    doubles = memoryview(array.array("d", xs)).cast("B").cast("d", (3, 8))
+    for make in TRAINERS.values():
+        t = make()
+        before = t.state_hash()
+        with pytest.raises(TypeError, match="X must be float32, got float64"):
+            t.train_step(doubles, array.array("i", ys))
+        with pytest.raises(ValueError, match=r"targets must have shape \(3,\)"):
+            t.train_step(_memoryview(xs, 3, 8), array.array("i", ys[:2]))
+        with pytest.raises(ValueError, match=r"targets must be classes 0\.\.2"):
+            t.train_step(_memoryview(xs, 3, 8), array.array("i", [0, 1, 3]))
+        with pytest.raises(ValueError, match=r"X must have shape \(batch, 8\)"):
+            t.train_step(_memoryview(xs, 4, 6), array.array("i", ys + [0]))
+        with pytest.raises(ValueError, match="X must be finite"):
+            t.train_step(_memoryview([float("nan")] + xs[1:], 3, 8), array.array("i", ys))
+        assert t.state_hash() == before and t.step_ == 0
+    with pytest.raises(TypeError, match="a must be float32, got float64"):
+        ml.matmul(doubles, ml.zeros((8, 2)))
+    with pytest.raises(ValueError, match="contracted dimensions disagree"):
+        ml.matmul(_memoryview(xs, 3, 8), ml.zeros((3, 2)))
+
+
+def test_a_tensor_that_requires_grad_is_refused_by_name_everywhere():
+    torch = pytest.importorskip("torch")
+    X = torch.rand(2, 8, requires_grad=True)
+    y = torch.tensor([0, 1])
+    for make in TRAINERS.values():
+        t = make()
+        with pytest.raises(TypeError, match=r"X: from_dlpack: .*detach"):
+            t.train_step(X, y)
+        assert t.step_ == 0
+        t.train_step(X.detach(), y)  # the same memory, detached, is read
+    with pytest.raises(TypeError, match=r"a: from_dlpack: .*detach"):
+        ml.matmul(X, torch.ones(8, 2))
+
+
+def test_a_buffer_is_held_only_while_its_step_runs():
+    # bytearray-backed memory can be resized again once the step returns (the binding
+    # released its view), and the trainer read the values it held during the step.
+    owner = array.array("f", [0.25] * 8)
+    X = memoryview(owner).cast("B").cast("f", (1, 8))
+    t = TRAINERS["small"]()
+    t.train_step(X, array.array("i", [1]))
+    X.release()
+    owner.append(1.0)  # BufferError if a view were still exported
+    assert len(owner) == 9
+
+
+def test_a_negative_view_is_read_as_its_memory_as_numpy_from_dlpack_reads_it():
+    # DEVIATIONS 41: torch's DLPack exports the memory of a tensor with its negative bit set
+    # as it is; we read what numpy.from_dlpack reads (and Tensor.numpy() would refuse).
+    torch = pytest.importorskip("torch")
+    np = pytest.importorskip("numpy")
+    neg = torch._neg_view(torch.full((2, 2), 3.0))
+    assert neg.is_neg() and neg[0, 0].item() == -3.0
+    seen = ml.matmul(neg, ml.Array([1.0, 0.0, 0.0, 1.0], "<f4", (2, 2)))
+    assert seen.tolist() == np.from_dlpack(neg).tolist() == [[3.0, 3.0], [3.0, 3.0]]
