@@ -152,71 +152,71 @@ def _as_memoryview(arr):
     return memoryview(array.array("f", flat(arr))).cast("B").cast("f", arr.shape)
 
 
+ZERO = array.array("f", [0.0])
+
+
+def _matmul_entry(a, b, a_shape=(0, 0), b_shape=(0, 0), ta=False, tb=False, split=0, c=ZERO):
+    return _backend.binding().matmul(a, b, c, *a_shape, *b_shape, int(ta), int(tb), split)
+
+
 @needs_identical
 @pytest.mark.parametrize("ta,tb", TRANSPOSES)
 @pytest.mark.parametrize("kinds", ["addresses", "objects", "mixed"])
 def test_matmul_entry_takes_addresses_or_objects(seed, ta, tb, kinds):
-    # The whole of C, each operand an address or an object the binding reads: the reference's
-    # bits, and nothing written around C.
+    # C made by the entry, each operand an address (with its shape) or an object the binding
+    # reads: the reference's bits.
     m, n, k = 13, 9, 21
     rng = random.Random(seed)
     a, b = operands(rng, m, n, k, ta, tb)
-    a_in = _as_memoryview(a) if kinds != "addresses" else a._addr
-    b_in = _as_memoryview(b) if kinds == "objects" else b._addr
-    buf, c_addr = guarded_c([from_bits(SENTINEL)] * (m * n))
-    assert _backend.binding().matmul(a_in, b_in, c_addr, m, n, k, int(ta), int(tb)) == m * n
-    assert guards_intact(buf), f"seed {seed}: wrote outside C"
-    got = flat(buf)[GUARD : GUARD + m * n]
-    assert hex_list(got) == hex_list(R.gemm(flat(a), flat(b), m, n, k, ta, tb)), f"seed {seed}"
+    a_in, a_shape = (_as_memoryview(a), (0, 0)) if kinds != "addresses" else (a._addr, a.shape)
+    b_in, b_shape = (_as_memoryview(b), (0, 0)) if kinds == "objects" else (b._addr, b.shape)
+    buf, addr, mm, nn = _matmul_entry(a_in, b_in, a_shape, b_shape, ta, tb)
+    assert (mm, nn, len(buf), addr) == (m, n, m * n, buf.buffer_info()[0])
+    want = R.gemm(flat(a), flat(b), m, n, k, ta, tb)
+    assert hex_list(list(buf)) == hex_list(want), f"seed {seed}"
 
 
-def test_matmul_entry_declines_objects_it_cannot_take_and_writes_nothing():
-    # None (nothing done) for an operand of another shape, dtype or layout, or exporting no
-    # memory: `mojolearn.matmul` then takes the checked way, which copies or refuses by name.
+def test_matmul_entry_declines_what_needs_the_checked_way():
+    # None (nothing done) for an operand of another dtype or layout, one exporting no memory,
+    # an empty or mismatched product, or one big enough to split: `mojolearn.matmul` then
+    # takes the checked way, which copies, refuses by name, or splits.
     good = _as_memoryview(mojolearn.Array([1.0] * 12, "<f4", (3, 4)))
     b = mojolearn.zeros((4, 2))
     doubles = memoryview(array.array("d", [1.0] * 12)).cast("B").cast("d", (3, 4))
-    strided = good[::2]
-    for a in (doubles, strided, good.cast("B").cast("f"), b"x" * 48, object()):
-        buf, c_addr = guarded_c([from_bits(SENTINEL)] * 6)
-        assert _backend.binding().matmul(a, b._addr, c_addr, 3, 2, 4, 0, 0) is None, a
-        assert set(struct.unpack(f"<{buf.size}I", buf.tobytes())) == {SENTINEL}
-    buf, c_addr = guarded_c([from_bits(SENTINEL)] * 6)
-    assert _backend.binding().matmul(good, b._addr, c_addr, 3, 2, 4, 1, 0) is None  # (4, 3) wanted
-    assert set(struct.unpack(f"<{buf.size}I", buf.tobytes())) == {SENTINEL}
+    for a in (doubles, good[::2], good.cast("B").cast("f"), b"x" * 48, object()):
+        assert _matmul_entry(a, b._addr, b_shape=(4, 2)) is None, a
+    assert _matmul_entry(good, b._addr, b_shape=(4, 2), ta=True) is None  # (4, 3)ᵀ·(4, 2)
+    assert _matmul_entry(good, b._addr, b_shape=(0, 2)) is None  # empty
+    assert _matmul_entry(good, b._addr, b_shape=(4, 2), split=24) is None  # 3·2·4 = 24
+    assert _matmul_entry(good, b._addr, b_shape=(4, 2), split=25) is not None
 
 
-def test_matmul_entry_holds_the_buffer_while_it_runs():
-    # The view is released when the call ends: the exporter may resize afterwards.
+def test_matmul_entry_holds_a_buffer_only_while_it_runs():
     owner = array.array("f", [1.0] * 4)
     a = memoryview(owner).cast("B").cast("f", (2, 2))
-    c = mojolearn.zeros((2, 2))
-    assert _backend.binding().matmul(a, a, c._addr, 2, 2, 2, 0, 0) == 4
+    buf, _, m, n = _matmul_entry(a, a)
     a.release()
     owner.append(2.0)  # BufferError if the binding had kept a view
-    assert c.tolist() == [[2.0, 2.0], [2.0, 2.0]]
+    assert list(buf) == [2.0] * 4 and (m, n) == (2, 2)
 
 
 @pytest.mark.parametrize(
-    "what,args",
+    "error,what,kwargs",
     [
-        ("m must be an integer", (0, 4, 4, 0, 0)),
-        ("n must be an integer", (4, -1, 4, 0, 0)),
-        ("k must be an integer", (4, 4, 2**32, 0, 0)),
-        ("transpose_a must be an integer", (4, 4, 4, 2, 0)),
-        ("transpose_b must be an integer", (4, 4, 4, 0, -1)),
+        (ValueError, "transpose_a must be an integer", {"ta": 2}),
+        (ValueError, "split_macs must be an integer", {"split": -1}),
+        (ValueError, "rows must be an integer", {"a_shape": (-1, 4)}),
+        (ValueError, "c must be a one-item float32 array.array", {"c": array.array("d", [0])}),
+        (TypeError, "rows must be an int", {"a_shape": (4.0, 4)}),
     ],
 )
-def test_matmul_entry_refuses_bad_calls_and_writes_nothing(what, args):
+def test_matmul_entry_refuses_bad_calls(error, what, kwargs):
     a = mojolearn.zeros((4, 4))
-    buf, c_addr = guarded_c([from_bits(SENTINEL)] * 16)
-    with pytest.raises(ValueError, match=rf"matmul: {what}"):
-        _backend.binding().matmul(a._addr, a._addr, c_addr, *args)
-    with pytest.raises(ValueError, match="matmul: address 'c' is null"):
-        _backend.binding().matmul(a._addr, a._addr, 0, 4, 4, 4, 0, 0)
-    with pytest.raises(TypeError, match="matmul: m must be an int"):
-        _backend.binding().matmul(a._addr, a._addr, c_addr, 4.0, 4, 4, 0, 0)
-    assert set(struct.unpack(f"<{buf.size}I", buf.tobytes())) == {SENTINEL}
+    args = {"a_shape": (4, 4), "b_shape": (4, 4), **kwargs}
+    with pytest.raises(error, match=rf"matmul: {what}"):
+        _matmul_entry(a._addr, a._addr, **args)
+    with pytest.raises(ValueError, match="matmul: address 'a' is null"):
+        _matmul_entry(0, a._addr, (4, 4), (4, 4))
 
 
 @needs_identical

@@ -12,7 +12,10 @@ LAYOUT = {
         ("a", "b", "c"),
         ("m", "n", "k", "transpose_a", "transpose_b", "accumulate", "row_begin", "row_end"),
     ),
-    "matmul": (("a", "b", "c"), ("m", "n", "k", "transpose_a", "transpose_b")),
+    "matmul": (
+        ("a", "b", "c"),
+        ("a_rows", "a_cols", "b_rows", "b_cols", "transpose_a", "transpose_b", "split_macs"),
+    ),
     "mlp_bias_activation": (("values", "bias", "out"), ("rows", "cols", "relu")),
     "mlp_relu_backward": (("activation", "incoming", "out"), ("rows", "cols")),
     "mlp_sum_rows": (("values", "out"), ("rows", "cols")),

@@ -22,7 +22,7 @@ from ._threads import num_threads
 _ZERO_F32 = _pyarray.array("f", (0.0,))  # repeated to allocate zeroed outputs quickly
 # Rows go to extra threads only when each thread gets at least this many multiply-adds.
 _MIN_MACS_PER_THREAD = 1 << 18
-_MIN_SPLIT_MACS = 2 * _MIN_MACS_PER_THREAD  # below it, one thread whatever the setting
+_SPLIT_MACS = 2 * _MIN_MACS_PER_THREAD  # below it, one thread whatever the setting
 
 _pool_lock = threading.Lock()
 _pool = None
@@ -61,38 +61,28 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False):
     if type(ta) is not bool or type(tb) is not bool:
         _flag(ta, "transpose_a")
         _flag(tb, "transpose_b")
-    # The quick way: Arrays' addresses, any other operand as itself for the binding to read
-    # (it declines with None what it cannot take zero-copy). Anything unusual — another
-    # dtype or ndim, an empty or threaded product, no `.shape` — goes the checked way.
-    if type(a) is Array:
-        a_in, a_shape = a._addr, a._shape
-        quick = a._dtype == "<f4"
+    # The quick way, one binding call that makes C: an Array as its address and shape, any
+    # other operand as itself (the binding reads it). It declines with None what needs the
+    # checked way: another dtype or ndim, a copy, an empty or mismatched or threaded product.
+    if type(a) is Array and a._dtype == "<f4" and len(a_shape := a._shape) == 2:
+        a_in, ar, ac = a._addr, a_shape[0], a_shape[1]
     else:
-        a_in, a_shape, quick = a, getattr(a, "shape", ()), True
-    if type(b) is Array:
-        b_in, b_shape = b._addr, b._shape
-        quick = quick and b._dtype == "<f4"
+        a_in, ar, ac = a, 0, 0
+    if type(b) is Array and b._dtype == "<f4" and len(b_shape := b._shape) == 2:
+        b_in, br, bc = b._addr, b_shape[0], b_shape[1]
     else:
-        b_in, b_shape = b, getattr(b, "shape", ())
-    if quick:
-        try:
-            k, m = a_shape if ta else a_shape[::-1]
-            n, kb = b_shape if tb else b_shape[::-1]
-        except (TypeError, ValueError):  # not two dimensions
-            k = kb = m = n = 0
-        threads = _threads._threads or num_threads()  # the read value, else read (or refused)
-        if k == kb and m and n and k and (threads == 1 or m * n * k < _MIN_SPLIT_MACS):
-            buf = _ZERO_F32 * (m * n)
-            out = _result_view(buf, (m, n), buf.buffer_info()[0], m * n)
-            try:
-                done = (_raw or _load()).matmul(a_in, b_in, out._addr, m, n, k, ta, tb)
-            except TypeError:  # a `.shape` of something other than ints
-                done = None
-            except Exception as exc:
-                raise _backend.translate(exc) from None
-            if done is not None:
-                return out
-    return _checked(a, b, ta, tb)
+        b_in, br, bc = b, 0, 0
+    threads = _threads._threads or num_threads()  # the read value, else read (or refused)
+    try:
+        r = (_raw or _load()).matmul(
+            a_in, b_in, _ZERO_F32, ar, ac, br, bc, ta, tb, 0 if threads == 1 else _SPLIT_MACS
+        )
+    except Exception as exc:
+        raise _backend.translate(exc) from None
+    if r is None:
+        return _checked(a, b, ta, tb)
+    buf, addr, m, n = r
+    return _result_view(buf, (m, n), addr, m * n)
 
 
 def _checked(a, b, ta, tb):
@@ -118,7 +108,7 @@ def _checked(a, b, ta, tb):
     parts = min(threads, m, max(1, m * n * k // _MIN_MACS_PER_THREAD))
     try:
         if parts == 1:
-            raw.matmul(a_at, b_at, out._addr, m, n, k, ta, tb)
+            raw.neural_gemm([a_at, b_at, out._addr], [m, n, k, int(ta), int(tb), 0, 0, m])
         else:
             _run_split(
                 raw.neural_gemm,

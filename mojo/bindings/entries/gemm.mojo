@@ -1,23 +1,25 @@
 """Binding entries of the GEMM family."""
 from std.ffi import external_call
 from std.python import PythonObject
+from std.python._cpython import PyObjectPtr
 
 from entries.args import Args, Layout, addr_arg, int_arg, refuse_nonfinite
-from entries.intake import SPEC_F32, Held, Seen, input_arg
+from entries.intake import SPEC_F32, SPEC_WRITABLE, Held, Seen, matrix_arg, new_int, new_tuple, read_arg, tuple_set
 from training.config import F32P
+from training.checks import first_nonfinite
 from training.gemm import gemm
 
 comptime NEURAL_GEMM = Layout("neural_gemm", "a,b,c",
                                "m,n,k,transpose_a,transpose_b,accumulate,row_begin,row_end")
 # `mojolearn.matmul`'s entry: plain positional arguments (reading 11 list items costs ~0.7 µs,
-# more than an MLP-sized product), the whole of C, and the operands as addresses or as the
-# caller's objects, read here.
-comptime MATMUL = Layout("matmul", "a,b,c", "m,n,k,transpose_a,transpose_b")
+# more than an MLP-sized product), operands as addresses or as the caller's objects read here,
+# and C made here, so that the Python side reads no shape.
+comptime MATMUL = Layout("matmul", "a,b,c",
+                         "a_rows,a_cols,b_rows,b_cols,transpose_a,transpose_b,split_macs")
 # Below this many multiply-adds the GIL round trip (~0.1 µs) costs more than it frees.
 comptime GIL_RELEASE_MACS = 32768
 comptime MAX_DIM = 1 << 31
 comptime MAX_ELEMENTS = 1 << 40
-comptime _OPERAND = SPEC_F32 | (2 << 4)
 
 
 def neural_gemm(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
@@ -30,38 +32,67 @@ def neural_gemm(addrs: PythonObject, params: PythonObject) raises -> PythonObjec
     return _run(Args(NEURAL_GEMM, addrs, params))
 
 
-def matmul_entry(a: PythonObject, b: PythonObject, c: PythonObject, m: PythonObject,
-                 n: PythonObject, k: PythonObject, transpose_a: PythonObject,
-                 transpose_b: PythonObject) raises -> PythonObject:
-    """C = op(A)·op(B), all of C (m×n, at address c). a / b: addresses, or objects read here
-    (float32, C-contiguous, of op's stored shape: else None is returned and nothing is
-    done). Returns the outputs written; RuntimeError naming `c` when one is NaN/Inf."""
+def matmul_entry(a: PythonObject, b: PythonObject, c: PythonObject, a_rows: PythonObject,
+                 a_cols: PythonObject, b_rows: PythonObject, b_cols: PythonObject,
+                 transpose_a: PythonObject, transpose_b: PythonObject,
+                 split_macs: PythonObject) raises -> PythonObject:
+    """C = op(A)·op(B) as (buffer, its address, m, n): the buffer is `c * (m·n)`, `c` a
+    one-item float32 array.array of +0.0. a / b: an address with its stored (rows, cols), or
+    an object read here (`matrix_arg`). None, with nothing done, when an object is declined,
+    the product is empty, the contracted sizes differ, or it has at least `split_macs` (> 0)
+    multiply-adds: the Python side then checks, refuses by name, or splits rows over threads.
+    RuntimeError naming `c` when an output is NaN/Inf."""
     comptime E = MATMUL.name
-    var mm = int_arg(E, "m", m, 1, MAX_DIM)
-    var nn = int_arg(E, "n", n, 1, MAX_DIM)
-    var kk = int_arg(E, "k", k, 1, MAX_DIM)
     var ta = int_arg(E, "transpose_a", transpose_a, 0, 1) == 1
     var tb = int_arg(E, "transpose_b", transpose_b, 0, 1) == 1
-    if mm * kk > MAX_ELEMENTS or kk * nn > MAX_ELEMENTS or mm * nn > MAX_ELEMENTS:
-        raise Error("ValueError: ", E, ": m=", mm, ", n=", nn, ", k=", kk,
-                    " exceed 2**40 elements per operand")
+    var split = int_arg(E, "split_macs", split_macs, 0, Int.MAX)
     var a_seen = Seen()
     var a_held = Held()
-    var a_at = input_arg(E, "a", a, _OPERAND, kk if ta else mm, mm if ta else kk, a_seen, a_held)
+    var a_at = matrix_arg(E, "a", a, a_rows, a_cols, a_seen, a_held)
     if a_at == 0:
         return PythonObject(None)
     var b_seen = Seen()
     var b_held = Held()
-    var b_at = input_arg(E, "b", b, _OPERAND, nn if tb else kk, kk if tb else nn, b_seen, b_held)
+    var b_at = matrix_arg(E, "b", b, b_rows, b_cols, b_seen, b_held)
     if b_at == 0:
         return PythonObject(None)
-    var out = F32P(unsafe_from_address=addr_arg(E, "c", c))
-    _product(F32P(unsafe_from_address=a_at), F32P(unsafe_from_address=b_at), out, mm, nn, kk,
-             ta, tb, False, 0, mm)
+    var m = Int(a_seen.shape[1] if ta else a_seen.shape[0])
+    var k = Int(a_seen.shape[0] if ta else a_seen.shape[1])
+    var kb = Int(b_seen.shape[1] if tb else b_seen.shape[0])
+    var n = Int(b_seen.shape[0] if tb else b_seen.shape[1])
+    if k != kb or (split > 0 and m * n * k >= split):
+        return PythonObject(None)
+    if m > MAX_DIM or n > MAX_DIM or k > MAX_DIM or m * n > MAX_ELEMENTS:
+        raise Error("ValueError: ", E, ": m=", m, ", n=", n, ", k=", k,
+                    " exceed 2**31 per dimension or 2**40 outputs")
+    var made = external_call["PySequence_Repeat", PyObjectPtr](Int(c._obj_ptr), m * n)
+    if not made:
+        external_call["PyErr_Clear", NoneType]()
+        raise Error("MemoryError: ", E, ": cannot allocate ", m, "x", n, " outputs")
+    # `made` stays a raw reference, put in the result (or dropped on a refusal) by hand: as a
+    # PythonObject, ASAP destruction may drop it before the tuple holds it.
+    var c_seen = Seen()
+    var c_held = Held()
+    if not read_arg(PythonObject(from_borrowed=made), SPEC_F32 | (1 << 4) | SPEC_WRITABLE,
+                    c_seen, c_held) or Int(c_seen.shape[0]) != m * n:
+        external_call["Py_DecRef", NoneType](made)
+        raise Error("ValueError: ", E, ": c must be a one-item float32 array.array")
+    c_held.release()  # the buffer is ours alone until we return it
+    var c_at = F32P(unsafe_from_address=c_seen.addr)
+    _product(F32P(unsafe_from_address=a_at), F32P(unsafe_from_address=b_at), c_at, m, n, k,
+             ta, tb, False, 0, m)
     a_held.release()
     b_held.release()
-    refuse_nonfinite(E, "c", out, mm * nn)
-    return PythonObject(mm * nn)
+    var bad = first_nonfinite(c_at, m * n)
+    if bad >= 0:
+        external_call["Py_DecRef", NoneType](made)
+        raise Error("RuntimeError: ", E, ": output 'c' is not finite at index ", bad)
+    var r = PythonObject(from_owned=new_tuple(4))
+    tuple_set(r._obj_ptr, 0, made)  # steals our reference
+    tuple_set(r._obj_ptr, 1, new_int(c_seen.addr))
+    tuple_set(r._obj_ptr, 2, new_int(m))
+    tuple_set(r._obj_ptr, 3, new_int(n))
+    return r
 
 
 def _product(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool, acc: Bool,

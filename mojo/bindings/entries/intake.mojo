@@ -22,7 +22,7 @@ from std.ffi import _get_global, c_int, external_call
 from std.python import Python, PythonObject
 from std.python._cpython import PyObjectPtr
 
-from entries.args import Layout, addr_arg
+from entries.args import Layout, addr_arg, int_arg
 
 comptime INTAKE_READ = Layout("intake_read", "object", "spec")
 
@@ -425,39 +425,56 @@ def input_arg(entry: StaticString, name: StaticString, obj: PythonObject, spec: 
     return seen.addr
 
 
-def _int(v: Int) raises -> PyObjectPtr:
+def matrix_arg(entry: StaticString, name: StaticString, obj: PythonObject, rows: PythonObject,
+               cols: PythonObject, mut seen: Seen, mut held: Held) raises -> Int:
+    """A matrix operand: an int is the address of float32 (rows, cols) memory the caller
+    checked; any other object is read here (float32, two dimensions, C-contiguous; rows and
+    cols are then ignored). Its sizes are left in seen.shape. 0 when declined, or empty."""
+    var tp = I64P(unsafe_from_address=Int(obj._obj_ptr))[unsafe_offset=1]
+    if (external_call["PyType_GetFlags", UInt64](Int(tp)) & _PY_LONG_SUBCLASS) != 0:
+        seen.shape[0] = Int64(int_arg(entry, "rows", rows, 0, 1 << 40))
+        seen.shape[1] = Int64(int_arg(entry, "cols", cols, 0, 1 << 40))
+        if seen.shape[0] == 0 or seen.shape[1] == 0:
+            return 0
+        return addr_arg(entry, name, obj)
+    if not read_arg(obj, SPEC_F32 | (2 << 4), seen, held):
+        return 0
+    return seen.addr
+
+
+def new_int(v: Int) raises -> PyObjectPtr:
     var p = external_call["PyLong_FromSsize_t", PyObjectPtr](v)
     if not p:
-        raise Error("MemoryError: intake_read: out of memory")
+        raise Error("MemoryError: out of memory")
     return p
 
 
-def _tuple(n: Int) raises -> PyObjectPtr:
+def new_tuple(n: Int) raises -> PyObjectPtr:
     var t = external_call["PyTuple_New", PyObjectPtr](n)
     if not t:
-        raise Error("MemoryError: intake_read: out of memory")
+        raise Error("MemoryError: out of memory")
     return t
 
 
-def _set(t: PyObjectPtr, i: Int, v: PyObjectPtr):
+def tuple_set(t: PyObjectPtr, i: Int, v: PyObjectPtr):
     _ = external_call["PyTuple_SetItem", c_int](Int(t), i, Int(v))  # steals v
 
 
 def _result(seen: Seen, describe: Bool) raises -> PythonObject:
     # Built with the C API directly: PythonObject conversions cost ~20 ns each here.
-    var out = PythonObject(from_owned=_tuple(7 if describe else 3))
+    var out = PythonObject(from_owned=new_tuple(7 if describe else 3))
     var t = out._obj_ptr
-    _set(t, 0, _int(seen.addr))
-    var shape = _tuple(seen.ndim)
-    _set(t, 1, shape)
+    tuple_set(t, 0, new_int(seen.addr))
+    var shape = new_tuple(seen.ndim)
+    tuple_set(t, 1, shape)
     for i in range(seen.ndim):
-        _set(shape, i, _int(Int(seen.shape[i])))
-    _set(t, 2, _int(seen.itemsize))
+        tuple_set(shape, i, new_int(Int(seen.shape[i])))
+    tuple_set(t, 2, new_int(seen.itemsize))
     if describe:
         var extra = Python.tuple(PythonObject(seen.fmt), PythonObject(seen.readonly),
                                  PythonObject(seen.contiguous), PythonObject(seen.device))
         for i in range(4):
-            _set(t, 3 + i, external_call["Py_NewRef", PyObjectPtr](Int(extra[i]._obj_ptr)))
+            tuple_set(t, 3 + i, external_call["Py_NewRef", PyObjectPtr](Int(extra[i]._obj_ptr)))
     return out
 
 
