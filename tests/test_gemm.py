@@ -206,7 +206,11 @@ def test_matmul_entry_holds_a_buffer_only_while_it_runs():
         (ValueError, "transpose_a must be an integer", {"ta": 2}),
         (ValueError, "split_macs must be an integer", {"split": -1}),
         (ValueError, "rows must be an integer", {"a_shape": (-1, 4)}),
-        (ValueError, "c must be a one-item float32 array.array", {"c": array.array("d", [0])}),
+        (
+            ValueError,
+            "the output template must be a one-item float32",
+            {"c": array.array("d", [0])},
+        ),
         (TypeError, "rows must be an int", {"a_shape": (4.0, 4)}),
     ],
 )

@@ -217,3 +217,17 @@ def test_a_negative_view_is_read_as_its_memory_as_numpy_from_dlpack_reads_it():
     assert neg.is_neg() and neg[0, 0].item() == -3.0
     seen = ml.matmul(neg, ml.Array([1.0, 0.0, 0.0, 1.0], "<f4", (2, 2)))
     assert seen.tolist() == np.from_dlpack(neg).tolist() == [[3.0, 3.0], [3.0, 3.0]]
+
+
+def test_a_batch_bigger_than_the_session_grows_it_through_the_checked_way(seed):
+    # The binding declines rows its session cannot hold; the trainer then reads the rows,
+    # reopens the session larger, and steps: the bits of the same batch as an Array.
+    rng = random.Random(seed)
+    a = ml.MLPTrainer([8, 6, 3], seed=2, data_schedule={"a": 1})
+    b = ml.MLPTrainer([8, 6, 3], seed=2, data_schedule={"a": 1})
+    assert a._session.capacity < 300 <= a.max_rows
+    xs, ys = _values(rng, 300, 8)
+    ra = a.train_step(_memoryview(xs, 300, 8), array.array("i", ys))
+    rb = b.train_step(ml.Array(xs, "<f4", (300, 8)), ml.Array(ys, "<i4"))
+    assert ra["loss"] == rb["loss"] and a.state_hash() == b.state_hash()
+    assert a._session.capacity >= 300

@@ -12,26 +12,23 @@ from ._intake import as_f32_c, as_i32_c, borrowed_f32, labels, probe
 
 def quick(X, targets, inputs, max_rows, k=1):
     """(x, y, target_itemsize, rows) as the binding's step entries take them, reading no
-    buffer here: an Array that fits as its address (checked here), any other object as itself
-    (the binding reads it, and declines with None what it cannot take zero-copy; itemsize 0:
-    the object's own). None when X's rows (`X.shape[0]`) are not k batches of 1 to `max_rows`: the
-    caller's slow path (`x_input`) then copies or refuses by name."""
-    if type(X) is Array:
-        if not (X._dtype == "<f4" and len(shape := X._shape) == 2 and shape[1] == inputs):
-            return None
-        x, total = X._addr, shape[0]
-    else:
-        try:
-            total = X.shape[0]  # torch's len() is ~0.5 µs, its .shape ~0.15
-        except (AttributeError, TypeError, IndexError, KeyError):
-            return None
-        x = X
+    buffer here: an Array X that fits as its address and rows (checked here); any other X as
+    itself with rows 0 (the binding reads it, takes its rows and makes the result buffer, and
+    declines with None what it cannot take zero-copy). Targets likewise: int32 labels of an
+    Array X as their address, else the object (an Array as its memoryview), itemsize 0: its
+    own. None when an Array X is not k batches of 1 to `max_rows` (the caller's slow path,
+    `x_input`, then refuses by name)."""
+    if type(X) is not Array:
+        return X, (targets._mv if type(targets) is Array else targets), 0, 0
+    if not (X._dtype == "<f4" and len(shape := X._shape) == 2 and shape[1] == inputs):
+        return None
+    total = shape[0]
     rows = total // k
     if not 0 < rows <= max_rows or rows * k != total:
         return None
     if type(targets) is Array and targets._dtype == "<i4" and targets._shape == (total,):
-        return x, targets._addr, 4, rows
-    return x, targets, 0, rows
+        return X._addr, targets._addr, 4, rows
+    return X._addr, (targets._mv if type(targets) is Array else targets), 0, rows
 
 
 def x_input(X, api, inputs, max_rows, name="X", stacked=False):

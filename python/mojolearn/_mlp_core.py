@@ -332,28 +332,40 @@ class MLPCore:
             )
 
     def _run_pass(self, xa, ya, itemsize, rows, mode, want_dx, k):
-        """`_pass` on inputs as the binding takes them (`_batches.quick`); None when it
-        declined an object (nothing was done). A failure after the binding applied a training
-        run (e.g. a MemoryError making the views) rolls it back."""
+        """`_pass` on inputs as the binding takes them (`_batches.quick`; rows 0: X is an
+        object whose rows the binding takes, making the result buffer); None when it declined
+        an object (nothing was done). A failure after the binding applied a training run
+        (e.g. a MemoryError making the views) rolls it back."""
         if rows > self._session.capacity:
             self._fit(rows)
         spec = self._spec
         step = self._step
-        buf = _ZERO * (
-            k + rows * spec.classes + spec.total + (rows * spec.inputs if want_dx else 0)
-        )
-        out = buf.buffer_info()[0]
         try:
+            if rows:
+                buf = _ZERO * (
+                    k + rows * spec.classes + spec.total + (rows * spec.inputs if want_dx else 0)
+                )
+                out = buf.buffer_info()[0]
             if k == 1:
                 after = _binding().mlp_resident_step(
-                    self._session.handle, xa, ya, out, mode, rows, itemsize, want_dx, step
+                    self._session.handle,
+                    xa,
+                    ya,
+                    out if rows else _ZERO,
+                    mode,
+                    rows,
+                    itemsize,
+                    want_dx,
+                    step,
                 )
             else:
                 after = _binding().mlp_resident_steps(
-                    self._session.handle, xa, ya, out, rows, k, itemsize, step
+                    self._session.handle, xa, ya, out if rows else _ZERO, rows, k, itemsize, step
                 )
             if after is None:
                 return None
+            if not rows:
+                after, buf, out, rows = after
             self._step = after
             if mode == _MODE_FORWARD:  # logits only: no gradient views to build
                 logits, grads, dx = (

@@ -124,9 +124,10 @@ class SmallMLPTrainer(MLPCore):
                 f"SmallMLPTrainer: return_input_grad must be a bool, got "
                 f"{type(return_input_grad).__name__}"
             )
-        # Arrays checked inline; any other object goes to the binding as itself, which reads
-        # it (and declines with None what it cannot take zero-copy: then the intake copies or
-        # refuses it by name). Each saved call is ~3 % of a batch-1 step (bench_train.py).
+        # Arrays checked inline; any other X goes to the binding as itself, which reads it,
+        # makes the result buffer for its rows, and declines with None what it cannot take
+        # zero-copy (the intake then copies or refuses it by name). Each saved call is ~3 % of
+        # a batch-1 step (bench_train.py); torch's X.shape alone is ~0.15 µs.
         if (
             type(X) is Array
             and X._dtype == "<f4"
@@ -135,19 +136,13 @@ class SmallMLPTrainer(MLPCore):
             and 0 < (rows := shape[0]) <= _MAX_ROWS
         ):
             xa = X._addr
-        else:
-            try:
-                rows = X.shape[0]  # torch's len() is ~0.5 µs, its .shape ~0.15
-            except (AttributeError, TypeError, IndexError, KeyError):
-                rows = 0
-            if 0 < rows <= _MAX_ROWS:
-                xa = X
+            if type(targets) is Array and targets._dtype == "<i4" and targets._shape == (rows,):
+                ya, itemsize = targets._addr, 4
             else:
-                x_kept, xa, rows = _x_input(X, _API, _IN, _MAX_ROWS)
-        if type(targets) is Array and targets._dtype == "<i4" and targets._shape == (rows,):
-            ya, itemsize = targets._addr, 4
+                ya, itemsize = targets, 0
         else:
-            ya, itemsize = targets, 0
+            xa, rows, itemsize = X, 0, 0
+            ya = targets._mv if type(targets) is Array else targets  # a buffer the binding reads
         lock = self._lock
         lock.acquire()  # explicit: `with` costs ~0.05 µs more
         try:
@@ -159,21 +154,39 @@ class SmallMLPTrainer(MLPCore):
             while True:  # twice at most: a declined object comes back as an address
                 # `_pass` and `_results`, inlined and unrolled for this hottest call: at
                 # batch 1 their calls cost ~5 % of a step.
-                g = 1 + (n_logits := rows * _OUT)  # [loss | logits | grads | input_grad]
-                buf = _ZERO * (g + _TOTAL + rows * _IN if return_input_grad else g + _TOTAL)
-                addr = buf.buffer_info()[0]
                 try:
-                    after = self._run_step(
-                        self._session.handle,
-                        xa,
-                        ya,
-                        addr,
-                        _MODE_TRAIN,
-                        rows,
-                        itemsize,
-                        return_input_grad,
-                        step,
-                    )
+                    if rows:
+                        g = 1 + rows * _OUT  # [loss | logits | grads | input_grad]
+                        n = g + _TOTAL + rows * _IN if return_input_grad else g + _TOTAL
+                        buf = _ZERO * n
+                        addr = buf.buffer_info()[0]
+                        after = self._run_step(
+                            self._session.handle,
+                            xa,
+                            ya,
+                            addr,
+                            _MODE_TRAIN,
+                            rows,
+                            itemsize,
+                            return_input_grad,
+                            step,
+                        )
+                    else:  # rows and the buffer from the binding
+                        r = self._run_step(
+                            self._session.handle,
+                            xa,
+                            ya,
+                            _ZERO,
+                            _MODE_TRAIN,
+                            0,
+                            0,
+                            return_input_grad,
+                            step,
+                        )
+                        after = None
+                        if r is not None:
+                            after, buf, addr, rows = r
+                            g = 1 + rows * _OUT
                     if after is not None:
                         self._step = after
                         make = _new_object
@@ -182,7 +195,7 @@ class SmallMLPTrainer(MLPCore):
                         logits = make(A)
                         logits._owner = buf
                         logits._shape = _LOGITS_SHAPES[rows]
-                        logits._size = n_logits
+                        logits._size = g - 1
                         logits._addr = addr + 4
                         w1 = make(A)
                         w1._owner = buf

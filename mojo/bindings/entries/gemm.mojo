@@ -4,7 +4,7 @@ from std.python import PythonObject
 from std.python._cpython import PyObjectPtr
 
 from entries.args import Args, Layout, addr_arg, int_arg, refuse_nonfinite
-from entries.intake import SPEC_F32, SPEC_WRITABLE, Held, Seen, matrix_arg, new_int, new_tuple, read_arg, tuple_set
+from entries.intake import Held, Seen, matrix_arg, new_floats, new_int, new_tuple, tuple_set
 from training.config import F32P
 from training.checks import first_nonfinite
 from training.gemm import gemm
@@ -65,20 +65,10 @@ def matmul_entry(a: PythonObject, b: PythonObject, c: PythonObject, a_rows: Pyth
     if m > MAX_DIM or n > MAX_DIM or k > MAX_DIM or m * n > MAX_ELEMENTS:
         raise Error("ValueError: ", E, ": m=", m, ", n=", n, ", k=", k,
                     " exceed 2**31 per dimension or 2**40 outputs")
-    var made = external_call["PySequence_Repeat", PyObjectPtr](Int(c._obj_ptr), m * n)
-    if not made:
-        external_call["PyErr_Clear", NoneType]()
-        raise Error("MemoryError: ", E, ": cannot allocate ", m, "x", n, " outputs")
-    # `made` stays a raw reference, put in the result (or dropped on a refusal) by hand: as a
-    # PythonObject, ASAP destruction may drop it before the tuple holds it.
-    var c_seen = Seen()
-    var c_held = Held()
-    if not read_arg(PythonObject(from_borrowed=made), SPEC_F32 | (1 << 4) | SPEC_WRITABLE,
-                    c_seen, c_held) or Int(c_seen.shape[0]) != m * n:
-        external_call["Py_DecRef", NoneType](made)
-        raise Error("ValueError: ", E, ": c must be a one-item float32 array.array")
-    c_held.release()  # the buffer is ours alone until we return it
-    var c_at = F32P(unsafe_from_address=c_seen.addr)
+    var made: PyObjectPtr
+    var c_addr: Int
+    made, c_addr = new_floats(c, m * n, E)
+    var c_at = F32P(unsafe_from_address=c_addr)
     _product(F32P(unsafe_from_address=a_at), F32P(unsafe_from_address=b_at), c_at, m, n, k,
              ta, tb, False, 0, m)
     a_held.release()
@@ -89,7 +79,7 @@ def matmul_entry(a: PythonObject, b: PythonObject, c: PythonObject, a_rows: Pyth
         raise Error("RuntimeError: ", E, ": output 'c' is not finite at index ", bad)
     var r = PythonObject(from_owned=new_tuple(4))
     tuple_set(r._obj_ptr, 0, made)  # steals our reference
-    tuple_set(r._obj_ptr, 1, new_int(c_seen.addr))
+    tuple_set(r._obj_ptr, 1, new_int(c_addr))
     tuple_set(r._obj_ptr, 2, new_int(m))
     tuple_set(r._obj_ptr, 3, new_int(n))
     return r

@@ -412,17 +412,42 @@ def input_arg(entry: StaticString, name: StaticString, obj: PythonObject, spec: 
           size1: Int, mut seen: Seen, mut held: Held) raises -> Int:
     """A hot entry's batch argument: an int is the address of memory the caller checked; any
     other object is read here (intake.mojo `read_arg`) and must have shape (size0, size1)
-    (size1 0: one-dimensional), else 0: declined, with nothing done, for the Python side to
-    copy, convert or refuse by name."""
+    (size0 -1: any; size1 0: one-dimensional), else 0: declined, with nothing done, for the
+    Python side to copy, convert or refuse by name."""
     var tp = I64P(unsafe_from_address=Int(obj._obj_ptr))[unsafe_offset=1]
     if (external_call["PyType_GetFlags", UInt64](Int(tp)) & _PY_LONG_SUBCLASS) != 0:
         return addr_arg(entry, name, obj)
     if not read_arg(obj, spec, seen, held):
         return 0
-    if Int(seen.shape[0]) != size0 or (size1 != 0 and Int(seen.shape[1]) != size1):
+    if (size0 >= 0 and Int(seen.shape[0]) != size0) or (size1 != 0 and Int(seen.shape[1]) != size1):
         held.release()
         return 0
     return seen.addr
+
+
+def is_int(obj: PythonObject) -> Bool:
+    var tp = I64P(unsafe_from_address=Int(obj._obj_ptr))[unsafe_offset=1]
+    return (external_call["PyType_GetFlags", UInt64](Int(tp)) & _PY_LONG_SUBCLASS) != 0
+
+
+def new_floats(template: PythonObject, n: Int,
+               entry: StaticString) raises -> Tuple[PyObjectPtr, Int]:
+    """(a new reference to `template * n`, its address): n zeroed floats made from a one-item
+    float32 array.array of +0.0. The caller owns the reference and drops it by hand on an
+    error (as a PythonObject, ASAP destruction could drop it before it reaches the result)."""
+    var made = external_call["PySequence_Repeat", PyObjectPtr](Int(template._obj_ptr), n)
+    if not made:
+        external_call["PyErr_Clear", NoneType]()
+        raise Error("MemoryError: ", entry, ": cannot allocate ", n, " outputs")
+    var seen = Seen()
+    var held = Held()
+    if not read_arg(PythonObject(from_borrowed=made), SPEC_F32 | (1 << 4) | SPEC_WRITABLE, seen,
+                    held) or Int(seen.shape[0]) != n:
+        external_call["Py_DecRef", NoneType](made)
+        raise Error("ValueError: ", entry, ": the output template must be a one-item float32 "
+                    "array.array")
+    held.release()  # the buffer is ours alone until we return it
+    return (made, seen.addr)
 
 
 def matrix_arg(entry: StaticString, name: StaticString, obj: PythonObject, rows: PythonObject,

@@ -10,9 +10,11 @@ step leaves the caller's published state untouched.
 """
 from std.ffi import external_call
 from std.python import PythonObject
+from std.python._cpython import PyObjectPtr
 
 from entries.args import Args, Layout, addr_arg, int_arg, refuse_nonfinite
-from entries.intake import SPEC_F32, SPEC_LABELS, Held, Seen, input_arg
+from entries.intake import (SPEC_F32, SPEC_LABELS, Held, Seen, input_arg, is_int, new_floats,
+                            new_int, new_tuple, tuple_set)
 from training.checks import first_nonfinite
 from training.config import F32P, I64P, VENDOR
 from training.copy import copy_floats
@@ -349,16 +351,29 @@ def _resident_run(E: StaticString, s: Session, x_at: Int, y: Int, out_at: Int, m
 
 
 def _batch_run(E: StaticString, session: PythonObject, x: PythonObject, targets: PythonObject,
-               out_: PythonObject, mode: Int, rows: Int, k: Int,
+               out_: PythonObject, mode: Int, rows_given: Int, k: Int,
                target_itemsize: PythonObject, want_dx: Bool, t: PythonObject) raises -> PythonObject:
     """`_resident_run` with X and targets each an address or an object read here (their
-    views held until the step ends); None when an object is declined."""
+    views held until the step ends). rows_given 0: the rows are X's (an object), `out_` is a
+    one-item float32 array.array of +0.0 and the result buffer is made here: the return is
+    then (step, buffer, its address, rows). None when an object is declined, or (rows from X)
+    when they are not k batches the session holds."""
     var s = _session(E, addr_arg(E, "session", session))
     var xs = Seen()
     var xh = Held()
-    var x_at = input_arg(E, "x", x, _X_SPEC, rows * k, s.inputs(), xs, xh)
-    if x_at == 0:
-        return PythonObject(None)
+    var rows = rows_given
+    var x_at: Int
+    if rows_given == 0:
+        if is_int(x):
+            raise Error("ValueError: ", E, ": rows = 0 takes the rows from x, an object")
+        x_at = input_arg(E, "x", x, _X_SPEC, -1, s.inputs(), xs, xh)
+        rows = Int(xs.shape[0]) // k
+        if x_at == 0 or rows < 1 or rows * k != Int(xs.shape[0]) or rows > s.capacity:
+            return PythonObject(None)
+    else:
+        x_at = input_arg(E, "x", x, _X_SPEC, rows * k, s.inputs(), xs, xh)
+        if x_at == 0:
+            return PythonObject(None)
     var ys = Seen()
     var yh = Held()
     var y_at = x_at  # forward mode reads no targets
@@ -369,11 +384,31 @@ def _batch_run(E: StaticString, session: PythonObject, x: PythonObject, targets:
             return PythonObject(None)
         itemsize = ys.itemsize if ys.itemsize != 0 else int_arg(E, "target_itemsize",
                                                                   target_itemsize, 4, 8)
-    var result = _resident_run(E, s, x_at, y_at, addr_arg(E, "out", out_), mode, rows, k,
-                               itemsize, want_dx, int_arg(E, "t", t, 0, _MAX_STEP))
+    var step = int_arg(E, "t", t, 0, _MAX_STEP)
+    if rows_given != 0:
+        var result = _resident_run(E, s, x_at, y_at, addr_arg(E, "out", out_), mode, rows, k,
+                                   itemsize, want_dx, step)
+        xh.release()
+        yh.release()
+        return result
+    var made: PyObjectPtr
+    var out_at: Int
+    made, out_at = new_floats(out_, k + rows * s.classes() + s.n + (
+        rows * s.inputs() if want_dx else 0), E)
+    var after: PythonObject
+    try:
+        after = _resident_run(E, s, x_at, y_at, out_at, mode, rows, k, itemsize, want_dx, step)
+    except e:
+        external_call["Py_DecRef", NoneType](made)
+        raise e^
     xh.release()
     yh.release()
-    return result
+    var r = PythonObject(from_owned=new_tuple(4))
+    tuple_set(r._obj_ptr, 0, external_call["Py_NewRef", PyObjectPtr](Int(after._obj_ptr)))
+    tuple_set(r._obj_ptr, 1, made)  # steals our reference
+    tuple_set(r._obj_ptr, 2, new_int(out_at))
+    tuple_set(r._obj_ptr, 3, new_int(rows))
+    return r
 
 
 def mlp_resident_step(session: PythonObject, x: PythonObject, targets: PythonObject,
@@ -387,7 +422,7 @@ def mlp_resident_step(session: PythonObject, x: PythonObject, targets: PythonObj
     session's step count afterwards."""
     comptime E = MLP_RESIDENT_STEP.name
     return _batch_run(E, session, x, targets, out_, int_arg(E, "mode", mode, 0, 2),
-                      int_arg(E, "rows", rows, 1, _MAX_CAPACITY), 1, target_itemsize,
+                      int_arg(E, "rows", rows, 0, _MAX_CAPACITY), 1, target_itemsize,
                       int_arg(E, "want_input_grad", want_input_grad, 0, 1) == 1, t)
 
 
@@ -399,7 +434,7 @@ def mlp_resident_steps(session: PythonObject, x: PythonObject, targets: PythonOb
     step's logits and grads. Returns the new step count, or None (an object declined)."""
     comptime E = MLP_RESIDENT_STEPS.name
     return _batch_run(E, session, x, targets, out_, MODE_TRAIN,
-                      int_arg(E, "rows", rows, 1, _MAX_CAPACITY),
+                      int_arg(E, "rows", rows, 0, _MAX_CAPACITY),
                       int_arg(E, "k", k, 1, _MAX_STEP), target_itemsize, False, t)
 
 
