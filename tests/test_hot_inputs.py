@@ -231,3 +231,22 @@ def test_a_batch_bigger_than_the_session_grows_it_through_the_checked_way(seed):
     rb = b.train_step(ml.Array(xs, "<f4", (300, 8)), ml.Array(ys, "<i4"))
     assert ra["loss"] == rb["loss"] and a.state_hash() == b.state_hash()
     assert a._session.capacity >= 300
+
+
+def test_results_of_object_steps_hold_their_own_references():
+    # The binding builds the (step, buffer, ...) result itself: a reference too few frees a
+    # step count above 256 (not a cached small int) or the buffer while a result uses it,
+    # and the process crashes within these 300 steps.
+    import gc
+    import sys
+
+    t = TRAINERS["small"]()
+    X, y = _memoryview([0.5] * 8, 1, 8), memoryview(array.array("i", [2]))
+    for i in range(1, 301):
+        r = t.train_step(X, y)
+        assert r["step"] == i
+    logits, step = r["logits"], r["step"]
+    del r
+    gc.collect()
+    assert step == t.step_ == 300 and sys.getrefcount(step) >= 2
+    assert len(logits.tolist()[0]) == 3 and sys.getrefcount(logits._owner) >= 2

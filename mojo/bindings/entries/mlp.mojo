@@ -306,7 +306,7 @@ def mlp_resident_rollback(addrs: PythonObject, params: PythonObject) raises -> P
 
 def _resident_run(E: StaticString, s: Session, x_at: Int, y: Int, out_at: Int, mode: Int,
                   rows: Int, k: Int, itemsize: Int, want_dx: Bool,
-                  t: Int, divide_by: Int = 0) raises -> PythonObject:
+                  t: Int, divide_by: Int = 0) raises -> Int:
     if divide_by != 0 and on_device(s):
         raise Error("RuntimeError: ", E, ": microbatch gradients of a device-resident session "
                     "are not supported yet; use MOJOLEARN_VENDOR=cpu")
@@ -347,7 +347,7 @@ def _resident_run(E: StaticString, s: Session, x_at: Int, y: Int, out_at: Int, m
                                          "m", "v"]
         raise Error("RuntimeError: ", E, ": output '", names[outcome.detail],
                     "' is not finite at index ", outcome.index, " (the session is unchanged)")
-    return PythonObject(s.t())
+    return s.t()
 
 
 def _batch_run(E: StaticString, session: PythonObject, x: PythonObject, targets: PythonObject,
@@ -386,16 +386,16 @@ def _batch_run(E: StaticString, session: PythonObject, x: PythonObject, targets:
                                                                   target_itemsize, 4, 8)
     var step = int_arg(E, "t", t, 0, _MAX_STEP)
     if rows_given != 0:
-        var result = _resident_run(E, s, x_at, y_at, addr_arg(E, "out", out_), mode, rows, k,
-                                   itemsize, want_dx, step)
+        var done = _resident_run(E, s, x_at, y_at, addr_arg(E, "out", out_), mode, rows, k,
+                                 itemsize, want_dx, step)
         xh.release()
         yh.release()
-        return result
+        return PythonObject(done)
     var made: PyObjectPtr
     var out_at: Int
     made, out_at = new_floats(out_, k + rows * s.classes() + s.n + (
         rows * s.inputs() if want_dx else 0), E)
-    var after: PythonObject
+    var after: Int
     try:
         after = _resident_run(E, s, x_at, y_at, out_at, mode, rows, k, itemsize, want_dx, step)
     except e:
@@ -404,7 +404,7 @@ def _batch_run(E: StaticString, session: PythonObject, x: PythonObject, targets:
     xh.release()
     yh.release()
     var r = PythonObject(from_owned=new_tuple(4))
-    tuple_set(r._obj_ptr, 0, external_call["Py_NewRef", PyObjectPtr](Int(after._obj_ptr)))
+    tuple_set(r._obj_ptr, 0, new_int(after))
     tuple_set(r._obj_ptr, 1, made)  # steals our reference
     tuple_set(r._obj_ptr, 2, new_int(out_at))
     tuple_set(r._obj_ptr, 3, new_int(rows))
@@ -449,9 +449,10 @@ def mlp_resident_grads(addrs: PythonObject, params: PythonObject) raises -> Pyth
     if divide_by < rows:
         raise Error("ValueError: ", E, ": divide_by = ", divide_by, " is less than the ", rows,
                     " rows of the microbatch")
-    return _resident_run(E, _session(E, args.addrs[0]), args.addrs[1], args.addrs[2], args.addrs[3],
-                         MODE_GRADS, rows, 1, args.int(1, "target_itemsize", 4, 8), False,
-                         args.int(3, "t", 0, _MAX_STEP), divide_by)
+    return PythonObject(_resident_run(E, _session(E, args.addrs[0]), args.addrs[1],
+                                      args.addrs[2], args.addrs[3], MODE_GRADS, rows, 1,
+                                      args.int(1, "target_itemsize", 4, 8), False,
+                                      args.int(3, "t", 0, _MAX_STEP), divide_by))
 
 
 def mlp_resident_apply(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
