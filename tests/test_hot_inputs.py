@@ -65,8 +65,8 @@ def no_intake(monkeypatch):
         for name in ("f32", "borrowed_f32", "as_f32_c", "labels"):
             monkeypatch.setattr(_intake, name, fail)
         monkeypatch.setattr(linalg, "f32", fail)
-        monkeypatch.setattr(trainer, "_x_input", fail)
-        monkeypatch.setattr(trainer, "_y_input", fail)
+        for name in ("_batch", "_targets", "_y_input"):
+            monkeypatch.setattr(trainer, name, fail)
 
     return arm
 

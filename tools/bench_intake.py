@@ -3,7 +3,7 @@ with each input kind a user passes (mojolearn.Array, NumPy, memoryview, array.ar
 with the ratio to Array inputs, medians of repeated timings in one run. Kinds whose extra is
 not installed, or that the package under test refuses, print "-".
 
-    python tools/bench_intake.py [--rounds 7] [--calls 2000]
+    python tools/bench_intake.py [--rounds 15] [--calls 2000]
 
 "array.array" means targets as `array.array('i')` and X as a (batch, 8) memoryview over an
 `array.array('f')` (array.array itself is one-dimensional).
@@ -47,15 +47,19 @@ def as_kind(kind, xs, ys, rows, cols):
     raise ValueError(kind)
 
 
-def _time(fn, calls, rounds):
-    fn()
-    samples = []
+def _time_interleaved(fns, calls, rounds):
+    """Median µs per call of each function; every round times each once, in turn, so that a
+    slow spell of the shared machine falls on all kinds alike rather than on one."""
+    for fn in fns.values():
+        fn()
+    samples = {k: [] for k in fns}
     for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter() - t0) / calls * 1e6)
-    return statistics.median(samples)
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            samples[k].append((time.perf_counter() - t0) / calls * 1e6)
+    return {k: statistics.median(v) for k, v in samples.items()}
 
 
 def main():
@@ -63,7 +67,7 @@ def main():
     from mojolearn import _rng
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--calls", type=int, default=2000)
     args = ap.parse_args()
     rng = random.Random(0)
@@ -74,7 +78,7 @@ def main():
         ("train_step, batch 32", 32),
         ("matmul 1x8x16", 1),
     ):
-        cells = {}
+        fns = {}
         for kind in kinds:
             try:
                 X, y = _inputs(kind, rows, rng)
@@ -84,11 +88,14 @@ def main():
                 else:
                     t = ml.SmallMLPTrainer(*_rng.init_small_mlp(0), data_schedule={"bench": 1})
                     fn = lambda t=t, X=X, y=y: t.train_step(X, y)
-                cells[kind] = _time(fn, args.calls, args.rounds)
+                fn()
+                fns[kind] = fn
             except ImportError:
-                cells[kind] = None
+                pass
             except (TypeError, ValueError):
-                cells[kind] = None  # refused by this version
+                pass  # refused by this version
+        timed = _time_interleaved(fns, args.calls, args.rounds)
+        cells = {kind: timed.get(kind) for kind in kinds}
         rows_out.append((what, cells))
     print(
         f"mojolearn {ml.__version__}, vendor {ml.vendor_used()}, mode {ml.numeric_mode_used()}; "

@@ -354,18 +354,35 @@ def _batch_run(E: StaticString, session: PythonObject, x: PythonObject, targets:
                out_: PythonObject, mode: Int, rows_given: Int, k: Int,
                target_itemsize: PythonObject, want_dx: Bool, t: PythonObject) raises -> PythonObject:
     """`_resident_run` with X and targets each an address or an object read here (their
-    views held until the step ends). rows_given 0: the rows are X's (an object), `out_` is a
-    one-item float32 array.array of +0.0 and the result buffer is made here: the return is
-    then (step, buffer, its address, rows). None when an object is declined, or (rows from X)
-    when they are not k batches the session holds."""
+    views held until the step ends). rows_given 0: the rows are X's (an object). `out_` the
+    address of the result buffer (the return is the step count), or a one-item float32
+    array.array of +0.0 from which the buffer is made here (the return is (step, buffer, its
+    address, rows): cheaper than making it in Python). None when an object is declined, or
+    (rows from X) when they are not k batches the session holds."""
     var s = _session(E, addr_arg(E, "session", session))
+    if is_int(x) and is_int(targets) and is_int(out_):  # all addresses: nothing to read here
+        if rows_given == 0:
+            raise Error("ValueError: ", E, ": rows = 0 takes the rows from x, an object")
+        return PythonObject(_resident_run(
+            E, s, addr_arg(E, "x", x), addr_arg(E, "targets", targets), addr_arg(E, "out", out_),
+            mode, rows_given, k, int_arg(E, "target_itemsize", target_itemsize, 4, 8), want_dx,
+            int_arg(E, "t", t, 0, _MAX_STEP)))
+    return _objects_run(E, s, x, targets, out_, mode, rows_given, k, target_itemsize, want_dx,
+                        t)
+
+
+def _objects_run(E: StaticString, s: Session, x: PythonObject, targets: PythonObject,
+                 out_: PythonObject, mode: Int, rows_given: Int, k: Int,
+                 target_itemsize: PythonObject, want_dx: Bool, t: PythonObject) raises -> PythonObject:
+    """`_batch_run` when X, targets or out is an object."""
     var xs = Seen()
     var xh = Held()
     var rows = rows_given
     var x_at: Int
     if rows_given == 0:
-        if is_int(x):
-            raise Error("ValueError: ", E, ": rows = 0 takes the rows from x, an object")
+        if is_int(x) or is_int(out_):
+            raise Error("ValueError: ", E, ": rows = 0 takes the rows from x, an object, and "
+                        "makes the result buffer from out, a template")
         x_at = input_arg(E, "x", x, _X_SPEC, -1, s.inputs(), xs, xh)
         rows = Int(xs.shape[0]) // k
         if x_at == 0 or rows < 1 or rows * k != Int(xs.shape[0]) or rows > s.capacity:
@@ -385,7 +402,7 @@ def _batch_run(E: StaticString, session: PythonObject, x: PythonObject, targets:
         itemsize = ys.itemsize if ys.itemsize != 0 else int_arg(E, "target_itemsize",
                                                                   target_itemsize, 4, 8)
     var step = int_arg(E, "t", t, 0, _MAX_STEP)
-    if rows_given != 0:
+    if is_int(out_):
         var done = _resident_run(E, s, x_at, y_at, addr_arg(E, "out", out_), mode, rows, k,
                                  itemsize, want_dx, step)
         xh.release()
