@@ -3,9 +3,9 @@
 The [8, 16, 3] case of the MLP trainer core (`_mlp_core.MLPCore`, which MLPTrainer is too):
 the reference's constructor (four weight buffers), its state layout and file schema
 (`mojolearn.small-mlp-checkpoint.v1`, with the always-zero flags), a batch limit of 256 rows,
-and one fast path a benchmark justifies: `train_step` checks Array inputs inline and builds its
-five result views unrolled (at batch 1 each saved call is ~3 % of a ~3 µs step); any other X
-goes to the binding as it is (`_train_objects`), which reads it.
+and one fast path a benchmark justifies: `train_step` checks Array inputs inline, hands any other
+X to the binding as it is, and builds its five result views unrolled (at batch 1 each saved
+call is ~3 % of a ~3 µs step).
 Everything else — state, validation, transactions, the other steps, checkpoints — is the core's.
 """
 
@@ -26,7 +26,6 @@ from ._mlp_core import (
     MLPCore,
     _binding,
     _env_get,
-    _results,
 )
 from ._mlp_core import _translate as _core_translate
 
@@ -134,9 +133,10 @@ class SmallMLPTrainer(MLPCore):
                 f"SmallMLPTrainer: return_input_grad must be a bool, got "
                 f"{type(return_input_grad).__name__}"
             )
-        # An Array X checked inline (its targets through the intake unless int32 Arrays, whose
-        # keep-alives live as long as this frame); any other X goes to `_train_objects`, where
-        # the binding reads it. At batch 1 each saved call is ~3 % of a step (bench_train.py).
+        # An Array X (and int32 Array targets) checked inline; any other X goes to the binding
+        # as it is: it reads X and targets, takes the rows from X and makes the result buffer,
+        # or declines (`_declined` then copies or refuses by name). At batch 1 each saved call
+        # is ~3 % of a step (bench_train.py).
         if (
             type(X) is Array
             and X._dtype == "<f4"
@@ -145,12 +145,13 @@ class SmallMLPTrainer(MLPCore):
             and 0 < (rows := shape[0]) <= _MAX_ROWS
         ):
             xa = X._addr
+            if type(targets) is Array and targets._dtype == "<i4" and targets._shape == (rows,):
+                ya, itemsize = targets._addr, 4
+            else:  # through the intake; its keep-alive lives as long as this frame
+                y_kept, ya, itemsize = _y_input(targets, rows, _OUT, _API)
         else:
-            return self._train_objects(X, targets, return_input_grad)
-        if type(targets) is Array and targets._dtype == "<i4" and targets._shape == (rows,):
-            ya, itemsize = targets._addr, 4
-        else:
-            y_kept, ya, itemsize = _y_input(targets, rows, _OUT, _API)
+            xa, rows, itemsize = X, 0, 0
+            ya = targets._mv if type(targets) is Array else targets  # a buffer the binding reads
         lock = self._lock
         lock.acquire()  # explicit: `with` costs ~0.05 µs more
         try:
@@ -159,62 +160,82 @@ class SmallMLPTrainer(MLPCore):
                 self._check_room(1)
             if _env_get(_FUSED_KEY) == _OFF:
                 return self._train_step_ops(X, targets, return_input_grad)
-            # `_pass` and `_results`, inlined and unrolled for this hottest call: at batch 1
-            # their calls cost ~5 % of a step.
-            g = 1 + (n_logits := rows * _OUT)  # [loss | logits | grads | input_grad]
-            buf = _ZERO * (g + _TOTAL + rows * _IN if return_input_grad else g + _TOTAL)
-            addr = buf.buffer_info()[0]
             try:
-                self._step = self._run_step(
-                    self._session.handle,
-                    xa,
-                    ya,
-                    addr,
-                    _MODE_TRAIN,
-                    rows,
-                    itemsize,
-                    return_input_grad,
-                    step,
-                )
-                make = _new_object
-                A = Array
-                a = addr + 4 * g
-                logits = make(A)
-                logits._owner = buf
-                logits._shape = _LOGITS_SHAPES[rows]
-                logits._size = n_logits
-                logits._addr = addr + 4
-                w1 = make(A)
-                w1._owner = buf
-                w1._shape = _W1_SHAPE
-                w1._size = 128
-                w1._addr = a
-                b1 = make(A)
-                b1._owner = buf
-                b1._shape = _B1_SHAPE
-                b1._size = 16
-                b1._addr = a + 512
-                w2 = make(A)
-                w2._owner = buf
-                w2._shape = _W2_SHAPE
-                w2._size = 48
-                w2._addr = a + 576
-                b2 = make(A)
-                b2._owner = buf
-                b2._shape = _B2_SHAPE
-                b2._size = 3
-                b2._addr = a + 768
-                logits._dtype = w1._dtype = b1._dtype = w2._dtype = b2._dtype = "<f4"
-                logits._readonly = w1._readonly = b1._readonly = w2._readonly = b2._readonly = False
-                result = {
-                    "step": self._step,
-                    "loss": buf[0],
-                    "logits": logits,
-                    "gradients": {"weight1": w1, "bias1": b1, "weight2": w2, "bias2": b2},
-                }
-                if return_input_grad:
-                    at = g + _TOTAL
-                    result["input_grad"] = _result_view(buf, (rows, _IN), addr + 4 * at, rows * _IN)
+                if rows:
+                    g = 1 + rows * _OUT  # [loss | logits | grads | input_grad]
+                    buf = _ZERO * (g + _TOTAL + rows * _IN if return_input_grad else g + _TOTAL)
+                    addr = buf.buffer_info()[0]
+                    self._step = self._run_step(
+                        self._session.handle,
+                        xa,
+                        ya,
+                        addr,
+                        _MODE_TRAIN,
+                        rows,
+                        itemsize,
+                        return_input_grad,
+                        step,
+                    )
+                else:
+                    r = self._run_step(
+                        self._session.handle,
+                        xa,
+                        ya,
+                        _ZERO,  # the template the binding makes the buffer from
+                        _MODE_TRAIN,
+                        0,
+                        0,
+                        return_input_grad,
+                        step,
+                    )
+                    if r is not None:
+                        self._step, buf, addr, rows = r
+                        g = 1 + rows * _OUT
+                if rows:  # `_results`, inlined and unrolled for this hottest call (~5 %)
+                    make = _new_object
+                    A = Array
+                    a = addr + 4 * g
+                    logits = make(A)
+                    logits._owner = buf
+                    logits._shape = _LOGITS_SHAPES[rows]
+                    logits._size = g - 1
+                    logits._addr = addr + 4
+                    w1 = make(A)
+                    w1._owner = buf
+                    w1._shape = _W1_SHAPE
+                    w1._size = 128
+                    w1._addr = a
+                    b1 = make(A)
+                    b1._owner = buf
+                    b1._shape = _B1_SHAPE
+                    b1._size = 16
+                    b1._addr = a + 512
+                    w2 = make(A)
+                    w2._owner = buf
+                    w2._shape = _W2_SHAPE
+                    w2._size = 48
+                    w2._addr = a + 576
+                    b2 = make(A)
+                    b2._owner = buf
+                    b2._shape = _B2_SHAPE
+                    b2._size = 3
+                    b2._addr = a + 768
+                    logits._dtype = w1._dtype = b1._dtype = w2._dtype = b2._dtype = "<f4"
+                    logits._readonly = w1._readonly = b1._readonly = w2._readonly = b2._readonly = (
+                        False
+                    )
+                    result = {
+                        "step": self._step,
+                        "loss": buf[0],
+                        "logits": logits,
+                        "gradients": {"weight1": w1, "bias1": b1, "weight2": w2, "bias2": b2},
+                    }
+                    if return_input_grad:
+                        at = g + _TOTAL
+                        result["input_grad"] = _result_view(
+                            buf, (rows, _IN), addr + 4 * at, rows * _IN
+                        )
+                    return result
             except BaseException as exc:  # refused, or e.g. a KeyboardInterrupt after it ran
                 self._recover(step)
                 new = _translate(_backend.translate(exc))
@@ -223,40 +244,14 @@ class SmallMLPTrainer(MLPCore):
                 raise new from None
         finally:
             lock.release()
-        return result
+        return self._declined(X, targets, return_input_grad)
 
-    def _train_objects(self, X, targets, want_dx):
-        """`train_step` for an X that is not an Array: the binding reads X and targets (an
-        Array's as its memoryview), takes the rows from X and makes the result buffer; what it
-        declines comes back as Arrays through the intake (copied, or refused by name)."""
-        ya = targets._mv if type(targets) is Array else targets
-        with self._lock:
-            step = self._step
-            if step >= _MAX_STEP:
-                self._check_room(1)
-            if _env_get(_FUSED_KEY) == _OFF:
-                return self._train_step_ops(X, targets, want_dx)
-            try:
-                r = self._run_step(
-                    self._session.handle, X, ya, _ZERO, _MODE_TRAIN, 0, 0, want_dx, step
-                )
-                if r is not None:
-                    self._step, buf, addr, rows = r
-                    logits, grads, dx = _results(buf, addr, self._spec, rows, 1, want_dx)
-            except BaseException as exc:  # refused, or e.g. a KeyboardInterrupt after it ran
-                self._recover(step)
-                new = _translate(_backend.translate(exc))
-                if new is exc:
-                    raise
-                raise new from None
-        if r is None:
-            x = _batch(X, _API, _IN, _MAX_ROWS)
-            y = _targets(targets, x._shape[0], _OUT, _API, check_range=False)
-            return self.train_step(x, y, return_input_grad=want_dx)
-        result = {"step": self._step, "loss": buf[0], "logits": logits, "gradients": grads}
-        if want_dx:
-            result["input_grad"] = dx
-        return result
+    def _declined(self, X, targets, want_dx):
+        """`train_step` on what the binding declined, as Arrays from the intake: borrowed,
+        copied (strided, other integer dtypes) or refused by name."""
+        x = _batch(X, _API, _IN, _MAX_ROWS)
+        y = _targets(targets, x._shape[0], _OUT, _API, check_range=False)
+        return self.train_step(x, y, return_input_grad=want_dx)
 
     def __repr__(self):
         return f"SmallMLPTrainer(step={self._step}, lr={self._config['lr']}, mode={self._mode!r})"
