@@ -2,11 +2,13 @@
 
 mypy checks two small scripts as a user's `mypy --strict` would see mojolearn installed with
 its py.typed marker (the package's own errors silenced): a wrong call must be reported on
-exactly the lines marked `# E`, a correct script on none. Skipped when mypy is not installed
-(a CI-only extra: .ci/run installs it). `tools/test.sh`'s types suite checks the package
-itself with `mypy --strict`.
+exactly the lines marked `# E`, a correct script on none (and calls with NumPy arrays and torch
+tensors, where both are installed). Skipped when mypy is not installed (a CI-only extra:
+.ci/run installs it). `tools/test.sh`'s types suite checks the package itself with
+`mypy --strict`.
 """
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -36,6 +38,8 @@ mojolearn.Array([1.0]).reshape("2")  # E
 """
 
 RIGHT = """
+import array
+
 import mojolearn
 from mojolearn.distributed import DataParallel
 from mojolearn.training import AdamW, WarmupCosineLR
@@ -53,7 +57,23 @@ def main() -> float:
     per_row: mojolearn.Array = mojolearn.cross_entropy(mojolearn.zeros((4, 3)), y, reduction="none")
     _, grad = mojolearn.cross_entropy(mojolearn.zeros((4, 3)), y, return_grad=True)
     a = mojolearn.Array([[1.0, 2.0]], "<f4").reshape(2, 1)
+    mojolearn.SGD([array.array("f", [0.0]), memoryview(bytearray(4)).cast("f"), a], lr=0.1)
     return loss + per_row.sum() + grad.max() + a.sum() + (norm or 0.0) + opt.lr + opt.t
+"""
+
+# NumPy arrays and torch tensors are BufferLike through their __dlpack__ (SupportsDLPack).
+INPUTS = """
+import numpy as np
+import torch
+
+import mojolearn
+
+t = torch.zeros(4, 3)
+mojolearn.cross_entropy(t, torch.zeros(4, dtype=torch.int64))
+mojolearn.cross_entropy(np.zeros((4, 3), dtype=np.float32), np.zeros(4, dtype=np.int64))
+mojolearn.AdamW([t, np.zeros(3, dtype=np.float32)])
+mojolearn.MLPTrainer([8, 3], [np.zeros((3, 8), np.float32), t[0]], data_schedule={"a": 1})
+mojolearn.from_dlpack(t).reshape(-1)
 """
 
 # mojolearn found on mypy's path, its own errors silenced as for an installed package.
@@ -96,10 +116,20 @@ def _marked(text):
     return {i for i, line in enumerate(text.splitlines(), 1) if re.search(r"# E\b", line)}
 
 
+def _importable(*names):
+    try:
+        return all(importlib.util.find_spec(n) is not None for n in names)
+    except ImportError:  # the NumPy-free pass blocks numpy
+        return False
+
+
 def test_mypy_flags_wrong_calls_and_passes_a_correct_script(tmp_path):
-    errors, out = _mypy(tmp_path, {"wrong.py": WRONG, "right.py": RIGHT})
+    sources = {"wrong.py": WRONG, "right.py": RIGHT}
+    if _importable("numpy", "torch"):
+        sources["inputs.py"] = INPUTS
+    errors, out = _mypy(tmp_path, sources)
     assert set(errors.get("wrong.py", {})) == _marked(WRONG), out
-    assert "right.py" not in errors, out
+    assert "right.py" not in errors and "inputs.py" not in errors, out
 
 
 def test_the_package_is_marked_typed():

@@ -66,7 +66,7 @@ if sys.version_info >= (3, 12):
 
     BufferLike: TypeAlias = Union[Array, Buffer, SupportsDLPack]
 else:
-    BufferLike: TypeAlias = Union[Array, memoryview, bytes, bytearray, PyArray, SupportsDLPack]
+    BufferLike: TypeAlias = Union[Array, View, bytes, bytearray, PyArray, SupportsDLPack]
 """What every entry that takes a tensor accepts: a `mojolearn.Array`, any
 buffer-protocol object (memoryview, array.array, bytes, bytearray, a NumPy array) or any object
 with `__dlpack__` (a CPU torch tensor, a JAX array).
