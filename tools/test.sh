@@ -3,8 +3,11 @@
 #   bash tools/test.sh
 # Suites: pytest (with NumPy as a reference where installed) | Mojo kernel tests | the NumPy-free
 # pytest pass | a fresh-venv `pip install .` check | ruff lint and format check (only when ruff is
-# installed) | GPU cross-compile checks (only when max-core is installed in the venv: .ci/run adds
-# both; skipped with a printed reason otherwise).
+# installed) | types: mypy --strict on the package ([tool.mypy] in pyproject.toml; only when mypy
+# is installed) | docs: the API reference built with pdoc, failing on a warning or an
+# undocumented public name (tools/build_docs.sh; only when pdoc is installed) | GPU cross-compile
+# checks (only when max-core is installed in the venv). .ci/run adds ruff, mypy, pdoc and
+# max-core; a suite whose tool is missing is skipped with a printed reason.
 # Env: MOJOLEARN_VENV (default .venv), MOJOLEARN_SKIP_INSTALL_CHECK=1 to skip the fresh-venv check.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -71,6 +74,22 @@ lint_suite() {
   "$PY" -m ruff check python tools tests setup.py && "$PY" -m ruff format --check python tools tests setup.py
 }
 
+types_suite() {
+  if ! "$PY" -m mypy --version >/dev/null 2>&1; then
+    echo "skipped: mypy is not installed in $VENV (a CI-only extra: .ci/run installs it)"
+    return 77
+  fi
+  "$PY" -m mypy  # strict, on the package: [tool.mypy] in pyproject.toml
+}
+
+docs_suite() {
+  if ! "$PY" -c "import pdoc" >/dev/null 2>&1; then
+    echo "skipped: pdoc is not installed in $VENV (a CI-only extra: .ci/run installs it)"
+    return 77
+  fi
+  PY="$PY" bash tools/build_docs.sh
+}
+
 gpu_suite() {
   if ! "$PY" -m pip show -q max-core >/dev/null 2>&1; then
     echo "skipped: max-core is not installed in $VENV (a CI-only extra: .ci/run installs it)"
@@ -80,7 +99,7 @@ gpu_suite() {
 }
 
 export ROOT VENV PY
-export -f setup pytest_suite mojo_suite install_check lint_suite gpu_suite
+export -f setup pytest_suite mojo_suite install_check lint_suite types_suite docs_suite gpu_suite
 suite "build (pip install -e, Mojo cache reused when unchanged)" 900 setup
 if [ "${RESULTS[0]}" != passed ]; then echo "build failed: nothing else can run"; exit 1; fi
 FIGURES=$(mktemp -d)  # the reliability suites record their counts here (R1..R11)
@@ -90,6 +109,8 @@ suite "mojo tests" 600 mojo_suite
 suite "pytest without NumPy" 600 env MOJOLEARN_BLOCK_NUMPY=1 "$PY" -m pytest -q -p no:cacheprovider
 suite "fresh-venv install check" 600 install_check
 suite "lint (ruff check, ruff format --check)" 120 lint_suite
+suite "types (mypy --strict)" 300 types_suite
+suite "docs (API reference, pdoc)" 300 docs_suite
 suite "GPU cross-compile checks" 900 gpu_suite
 
 rm -rf "$FIGURES"

@@ -2,7 +2,18 @@
 
 Importing mojolearn never imports NumPy and does not load the compiled binding: that happens
 on first use, which also fixes the numeric mode for the process.
+
+The API reference is built from the docstrings: `bash tools/build_docs.sh` (README).
+
+Example:
+    >>> import mojolearn
+    >>> trainer = mojolearn.MLPTrainer([8, 16, 3], seed=0, data_schedule={"seed": 0})
+    >>> X, y = mojolearn.zeros((4, 8)), mojolearn.zeros((4,), "<i4")
+    >>> trainer.train_step(X, y)["step"]
+    1
 """
+
+from __future__ import annotations
 
 import ctypes as _ctypes
 import os as _os
@@ -11,11 +22,34 @@ from ._array import Array
 from ._backend import numeric_mode_used, set_numeric_mode, vendor_used
 from ._buffer import empty, zeros
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    # What a type checker sees of the lazy names below (`import mojolearn` stays light):
+    # exactly the keys of _LAZY (tests/test_public_surface.py checks).
+    from typing import Any
+
+    from . import training as training
+    from ._dlpack import from_dlpack as from_dlpack
+    from ._rng import init_small_mlp as init_small_mlp
+    from .linalg import matmul as matmul
+    from .loss import cross_entropy as cross_entropy
+    from .mlp_trainer import MLPTrainer as MLPTrainer
+    from .optim import SGD as SGD
+    from .optim import Adam as Adam
+    from .optim import AdamW as AdamW
+    from .optim import clip_grad_norm_ as clip_grad_norm_
+    from .schedules import ConstantLR as ConstantLR
+    from .schedules import WarmupCosineLR as WarmupCosineLR
+    from .schedules import WarmupLinearLR as WarmupLinearLR
+    from .trainer import SmallMLPTrainer as SmallMLPTrainer
+
+    __version__: str
+
 # __version__ is read on first access (module __getattr__ below), from pyproject.toml through
 # the installed metadata: see _version.py.
 
 
-def _preload_runtime():
+def _preload_runtime() -> None:
     # The binding's RUNPATH is $ORIGIN/_mojo_libs and the vendored libs carry their own
     # $ORIGIN rpath; preloading in dependency order is a safety net for odd loaders.
     libs = _os.path.join(_os.path.dirname(__file__), "_mojo_libs")
@@ -51,7 +85,8 @@ _LAZY = {
 }
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
+    value: Any
     if name == "__version__":
         from ._version import version
 

@@ -7,6 +7,8 @@ that keeps the exporter alive and locked. It has no arithmetic: the kernels do t
 (`__buffer__`).
 """
 
+from __future__ import annotations
+
 import array as _pyarray
 import math
 import sys
@@ -17,27 +19,39 @@ if sys.byteorder != "little":  # every CPU and GPU target we build for is little
 from . import _reader
 from ._bufcheck import dtype_name, split_format
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+    from typing import Any, Literal, SupportsIndex, TypeAlias
+
+    # Absolute, typing-only: `_types` imports this module, and nothing imports `_types` at
+    # run time (tests/test_intake.py's import-circle check reads relative imports).
+    from mojolearn._types import BufferLike, DType, PyArray, View
+
+    _Code: TypeAlias = Literal["f", "i", "l", "d", "q"]
+
 # dtype -> array.array typecode (native = little-endian, checked above).
-_CODES = {
+_CODES: dict[str, _Code] = {
     "<f4": "f",
     "<i4": "i" if _pyarray.array("i").itemsize == 4 else "l",
     "<f8": "d",
     "<i8": "q",
 }
-_DTYPE_OF_CODE = {("f", 4): "<f4", ("d", 8): "<f8"}
+_DTYPE_OF_CODE: dict[tuple[str, int], DType] = {("f", 4): "<f4", ("d", 8): "<f8"}
+_name: DType
 for _c in "bhilqn":
     for _size, _name in ((4, "<i4"), (8, "<i8")):
         _DTYPE_OF_CODE[(_c, _size)] = _name
 _REPR_LIMIT = 8
 
 
-def dtype_of(fmt, itemsize):
+def dtype_of(fmt: str, itemsize: int) -> DType | None:
     """The Array dtype of a native buffer format, or None."""
     prefix, code = split_format(fmt)
     return _DTYPE_OF_CODE.get((code, itemsize)) if prefix == "" else None
 
 
-def _check_shape(shape):
+def _check_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
     if isinstance(shape, int):
         shape = (shape,)
     try:
@@ -50,25 +64,57 @@ def _check_shape(shape):
     return shape
 
 
-def _check_dtype(dtype):
+def _check_dtype(dtype: DType) -> DType:
     if dtype not in _CODES:
         raise TypeError(f"dtype must be one of {sorted(_CODES)}, got {dtype!r}")
     return dtype
 
 
 class Array:
-    """A typed, shaped, C-contiguous buffer. Build one with `mojolearn.zeros`, `empty`,
-    `Array(values, dtype)` or `Array.from_buffer(obj)`."""
+    """A typed, shaped, C-contiguous buffer: float32, int32, float64 or int64.
+
+    Build one with `mojolearn.zeros`, `mojolearn.empty`, `Array(values, dtype)` or
+    `Array.from_buffer(obj)`. It has no arithmetic (the kernels do that); `numpy.asarray(a)`,
+    `torch.from_dlpack(a)` and (Python 3.12+) `memoryview(a)` share its memory.
+
+    Example:
+        >>> a = mojolearn.Array([[1.0, 2.0], [3.0, 4.0]])
+        >>> a.shape, a.dtype, a[1, 0]
+        ((2, 2), '<f4', 3.0)
+    """
 
     # `_mv_` holds the memoryview, read through the `_mv` property (a result view makes it on
     # first use). No `__getattr__` on this class: CPython 3.11 does not specialize attribute
     # access on a type that has one, which made every `_addr` / `_shape` read ~2x slower.
     __slots__ = ("_mv_", "_shape", "_dtype", "_addr", "_owner", "_size", "_readonly", "__weakref__")
+    _mv_: View
+    _shape: tuple[int, ...]
+    _dtype: DType
+    _addr: int
+    _owner: Any  # what keeps the memory alive: an array.array, the exporter, an Array
+    _size: int
+    _readonly: bool
 
-    def __init__(self, values, dtype=None, shape=None):
-        """Copy `values` (a flat or nested list, or a buffer) into a new owned Array: a list's
-        dtype is `dtype` (default '<f4'), a buffer's its own (a different `dtype` given is a
-        TypeError: nothing converts silently)."""
+    def __init__(
+        self,
+        values: list[Any] | tuple[Any, ...] | BufferLike,
+        dtype: DType | None = None,
+        shape: int | Sequence[int] | None = None,
+    ) -> None:
+        """Copy `values` into a new owned Array.
+
+        Args:
+            values: a flat or nested (rectangular) list or tuple of numbers, or a buffer
+                (`BufferLike`).
+            dtype: a list's dtype (default '<f4'); for a buffer, its own dtype or None (a
+                different one is a TypeError: nothing converts silently).
+            shape: the shape (default: the list's nesting or the buffer's shape); it must hold
+                as many values.
+
+        Raises:
+            TypeError: an unsupported dtype, or a buffer of another dtype than `dtype`.
+            ValueError: a ragged list, or a `shape` that does not hold the values.
+        """
         if isinstance(values, (list, tuple)):
             dtype = _check_dtype("<f4" if dtype is None else dtype)
             flat, found = _flatten(values)
@@ -86,7 +132,7 @@ class Array:
         self._own(owned, shape, dtype)
 
     @property
-    def _mv(self):
+    def _mv(self) -> View:
         try:
             return self._mv_
         except AttributeError:  # a result view (`_result_view`): made on first use
@@ -96,7 +142,7 @@ class Array:
 
     # -- construction ----------------------------------------------------------------------
 
-    def _own(self, owned, shape, dtype):
+    def _own(self, owned: PyArray, shape: tuple[int, ...], dtype: DType) -> None:
         self._mv_ = memoryview(owned)
         self._owner = owned
         self._shape = shape
@@ -106,31 +152,53 @@ class Array:
         self._addr = owned.buffer_info()[0] if len(owned) else 0
 
     @classmethod
-    def _wrap(cls, owned, shape, dtype):
+    def _wrap(cls, owned: PyArray, shape: tuple[int, ...], dtype: DType) -> Array:
         self = cls.__new__(cls)
         self._own(owned, shape, dtype)
         return self
 
     @classmethod
-    def from_list(cls, values, dtype="<f4"):
-        """A new owned Array from a flat or nested (rectangular) list of numbers."""
+    def from_list(cls, values: list[Any] | tuple[Any, ...], dtype: DType = "<f4") -> Array:
+        """A new owned Array from a flat or nested (rectangular) list of numbers.
+
+        Args:
+            values: a list or tuple of numbers, or of such lists (rectangular).
+            dtype: the Array's dtype.
+
+        Returns:
+            The new Array, shaped as the nesting.
+
+        Raises:
+            TypeError: `values` is not a list or tuple, or an unsupported dtype.
+        """
         if not isinstance(values, (list, tuple)):
             raise TypeError(f"Array.from_list needs a list or tuple, got {type(values).__name__}")
         return cls(values, dtype)
 
     @classmethod
-    def from_buffer(cls, obj):
-        """Borrow `obj`'s buffer without copying (it must be C-contiguous, float32/int32/
-        float64/int64 native). The Array keeps `obj` alive; writes go through to it."""
+    def from_buffer(cls, obj: BufferLike) -> Array:
+        """Borrow `obj`'s buffer without copying.
+
+        Args:
+            obj: a C-contiguous float32, int32, float64 or int64 buffer in native byte order,
+                or a CPU DLPack producer (`mojolearn.from_dlpack`); an Array is returned as is.
+
+        Returns:
+            An Array over `obj`'s memory that keeps `obj` alive; writes go through to it.
+
+        Raises:
+            TypeError: `obj` exports no buffer and no DLPack, or has another dtype.
+            ValueError: the buffer is not C-contiguous.
+        """
         if type(obj) is cls:
             return obj
         try:
-            mv = memoryview(obj)
+            mv = memoryview(obj)  # type: ignore[arg-type]  # DLPack-only: TypeError, below
         except TypeError:
             if hasattr(obj, "__dlpack__"):  # a torch tensor, a JAX array: DLPack, zero-copy
                 from ._dlpack import from_dlpack
 
-                return from_dlpack(obj)
+                return from_dlpack(obj)  # type: ignore[arg-type]  # has __dlpack__
             raise TypeError(
                 f"Array.from_buffer needs a buffer-protocol or DLPack object, got "
                 f"{type(obj).__name__}"
@@ -152,7 +220,7 @@ class Array:
         )
         self._mv_ = flat
         self._owner = obj
-        self._shape = tuple(mv.shape)
+        self._shape = tuple(mv.shape)  # type: ignore[arg-type]  # None only once released
         self._dtype = dtype
         self._size = math.prod(self._shape)
         self._readonly = mv.readonly
@@ -162,34 +230,41 @@ class Array:
     # -- layout --------------------------------------------------------------------------
 
     @property
-    def shape(self):
+    def shape(self) -> tuple[int, ...]:
+        """The length of each axis."""
         return self._shape
 
     @property
-    def dtype(self):
+    def dtype(self) -> DType:
+        """'<f4', '<i4', '<f8' or '<i8' (NumPy's little-endian typestr)."""
         return self._dtype
 
     @property
-    def size(self):
+    def size(self) -> int:
+        """The number of values (the product of `shape`)."""
         return self._size
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
+        """The number of axes."""
         return len(self._shape)
 
     @property
-    def itemsize(self):
+    def itemsize(self) -> int:
+        """Bytes per value: 4 or 8."""
         return int(self._dtype[2])
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
+        """Bytes of all values: `size * itemsize`."""
         return self._size * self.itemsize
 
     @property
-    def readonly(self):
+    def readonly(self) -> bool:
+        """True when the memory is read-only (a borrowed read-only buffer)."""
         return self._readonly
 
-    def _probe(self):
+    def _probe(self) -> Any:
         """This Array's `_reader.Layout` (always C-contiguous, on the CPU)."""
         return _reader.Layout(
             _CODES[self._dtype],
@@ -204,7 +279,7 @@ class Array:
             self,
         )
 
-    def __len__(self):
+    def __len__(self) -> int:
         if not self._shape:
             raise TypeError("len() of a 0-d Array")
         return self._shape[0]
@@ -212,7 +287,7 @@ class Array:
     # -- interop -------------------------------------------------------------------------
 
     @property
-    def __array_interface__(self):
+    def __array_interface__(self) -> dict[str, Any]:
         return {
             "shape": self._shape,
             "typestr": self._dtype,
@@ -221,64 +296,95 @@ class Array:
             "data": (self._addr, self._readonly),
         }
 
-    def __buffer__(self, flags):
+    def __buffer__(self, flags: int) -> View:
         """PEP 688 (used by memoryview() on Python 3.12+)."""
         if self._size == 0:
             return self._mv.cast("B").cast(_CODES[self._dtype])
         return self._mv.cast("B").cast(_CODES[self._dtype], self._shape)
 
-    def __release_buffer__(self, view):
+    def __release_buffer__(self, view: View) -> None:
         view.release()
 
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+    def __dlpack__(
+        self,
+        *,
+        stream: object = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> object:
         """DLPack export (a capsule sharing this Array's memory; `copy=True` exports a copy):
         `numpy.from_dlpack(a)`, `torch.from_dlpack(a)`."""
         from . import _dlpack
 
         return _dlpack.export(self, stream, max_version, dl_device, copy)
 
-    def __dlpack_device__(self):
+    def __dlpack_device__(self) -> tuple[int, int]:
         """(1, 0): CPU memory."""
         return (1, 0)
 
-    def tobytes(self):
-        """The raw native-endian bytes in C order."""
+    def tobytes(self) -> bytes:
+        """The raw bytes.
+
+        Returns:
+            The values' native (little-endian) bytes, in C order.
+        """
         return self._mv.tobytes()
 
-    def tolist(self):
+    def tolist(self) -> Any:
+        """The values as Python numbers.
+
+        Returns:
+            Nested lists shaped as the Array (a number for a 0-d Array).
+        """
         return _nest(self._mv.tolist(), self._shape)
 
-    def copy(self):
-        """An owned copy (never aliases this Array)."""
+    def copy(self) -> Array:
+        """An owned copy.
+
+        Returns:
+            A new Array with the same values, shape and dtype (never aliasing this one).
+        """
         owned = _pyarray.array(_CODES[self._dtype])
         owned.frombytes(self._mv.tobytes())
         return Array._wrap(owned, self._shape, self._dtype)
 
-    def __copy__(self):
+    def __copy__(self) -> Array:
         return self.copy()
 
-    def __deepcopy__(self, memo):
+    def __deepcopy__(self, memo: dict[int, Any]) -> Array:
         return self.copy()
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., Array], tuple[bytes, DType, tuple[int, ...]]]:
         # Pickled as its bytes: the copy owns its memory (a borrowed buffer is not shared).
         return frombytes, (self.tobytes(), self._dtype, self._shape)
 
-    def reshape(self, *shape):
-        """A view with another shape over the same memory (one of -1 allowed)."""
+    def reshape(self, *shape: int | Sequence[int]) -> Array:
+        """A view with another shape over the same memory.
+
+        Args:
+            *shape: the new shape, as ints or one sequence of ints; one may be -1 (inferred).
+
+        Returns:
+            An Array sharing this one's memory.
+
+        Raises:
+            ValueError: the shape does not hold `size` values.
+        """
+        # mypy cannot follow `shape` from "ints or one sequence" to ints: hence two ignores.
         if len(shape) == 1 and not isinstance(shape[0], int):
             shape = tuple(shape[0])
         if shape.count(-1) == 1:
-            rest = math.prod(d for d in shape if d != -1)
+            rest = math.prod(d for d in shape if d != -1)  # type: ignore[misc]
             if rest == 0 or self._size % rest:
                 raise ValueError(f"cannot reshape size {self._size} into {shape}")
             shape = tuple(self._size // rest if d == -1 else d for d in shape)
-        shape = _check_shape(shape)
+        shape = _check_shape(shape)  # type: ignore[arg-type]
         if math.prod(shape) != self._size:
             raise ValueError(f"cannot reshape size {self._size} into {shape}")
         return self._view(self._mv, shape, self._addr)
 
-    def _view(self, mv, shape, addr):
+    def _view(self, mv: View, shape: tuple[int, ...], addr: int) -> Array:
         out = Array.__new__(Array)
         out._mv_, out._owner, out._shape, out._dtype = mv, self, shape, self._dtype
         out._size, out._readonly, out._addr = math.prod(shape), self._readonly, addr
@@ -286,7 +392,7 @@ class Array:
 
     # -- indexing ------------------------------------------------------------------------
 
-    def _offset(self, key):
+    def _offset(self, key: SupportsIndex | tuple[SupportsIndex, ...]) -> tuple[int, int]:
         if not isinstance(key, tuple):
             key = (key,)
         if len(key) > len(self._shape):
@@ -302,7 +408,7 @@ class Array:
             offset += (k + d if k < 0 else k) * stride
         return offset, len(key)
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: SupportsIndex | tuple[SupportsIndex, ...]) -> Any:
         offset, used = self._offset(key)
         if used == len(self._shape):
             return self._mv[offset]
@@ -310,7 +416,7 @@ class Array:
         n = math.prod(sub)
         return self._view(self._mv[offset : offset + n], sub, self._addr + offset * self.itemsize)
 
-    def __setitem__(self, key, value):
+    def __setitem__(self, key: SupportsIndex | tuple[SupportsIndex, ...], value: float) -> None:
         if self._readonly:
             raise ValueError("assignment to a read-only Array")
         offset, used = self._offset(key)
@@ -318,34 +424,62 @@ class Array:
             raise TypeError("only single elements can be assigned (no arithmetic, no slices)")
         self._mv[offset] = value
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         for i in range(len(self)):
             yield self[i]
 
     # -- reductions without NumPy ---------------------------------------------------------
 
-    def _values(self, what):
+    def _values(self, what: str) -> Sequence[float]:
         if self._size == 0:
             raise ValueError(f"{what}() of an empty Array")
         return self._mv.tolist()
 
-    def min(self):
+    def min(self) -> float:
+        """The smallest value.
+
+        Returns:
+            The smallest value (an int for an integer Array).
+
+        Raises:
+            ValueError: the Array is empty.
+        """
         return min(self._values("min"))
 
-    def max(self):
+    def max(self) -> float:
+        """The largest value.
+
+        Returns:
+            The largest value (an int for an integer Array).
+
+        Raises:
+            ValueError: the Array is empty.
+        """
         return max(self._values("max"))
 
-    def argmax(self):
-        """Flat index of the first maximum (NaN-free data assumed)."""
+    def argmax(self) -> int:
+        """Where the largest value is.
+
+        Returns:
+            The flat (C-order) index of the first maximum (NaN-free data assumed).
+
+        Raises:
+            ValueError: the Array is empty.
+        """
         vals = self._values("argmax")
         return vals.index(max(vals))
 
-    def sum(self):
-        """Correctly rounded sum (math.fsum) for floats, exact for ints."""
+    def sum(self) -> float:
+        """The sum of all values.
+
+        Returns:
+            The correctly rounded sum (math.fsum) for floats, the exact one for ints (0 or 0.0
+            when empty).
+        """
         vals = self._mv.tolist()
         return math.fsum(vals) if self._dtype[1] == "f" else sum(vals)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         vals = self._mv[:_REPR_LIMIT].tolist()
         body = ", ".join(repr(v) for v in vals)
         if self._size > _REPR_LIMIT:
@@ -356,7 +490,7 @@ class Array:
 _new_object = object.__new__
 
 
-def _result_view(owner, shape, addr, size):
+def _result_view(owner: PyArray, shape: tuple[int, ...], addr: int, size: int) -> Array:
     """A float32 Array over `size` items of `owner` (an array.array("f") a binding has just
     written) from address `addr`: the cheapest construction, for results. Its memoryview is
     made on first use (the `_mv` property). No checks: the caller guarantees that the
@@ -371,7 +505,7 @@ def _result_view(owner, shape, addr, size):
     return a
 
 
-def frombytes(raw, dtype, shape):
+def frombytes(raw: bytes, dtype: DType, shape: int | Sequence[int]) -> Array:
     """A new owned Array from little-endian bytes (the checkpoint encoding, pickles)."""
     shape = _check_shape(shape)
     owned = _pyarray.array(_CODES[_check_dtype(dtype)])
@@ -381,7 +515,7 @@ def frombytes(raw, dtype, shape):
     return Array._wrap(owned, shape, dtype)
 
 
-def _flatten(values):
+def _flatten(values: Any) -> tuple[list[Any], tuple[int, ...]]:
     """Flat list and shape of a rectangular nested list."""
     if not isinstance(values, (list, tuple)):
         return [values], ()
@@ -394,7 +528,7 @@ def _flatten(values):
     return [x for p in parts for x in p[0]], (len(values),) + inner
 
 
-def _nest(flat, shape):
+def _nest(flat: list[Any], shape: tuple[int, ...]) -> Any:
     if len(shape) <= 1:
         return flat if shape else flat[0]
     step = len(flat) // shape[0] if shape[0] else 0

@@ -14,12 +14,18 @@ identical bindings give the same bits (the v4 one is faster); a fast-mode run's 
 differ between them (DEVIATIONS.md 31).
 """
 
+from __future__ import annotations
+
 import importlib
 import importlib.util
 import os
 import threading
 
 from . import _abi
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Literal
 
 MODES = ("identical", "fast")
 VENDORS = ("cpu", "cuda", "hip")
@@ -36,7 +42,7 @@ _ERRORS = (
 
 _lock = threading.RLock()
 _requested_mode = None
-_loaded = None  # the Binding, once loaded
+_loaded: Binding | None = None  # the Binding, once loaded
 _cpu_flags = None  # the CPU's feature flags, read once on first need
 
 
@@ -55,8 +61,19 @@ def requested_mode():
         )
 
 
-def set_numeric_mode(mode):
-    """Select 'identical' (default) or 'fast' for this process, before first use."""
+def set_numeric_mode(mode: Literal["identical", "fast"]) -> None:
+    """Select the numeric mode of this process, before first use.
+
+    Args:
+        mode: 'identical' (the default: the same bits on every machine) or 'fast'.
+
+    Raises:
+        ValueError: another mode name.
+        RuntimeError: a binding of the other mode has loaded already (the mode is fixed then).
+
+    Example:
+        >>> mojolearn.set_numeric_mode("fast")  # before anything computes
+    """
     global _requested_mode
     with _lock:
         _check_mode(mode, "mode")
@@ -271,11 +288,19 @@ def reader():
             ) from exc
 
 
-def numeric_mode_used():
-    """'identical' or 'fast', read from the loaded binary."""
-    return binding().mode
+def numeric_mode_used() -> str:
+    """The numeric mode this process computes in (loading the binding if none has loaded).
+
+    Returns:
+        'identical' or 'fast', read from the loaded binary.
+    """
+    return binding().mode  # type: ignore[no-any-return]  # the binding is untyped
 
 
-def vendor_used():
-    """'cpu', 'cuda' or 'hip', read from the loaded binary."""
-    return binding().vendor
+def vendor_used() -> str:
+    """The vendor whose binding this process uses (loading it if none has loaded).
+
+    Returns:
+        'cpu', 'cuda' or 'hip', read from the loaded binary.
+    """
+    return binding().vendor  # type: ignore[no-any-return]

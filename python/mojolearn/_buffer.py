@@ -1,41 +1,79 @@
 """Owned host buffers: new Arrays (`zeros`, `empty`), their bytes, a finiteness scan. Reading
 callers' buffers is `_intake`'s."""
 
+from __future__ import annotations
+
 import array as _pyarray
 import math
 
 from ._array import _CODES, Array, _check_dtype, _check_shape
 from ._intake import as_f32_c
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
-def empty(shape, dtype="<f4"):
-    """A new owned Array. Its contents are zeros too (array.array has no uninitialised
-    allocation), so `empty` and `zeros` differ only in intent."""
+    from ._types import BufferLike, DType
+
+
+def empty(shape: int | Sequence[int], dtype: DType = "<f4") -> Array:
+    """A new owned Array whose values the caller will overwrite.
+
+    Its contents are zeros too (array.array has no uninitialised allocation), so `empty` and
+    `zeros` differ only in intent.
+
+    Args:
+        shape: an int (one axis) or a sequence of non-negative ints.
+        dtype: '<f4' (float32), '<i4', '<f8' or '<i8'.
+
+    Returns:
+        The new Array.
+
+    Raises:
+        TypeError: an unsupported dtype, or a shape that is not ints.
+        ValueError: a negative length.
+    """
     return zeros(shape, dtype)
 
 
-def zeros(shape, dtype="<f4"):
-    """A new owned Array of zeros (+0.0 bytes)."""
+def zeros(shape: int | Sequence[int], dtype: DType = "<f4") -> Array:
+    """A new owned Array of zeros (+0.0: all bytes zero).
+
+    Args:
+        shape: an int (one axis) or a sequence of non-negative ints.
+        dtype: '<f4' (float32), '<i4', '<f8' or '<i8'.
+
+    Returns:
+        The new Array.
+
+    Raises:
+        TypeError: an unsupported dtype, or a shape that is not ints.
+        ValueError: a negative length.
+
+    Example:
+        >>> mojolearn.zeros((2, 3)).tolist()
+        [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+    """
     shape = _check_shape(shape)
     code = _CODES[_check_dtype(dtype)]
     return Array._wrap(_pyarray.array(code, bytes(math.prod(shape) * int(dtype[2]))), shape, dtype)
 
 
-def le_bytes(obj, kind=None):
+def le_bytes(obj: BufferLike, kind: object = None) -> bytes:
     """The little-endian bytes of a C-contiguous buffer, C order (hosts are little-endian)."""
     if type(obj) is Array:
         return obj._mv.tobytes()
-    with memoryview(obj) as mv:
+    with memoryview(obj) as mv:  # type: ignore[arg-type]  # DLPack-only: a TypeError
         if not mv.c_contiguous:
             raise ValueError("le_bytes needs a C-contiguous buffer")
         return mv.tobytes()
 
 
-def all_finite(obj, name="array"):
+def all_finite(obj: BufferLike, name: str = "array") -> bool:
     """True when every value of a float32 buffer is finite (scanned in the binding)."""
     from . import _backend
 
     arr, _ = as_f32_c(obj, name=name)
     if arr._size == 0:
         return True
-    return _backend.binding().all_finite([arr._addr], [arr._size]) == 1
+    return _backend.binding().all_finite([arr._addr], [arr._size]) == 1  # type: ignore[no-any-return]

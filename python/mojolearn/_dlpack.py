@@ -16,8 +16,17 @@ The structs follow dlpack.h (v1.0): ctypes is used only here, once per exchange,
 training step.
 """
 
+from __future__ import annotations
+
 import ctypes
 import weakref
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ._array import Array
+    from ._types import DType, SupportsDLPack
 
 _CPU = 1
 _DEVICE_NAMES = {
@@ -42,7 +51,12 @@ _CODE_NAMES = {
     _COMPLEX: "complex",
     _BOOL: "bool",
 }
-_DTYPES = {"<f4": (_FLOAT, 32), "<f8": (_FLOAT, 64), "<i4": (_INT, 32), "<i8": (_INT, 64)}
+_DTYPES: dict[DType, tuple[int, int]] = {
+    "<f4": (_FLOAT, 32),
+    "<f8": (_FLOAT, 64),
+    "<i4": (_INT, 32),
+    "<i8": (_INT, 64),
+}
 _FROM_DL = {v: k for k, v in _DTYPES.items()}
 _READ_ONLY, _IS_COPIED = 1, 2
 # Module constants: a capsule keeps the pointer to its name, never a copy of it.
@@ -108,16 +122,17 @@ _api.PyCapsule_SetName.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
 _api.PyCapsule_SetName.restype = ctypes.c_int
 
 # Exported tensors by struct address: (struct, shape, strides, Array), until their deleter runs.
-_LIVE = {}
+_LIVE: dict[int, tuple[ctypes.Structure, Any, Any, Array]] = {}
 
 
-@_DELETER
-def _delete(address):
+# ctypes' callback types are untyped, hence the two ignores.
+@_DELETER  # type: ignore[untyped-decorator]
+def _delete(address: int) -> None:
     _LIVE.pop(address, None)
 
 
-@_CAPSULE_DESTRUCTOR
-def _capsule_gone(capsule):
+@_CAPSULE_DESTRUCTOR  # type: ignore[untyped-decorator]
+def _capsule_gone(capsule: int) -> None:
     # Still under its original name: nobody consumed it, so the tensor is ours to delete.
     for name in (_LEGACY, _VERSIONED):
         if _api.PyCapsule_IsValid(capsule, name):
@@ -125,7 +140,13 @@ def _capsule_gone(capsule):
             return
 
 
-def export(arr, stream=None, max_version=None, dl_device=None, copy=None):
+def export(
+    arr: Array,
+    stream: object = None,
+    max_version: tuple[int, int] | None = None,
+    dl_device: tuple[int, int] | None = None,
+    copy: bool | None = None,
+) -> object:
     """The DLPack capsule of a mojolearn Array (see the module docstring)."""
     if stream is not None:
         raise BufferError(f"Array.__dlpack__: stream must be None for CPU memory, got {stream!r}")
@@ -148,6 +169,7 @@ def export(arr, stream=None, max_version=None, dl_device=None, copy=None):
     code, bits = _DTYPES[arr._dtype]
     ndim = len(arr._shape)
     shape = (ctypes.c_int64 * max(ndim, 1))(*arr._shape)
+    strides: Any  # the list, then the ctypes array of it
     strides, step = [], 1
     for d in reversed(arr._shape):
         strides.append(step)
@@ -175,7 +197,9 @@ def export(arr, stream=None, max_version=None, dl_device=None, copy=None):
 class _Producer:
     """Keeps an imported tensor's memory alive; runs the producer's deleter when collected."""
 
-    def __init__(self, capsule, managed_address, versioned):
+    raw: Any  # the ctypes array over the tensor's memory, kept with its producer
+
+    def __init__(self, capsule: object, managed_address: int, versioned: bool) -> None:
         self.capsule = capsule  # renamed "used_...": its destructor leaves the tensor alone
         kind = _ManagedVersioned if versioned else _Managed
         managed = kind.from_address(managed_address)
@@ -184,15 +208,31 @@ class _Producer:
             weakref.finalize(self, _DELETER(deleter), managed_address)
 
 
-def _describe(dtype):
+def _describe(dtype: _DataType) -> str:
     name = _CODE_NAMES.get(dtype.code, f"type code {dtype.code}")
     return f"{name}{dtype.bits}" + (f"x{dtype.lanes}" if dtype.lanes != 1 else "")
 
 
-def from_dlpack(obj):
-    """An Array sharing a DLPack producer's CPU memory (NumPy, torch, anything with
-    `__dlpack__`), keeping it alive. ValueError for a non-CPU device, a strided layout or a
-    dtype other than float32, float64, int32, int64; TypeError for an object without DLPack."""
+def from_dlpack(obj: SupportsDLPack) -> Array:
+    """An Array sharing a DLPack producer's CPU memory, without copying.
+
+    Args:
+        obj: a NumPy array, a CPU torch tensor, a JAX array: anything with `__dlpack__`,
+            C-contiguous, float32, float64, int32 or int64.
+
+    Returns:
+        An Array viewing `obj`'s memory and keeping it alive (writes go through).
+
+    Raises:
+        TypeError: `obj` has no `__dlpack__`, or refuses to export (a torch parameter that
+            requires grad: pass `p.detach()`).
+        ValueError: a non-CPU device, a strided layout or another dtype.
+
+    Example:
+        >>> a = mojolearn.from_dlpack(torch.zeros(2, 3))
+        >>> a.shape, a.dtype
+        ((2, 3), '<f4')
+    """
     from ._array import _CODES, Array
 
     if not hasattr(obj, "__dlpack__"):

@@ -26,14 +26,22 @@ Recipe
   randbelow(3), row by row.
 """
 
+from __future__ import annotations
+
 import array as _pyarray
 import operator
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any, SupportsIndex
+
+    from ._array import Array
 
 _MASK = (1 << 64) - 1
 _GAMMA = 0x9E3779B97F4A7C15
 
 
-def _check_seed(seed, name="seed"):
+def _check_seed(seed: SupportsIndex, name: str = "seed") -> int:
     if isinstance(seed, bool):
         raise TypeError(f"{name} must be an int in [0, 2**64), got a bool")
     try:
@@ -50,21 +58,21 @@ class SplitMix64:
 
     __slots__ = ("state",)
 
-    def __init__(self, seed):
+    def __init__(self, seed: SupportsIndex) -> None:
         self.state = _check_seed(seed)
 
-    def next_u64(self):
+    def next_u64(self) -> int:
         self.state = (self.state + _GAMMA) & _MASK
         z = self.state
         z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
         z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
         return z ^ (z >> 31)
 
-    def uniform(self):
+    def uniform(self) -> float:
         """A float in [0, 1) with 24 random bits (k / 2**24, exact)."""
         return (self.next_u64() >> 40) / 16777216.0
 
-    def randbelow(self, n):
+    def randbelow(self, n: int) -> int:
         """An int uniform in [0, n), unbiased (rejection of the incomplete last block)."""
         if isinstance(n, bool) or type(n) is not int or not 1 <= n <= _MASK:
             raise ValueError(f"randbelow: n must be an int in [1, 2**64), got {n!r}")
@@ -74,22 +82,43 @@ class SplitMix64:
             if u < limit:
                 return u % n
 
-    def shuffle(self, items):
+    def shuffle(self, items: list[Any]) -> None:
         """Shuffle a list in place, Fisher–Yates from the end."""
         for i in range(len(items) - 1, 0, -1):
             j = self.randbelow(i + 1)
             items[i], items[j] = items[j], items[i]
 
 
-def init_small_mlp(seed):
-    """Initial (weight1, bias1, weight2, bias2) of the 8→16→3 network as float32 Arrays: the
-    [8, 16, 3] case of `_layers.LayerSizes.init`."""
+def init_small_mlp(seed: SupportsIndex) -> tuple[Array, Array, Array, Array]:
+    """The initial weights of the 8→16→3 network, the same bits everywhere.
+
+    The [8, 16, 3] case of `MLPTrainer`'s initialisation: SplitMix64 from `seed`, torch's
+    default `nn.Linear` bounds, layer by layer, weight then bias.
+
+    Args:
+        seed: an int in [0, 2**64).
+
+    Returns:
+        (weight1 (16, 8), bias1 (16,), weight2 (3, 16), bias2 (3,)), float32 Arrays: the
+        arguments of `SmallMLPTrainer`.
+
+    Raises:
+        TypeError: `seed` is not an int.
+        ValueError: `seed` is outside [0, 2**64).
+
+    Example:
+        >>> trainer = mojolearn.SmallMLPTrainer(
+        ...     *mojolearn.init_small_mlp(0), data_schedule={"seed": 0}
+        ... )
+    """
     from ._layers import SMALL
 
     return tuple(SMALL.init(seed))
 
 
-def batches(seed, rows, count=1, features=8, classes=3):
+def batches(
+    seed: SupportsIndex, rows: int, count: int = 1, features: int = 8, classes: int = 3
+) -> list[tuple[Array, Array]]:
     """`count` batches [(X (rows, features) float32 Array, targets (rows,) int32 Array), ...]
     with X uniform in [-1, 1) and targets uniform in [0, classes)."""
     from ._array import _CODES, Array

@@ -12,6 +12,8 @@ agree with pyproject.toml.
 tens of milliseconds to import, and `import mojolearn` pays none of it.
 """
 
+from __future__ import annotations
+
 import os
 import re
 
@@ -25,7 +27,7 @@ CANDIDATES = (
 )
 
 
-def version():
+def version() -> str:
     """The installed distribution's version, else the adjoining pyproject.toml's, else
     "0+unknown"."""
     import importlib.metadata
@@ -41,7 +43,7 @@ def version():
     return UNKNOWN
 
 
-def pyproject_version(path):
+def pyproject_version(path: str) -> str | None:
     """[project] version of the pyproject.toml at `path` if its [project] name is mojolearn,
     else None (no file, another project's, or unreadable)."""
     try:
@@ -50,7 +52,7 @@ def pyproject_version(path):
     except OSError:
         return None
     try:
-        import tomllib  # Python 3.11+
+        import tomllib  # type: ignore[import-not-found, unused-ignore]  # Python 3.11+
     except ImportError:
         return _scan(data.decode("utf-8", "replace"))
     try:
@@ -61,7 +63,7 @@ def pyproject_version(path):
     return value if project.get("name") == "mojolearn" and isinstance(value, str) else None
 
 
-def _scan(text):
+def _scan(text: str) -> str | None:
     """Python 3.10 (no tomllib): the [project] table's `name` and `version` lines, written as
     plain basic strings (`version = "0.1.0"`), which is how this project's file writes them."""
     table = re.search(r"^\[project\][ \t]*$(.*?)(?=^\[|\Z)", text, re.M | re.S)

@@ -36,6 +36,8 @@ Format `mojolearn.small-mlp-checkpoint.v1` (the reference's v1 layout):
   next save to that target. EINTR is retried at every call (`mojolearn._files`).
 """
 
+from __future__ import annotations
+
 import hashlib
 import json
 import os
@@ -46,6 +48,18 @@ from . import _mlp_state as S
 from ._array import frombytes
 from ._files import TMP_SUFFIX, clean_stale_temporaries, write_atomic  # noqa: F401 (API)
 from ._layers import MAX_PARAMS, SMALL, LayerSizes
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any, NoReturn, TypeVar
+
+    from ._array import Array
+    from ._mlp_core import MLPCore
+    from ._types import DType
+
+    _Trainer = TypeVar("_Trainer", bound=MLPCore)
+    _Path = str | bytes | os.PathLike[str] | os.PathLike[bytes]
 
 FILE_SCHEMA = "mojolearn.small-mlp-checkpoint.v1"
 MLP_FILE_SCHEMA = "mojolearn.mlp-checkpoint.v1"
@@ -63,11 +77,11 @@ _TENSOR = frozenset(("dtype", "shape", "hex"))
 # ---------------------------------------------------------------- encoding
 
 
-def encode_tensor(arr):
+def encode_tensor(arr: Array) -> dict[str, Any]:
     return {"dtype": arr.dtype, "shape": list(arr.shape), "hex": arr.tobytes().hex()}
 
 
-def encode_state(state):
+def encode_state(state: dict[str, Any]) -> dict[str, Any]:
     """The payload (JSON-ready dict) of a `state_dict()` holding mojolearn Arrays."""
     payload = dict(state)
     payload["weights"] = {n: encode_tensor(w) for n, w in state["weights"].items()}
@@ -80,12 +94,12 @@ def encode_state(state):
     return payload
 
 
-def state_hash(payload):
+def state_hash(payload: dict[str, Any]) -> str:
     """SHA-256 (hex) of the payload's canonical JSON: the state hash."""
     return hashlib.sha256(S.canonical(payload)).hexdigest()
 
 
-def dumps(state, profile=PROFILE):
+def dumps(state: dict[str, Any], profile: str = PROFILE) -> bytes:
     """The checkpoint file bytes of a `state_dict()` (SmallMLPTrainer's or MLPTrainer's: the
     file schema follows the state's). ValueError when over the size bound."""
     payload = encode_state(state)
@@ -93,7 +107,7 @@ def dumps(state, profile=PROFILE):
     envelope = {"schema": schema, "payload": payload, "payload_sha256": state_hash(payload)}
     if profile != REFERENCE_PROFILE:
         envelope["arithmetic_profile"] = profile
-    data = S.canonical(envelope) + b"\n"
+    data: bytes = S.canonical(envelope) + b"\n"
     bound = _bound(schema, None)
     if len(data) > bound:
         raise ValueError(
@@ -103,7 +117,7 @@ def dumps(state, profile=PROFILE):
     return data
 
 
-def _bound(schema, max_bytes):
+def _bound(schema: str | None, max_bytes: int | None) -> int:
     if max_bytes is not None:
         if isinstance(max_bytes, bool) or type(max_bytes) is not int or max_bytes < 1:
             raise ValueError(f"checkpoint: max_bytes must be a positive int, got {max_bytes!r}")
@@ -118,7 +132,7 @@ class _Refusal(ValueError):
     """Raised by the JSON hooks, so the parser's wrapper does not relabel it."""
 
 
-def _unique(pairs):
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out = {}
     for key, value in pairs:
         if key in out:
@@ -127,18 +141,18 @@ def _unique(pairs):
     return out
 
 
-def _no_constant(name):
+def _no_constant(name: str) -> NoReturn:
     raise _Refusal(f"checkpoint: {name} is not allowed (finite numbers only)")
 
 
-def _finite_float(text):
+def _finite_float(text: str) -> float:
     value = float(text)
     if value != value or value in (float("inf"), float("-inf")):
         raise _Refusal(f"checkpoint: number {text[:40]} is out of range (finite numbers only)")
     return value
 
 
-def _decode_tensor(desc, shape, dtype, name):
+def _decode_tensor(desc: Any, shape: Sequence[int], dtype: DType, name: str) -> Array:
     if type(desc) is not dict or set(desc) != _TENSOR:
         raise ValueError(
             f"checkpoint: tensor {name} must be an object with exactly dtype, shape, hex"
@@ -164,7 +178,7 @@ def _decode_tensor(desc, shape, dtype, name):
     return frombytes(bytes.fromhex(text), dtype, tuple(shape))
 
 
-def _spec_of(payload):
+def _spec_of(payload: dict[str, Any]) -> LayerSizes:
     """The layer spec an MLPTrainer payload declares (refused unless JSON ints in bounds)."""
     arch = payload.get("architecture")
     if type(arch) is not list or any(type(x) is not int for x in arch):
@@ -177,7 +191,7 @@ def _spec_of(payload):
         raise ValueError(str(exc)) from None
 
 
-def _decode_payload(payload, small=True):
+def _decode_payload(payload: Any, small: bool = True) -> dict[str, Any]:
     """The state of a payload: SmallMLPTrainer's (`small`) or MLPTrainer's, every tensor's
     length checked against the declared architecture before it is decoded."""
     if type(payload) is not dict:
@@ -237,7 +251,12 @@ def _decode_payload(payload, small=True):
     return state
 
 
-def loads(data, allow_profile_change=False, schema=FILE_SCHEMA, max_bytes=None):
+def loads(
+    data: bytes,
+    allow_profile_change: bool = False,
+    schema: str | None = FILE_SCHEMA,
+    max_bytes: int | None = None,
+) -> dict[str, Any]:
     """The state (`state_dict()` form) held by checkpoint bytes. Raises ValueError only.
 
     `schema`: the file schema to accept (FILE_SCHEMA for SmallMLPTrainer, MLP_FILE_SCHEMA for
@@ -248,7 +267,12 @@ def loads(data, allow_profile_change=False, schema=FILE_SCHEMA, max_bytes=None):
     return _loads(data, allow_profile_change, schema, max_bytes)[0]
 
 
-def _loads(data, allow_profile_change=False, schema=FILE_SCHEMA, max_bytes=None):
+def _loads(
+    data: bytes,
+    allow_profile_change: bool = False,
+    schema: str | None = FILE_SCHEMA,
+    max_bytes: int | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """`loads`, and the parsed envelope."""
     # Nesting just under the parser's limit parses, and the checks after it (re-encoding,
     # hashing, decoding) recurse deeper still: a RecursionError anywhere is the same refusal.
@@ -258,7 +282,9 @@ def _loads(data, allow_profile_change=False, schema=FILE_SCHEMA, max_bytes=None)
         raise ValueError("checkpoint: JSON nests too deeply") from None
 
 
-def _parse(data, allow_profile_change, schema, max_bytes):
+def _parse(
+    data: bytes, allow_profile_change: bool, schema: str | None, max_bytes: int | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
     if not isinstance(data, (bytes, bytearray)):
         raise ValueError(f"checkpoint: expected bytes, got {type(data).__name__}")
     bound = _bound(schema, max_bytes)
@@ -326,7 +352,7 @@ def _parse(data, allow_profile_change, schema, max_bytes):
 # ---------------------------------------------------------------- files
 
 
-def _check_regular(st, path, bound):
+def _check_regular(st: os.stat_result, path: _Path, bound: int) -> None:
     if not _stat.S_ISREG(st.st_mode):
         raise ValueError(
             f"checkpoint: {_files.shown(path)!r} is {_files.kind(st.st_mode)}, not a regular file"
@@ -337,7 +363,9 @@ def _check_regular(st, path, bound):
         )
 
 
-def read_bounded(path, max_bytes=MAX_BYTES, schema=FILE_SCHEMA):
+def read_bounded(
+    path: _Path, max_bytes: int = MAX_BYTES, schema: str | None = FILE_SCHEMA
+) -> bytes:
     """The file's bytes, reading at most the bound + 1 (the bound applies before parsing).
 
     The path is `stat`ed first (symlinks followed) and anything but a regular file is refused
@@ -357,7 +385,7 @@ def read_bounded(path, max_bytes=MAX_BYTES, schema=FILE_SCHEMA):
             if not tail.endswith(b'"schema":"' + MLP_FILE_SCHEMA.encode() + b'"}\n'):
                 bound = MAX_BYTES
         _check_regular(st, path, bound)
-        data = _files.read_at_most(fd, bound)
+        data: bytes = _files.read_at_most(fd, bound)
     finally:
         os.close(fd)
     if len(data) > bound:
@@ -365,18 +393,26 @@ def read_bounded(path, max_bytes=MAX_BYTES, schema=FILE_SCHEMA):
     return data
 
 
-def load(path, allow_profile_change=False, schema=FILE_SCHEMA, max_bytes=None):
+def load(
+    path: _Path,
+    allow_profile_change: bool = False,
+    schema: str | None = FILE_SCHEMA,
+    max_bytes: int | None = None,
+) -> dict[str, Any]:
     """The state held by the checkpoint file at `path` (see `loads` for the arguments)."""
     bound = _bound(schema, max_bytes)
     return loads(read_bounded(path, bound, schema), allow_profile_change, schema, bound)
 
 
-def trainer_from_bytes(cls, data):
+def trainer_from_bytes(cls: type[_Trainer], data: bytes) -> _Trainer:
     """A `cls` trainer from checkpoint bytes, checked as a file is (how trainers unpickle)."""
-    return cls._from_state(loads(data, schema=cls._FILE_SCHEMA))
+    # Each trainer class defines `_from_state` (MLPCore does not, so far).
+    return cls._from_state(loads(data, schema=cls._FILE_SCHEMA))  # type: ignore[attr-defined, no-any-return]
 
 
-def verify(path, allow_profile_change=False, max_bytes=None):
+def verify(
+    path: _Path, allow_profile_change: bool = False, max_bytes: int | None = None
+) -> dict[str, Any]:
     """Check a checkpoint file of either schema fully; return {step, schema, profile,
     numeric_mode, state_hash} (and `architecture`)."""
     bound = _bound(None, max_bytes)

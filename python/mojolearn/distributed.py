@@ -10,12 +10,30 @@ step. So 1, 2, 3 or 4 processes end with byte-identical state, for a fixed M.
 
 The transport is MPI through mpi4py (the `mpi` extra: `pip install 'mojolearn[mpi]'`).
 `import mojolearn.distributed` never needs it: without mpi4py, `comm=None` is one process.
+
+Example (run as `mpiexec -n 2 python train.py`):
+    >>> trainer = mojolearn.MLPTrainer([8, 16, 3], seed=0, data_schedule={"seed": 0})
+    >>> dp = DataParallel(trainer, microbatches=4)
+    >>> dp.train_step(X, y)["loss"]  # X, y: the whole batch, the same on every process
 """
+
+from __future__ import annotations
 
 import array as _pyarray
 
 from . import _backend
 from ._mlp_core import MLPCore
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    import os
+    from typing import Any, Literal
+
+    from mpi4py import MPI
+
+    from ._types import BufferLike, StepLoss
+    from .mlp_trainer import MLPTrainer
+    from .trainer import SmallMLPTrainer
 
 __all__ = ["DataParallel"]
 
@@ -26,7 +44,7 @@ class _OneProcess:
     rank, size = 0, 1
 
 
-def _world(comm):
+def _world(comm: Any) -> tuple[Any, Any]:
     if comm is None:
         try:
             from mpi4py import MPI
@@ -56,6 +74,10 @@ def _world(comm):
 class DataParallel:
     """Data-parallel steps of a SmallMLPTrainer or MLPTrainer over `comm`'s processes.
 
+    Attributes:
+        trainer: the trainer it steps.
+        microbatches: M.
+
     Args:
         trainer: the trainer every process holds with the same state (e.g. loaded from the
             same checkpoint); `dp` steps it, so its `step_`, `state_hash()` and checkpoints
@@ -66,7 +88,15 @@ class DataParallel:
             extra otherwise).
     """
 
-    def __init__(self, trainer, microbatches=1, comm=None):
+    trainer: SmallMLPTrainer | MLPTrainer
+    microbatches: int
+
+    def __init__(
+        self,
+        trainer: SmallMLPTrainer | MLPTrainer,
+        microbatches: int = 1,
+        comm: MPI.Comm | Literal["mpi"] | None = None,
+    ) -> None:
         if not isinstance(trainer, MLPCore):
             raise TypeError(
                 f"DataParallel: trainer must be a SmallMLPTrainer or MLPTrainer, "
@@ -91,15 +121,27 @@ class DataParallel:
         self._counts = [len(self.microbatches_of(r)) for r in range(self.size)]
 
     @property
-    def rank(self):
-        return self._comm.rank
+    def rank(self) -> int:
+        """This process's rank in `comm` (0 without MPI)."""
+        return self._comm.rank  # type: ignore[no-any-return]
 
     @property
-    def size(self):
-        return self._comm.size
+    def size(self) -> int:
+        """The number of processes in `comm` (1 without MPI)."""
+        return self._comm.size  # type: ignore[no-any-return]
 
-    def microbatches_of(self, rank):
-        """The microbatch indices process `rank` computes: a contiguous block, in order."""
+    def microbatches_of(self, rank: int) -> list[int]:
+        """The microbatches a process computes.
+
+        Args:
+            rank: a process's rank, in [0, size).
+
+        Returns:
+            Its microbatch indices: a contiguous block, in order.
+
+        Raises:
+            ValueError: `rank` is not an int in [0, size).
+        """
         if isinstance(rank, bool) or type(rank) is not int or not 0 <= rank < self.size:
             raise ValueError(f"DataParallel: rank must be an int in [0, {self.size}), got {rank!r}")
         m, n = self.microbatches, self.size
@@ -107,7 +149,7 @@ class DataParallel:
 
     # ------------------------------------------------------------ steps
 
-    def _agree(self, problem):
+    def _agree(self, problem: BaseException | None) -> None:
         """Every process learns whether any failed (so none waits in a collective forever);
         raises the same error on all of them."""
         if self._mpi is None:
@@ -124,7 +166,9 @@ class DataParallel:
             kind = RuntimeError if not first[1].startswith("ValueError") else ValueError
             raise kind(f"DataParallel: rank {first[0]} failed: {first[1]}"[:500])
 
-    def train_step(self, X, targets, *, global_rows=None):
+    def train_step(
+        self, X: BufferLike, targets: BufferLike, *, global_rows: int | None = None
+    ) -> StepLoss:
         """One data-parallel AdamW step.
 
         Global form (`global_rows` None): X and targets are the whole batch of R rows, the same
@@ -132,10 +176,21 @@ class DataParallel:
         targets hold only this process's microbatches (`microbatches_of(rank)`, stacked in
         order) and `global_rows` is R. Both give the same bits.
 
-        Returns dict `step` (the new count) and `loss` (the batch's mean loss: the microbatch
-        losses combined in the same tree, the same on every process).
+        Args:
+            X: float32 (rows, inputs): the batch, or this process's shard of it.
+            targets: integer (rows,): the class of each row.
+            global_rows: R in the shard form; None in the global form.
+
+        Returns:
+            {"step": the new count, "loss": the batch's mean loss (the microbatch losses
+            combined in the same tree, the same on every process)}.
+
+        Raises:
+            ValueError: rows that do not split into the microbatches, or a refused input on
+                any process (every process raises).
+            RuntimeError: another process failed (every process raises).
         """
-        t = self.trainer
+        t: MLPCore = self.trainer  # the shared core's private entries
         m = self.microbatches
         mine = self.microbatches_of(self.rank)
         problem, buffers = None, []
@@ -185,11 +240,11 @@ class DataParallel:
         self._agree(problem)
         return {"step": step, "loss": self._loss[0]}
 
-    def _gather(self, buffers, per):
+    def _gather(self, buffers: list[Any], per: int) -> None:
         """All M gradients (and losses) into the preallocated arrays, microbatch order: this
         process's block is copied in place (memoryview slices: one memcpy each), then one
         in-place Allgatherv fills in the others'."""
-        t = self.trainer
+        t: MLPCore = self.trainer  # the shared core's private entries
         n, classes = t._spec.total, t._spec.classes
         start = 1 + per * classes  # [loss | logits | grads]
         first = self.microbatches_of(self.rank)[:1]
@@ -210,13 +265,19 @@ class DataParallel:
 
     # ------------------------------------------------------------ checkpoints
 
-    def save_checkpoint(self, path):
-        """Rank 0 writes the trainer's checkpoint (atomically, as always); every process
-        returns only once the file is complete, and all raise if the save failed."""
+    def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
+        """Rank 0 writes the trainer's checkpoint (atomically, as always).
+
+        Every process returns only once the file is complete, and all raise if the save
+        failed.
+
+        Args:
+            path: the checkpoint file.
+        """
         problem = None
         if self.rank == 0:
             try:
-                self.trainer.save_checkpoint(path)
+                self.trainer.save_checkpoint(path)  # type: ignore[no-untyped-call]  # for now
             except Exception as exc:  # noqa: BLE001
                 problem = exc
         self._agree(problem)

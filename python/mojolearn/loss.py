@@ -5,20 +5,87 @@ the project's own float32 exp/log, sums in ascending order from +0.0, so `identi
 gives the same bits on every machine. Python only validates, allocates and packs.
 """
 
+from __future__ import annotations
+
 import math
 
 from . import _backend
 from ._buffer import zeros
 from ._intake import _I32_MAX, _I32_MIN, f32, i32
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Literal, overload
+
+    from ._array import Array
+    from ._types import BufferLike
+
 _REDUCTIONS = {"none": 0, "sum": 1, "mean": 2}
 # The binding's "ignore nothing" value: no int32 target equals it.
 _IGNORE_NOTHING = _I32_MIN - 1
 
 
+if TYPE_CHECKING:
+    # The result's type follows `reduction` and `return_grad` (the implementation below is
+    # what runs; these are for the checker only).
+    @overload
+    def cross_entropy(
+        logits: BufferLike,
+        targets: BufferLike,
+        ignore_index: int = ...,
+        reduction: Literal["mean", "sum"] = ...,
+        label_smoothing: float = ...,
+        return_grad: Literal[False] = ...,
+    ) -> float: ...
+    @overload
+    def cross_entropy(
+        logits: BufferLike,
+        targets: BufferLike,
+        ignore_index: int = ...,
+        *,
+        reduction: Literal["none"],
+        label_smoothing: float = ...,
+        return_grad: Literal[False] = ...,
+    ) -> Array: ...
+    @overload
+    def cross_entropy(
+        logits: BufferLike,
+        targets: BufferLike,
+        ignore_index: int = ...,
+        reduction: Literal["mean", "sum"] = ...,
+        label_smoothing: float = ...,
+        *,
+        return_grad: Literal[True],
+    ) -> tuple[float, Array]: ...
+    @overload
+    def cross_entropy(
+        logits: BufferLike,
+        targets: BufferLike,
+        ignore_index: int = ...,
+        *,
+        reduction: Literal["none"],
+        label_smoothing: float = ...,
+        return_grad: Literal[True],
+    ) -> tuple[Array, Array]: ...
+    @overload
+    def cross_entropy(
+        logits: BufferLike,
+        targets: BufferLike,
+        ignore_index: int = ...,
+        reduction: str = ...,
+        label_smoothing: float = ...,
+        return_grad: bool = ...,
+    ) -> float | Array | tuple[float | Array, Array]: ...
+
+
 def cross_entropy(
-    logits, targets, ignore_index=-100, reduction="mean", label_smoothing=0.0, return_grad=False
-):
+    logits: BufferLike,
+    targets: BufferLike,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+    return_grad: bool = False,
+) -> float | Array | tuple[float | Array, Array]:
     """Cross-entropy between logits (n, C) and class-index targets (n,), as torch's
     `torch.nn.functional.cross_entropy` (no class weights).
 
@@ -49,6 +116,11 @@ def cross_entropy(
             outside [0, C) that is not ignore_index, or every row ignored (the loss would be
             undefined; torch returns NaN for 'mean').
         RuntimeError: the loss or its gradient is not finite (e.g. a target logit of -inf).
+
+    Example:
+        >>> logits = mojolearn.Array([[2.0, 0.5, -1.0]])
+        >>> round(mojolearn.cross_entropy(logits, mojolearn.Array([0], "<i4")), 4)
+        0.2413
     """
     code = _check_options(ignore_index, reduction, label_smoothing, return_grad)
     z_kept, z_at, z_shape = f32(logits, "logits", 2)
@@ -64,14 +136,16 @@ def cross_entropy(
     dlogits = zeros((rows, classes)) if return_grad else None
     ignore = ignore_index if _I32_MIN <= ignore_index <= _I32_MAX else _IGNORE_NOTHING
     result = _backend.binding().cross_entropy(
-        [z_at, t_at, losses._addr, (dlogits if return_grad else losses)._addr],
+        [z_at, t_at, losses._addr, (dlogits if return_grad else losses)._addr],  # type: ignore[union-attr]
         [rows, classes, ignore, float(label_smoothing), code, 1 if return_grad else 0],
     )
     loss = losses if code == 0 else result
-    return (loss, dlogits) if return_grad else loss
+    return (loss, dlogits) if return_grad else loss  # type: ignore[return-value]  # see above
 
 
-def _check_options(ignore_index, reduction, label_smoothing, return_grad):
+def _check_options(
+    ignore_index: object, reduction: object, label_smoothing: object, return_grad: object
+) -> int:
     if type(ignore_index) is bool or not isinstance(ignore_index, int):
         raise TypeError(f"ignore_index must be an int, got {type(ignore_index).__name__}")
     if not isinstance(reduction, str):

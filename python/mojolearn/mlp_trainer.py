@@ -9,10 +9,22 @@ Its files are `mojolearn.mlp-checkpoint.v1`. `MLPTrainer([8, 16, 3], weights=w)`
 SmallMLPTrainer's bits from the same `w`.
 """
 
+from __future__ import annotations
+
 from . import _mlp_state as S
 from . import checkpoint as _ckpt
 from ._layers import LayerSizes
 from ._mlp_core import MLPCore, _binding
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Sequence
+    from typing import Any
+
+    import torch
+
+    from ._types import BufferLike
 
 _API = "MLPTrainer"
 
@@ -38,24 +50,30 @@ class MLPTrainer(MLPCore):
 
     A step either completes or changes nothing; calls from several threads are serialized.
     The most rows a batch may have is `max_rows` (a bound on a step's working memory).
+
+    Example:
+        >>> trainer = mojolearn.MLPTrainer([8, 32, 32, 3], seed=1, data_schedule={"seed": 1})
+        >>> out = trainer.train_step(X, y)  # X: float32 (n, 8), y: integer (n,)
+        >>> out["step"], out["loss"]
     """
 
-    _API = _API
-    _SCHEMA = S.MLP_SCHEMA
-    _FILE_SCHEMA = _ckpt.MLP_FILE_SCHEMA
+    # MLPCore declares these None (not annotated yet): hence the ignores.
+    _API = _API  # type: ignore[assignment]
+    _SCHEMA = S.MLP_SCHEMA  # type: ignore[assignment]
+    _FILE_SCHEMA = _ckpt.MLP_FILE_SCHEMA  # type: ignore[assignment]
 
     def __init__(
         self,
-        layer_sizes,
-        weights=None,
+        layer_sizes: Sequence[int],
+        weights: Sequence[BufferLike] | None = None,
         *,
-        seed=0,
-        data_schedule,
-        lr=1e-3,
-        betas=(0.9, 0.999),
-        eps=1e-8,
-        weight_decay=0.01,
-    ):
+        seed: int = 0,
+        data_schedule: dict[str, Any],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.01,
+    ) -> None:
         spec = LayerSizes(layer_sizes, _API)
         config = S.check_config(lr, betas, eps, weight_decay, _API)
         schedule = S.check_schedule(data_schedule, _API)
@@ -80,15 +98,36 @@ class MLPTrainer(MLPCore):
         self._init_core(spec, S.flat(tensors), config, schedule)
 
     @classmethod
-    def from_checkpoint(cls, path, *, allow_profile_change=False, max_bytes=None):
-        """A trainer restored from `save_checkpoint` output (any layer sizes), after checking
-        the size bound (`max_bytes`, default `checkpoint.MLP_MAX_BYTES`, from the largest
-        admissible model) before parsing, then schema, hash, arithmetic profile, every field
-        and every tensor's length against the declared architecture."""
+    def from_checkpoint(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        allow_profile_change: bool = False,
+        max_bytes: int | None = None,
+    ) -> MLPTrainer:
+        """A trainer restored from `save_checkpoint` output (any layer sizes).
+
+        The size bound is checked before parsing, then schema, hash, arithmetic profile,
+        every field and every tensor's length against the declared architecture.
+
+        Args:
+            path: the checkpoint file.
+            allow_profile_change: accept a file written under another arithmetic profile (a
+                migration: bits then follow this mojolearn's arithmetic).
+            max_bytes: the size bound (default `checkpoint.MLP_MAX_BYTES`, from the largest
+                admissible model).
+
+        Returns:
+            The restored trainer.
+
+        Raises:
+            ValueError: the file is refused (named reason); nothing is built.
+            OSError: the file cannot be read.
+        """
         return cls._from_state(cls._load(path, allow_profile_change, max_bytes))
 
     @classmethod
-    def _from_state(cls, state):
+    def _from_state(cls, state: dict[str, Any]) -> MLPTrainer:
         """A trainer holding a `state_dict()` (any layer sizes), validated as
         `load_state_dict` validates it."""
         if type(state) is not dict or type(state.get("architecture")) is not list:
@@ -105,11 +144,30 @@ class MLPTrainer(MLPCore):
 
     @classmethod
     def from_torch(
-        cls, module, *, data_schedule=None, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01
-    ):
-        """A trainer with the weights (copied) of a torch `nn.Sequential` of `Linear` layers
-        with biases, float32, a `ReLU` between every two of them and none after the last.
-        torch is imported only here. `data_schedule` defaults to {"source": "torch"}."""
+        cls,
+        module: torch.nn.Sequential,
+        *,
+        data_schedule: dict[str, Any] | None = None,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.01,
+    ) -> MLPTrainer:
+        """A trainer with the weights (copied) of a torch network. torch is imported only here.
+
+        Args:
+            module: an `nn.Sequential` of float32 `Linear` layers with biases, a `ReLU`
+                between every two of them and none after the last.
+            data_schedule: as in the constructor; None means {"source": "torch"}.
+            lr, betas, eps, weight_decay: as in the constructor.
+
+        Returns:
+            The new trainer (step 0, fresh AdamW moments).
+
+        Raises:
+            TypeError: `module` is not an `nn.Sequential`.
+            ValueError: another layer structure, and what the constructor refuses.
+        """
         import torch
 
         if not isinstance(module, torch.nn.Sequential):
@@ -118,6 +176,9 @@ class MLPTrainer(MLPCore):
                 f"and ReLU layers, got {type(module).__name__}"
             )
         layers = list(module)
+        sizes: list[int]
+        weights: list[Any]
+        layer: Any  # a Linear or a ReLU, checked below
         sizes, weights = [], []
         for i, layer in enumerate(layers):
             want_linear = i % 2 == 0
@@ -163,19 +224,24 @@ class MLPTrainer(MLPCore):
             weight_decay=weight_decay,
         )
 
-    def to_torch(self):
-        """The same network as a new torch `nn.Sequential` (Linear, ReLU, ..., Linear) holding
-        a copy of the current weights (float32, on the CPU). torch is imported only here."""
+    def to_torch(self) -> torch.nn.Sequential:
+        """The same network in torch. torch is imported only here.
+
+        Returns:
+            A new `nn.Sequential` (Linear, ReLU, ..., Linear) holding a copy of the current
+            weights (float32, on the CPU).
+        """
         import torch
 
         sizes = self._spec.sizes
-        modules = []
+        modules: list[torch.nn.Module] = []
         w = self.weights_
         with torch.no_grad():
             for l in range(len(sizes) - 1):
                 layer = torch.nn.Linear(sizes[l], sizes[l + 1])
-                layer.weight.copy_(torch.from_dlpack(w[f"weight{l + 1}"]))
-                layer.bias.copy_(torch.from_dlpack(w[f"bias{l + 1}"]))
+                # torch's stubs do not re-export from_dlpack: hence the ignores.
+                layer.weight.copy_(torch.from_dlpack(w[f"weight{l + 1}"]))  # type: ignore[attr-defined]
+                layer.bias.copy_(torch.from_dlpack(w[f"bias{l + 1}"]))  # type: ignore[attr-defined]
                 modules.append(layer)
                 if l < len(sizes) - 2:
                     modules.append(torch.nn.ReLU())

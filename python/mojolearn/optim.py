@@ -22,7 +22,17 @@ binding-owned memory (on cpu, memory the binding allocated; on a GPU vendor, the
 buffers: the optimizer math runs on the host in every build). `params_to_device()` moves the
 parameters there too; `step_device()` then updates them with no host copy of parameters or
 moments.
+
+Example:
+    >>> w = mojolearn.zeros((3, 2))
+    >>> g = mojolearn.Array([[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]])
+    >>> opt = mojolearn.AdamW([w], lr=1e-2)
+    >>> opt.step([g])  # w is updated in place
+    >>> opt.t
+    1
 """
+
+from __future__ import annotations
 
 import array as _pyarray
 import math
@@ -36,35 +46,45 @@ from ._bufcheck import dtype_name
 from ._intake import f32_shared, probe
 from ._portable import round_f32
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+    from typing import Any, NoReturn, TypeVar
+
+    from ._types import Buffers, LRSchedule, PyArray
+
+    _F = TypeVar("_F", bound=Callable[..., Any])
+    _Opt = TypeVar("_Opt", bound="_Optimizer")
+
 _REFUSED = ("foreach", "fused", "capturable", "differentiable", "amsgrad")
 _ADAM, _ADAMW, _SGD = 0, 1, 2
 
 
-def _locked(method):
+def _locked(method: _F) -> _F:
     """Serialize a method on the optimizer's lock: a step releases the GIL inside the binding,
     so two threads must never run steps, state swaps or device copies of one optimizer at once
     (a swap frees the memory a running step writes)."""
 
-    def run(self, *args, **kwargs):
+    def run(self: _Optimizer, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
             return method(self, *args, **kwargs)
 
-    run.__name__, run.__doc__, run.__wrapped__ = method.__name__, method.__doc__, method
-    return run
+    run.__name__, run.__doc__, run.__wrapped__ = method.__name__, method.__doc__, method  # type: ignore[attr-defined]
+    return run  # type: ignore[return-value]  # `method`'s signature, behind the lock
 
 
 # Steps travel to the binding as float64: beyond 2**53 a count would no longer be exact.
 MAX_STEP = (1 << 53) - 1
 
 
-def _binding():
+def _binding() -> Any:
     return _backend.binding()
 
 
 # -- argument checks ---------------------------------------------------------------------------
 
 
-def _refuse_kwargs(cls, kwargs):
+def _refuse_kwargs(cls: str, kwargs: dict[str, Any]) -> None:
     for key in kwargs:
         if key in _REFUSED:
             raise TypeError(
@@ -74,13 +94,20 @@ def _refuse_kwargs(cls, kwargs):
         raise TypeError(f"{cls}() got an unexpected keyword argument {key!r}")
 
 
-def _real(name, value):
+def _real(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     return float(value)
 
 
-def _f32_hyper(name, value, lo=0.0, lo_open=False, hi=None, hi_open=True):
+def _f32_hyper(
+    name: str,
+    value: object,
+    lo: float = 0.0,
+    lo_open: bool = False,
+    hi: float | None = None,
+    hi_open: bool = True,
+) -> float:
     """`value` checked against [lo, hi) (or the open variants) before AND after rounding to
     float32: 0.99999999 rounds to 1.0 and 1e-50 to 0.0, both refused by name."""
     v = _real(name, value)
@@ -99,13 +126,13 @@ def _f32_hyper(name, value, lo=0.0, lo_open=False, hi=None, hi_open=True):
     return r
 
 
-def _bool(name, value):
+def _bool(name: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
     return value
 
 
-def _accumulation_steps(value):
+def _accumulation_steps(value: int) -> int:
     ok = type(value) is int and value >= 1 and value & (value - 1) == 0
     if not ok:
         raise ValueError(
@@ -115,7 +142,7 @@ def _accumulation_steps(value):
     return value
 
 
-def _schedule(value):
+def _schedule(value: LRSchedule | None) -> LRSchedule | None:
     if value is not None and not callable(getattr(value, "lr_at", None)):
         raise TypeError(
             f"lr_schedule must have a one-based lr_at(t) method, got {type(value).__name__}"
@@ -123,11 +150,11 @@ def _schedule(value):
     return value
 
 
-def _is_sparse(obj):
+def _is_sparse(obj: object) -> bool:
     return getattr(obj, "is_sparse", False) is True or hasattr(obj, "tocsr")
 
 
-def _is_buffer(obj):
+def _is_buffer(obj: object) -> bool:
     if type(obj) is Array or hasattr(type(obj), "__dlpack__"):  # torch tensors: DLPack
         return True
     try:
@@ -137,7 +164,7 @@ def _is_buffer(obj):
         return False
 
 
-def _f32_tensor(obj, name, writable):
+def _f32_tensor(obj: object, name: str, writable: bool) -> tuple[Array, tuple[int, ...]]:
     """(Array sharing obj's memory, shape): a C-contiguous float32 buffer, refused otherwise."""
     if _is_sparse(obj):
         raise TypeError(f"{name}: sparse tensors are not supported")
@@ -149,7 +176,7 @@ def _f32_tensor(obj, name, writable):
     return arr, arr._shape
 
 
-def _tensor_list(obj, name):
+def _tensor_list(obj: Any, name: str) -> list[Any]:
     """A buffer means one tensor; any other iterable (not a dict) is a list of tensors."""
     if type(obj) is list or type(obj) is tuple:
         return list(obj)
@@ -167,7 +194,7 @@ def _tensor_list(obj, name):
         ) from None
 
 
-def _addresses(values):
+def _addresses(values: Iterable[int]) -> PyArray:
     return _pyarray.array("q", values)
 
 
@@ -177,62 +204,88 @@ def _addresses(values):
 class _Buf:
     """n float32 of zero-filled working memory: binding-owned (resident) or an owned Array."""
 
-    def __init__(self, n, resident):
+    n: int
+    resident: bool
+    addr: int
+    array: Array | None
+
+    def __init__(self, n: int, resident: bool) -> None:
         self.n = n
         self.resident = resident
         if resident:
             b = _binding()
             self.addr = b.optim_resident_alloc([], [n])
-            self._free = weakref.finalize(self, b.raw.optim_resident_free, [self.addr], [])
+            self._free: Any = weakref.finalize(self, b.raw.optim_resident_free, [self.addr], [])
             self.array = None
         else:
             self.array = Array._wrap(_pyarray.array("f", bytes(4 * max(n, 1))), (max(n, 1),), "<f4")
             self.addr = self.array._addr
 
-    def __reduce_ex__(self, protocol):
+    def __reduce_ex__(self, protocol: object) -> NoReturn:
         # A copy would share (and later double-free) the binding-owned memory.
         raise TypeError(
             "optimizer state cannot be copied or pickled directly; use "
             "state_dict() / load_state_dict()"
         )
 
-    def at(self, offset):
+    def at(self, offset: int) -> int:
         return self.addr + 4 * offset
 
-    def download(self, offset=0, n=None):
+    def download(self, offset: int = 0, n: int | None = None) -> Array:
         n = self.n - offset if n is None else n
         out = Array._wrap(_pyarray.array("f", bytes(4 * n)), (n,), "<f4")
         _copy(out._addr, self.at(offset), n)
         return out
 
-    def upload(self, src_addr, offset, n):
+    def upload(self, src_addr: int, offset: int, n: int) -> None:
         _copy(self.at(offset), src_addr, n)
 
 
-def _copy(dst, src, n):
+def _copy(dst: int, src: int, n: int) -> None:
     if n > 0:
         _binding().optim_copy([dst, src], [n])
 
 
 class DeviceArray:
-    """A float32 tensor in binding-owned memory (a copy): `shape`, `dtype`, `vendor`,
-    `to_host()`."""
+    """A float32 tensor in binding-owned memory (a copy), from `param_device(j)`.
 
-    def __init__(self, buf, shape, vendor):
+    Attributes:
+        shape: the tensor's shape.
+        dtype: "float32".
+        vendor: the binding's vendor ('cpu', 'cuda' or 'hip').
+    """
+
+    shape: tuple[int, ...]
+    dtype: str
+    vendor: str
+
+    def __init__(self, buf: _Buf, shape: Sequence[int], vendor: str) -> None:
+        """Wrap memory the optimizer copied (`param_device` makes these; not user code).
+
+        Args:
+            buf: the binding-owned copy.
+            shape: its shape.
+            vendor: the binding's vendor.
+        """
         self._buf = buf
         self.shape = tuple(shape)
         self.dtype = "float32"
         self.vendor = vendor
 
     @property
-    def size(self):
+    def size(self) -> int:
+        """The number of values."""
         return self._buf.n
 
-    def to_host(self):
-        """A new host `mojolearn.Array` with this tensor's values and shape."""
+    def to_host(self) -> Array:
+        """Copy the tensor to host memory.
+
+        Returns:
+            A new `mojolearn.Array` with this tensor's values and shape.
+        """
         return self._buf.download().reshape(self.shape)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"DeviceArray(shape={self.shape}, dtype='float32', vendor={self.vendor!r})"
 
 
@@ -240,9 +293,18 @@ class DeviceArray:
 
 
 class _Optimizer:
-    _KIND = None
+    _KIND: int | None = None
+    _lr: float
+    _pdev: _Buf | None
+    _gdev: _Buf | None
+    _acc: _Buf | None
+    total_norm_: float | None
+    """The pre-clip global gradient norm of the last step that clipped (`max_norm`), else
+    None."""
+    clip_coef_: float | None
+    """The clipping coefficient of that step, else None."""
 
-    def _setup(self, ctor, params, hyper):
+    def _setup(self, ctor: dict[str, Any], params: Buffers, hyper: dict[str, Any]) -> None:
         self._ctor = ctor
         tensors = _tensor_list(params, "params")
         if not tensors:
@@ -290,7 +352,7 @@ class _Optimizer:
         self.total_norm_ = None
         self.clip_coef_ = None
 
-    def _check_no_overlap(self):
+    def _check_no_overlap(self) -> None:
         spans = sorted(
             (a._addr, a._addr + 4 * a._size, j) for j, a in enumerate(self._params) if a._size
         )
@@ -301,70 +363,89 @@ class _Optimizer:
                     f"each parameter must be its own buffer"
                 )
 
-    def __reduce_ex__(self, protocol):
+    def __reduce_ex__(self, protocol: object) -> NoReturn:
         raise TypeError(
             f"{type(self).__name__} cannot be copied or pickled (it owns binding "
             f"memory); use state_dict() / load_state_dict() and get_params()"
         )
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items() if k != "params")
         return f"{type(self).__name__}({len(self._params)} tensors, {args})"
 
     # -- hyperparameters ----------------------------------------------------------------------
 
     @property
-    def lr(self):
+    def lr(self) -> float:
         """The float32 learning rate of the next step (a schedule overwrites it each step)."""
         return self._lr
 
     @lr.setter
     @_locked
-    def lr(self, value):
+    def lr(self, value: float) -> None:
         self._lr = _f32_hyper("learning rate", value)
         self._ctor["lr"] = value
 
     @property
-    def t(self):
+    def t(self) -> int:
         """Steps taken. ONE-BASED: the first step runs with t = 1."""
-        return self._step._mv[0]
+        return self._step._mv[0]  # type: ignore[no-any-return]  # an int64 Array
 
     @property
-    def accumulation_steps(self):
+    def accumulation_steps(self) -> int:
+        """The number of microbatch gradients `step_accumulated` combines."""
         return self._accumulation
 
     @property
     @_locked
-    def exp_avg(self):
+    def exp_avg(self) -> Array:
         """Adam's first moment / SGD's momentum buffer: a flat float32 `Array` copy."""
         return self._m.download()
 
     @property
     @_locked
-    def exp_avg_sq(self):
+    def exp_avg_sq(self) -> Array:
         """Adam's second moment (zeros for SGD): a flat float32 `Array` copy."""
         return self._v.download()
 
     @property
     @_locked
-    def buf_initialized(self):
+    def buf_initialized(self) -> Array:
         """Per-tensor flags (int32 `Array` copy): 1 once a tensor's momentum buffer holds
         state; SGD's first step with momentum copies the gradient in instead."""
         return self._flags.copy()
 
     @property
-    def resident_(self):
+    def resident_(self) -> bool:
         """True when the moments live in binding-owned (device) memory."""
         return self._resident
 
     @_locked
-    def get_params(self, deep=True):
-        """The constructor arguments (scikit-learn style)."""
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor arguments (scikit-learn style).
+
+        Args:
+            deep: ignored (scikit-learn's signature; there are no nested estimators).
+
+        Returns:
+            A new dict of the arguments, as given (not rounded).
+        """
         return dict(self._ctor)
 
     @_locked
-    def set_params(self, **params):
-        """Rebuild through the constructor with these arguments changed; state is dropped."""
+    def set_params(self: _Opt, **params: Any) -> _Opt:
+        """Rebuild through the constructor with these arguments changed; state is dropped.
+
+        Args:
+            **params: constructor arguments by name (`params` included).
+
+        Returns:
+            self, rebuilt.
+
+        Raises:
+            ValueError: a name that is not a constructor argument, or what the constructor
+                raises for the new values (the optimizer is unchanged then).
+        """
         for key in params:
             if key not in self._ctor:
                 raise ValueError(
@@ -379,17 +460,25 @@ class _Optimizer:
         self.__dict__.update(fresh.__dict__)
         return self
 
-    def numeric_mode_used(self):
-        """'identical' or 'fast', read from the loaded binary."""
+    def numeric_mode_used(self) -> str:
+        """The numeric mode of the binding the steps run in.
+
+        Returns:
+            'identical' or 'fast', read from the loaded binary.
+        """
         return _backend.numeric_mode_used()
 
-    def vendor_used(self):
-        """'cpu', 'cuda' or 'hip', read from the loaded binary."""
+    def vendor_used(self) -> str:
+        """The vendor of the binding the steps run in.
+
+        Returns:
+            'cpu', 'cuda' or 'hip', read from the loaded binary.
+        """
         return _backend.vendor_used()
 
     # -- gradients ----------------------------------------------------------------------------
 
-    def _grads(self, grads, name, writable):
+    def _grads(self, grads: Buffers, name: str, writable: bool) -> tuple[list[Any], list[Array]]:
         tensors = _tensor_list(grads, name)
         if len(tensors) != len(self._params):
             raise ValueError(
@@ -407,7 +496,7 @@ class _Optimizer:
         self._check_apart(arrays, name)
         return tensors, arrays
 
-    def _check_apart(self, grads, name):
+    def _check_apart(self, grads: list[Array], name: str) -> None:
         """A gradient sharing memory with a parameter or with another gradient would be
         scaled twice (clipping) or read mid-update: refused. One sweep over the sorted spans,
         keeping the furthest end seen so far, finds every overlap."""
@@ -415,6 +504,7 @@ class _Optimizer:
             self._param_spans
             + [(g._addr, g._addr + 4 * g._size, name, j) for j, g in enumerate(grads) if g._size]
         )
+        far: Any  # None, then (kind, index) of the span reaching furthest
         far_end, far = 0, None
         for start, end, kind, j in spans:
             if start < far_end:
@@ -425,17 +515,17 @@ class _Optimizer:
             if end > far_end:
                 far_end, far = end, (kind, j)
 
-    def _max_norm(self, max_norm):
+    def _max_norm(self, max_norm: float | None) -> float | None:
         # 0 is refused, as the reference does (torch would silently zero every gradient).
         return None if max_norm is None else _f32_hyper("max_norm", max_norm, lo_open=True)
 
-    def _next_lr(self, t):
+    def _next_lr(self, t: int) -> float:
         if self._schedule is None:
             return self._lr
         value = self._schedule.lr_at(t)
         return _f32_hyper(f"lr_schedule.lr_at({t})", value)
 
-    def _run(self, g_addrs, max_norm):
+    def _run(self, g_addrs: list[int], max_norm: float | None) -> float | None:
         """One transactional binding step with gradients at `g_addrs`; commits host state."""
         t = self._step._mv[0] + 1
         if t > MAX_STEP:
@@ -446,6 +536,7 @@ class _Optimizer:
             p_addrs = [self._pdev.at(o) for o in self._offsets]
         else:
             p_addrs = [a._addr for a in self._params]
+        table: Any  # the list, then the int64 array of it
         table = []
         for p, g, n in zip(p_addrs, g_addrs, self._sizes):
             table += (p, g, n)
@@ -483,16 +574,27 @@ class _Optimizer:
         self.clip_coef_ = coef if clip else None
         return norm if clip else None
 
-    def _sync_params_to_host(self):
+    def _sync_params_to_host(self) -> None:
         for arr, off, n in zip(self._params, self._offsets, self._sizes):
-            _copy(arr._addr, self._pdev.at(off), n)
+            _copy(arr._addr, self._pdev.at(off), n)  # type: ignore[union-attr]  # callers check
 
     @_locked
-    def step(self, grads, max_norm=None):
-        """One step. `grads` matches params in count, shape and order. With `max_norm` the
-        global L2 norm is clipped first, scaling the caller's gradient arrays in place, and the
-        pre-clip norm is returned; without it the gradients are untouched and None returned.
-        A non-finite gradient is a ValueError naming it; nothing changes then."""
+    def step(self, grads: Buffers, max_norm: float | None = None) -> float | None:
+        """One step: the parameters are updated in place.
+
+        Args:
+            grads: float32 buffers matching `params` in count, shape and order.
+            max_norm: clip the global L2 norm to this first (> 0), scaling the caller's
+                gradient arrays in place; None: the gradients are untouched.
+
+        Returns:
+            The pre-clip norm with `max_norm`, else None.
+
+        Raises:
+            TypeError: a gradient that is not a float32 buffer.
+            ValueError: a count or shape mismatch, shared memory, a non-finite gradient
+                (named), an exhausted step counter; nothing changes then.
+        """
         max_norm = self._max_norm(max_norm)
         _, arrays = self._grads(grads, "grads", writable=max_norm is not None)
         result = self._run([a._addr for a in arrays], max_norm)
@@ -501,13 +603,29 @@ class _Optimizer:
         return result
 
     @_locked
-    def step_accumulated(self, microbatch_grads, tokens, max_norm=None):
-        """One step from exactly `accumulation_steps` gradient lists, combined by a balanced
-        binary tree in ascending microbatch index ((g0+g1)+(g2+g3))... into their SUM, as
-        torch's `.grad` accumulation. `tokens` is the full step's token count, the number each
-        microbatch loss was normalized by (so the sum is the full-step mean): a positive int
-        divisible by `accumulation_steps`. Clipping scales the combined gradient (the
-        microbatch arrays are never written). Returns what `step` returns."""
+    def step_accumulated(
+        self, microbatch_grads: Iterable[Buffers], tokens: int, max_norm: float | None = None
+    ) -> float | None:
+        """One step from exactly `accumulation_steps` gradient lists.
+
+        They are combined by a balanced binary tree in ascending microbatch index
+        ((g0+g1)+(g2+g3))... into their SUM, as torch's `.grad` accumulation.
+
+        Args:
+            microbatch_grads: `accumulation_steps` gradient lists, each as `step` takes.
+            tokens: the full step's token count, the number each microbatch loss was
+                normalized by (so the sum is the full-step mean): a positive int divisible by
+                `accumulation_steps`.
+            max_norm: as in `step`, applied to the combined gradient (the microbatch arrays
+                are never written).
+
+        Returns:
+            What `step` returns.
+
+        Raises:
+            TypeError: `microbatch_grads` is not a list of gradient lists.
+            ValueError: a wrong count, `tokens`, shape or value, as in `step`.
+        """
         a = self._accumulation
         max_norm = self._max_norm(max_norm)
         if isinstance(microbatch_grads, dict) or _is_buffer(microbatch_grads):
@@ -542,8 +660,12 @@ class _Optimizer:
         return result
 
     @_locked
-    def zero_grad(self, grads):
-        """torch's `zero_grad` over arrays the caller owns: writes +0.0 (all-zero bytes)."""
+    def zero_grad(self, grads: Buffers) -> None:
+        """torch's `zero_grad` over arrays the caller owns: writes +0.0 (all-zero bytes).
+
+        Args:
+            grads: writable float32 buffers matching `params`.
+        """
         _, arrays = self._grads(grads, "grads", writable=True)
         for arr in arrays:
             if arr._size:
@@ -553,9 +675,13 @@ class _Optimizer:
     # -- state --------------------------------------------------------------------------------
 
     @_locked
-    def state_dict(self):
-        """`t` (one-based step count), `exp_avg`, `exp_avg_sq` (flat float32 copies) and
-        `buf_initialized` (int32 per tensor): everything a resumed run needs."""
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a resumed run needs, as copies.
+
+        Returns:
+            {"t": the step count, "exp_avg", "exp_avg_sq": flat float32 Arrays,
+            "buf_initialized": an int32 Array, one flag per tensor}.
+        """
         return {
             "t": self.t,
             "exp_avg": self._m.download(),
@@ -564,9 +690,17 @@ class _Optimizer:
         }
 
     @_locked
-    def load_state_dict(self, state):
-        """Restore a `state_dict`. Every field is checked before anything changes; the
-        optimizer keeps its own copy."""
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a `state_dict`; the optimizer keeps its own copy.
+
+        Args:
+            state: a `state_dict()` (its arrays may be lists or float32 buffers).
+
+        Raises:
+            TypeError: `state` is not a dict, or a field has the wrong type.
+            ValueError: missing or unknown keys, wrong lengths or values. Every field is
+                checked before anything changes.
+        """
         if not isinstance(state, dict):
             raise TypeError(f"state must be a dict from state_dict(), got {type(state).__name__}")
         keys = {"t", "exp_avg", "exp_avg_sq", "buf_initialized"}
@@ -594,48 +728,84 @@ class _Optimizer:
 
     # -- device-resident parameters ------------------------------------------------------------
 
-    def params_resident_available(self):
-        """Whether `params_to_device` works on this build (binding-owned memory: always)."""
+    def params_resident_available(self) -> bool:
+        """Whether `params_to_device` works on this build.
+
+        Returns:
+            True (binding-owned memory exists on every build).
+        """
         return True
 
     @_locked
-    def params_to_device(self):
-        """Copy the parameters into binding-owned memory and keep them there: `step_device`
-        neither uploads nor downloads them. Call again after editing the host arrays."""
+    def params_to_device(self: _Opt) -> _Opt:
+        """Copy the parameters into binding-owned memory and keep them there.
+
+        `step_device` then neither uploads nor downloads them. Call again after editing the
+        host arrays.
+
+        Returns:
+            self.
+        """
         if self._pdev is None:
             self._pdev = _Buf(self._n_total, True)
         for arr, off, n in zip(self._params, self._offsets, self._sizes):
             self._pdev.upload(arr._addr, off, n)
         return self
 
-    def _need_pdev(self, what):
+    def _need_pdev(self, what: str) -> None:
         if self._pdev is None:
             raise RuntimeError(
                 f"{what}: the parameters are not on the device; call params_to_device() first"
             )
 
     @_locked
-    def params_to_host(self):
-        """Copy the device parameters into the caller's arrays (they stay resident)."""
+    def params_to_host(self) -> list[Any]:
+        """Copy the device parameters into the caller's arrays (they stay resident).
+
+        Returns:
+            The parameter objects as given to the constructor, now holding the values.
+
+        Raises:
+            RuntimeError: `params_to_device` was not called.
+        """
         self._need_pdev("params_to_host")
         self._sync_params_to_host()
         return self._objects
 
     @_locked
-    def param_device(self, j):
-        """Parameter `j` as a `DeviceArray` (a device copy of the resident values)."""
+    def param_device(self, j: int) -> DeviceArray:
+        """A device copy of one resident parameter.
+
+        Args:
+            j: the parameter's index in `params`.
+
+        Returns:
+            A `DeviceArray` holding a copy of its resident values.
+
+        Raises:
+            RuntimeError: `params_to_device` was not called.
+            TypeError: `j` is not an int.
+            IndexError: `j` is out of range.
+        """
         self._need_pdev("param_device")
         if isinstance(j, bool) or not isinstance(j, int):
             raise TypeError(f"param_device(j): j must be an int, got {type(j).__name__}")
         if not 0 <= j < len(self._params):
             raise IndexError(f"param_device(j): j={j} outside [0, {len(self._params)})")
         buf = _Buf(self._sizes[j], True)
-        _copy(buf.addr, self._pdev.at(self._offsets[j]), self._sizes[j])
+        _copy(buf.addr, self._pdev.at(self._offsets[j]), self._sizes[j])  # type: ignore[union-attr]
         return DeviceArray(buf, self._shapes[j], self.vendor_used())
 
     @_locked
-    def grads_to_device(self, grads):
-        """Copy a gradient list into the device gradient buffer, for `step_device()`."""
+    def grads_to_device(self: _Opt, grads: Buffers) -> _Opt:
+        """Copy a gradient list into the device gradient buffer, for `step_device()`.
+
+        Args:
+            grads: float32 buffers matching `params`.
+
+        Returns:
+            self.
+        """
         _, arrays = self._grads(grads, "grads", writable=False)
         if self._gdev is None:
             self._gdev = _Buf(self._n_total, True)
@@ -644,8 +814,18 @@ class _Optimizer:
         return self
 
     @_locked
-    def grads_to_host(self, grads):
-        """Copy the device gradient (clipped, if the last device step clipped) into `grads`."""
+    def grads_to_host(self, grads: Buffers) -> Buffers:
+        """Copy the device gradient (clipped, if the last device step clipped) into `grads`.
+
+        Args:
+            grads: writable float32 buffers matching `params`.
+
+        Returns:
+            `grads`.
+
+        Raises:
+            RuntimeError: there is no device gradient yet.
+        """
         if self._gdev is None:
             raise RuntimeError("grads_to_host: no device gradient; call grads_to_device first")
         _, arrays = self._grads(grads, "grads", writable=True)
@@ -654,11 +834,23 @@ class _Optimizer:
         return grads
 
     @_locked
-    def step_device(self, grads=None, max_norm=None):
-        """`step` on the device-resident parameters. `grads` given: used directly and copied
-        into the device gradient buffer after the step (scaled in place on the host when
-        clipping, as `step`); None: the device gradient from `grads_to_device` is used and
-        clipped there. Returns what `step` returns."""
+    def step_device(
+        self, grads: Buffers | None = None, max_norm: float | None = None
+    ) -> float | None:
+        """`step` on the device-resident parameters.
+
+        Args:
+            grads: used directly and copied into the device gradient buffer after the step
+                (scaled in place on the host when clipping, as `step`); None: the device
+                gradient from `grads_to_device` is used and clipped there.
+            max_norm: as in `step`.
+
+        Returns:
+            What `step` returns.
+
+        Raises:
+            RuntimeError: `params_to_device` was not called, or no gradient is available.
+        """
         self._need_pdev("step_device")
         max_norm = self._max_norm(max_norm)
         if grads is None:
@@ -676,7 +868,7 @@ class _Optimizer:
         return result
 
 
-def _state_f32(value, name, n):
+def _state_f32(value: object, name: str, n: int) -> Array:
     if isinstance(value, (list, tuple)):
         for x in value:
             _real(f"state['{name}'] values", x)
@@ -690,7 +882,7 @@ def _state_f32(value, name, n):
     return arr
 
 
-def _state_flags(value, n):
+def _state_flags(value: Any, n: int) -> list[int]:
     if isinstance(value, (list, tuple)):
         flags = list(value)
     else:
@@ -730,17 +922,39 @@ class Adam(_Optimizer):
 
     def __init__(
         self,
-        params,
-        lr=1e-3,
-        betas=(0.9, 0.999),
-        eps=1e-8,
-        weight_decay=0.0,
-        lr_schedule=None,
-        accumulation_steps=1,
-        maximize=False,
-        resident=None,
-        **kwargs,
-    ):
+        params: Buffers,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        lr_schedule: LRSchedule | None = None,
+        accumulation_steps: int = 1,
+        maximize: bool = False,
+        resident: bool | None = None,
+        **kwargs: NoReturn,
+    ) -> None:
+        """Check the arguments and allocate the moments (zeros).
+
+        Args:
+            params: the float32 parameter buffers (one, or a list), updated in place; each
+                its own memory.
+            lr: the learning rate, >= 0 (float32); a schedule replaces it every step.
+            betas: (beta1, beta2), each in [0, 1).
+            eps: > 0, added to the denominator.
+            weight_decay: >= 0; coupled: added to the gradient (`g + wd*p`).
+            lr_schedule: a schedule (`lr_at(t)`) giving every step's rate, or None.
+            accumulation_steps: the microbatches `step_accumulated` combines, a power of two.
+            maximize: ascend instead of descend.
+            resident: None or True: the moments live in binding-owned memory; False: host
+                Arrays.
+            **kwargs: none are accepted; torch's `foreach`, `fused`, `capturable`,
+                `differentiable` and `amsgrad` are refused by name (TypeError).
+
+        Raises:
+            TypeError: a parameter that is not a float32 buffer, a wrongly typed argument.
+            ValueError: an argument out of range (named as torch names it), empty or
+                overlapping `params`.
+        """
         _refuse_kwargs(type(self).__name__, kwargs)
         ctor = dict(
             params=params,
@@ -776,17 +990,39 @@ class AdamW(Adam):
 
     def __init__(
         self,
-        params,
-        lr=1e-3,
-        betas=(0.9, 0.999),
-        eps=1e-8,
-        weight_decay=0.01,
-        lr_schedule=None,
-        accumulation_steps=1,
-        maximize=False,
-        resident=None,
-        **kwargs,
-    ):
+        params: Buffers,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.01,
+        lr_schedule: LRSchedule | None = None,
+        accumulation_steps: int = 1,
+        maximize: bool = False,
+        resident: bool | None = None,
+        **kwargs: NoReturn,
+    ) -> None:
+        """Check the arguments and allocate the moments (zeros).
+
+        Args:
+            params: the float32 parameter buffers (one, or a list), updated in place; each
+                its own memory.
+            lr: the learning rate, >= 0 (float32); a schedule replaces it every step.
+            betas: (beta1, beta2), each in [0, 1).
+            eps: > 0, added to the denominator.
+            weight_decay: >= 0; decoupled: `p = p * (1 - lr*wd)` before the moment update.
+            lr_schedule: a schedule (`lr_at(t)`) giving every step's rate, or None.
+            accumulation_steps: the microbatches `step_accumulated` combines, a power of two.
+            maximize: ascend instead of descend.
+            resident: None or True: the moments live in binding-owned memory; False: host
+                Arrays.
+            **kwargs: none are accepted; torch's `foreach`, `fused`, `capturable`,
+                `differentiable` and `amsgrad` are refused by name (TypeError).
+
+        Raises:
+            TypeError: a parameter that is not a float32 buffer, a wrongly typed argument.
+            ValueError: an argument out of range (named as torch names it), empty or
+                overlapping `params`.
+        """
         super().__init__(
             params,
             lr=lr,
@@ -810,18 +1046,41 @@ class SGD(_Optimizer):
 
     def __init__(
         self,
-        params,
-        lr=1e-3,
-        momentum=0.0,
-        dampening=0.0,
-        weight_decay=0.0,
-        nesterov=False,
-        maximize=False,
-        lr_schedule=None,
-        accumulation_steps=1,
-        resident=None,
-        **kwargs,
-    ):
+        params: Buffers,
+        lr: float = 1e-3,
+        momentum: float = 0.0,
+        dampening: float = 0.0,
+        weight_decay: float = 0.0,
+        nesterov: bool = False,
+        maximize: bool = False,
+        lr_schedule: LRSchedule | None = None,
+        accumulation_steps: int = 1,
+        resident: bool | None = None,
+        **kwargs: NoReturn,
+    ) -> None:
+        """Check the arguments and allocate the momentum buffers (zeros).
+
+        Args:
+            params: the float32 parameter buffers (one, or a list), updated in place; each
+                its own memory.
+            lr: the learning rate, >= 0 (float32); a schedule replaces it every step.
+            momentum: >= 0 (0: plain SGD).
+            dampening: scales the gradient's share of the momentum update.
+            weight_decay: >= 0, added to the gradient (`g + wd*p`).
+            nesterov: Nesterov momentum (needs momentum > 0 and dampening 0).
+            maximize: ascend instead of descend.
+            lr_schedule: a schedule (`lr_at(t)`) giving every step's rate, or None.
+            accumulation_steps: the microbatches `step_accumulated` combines, a power of two.
+            resident: None or True: the buffers live in binding-owned memory; False: host
+                Arrays.
+            **kwargs: none are accepted; torch's `foreach`, `fused`, `capturable`,
+                `differentiable` are refused by name (TypeError).
+
+        Raises:
+            TypeError: a parameter that is not a float32 buffer, a wrongly typed argument.
+            ValueError: an argument out of range (named as torch names it), empty or
+                overlapping `params`.
+        """
         _refuse_kwargs(type(self).__name__, kwargs)
         ctor = dict(
             params=params,
@@ -850,17 +1109,33 @@ class SGD(_Optimizer):
         self._setup(ctor, params, hyper)
 
 
-def clip_grad_norm_(grads, max_norm, norm_type=2.0, error_if_nonfinite=True):
-    """`torch.nn.utils.clip_grad_norm_` over float32 buffers: the global L2 norm over all
-    gradients in order (per tensor a sequential sum of g*g, then a sequential sum over
-    tensors, then sqrt); `coef = min(max_norm / (norm + 1e-6), 1)`; every gradient is
-    multiplied by `coef` in place. Returns the pre-clip norm as a float.
+def clip_grad_norm_(
+    grads: Buffers, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = True
+) -> float:
+    """`torch.nn.utils.clip_grad_norm_` over float32 buffers, in place.
 
-    `error_if_nonfinite=True` (our default; torch's is False) refuses a non-finite gradient or
-    norm with ValueError before anything is written. False behaves as torch: the norm is
-    computed as is (inf or NaN) and the gradients are scaled by the resulting coefficient.
-    Only `norm_type=2.0` is supported; `max_norm` must be > 0 (0 is a ValueError, as in the
-    reference; torch would scale every gradient to zero)."""
+    The global L2 norm over all gradients in order (per tensor a sequential sum of g*g, then a
+    sequential sum over tensors, then sqrt); `coef = min(max_norm / (norm + 1e-6), 1)`; every
+    gradient is multiplied by `coef` in place.
+
+    Args:
+        grads: writable float32 buffers (one, or a list).
+        max_norm: > 0 (0 is a ValueError, as in the reference; torch would scale every
+            gradient to zero).
+        norm_type: 2.0 only.
+        error_if_nonfinite: True (our default; torch's is False) refuses a non-finite
+            gradient or norm with ValueError before anything is written. False behaves as
+            torch: the norm is computed as is (inf or NaN) and the gradients are scaled by the
+            resulting coefficient.
+
+    Returns:
+        The pre-clip norm (0.0 for no gradients).
+
+    Raises:
+        TypeError: a gradient that is not a writable float32 buffer.
+        ValueError: a bad `max_norm` or `norm_type`, a non-finite norm (see
+            `error_if_nonfinite`).
+    """
     max_norm = _f32_hyper("max_norm", max_norm, lo_open=True)
     if (
         isinstance(norm_type, bool)
