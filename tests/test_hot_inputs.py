@@ -5,6 +5,7 @@ binding declines (strided, another dtype, a tensor that requires grad) comes bac
 intake: copied with the same bits, or refused by name with nothing changed."""
 
 import array
+import math
 import random
 
 import mojolearn as ml
@@ -250,3 +251,68 @@ def test_results_of_object_steps_hold_their_own_references():
     gc.collect()
     assert step == t.step_ == 300 and sys.getrefcount(step) >= 2
     assert len(logits.tolist()[0]) == 3 and sys.getrefcount(logits._owner) >= 2
+
+
+SHAPES = [(4, 3), (4,), (2, 4), (2,)]
+
+
+def _as_kind(values, shape, kind):
+    """float32 `values` of `shape` as a writable buffer of this kind."""
+    if kind == "memoryview":
+        return memoryview(array.array("f", values)).cast("B").cast("f", shape)
+    if kind == "NumPy":
+        import numpy as np
+
+        return np.array(values, np.float32).reshape(shape)
+    import torch
+
+    return torch.tensor(values, dtype=torch.float32).reshape(shape)
+
+
+def _flat(buf, kind):
+    if kind == "memoryview":
+        return list(buf.cast("B").cast("f"))
+    return [float(x) for x in (buf.ravel() if kind == "NumPy" else buf.flatten()).tolist()]
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("opt", ["AdamW", "Adam", "SGD"])
+def test_optimizers_read_gradients_in_the_binding_with_the_bits_of_arrays(
+    seed, kind, opt, monkeypatch
+):
+    # Gradients of every kind are read zero-copy in one binding call each (never an Array
+    # built per step), clipped in place where asked, as Array gradients are.
+    import mojolearn.optim as optim
+
+    rng = random.Random(seed)
+
+    def values():
+        return [[rng.uniform(-1, 1) for _ in range(math.prod(s))] for s in SHAPES]
+
+    p0 = values()
+    a = [ml.Array(v, "<f4", s) for v, s in zip(p0, SHAPES)]
+    b = [ml.Array(v, "<f4", s) for v, s in zip(p0, SHAPES)]
+    oa, ob = getattr(ml, opt)(a, lr=0.05), getattr(ml, opt)(b, lr=0.05)
+    steps = [values() for _ in range(3)]
+
+    def fail(*args, **kwargs):
+        raise AssertionError("an Array was built for a gradient the binding should read")
+
+    monkeypatch.setattr(optim, "_f32_tensor", fail)
+    for k, g in enumerate(steps):
+        theirs = [_as_kind(v, s, kind) for v, s in zip(g, SHAPES)]
+        arrays = [ml.Array(v, "<f4", s) for v, s in zip(g, SHAPES)]
+        max_norm = 0.5 if k % 2 else None
+        assert oa.step(theirs, max_norm=max_norm) == ob.step(arrays, max_norm=max_norm)
+        assert [_flat(t, kind) for t in theirs] == [
+            x.tolist() if x.ndim == 1 else sum(x.tolist(), []) for x in arrays
+        ]
+    assert [x.tobytes() for x in a] == [x.tobytes() for x in b]
+    theirs = [_as_kind(v, s, kind) for v, s in zip(steps[0], SHAPES)]
+    arrays = [ml.Array(v, "<f4", s) for v, s in zip(steps[0], SHAPES)]
+    assert ml.clip_grad_norm_(theirs, 0.25) == ml.clip_grad_norm_(arrays, 0.25)
+    assert [_flat(t, kind) for t in theirs] == [
+        sum(x.tolist(), []) if x.ndim == 2 else x.tolist() for x in arrays
+    ]
+    oa.zero_grad(theirs)
+    assert all(v == 0.0 for t in theirs for v in _flat(t, kind))

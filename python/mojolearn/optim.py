@@ -43,7 +43,8 @@ import weakref
 from . import _backend
 from ._array import Array
 from ._bufcheck import dtype_name
-from ._intake import f32_shared, probe
+from ._buffer import zeros
+from ._intake import borrowed_f32, f32_shared, probe
 from ._portable import round_f32
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -174,6 +175,17 @@ def _f32_tensor(obj: object, name: str, writable: bool) -> tuple[Array, tuple[in
         )
     arr = f32_shared(obj, name, writable)
     return arr, arr._shape
+
+
+def _f32_view(obj: object, name: str, writable: bool) -> tuple[Any, int, tuple[int, ...]]:
+    """(keep-alive, address, shape) of a C-contiguous float32 buffer: read zero-copy in one
+    binding call (`_intake.borrowed_f32`: ~0.1-0.3 µs, where an Array sharing the memory costs
+    several µs to build), or, for what that declines, borrowed or refused by `_f32_tensor`."""
+    r: tuple[Any, int, tuple[int, ...]] | None = borrowed_f32(obj, None, writable)
+    if r is None:
+        arr, shape = _f32_tensor(obj, name, writable)
+        return arr, arr._addr, shape
+    return r
 
 
 def _tensor_list(obj: Any, name: str) -> list[Any]:
@@ -349,6 +361,7 @@ class _Optimizer:
         self._acc = None  # combined microbatch gradient (step_accumulated)
         self._pdev = None  # device-resident parameters (params_to_device)
         self._gdev = None  # device gradient (grads_to_device)
+        self._zeros: Array | None = None  # zero_grad's source of +0.0
         self.total_norm_ = None
         self.clip_coef_ = None
 
@@ -478,31 +491,37 @@ class _Optimizer:
 
     # -- gradients ----------------------------------------------------------------------------
 
-    def _grads(self, grads: Buffers, name: str, writable: bool) -> tuple[list[Any], list[Array]]:
+    def _grads(self, grads: Buffers, name: str, writable: bool) -> tuple[list[Any], list[int]]:
+        """(keep-alives, addresses) of one float32, C-contiguous gradient per parameter, of its
+        shape, apart from the parameters and from each other; refused by name otherwise.
+        Each is read as `_f32_view` reads it."""
         tensors = _tensor_list(grads, name)
         if len(tensors) != len(self._params):
             raise ValueError(
                 f"{name}: expected {len(self._params)} gradients (one per "
                 f"parameter, same order), got {len(tensors)}"
             )
-        arrays = []
+        keeps: list[Any] = []
+        addrs: list[int] = []
         for j, obj in enumerate(tensors):
-            arr, shape = _f32_tensor(obj, f"{name}[{j}]", writable)
+            keep, addr, shape = _f32_view(obj, f"{name}[{j}]", writable)
             if shape != self._shapes[j]:
                 raise ValueError(
                     f"{name}[{j}] has shape {shape}, but params[{j}] has shape {self._shapes[j]}"
                 )
-            arrays.append(arr)
-        self._check_apart(arrays, name)
-        return tensors, arrays
+            keeps.append(keep)
+            addrs.append(addr)
+        self._check_apart(addrs, name)
+        return keeps, addrs
 
-    def _check_apart(self, grads: list[Array], name: str) -> None:
+    def _check_apart(self, grads: list[int], name: str) -> None:
         """A gradient sharing memory with a parameter or with another gradient would be
-        scaled twice (clipping) or read mid-update: refused. One sweep over the sorted spans,
-        keeping the furthest end seen so far, finds every overlap."""
+        scaled twice (clipping) or read mid-update: refused. One sweep over the sorted spans
+        (each gradient's span is its parameter's size), keeping the furthest end seen so far,
+        finds every overlap."""
         spans = sorted(
             self._param_spans
-            + [(g._addr, g._addr + 4 * g._size, name, j) for j, g in enumerate(grads) if g._size]
+            + [(a, a + 4 * n, name, j) for j, (a, n) in enumerate(zip(grads, self._sizes)) if n]
         )
         far: Any  # None, then (kind, index) of the span reaching furthest
         far_end, far = 0, None
@@ -596,8 +615,8 @@ class _Optimizer:
                 (named), an exhausted step counter; nothing changes then.
         """
         max_norm = self._max_norm(max_norm)
-        _, arrays = self._grads(grads, "grads", writable=max_norm is not None)
-        result = self._run([a._addr for a in arrays], max_norm)
+        _, addrs = self._grads(grads, "grads", writable=max_norm is not None)
+        result = self._run(addrs, max_norm)
         if self._pdev is not None:
             self._sync_params_to_host()
         return result
@@ -641,15 +660,14 @@ class _Optimizer:
                 f"Invalid tokens: {tokens!r}; expected a positive int divisible by "
                 f"accumulation_steps={a} (the full step's token count)"
             )
-        arrays = [
-            self._grads(g, f"microbatch_grads[{k}]", writable=False)[1]
-            for k, g in enumerate(batches)
+        read = [  # (keep-alives, addresses), held until the sums are done
+            self._grads(g, f"microbatch_grads[{k}]", writable=False) for k, g in enumerate(batches)
         ]
         if self._acc is None:
             self._acc = _Buf(self._n_total, self._resident)
         b = _binding()
         for j, (off, n) in enumerate(zip(self._offsets, self._sizes)):
-            srcs = _addresses([arrays[k][j]._addr for k in range(a)])
+            srcs = _addresses([read[k][1][j] for k in range(a)])
             try:
                 b.optim_tree_sum([srcs.buffer_info()[0], self._acc.at(off)], [a, n])
             except ValueError as exc:
@@ -666,11 +684,11 @@ class _Optimizer:
         Args:
             grads: writable float32 buffers matching `params`.
         """
-        _, arrays = self._grads(grads, "grads", writable=True)
-        for arr in arrays:
-            if arr._size:
-                view = arr._mv.cast("B")
-                view[:] = bytes(len(view))
+        keeps, addrs = self._grads(grads, "grads", writable=True)
+        if self._zeros is None:
+            self._zeros = zeros((max(self._sizes, default=0),))
+        for addr, n in zip(addrs, self._sizes):
+            _copy(addr, self._zeros._addr, n)
 
     # -- state --------------------------------------------------------------------------------
 
@@ -806,11 +824,11 @@ class _Optimizer:
         Returns:
             self.
         """
-        _, arrays = self._grads(grads, "grads", writable=False)
+        keeps, addrs = self._grads(grads, "grads", writable=False)
         if self._gdev is None:
             self._gdev = _Buf(self._n_total, True)
-        for arr, off, n in zip(arrays, self._offsets, self._sizes):
-            self._gdev.upload(arr._addr, off, n)
+        for addr, off, n in zip(addrs, self._offsets, self._sizes):
+            self._gdev.upload(addr, off, n)
         return self
 
     @_locked
@@ -828,9 +846,9 @@ class _Optimizer:
         """
         if self._gdev is None:
             raise RuntimeError("grads_to_host: no device gradient; call grads_to_device first")
-        _, arrays = self._grads(grads, "grads", writable=True)
-        for arr, off, n in zip(arrays, self._offsets, self._sizes):
-            _copy(arr._addr, self._gdev.at(off), n)
+        keeps, addrs = self._grads(grads, "grads", writable=True)
+        for addr, off, n in zip(addrs, self._offsets, self._sizes):
+            _copy(addr, self._gdev.at(off), n)
         return grads
 
     @_locked
@@ -859,12 +877,12 @@ class _Optimizer:
                     "step_device: no device gradient; pass grads or call grads_to_device first"
                 )
             return self._run([self._gdev.at(o) for o in self._offsets], max_norm)
-        _, arrays = self._grads(grads, "grads", writable=max_norm is not None)
-        result = self._run([a._addr for a in arrays], max_norm)
+        keeps, addrs = self._grads(grads, "grads", writable=max_norm is not None)
+        result = self._run(addrs, max_norm)
         if self._gdev is None:
             self._gdev = _Buf(self._n_total, True)
-        for arr, off, n in zip(arrays, self._offsets, self._sizes):
-            self._gdev.upload(arr._addr, off, n)
+        for addr, off, n in zip(addrs, self._offsets, self._sizes):
+            self._gdev.upload(addr, off, n)
         return result
 
 
@@ -1145,14 +1163,14 @@ def clip_grad_norm_(
         raise ValueError(f"clip_grad_norm_: only norm_type=2.0 is supported, got {norm_type!r}")
     _bool("error_if_nonfinite", error_if_nonfinite)
     tensors = _tensor_list(grads, "grads")
-    arrays = [_f32_tensor(g, f"grads[{j}]", writable=True)[0] for j, g in enumerate(tensors)]
-    if not arrays:
+    views = [_f32_view(g, f"grads[{j}]", writable=True) for j, g in enumerate(tensors)]
+    if not views:
         return 0.0
     table = []
-    for a in arrays:
-        table += (a._addr, a._size)
+    for _, addr, shape in views:
+        table += (addr, math.prod(shape))
     table = _addresses(table)
     norm, _ = _binding().optim_clip_grad_norm(
-        [table.buffer_info()[0]], [len(arrays), max_norm, int(error_if_nonfinite)]
+        [table.buffer_info()[0]], [len(views), max_norm, int(error_if_nonfinite)]
     )
     return norm
