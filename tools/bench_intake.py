@@ -1,5 +1,5 @@
-"""Benchmark: µs per call of SmallMLPTrainer.train_step (batch 1 and 32) and `matmul` 1×8×16
-with each input kind a user passes (mojolearn.Array, NumPy, memoryview, array.array, torch),
+"""Benchmark: µs per call of SmallMLPTrainer.train_step (batch 1 and 32), `matmul` 1×8×16 and
+an AdamW step over the 8→16→3 network's gradients with each input kind a user passes (mojolearn.Array, NumPy, memoryview, array.array, torch),
 with the ratio to Array inputs, medians of repeated timings in one run. Kinds whose extra is
 not installed, or that the package under test refuses, print "-".
 
@@ -77,6 +77,7 @@ def main():
         ("train_step, batch 1", 1),
         ("train_step, batch 32", 32),
         ("matmul 1x8x16", 1),
+        ("AdamW.step, 8-16-3 grads", 1),
     ):
         fns = {}
         for kind in kinds:
@@ -85,6 +86,15 @@ def main():
                 if what.startswith("matmul"):
                     W = _matrix(kind, 8, 16)
                     fn = lambda X=X, W=W: ml.matmul(X, W)
+                elif what.startswith("AdamW"):
+                    params = [ml.Array(w.tolist(), "<f4", w.shape) for w in _rng.init_small_mlp(0)]
+                    grads = [
+                        _matrix(kind, *(s if len(s) == 2 else (1, s[0])))
+                        for s in ((16, 8), (16,), (3, 16), (3,))
+                    ]
+                    opt = ml.AdamW(params, lr=1e-3)
+                    shaped = [_reshape(g, p.shape) for g, p in zip(grads, params)]
+                    fn = lambda opt=opt, g=shaped: opt.step(g)
                 else:
                     t = ml.SmallMLPTrainer(*_rng.init_small_mlp(0), data_schedule={"bench": 1})
                     fn = lambda t=t, X=X, y=y: t.train_step(X, y)
@@ -109,6 +119,17 @@ def main():
             v = cells[k]
             line += f"{'-':>18}" if v is None else f"{v:>9.2f} ({v / base:4.2f}x)"
         print(line)
+
+
+def _reshape(buf, shape):
+    """`buf` (a 1 x n matrix of its kind, for a 1-D shape) with the parameter's shape."""
+    if len(shape) == 2:
+        return buf
+    if hasattr(buf, "reshape"):  # NumPy, torch
+        return buf.reshape(shape)
+    if type(buf) is memoryview:
+        return buf.cast("B").cast("f")
+    return buf.reshape(shape)  # Array
 
 
 def _matrix(kind, r, c):
