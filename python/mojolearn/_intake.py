@@ -3,11 +3,14 @@
 as (keep-alive, address, shape), checked and refused by name.
 
 Every public entry (both trainers, the optimizers, `cross_entropy`, `clip_grad_norm_`,
-`matmul`) comes through here. The common case costs one `_reader.read` (one binding call)
-per argument, or a few attribute reads for an Array. Anything that read does not accept
-zero-copy goes the slow way, the policy: `probe` describes it, then it is copied (strided
-float32 into C order, integer labels into int32) or refused with the messages below. Nothing
-converts silently: float64 is never rounded to float32.
+`matmul`) takes its inputs by this policy. The common case costs one `_reader.read` (one
+binding call) per argument, or a few attribute reads for an Array; the hottest entries (the
+trainers' steps, `matmul`) go further and hand the objects to the binding, which reads them
+within the step's own call by the same rule (`mojo/bindings/entries/intake.mojo`) and sends
+back here only what it declines. Anything not accepted zero-copy goes the slow way, the
+policy: `probe` describes it, then it is copied (strided float32 into C order, integer labels
+into int32) or refused with the messages below. Nothing converts silently: float64 is never
+rounded to float32.
 
 The caller keeps the returned keep-alive (the object itself, its DLPack capsule or a copy) for
 as long as the address is used, and must not resize the buffer meanwhile.
