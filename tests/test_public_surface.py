@@ -21,33 +21,6 @@ import mojolearn
 
 MODULES = ("mojolearn", "mojolearn.training", "mojolearn.distributed")
 
-# Defined in modules the trainer-core rewrite owns (trainer, _mlp_core, linalg): annotated and
-# documented after it lands. Skipped here for now; THIS SET MUST BECOME EMPTY.
-PENDING_OTHER_ENGINEER = {
-    "mojolearn._mlp_core.MLPCore.apply_gradients",
-    "mojolearn._mlp_core.MLPCore.data_schedule",
-    "mojolearn._mlp_core.MLPCore.layer_sizes",
-    "mojolearn._mlp_core.MLPCore.load_checkpoint",
-    "mojolearn._mlp_core.MLPCore.load_state_dict",
-    "mojolearn._mlp_core.MLPCore.loss_and_grads",
-    "mojolearn._mlp_core.MLPCore.max_rows",
-    "mojolearn._mlp_core.MLPCore.numeric_mode_used",
-    "mojolearn._mlp_core.MLPCore.predict_logits",
-    "mojolearn._mlp_core.MLPCore.predict_logits_sessions",
-    "mojolearn._mlp_core.MLPCore.save_checkpoint",
-    "mojolearn._mlp_core.MLPCore.state_dict",
-    "mojolearn._mlp_core.MLPCore.state_hash",
-    "mojolearn._mlp_core.MLPCore.step_",
-    "mojolearn._mlp_core.MLPCore.train_step",
-    "mojolearn._mlp_core.MLPCore.train_steps",
-    "mojolearn._mlp_core.MLPCore.vendor_used",
-    "mojolearn._mlp_core.MLPCore.weights_",
-    "mojolearn.linalg.matmul",
-    "mojolearn.trainer.SmallMLPTrainer.__init__",
-    "mojolearn.trainer.SmallMLPTrainer.from_checkpoint",
-    "mojolearn.trainer.SmallMLPTrainer.train_step",
-}
-
 
 class _Stub(type):
     """Stands in for a typing-only third-party import (torch, mpi4py): any attribute of it is
@@ -229,17 +202,8 @@ def _surface_problems():
 
 def test_every_public_name_is_documented_and_annotated():
     found = _surface_problems()
-    # Skipped until the trainer-core rewrite annotates them; this set must become empty.
-    offenders = [
-        p for name, ps in sorted(found.items()) if name not in PENDING_OTHER_ENGINEER for p in ps
-    ]
+    offenders = [p for _, ps in sorted(found.items()) for p in ps]  # nothing is skipped
     assert not offenders, f"{len(offenders)} problems:\n" + "\n".join(offenders)
-
-
-def test_the_pending_set_holds_only_names_still_to_do():
-    found = _surface_problems()
-    stale = {name for name in PENDING_OTHER_ENGINEER if not found.get(name)}
-    assert not stale, f"remove from PENDING_OTHER_ENGINEER (clean, or not public): {stale}"
 
 
 def test_the_type_checker_sees_every_lazy_name():

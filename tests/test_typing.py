@@ -35,6 +35,10 @@ mojolearn.zeros((2, 3), "float32")  # E: dtypes are '<f4', '<i4', '<f8', '<i8'
 mojolearn.set_numeric_mode("exact")  # E
 loss: mojolearn.Array = mojolearn.cross_entropy(w, w)  # E: 'mean' gives a float
 mojolearn.Array([1.0]).reshape("2")  # E
+small = mojolearn.SmallMLPTrainer(w, w, w, w, data_schedule={"seed": 0})
+small.train_step(w, w, return_input_grad="yes")  # E: a bool
+name: str = small.train_step(w, w)["loss"]  # E: the loss is a float
+mojolearn.matmul(w, w, transpose_a=1)  # E: a bool, not an int
 """
 
 RIGHT = """
@@ -58,7 +62,22 @@ def main() -> float:
     _, grad = mojolearn.cross_entropy(mojolearn.zeros((4, 3)), y, return_grad=True)
     a = mojolearn.Array([[1.0, 2.0]], "<f4").reshape(2, 1)
     mojolearn.SGD([array.array("f", [0.0]), memoryview(bytearray(4)).cast("f"), a], lr=0.1)
-    return loss + per_row.sum() + grad.max() + a.sum() + (norm or 0.0) + opt.lr + opt.t
+    w1, b1, w2, b2 = (mojolearn.zeros(s) for s in [(16, 8), (16,), (3, 16), (3,)])
+    small = mojolearn.SmallMLPTrainer(w1, b1, w2, b2, data_schedule={"seed": 0}, lr=1e-2)
+    X, y4 = mojolearn.zeros((4, 8)), mojolearn.zeros((4,), "<i4")
+    out = small.train_step(X, y4, return_input_grad=True)
+    dx: mojolearn.Array = out["input_grad"]
+    steps = small.train_steps(mojolearn.zeros((8, 8)), mojolearn.zeros((8,), "<i4"), 2)
+    same: mojolearn.SmallMLPTrainer = small.load_state_dict(small.state_dict())
+    lag, grads = same.loss_and_grads(X, y4)
+    step: int = small.apply_gradients(grads)
+    step += trainer.apply_gradients(trainer.loss_and_grads(X, y4)[1])
+    c = mojolearn.matmul(w1, X, transpose_a=False, transpose_b=True)
+    return (
+        loss + per_row.sum() + grad.max() + a.sum() + (norm or 0.0) + opt.lr + opt.t
+        + out["loss"] + dx.sum() + sum(steps["losses"]) + lag + step + c.sum()
+        + small.predict_logits(X).sum() + small.max_rows + len(small.state_hash())
+    )
 """
 
 # NumPy arrays and torch tensors are BufferLike through their __dlpack__ (SupportsDLPack).
@@ -74,6 +93,7 @@ mojolearn.cross_entropy(np.zeros((4, 3), dtype=np.float32), np.zeros(4, dtype=np
 mojolearn.AdamW([t, np.zeros(3, dtype=np.float32)])
 mojolearn.MLPTrainer([8, 3], [np.zeros((3, 8), np.float32), t[0]], data_schedule={"a": 1})
 mojolearn.from_dlpack(t).reshape(-1)
+mojolearn.matmul(np.zeros((2, 3), dtype=np.float32), t, transpose_b=True)
 """
 
 # mojolearn found on mypy's path, its own errors silenced as for an installed package.

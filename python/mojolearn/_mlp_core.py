@@ -19,6 +19,8 @@ file schemas), and constructs through `_init_core`; SmallMLPTrainer adds its one
 fast path, an unrolled `train_step` for the 8→16→3 network.
 """
 
+from __future__ import annotations
+
 import array as _pyarray
 import os
 import threading
@@ -30,22 +32,44 @@ from ._array import Array, _new_object, _result_view
 from ._buffer import empty, zeros
 from ._mlp_resident import CAPACITY_ROWS, Session
 
-_MODE_FORWARD, _MODE_GRADS, _MODE_TRAIN = 0, 1, 2
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any, Final, Literal, TypeAlias, TypeVar, overload
+
+    from ._layers import LayerSizes
+    from ._types import BufferLike, PyArray, TrainStepResult, TrainStepsResult
+
+    _Trainer = TypeVar("_Trainer", bound="MLPCore")
+    # [losses (k) | logits | grads | input_grad] and its views: logits, gradients (None in
+    # forward mode), input_grad (None unless asked).
+    _Pass: TypeAlias = "tuple[PyArray, Array, dict[str, Array] | None, Array | None]"
+    # The per-operation path's (new state or None, losses, logits, flat grads, input_grad).
+    _Ops: TypeAlias = "tuple[_State | None, Array, Array, Array, Array | None]"
+
+# The mode argument of the step entries (Final: the overloads below tell them apart).
+_MODE_FORWARD: Final = 0
+_MODE_GRADS: Final = 1
+_MODE_TRAIN: Final = 2
 _ZERO = _pyarray.array("f", (0.0,))  # repeated: the fastest zeroed float32 allocation
 
-_binding = _backend.binding  # a module global: tests wrap it to inject binding failures
+_binding: Callable[[], Any] = _backend.binding  # a module global: tests wrap it to inject failures
 
 # os.environ is re-read on every step (tests and tools flip the path between steps), so read
 # its backing dict directly: os.environ.get costs ~0.3 µs, more than a batch-1 step.
+_env_get: Callable[[Any], object]
+_FUSED_KEY: object
+_OFF: object
 try:
-    _env_get = os.environ._data.get
+    _env_get = os.environ._data.get  # type: ignore[attr-defined]
     _FUSED_KEY = os.environ.encodekey("MOJOLEARN_MLP_FUSED")
     _OFF = os.environ.encodevalue("0")
 except AttributeError:  # not CPython's os.environ: take the slow, portable way
     _env_get, _FUSED_KEY, _OFF = os.environ.get, "MOJOLEARN_MLP_FUSED", "0"
 
 
-def _fused_enabled():
+def _fused_enabled() -> bool:
+    """False while MOJOLEARN_MLP_FUSED=0 (the per-operation path), re-read on every call."""
     return _env_get(_FUSED_KEY) != _OFF
 
 
@@ -53,12 +77,17 @@ class _State:
     """A host copy of the trainer state (the per-operation path and `tools/`)."""
 
     __slots__ = ("params", "m", "v", "flags", "step")
+    params: Array
+    m: Array
+    v: Array
+    flags: Array | None
+    step: int
 
-    def __init__(self, params, m, v, flags, step):
+    def __init__(self, params: Array, m: Array, v: Array, flags: Array | None, step: int) -> None:
         self.params, self.m, self.v, self.flags, self.step = params, m, v, flags, step
 
 
-def _translate(exc, api):
+def _translate(exc: BaseException, api: str) -> BaseException:
     """A binding refusal as the trainer's error: a non-finite result as RuntimeError, a
     refused input (the resident entries check X and targets) as ValueError naming it."""
     if isinstance(exc, RuntimeError) and "not finite" in str(exc):
@@ -70,13 +99,15 @@ def _translate(exc, api):
     return exc
 
 
-def _results(buf, addr, spec, rows, k, want_dx):
+def _results(
+    buf: PyArray, addr: int, spec: LayerSizes, rows: int, k: int, want_dx: bool
+) -> tuple[Array, dict[str, Array], Array | None]:
     """(logits, gradients dict, input_grad or None): Arrays viewing the flat result buffer at
     `addr`, [losses (k) | logits (rows × classes) | grads (total) | input_grad (rows ×
     inputs)] (each keeps it alive)."""
     g = addr + 4 * (k + rows * spec.classes)
     logits = _result_view(buf, (rows, spec.classes), addr + 4 * k, rows * spec.classes)
-    grads = {}
+    grads: dict[str, Array] = {}
     make = _new_object
     for name, shape, offset, size in spec.views:  # `_result_view`, inlined: ~0.1 µs a view
         a = make(Array)
@@ -87,7 +118,7 @@ def _results(buf, addr, spec, rows, k, want_dx):
         a._readonly = False
         a._addr = g + offset
         grads[name] = a
-    dx = None
+    dx: Array | None = None
     if want_dx:
         dx = _result_view(buf, (rows, spec.inputs), g + 4 * spec.total, rows * spec.inputs)
     return logits, grads, dx
@@ -96,11 +127,42 @@ def _results(buf, addr, spec, rows, k, want_dx):
 class MLPCore:
     """The shared state, validation, transactions, steps and checkpoints of both trainers."""
 
-    _API = _SCHEMA = _FILE_SCHEMA = None
+    # Set by each subclass.
+    _API: str  # the name in messages: "SmallMLPTrainer", "MLPTrainer"
+    _SCHEMA: str  # the `state_dict()` schema
+    _FILE_SCHEMA: str  # the checkpoint file schema
+
+    _spec: LayerSizes
+    _config: dict[str, float]  # lr, beta1, beta2, eps, weight_decay (float32 values)
+    _schedule: dict[str, Any]
+    _flags: Array | None  # SmallMLPTrainer's v1 optimizer flags (int32, 4); None otherwise
+    _max_rows: int
+    _mode: str
+    _lock: threading.RLock
+    _step: int
+    _session: Session
+
+    if TYPE_CHECKING:  # each subclass defines it (the constructor differs)
+
+        @classmethod
+        def _from_state(cls: type[_Trainer], state: dict[str, Any]) -> _Trainer:
+            """A trainer holding a `state_dict()`, validated as `load_state_dict` does."""
+            ...
 
     def _init_core(
-        self, spec, params, config, schedule, flags=None, max_rows=None, m=None, v=None, step=0
-    ):
+        self,
+        spec: LayerSizes,
+        params: Array,
+        config: dict[str, float],
+        schedule: dict[str, Any],
+        flags: Array | None = None,
+        max_rows: int | None = None,
+        m: Array | None = None,
+        v: Array | None = None,
+        step: int = 0,
+    ) -> None:
+        """Set up the state (checked by the caller) and open its resident session: the
+        constructors' common part. `m`, `v` default to zeros; `max_rows` to the spec's."""
         self._spec = spec
         self._config = config
         self._schedule = schedule
@@ -122,57 +184,76 @@ class MLPCore:
     # ------------------------------------------------------------ introspection
 
     @property
-    def layer_sizes(self):
+    def layer_sizes(self) -> list[int]:
         """[inputs, hidden..., classes] (a fresh list)."""
         return list(self._spec.sizes)
 
     @property
-    def max_rows(self):
-        """The most rows one batch may have."""
+    def max_rows(self) -> int:
+        """The most rows one batch may have (a bound on a step's working memory)."""
         return self._max_rows
 
     @property
-    def step_(self):
+    def step_(self) -> int:
         """Number of optimizer steps taken."""
         return self._step
 
     @property
-    def weights_(self):
+    def weights_(self) -> dict[str, Array]:
         """The current parameters: a dict of fresh Arrays weight1, bias1, ..., biasL."""
         with self._lock:
-            return S.split(self._session.download()[0], self._spec)
+            return S.split(self._session.download()[0], self._spec)  # type: ignore[no-any-return]
 
-    def numeric_mode_used(self):
-        """'identical' or 'fast', read from the loaded binding."""
-        return _binding().mode
+    def numeric_mode_used(self) -> str:
+        """The numeric mode of the binding the steps run in.
 
-    def vendor_used(self):
-        """'cpu', 'cuda' or 'hip', read from the loaded binding."""
-        return _binding().vendor
+        Returns:
+            'identical' or 'fast', read from the loaded binding.
+        """
+        return _binding().mode  # type: ignore[no-any-return]  # the binding is untyped
+
+    def vendor_used(self) -> str:
+        """The vendor of the binding the steps run in.
+
+        Returns:
+            'cpu', 'cuda' or 'hip', read from the loaded binding.
+        """
+        return _binding().vendor  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------ state
 
     @property
-    def data_schedule(self):
+    def data_schedule(self) -> dict[str, Any]:
         """The stored data-order description (a fresh copy). Assigning a new one (validated
-        like the constructor's) records where the data stream stands, e.g. before a save."""
+        like the constructor's: a ValueError leaves the old one) records where the data
+        stream stands, e.g. before a save."""
         with self._lock:
-            return S.check_schedule(self._schedule, self._API)
+            return S.check_schedule(self._schedule, self._API)  # type: ignore[no-any-return]
 
     @data_schedule.setter
-    def data_schedule(self, value):
+    def data_schedule(self, value: dict[str, Any]) -> None:
         schedule = S.check_schedule(value, self._API)
         with self._lock:
             self._schedule = schedule
 
     @property
-    def _st(self):
+    def _st(self) -> _State:
         """The whole state as a host `_State` of fresh Arrays (synced from the session)."""
         with self._lock:
             p, m, v, t = self._session.download()
             return _State(p, m, v, None if self._flags is None else self._flags.copy(), t)
 
-    def _publish(self, params, m, v, step, config=None, schedule=None, flags=None, capacity=None):
+    def _publish(
+        self,
+        params: Array,
+        m: Array,
+        v: Array,
+        step: int,
+        config: dict[str, float] | None = None,
+        schedule: dict[str, Any] | None = None,
+        flags: Array | None = None,
+        capacity: int | None = None,
+    ) -> None:
         """Replace the session by one holding (params, m, v, step) — opened before anything
         changes, so a failure to open leaves the trainer as it was — and, when given, the
         config, schedule and flags, all in ONE assignment. Caller holds the lock."""
@@ -196,8 +277,21 @@ class MLPCore:
         )
         old.close()
 
-    def state_dict(self):
-        """An independent snapshot of the whole resumable state (fresh Arrays)."""
+    def state_dict(self) -> dict[str, Any]:
+        """An independent snapshot of the whole resumable state.
+
+        Returns:
+            A new dict: `schema`, `architecture` (the layer sizes), `numeric_mode`,
+            `parameter_order`, `weights` (fresh Arrays by name), `optimizer` (`kind`, `step`
+            and the AdamW moments `m`, `v` as flat fresh Arrays; SmallMLPTrainer's also its
+            `flags`), `config` (the float32 hyperparameters) and `data_schedule`. Nothing in
+            it shares memory with the trainer.
+
+        Example:
+            >>> state = trainer.state_dict()
+            >>> trainer.train_step(X, y)
+            >>> trainer.load_state_dict(state)  # back to the snapshot, bit for bit
+        """
         with self._lock:
             st = self._st
             optimizer = {"kind": S.OPTIMIZER, "step": st.step, "m": st.m, "v": st.v}
@@ -214,9 +308,23 @@ class MLPCore:
                 "data_schedule": S.check_schedule(self._schedule, self._API),
             }
 
-    def load_state_dict(self, state):
-        """Restore a `state_dict()` snapshot (same layer sizes, same numeric mode); validated
-        and copied before anything changes. Returns self."""
+    def load_state_dict(self: _Trainer, state: dict[str, Any]) -> _Trainer:
+        """Restore a `state_dict()` snapshot of the same layer sizes and numeric mode.
+
+        The whole state is validated and copied before anything changes.
+
+        Args:
+            state: a `state_dict()` of a trainer of this class (its tensors may be any
+                float32 / int32 buffers of the right shapes).
+
+        Returns:
+            self.
+
+        Raises:
+            ValueError: a wrong schema, architecture, numeric mode, shape or value (the
+                trainer is unchanged).
+            TypeError: a tensor that is not a buffer of the right dtype.
+        """
         params, m, v, flags, step, config, schedule, _ = S.validate_state(
             state, self._mode, self._spec, self._API, self._SCHEMA
         )
@@ -224,36 +332,80 @@ class MLPCore:
             self._publish(params, m, v, step, config, schedule, flags)
         return self
 
-    def state_hash(self):
-        """SHA-256 (hex) of the canonical JSON of the checkpoint payload of this state."""
+    def state_hash(self) -> str:
+        """A digest of the whole state: equal hashes mean bit-equal states.
+
+        Returns:
+            The SHA-256 (hex) of the canonical JSON of this state's checkpoint payload (the
+            hash `save_checkpoint` records in the file).
+        """
         return _ckpt.state_hash(_ckpt.encode_state(self.state_dict()))
 
-    def save_checkpoint(self, path):
-        """Write the state to `path` atomically (see `mojolearn.checkpoint`)."""
+    def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
+        """Write the whole state to `path` atomically (see `mojolearn.checkpoint`).
+
+        The bytes go to a temporary file in the same folder, which then replaces `path`: a
+        reader sees the old file or the new one, never part of one.
+
+        Args:
+            path: the checkpoint file (replaced if it exists).
+
+        Raises:
+            ValueError: `path` names something other than a regular file, or the state is
+                over the file's size bound; nothing is written.
+            OSError: the file cannot be written.
+        """
         with self._lock:
             data = _ckpt.dumps(self.state_dict())
         _ckpt.write_atomic(path, data)
 
     @classmethod
-    def _load(cls, path, allow_profile_change, max_bytes):
+    def _load(
+        cls, path: str | os.PathLike[str], allow_profile_change: bool, max_bytes: int | None
+    ) -> dict[str, Any]:
+        """The checked state of a checkpoint file of this class's file schema."""
         if cls._FILE_SCHEMA == _ckpt.FILE_SCHEMA:
             return _ckpt.load(path, allow_profile_change)
         return _ckpt.load(path, allow_profile_change, cls._FILE_SCHEMA, max_bytes)
 
-    def load_checkpoint(self, path, *, allow_profile_change=False, max_bytes=None):
-        """Restore this trainer from a `save_checkpoint` file of the same layer sizes, checked
-        whole before anything changes. Returns self."""
+    def load_checkpoint(
+        self: _Trainer,
+        path: str | os.PathLike[str],
+        *,
+        allow_profile_change: bool = False,
+        max_bytes: int | None = None,
+    ) -> _Trainer:
+        """Restore this trainer from a `save_checkpoint` file of the same layer sizes.
+
+        The file is checked whole (size bound, schema, hash, arithmetic profile, every
+        field) before anything changes.
+
+        Args:
+            path: the checkpoint file.
+            allow_profile_change: accept a file written under another arithmetic profile (a
+                migration: bits then follow this mojolearn's arithmetic).
+            max_bytes: the size bound (MLPTrainer files; default `checkpoint.MLP_MAX_BYTES`).
+                SmallMLPTrainer files have their fixed bound and ignore it.
+
+        Returns:
+            self.
+
+        Raises:
+            ValueError: the file is refused (named reason), or holds other layer sizes; the
+                trainer is unchanged.
+            OSError: the file cannot be read.
+        """
         return self.load_state_dict(self._load(path, allow_profile_change, max_bytes))
 
     # A copy is a trainer of its own: same state bits, its own session and lock (a shallow
     # copy would share the session, and each would then step the other's state).
-    def __copy__(self):
+    def __copy__(self: _Trainer) -> _Trainer:
         return type(self)._from_state(self.state_dict())
 
-    def __deepcopy__(self, memo):
+    def __deepcopy__(self: _Trainer, memo: dict[int, Any]) -> _Trainer:
         return self.__copy__()
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., MLPCore], tuple[type[MLPCore], bytes]]:
         return _ckpt.trainer_from_bytes, (type(self), _ckpt.dumps(self.state_dict()))
 
     # ------------------------------------------------------------ steps
@@ -265,25 +417,27 @@ class MLPCore:
     # returned is undone by `_recover` (the session keeps the pre-step state until the next
     # step). MOJOLEARN_MLP_FUSED=0 runs the per-operation path on a host copy instead.
 
-    def _hyper(self):
+    def _hyper(self) -> list[float]:
+        """The AdamW hyperparameters in the order the binding takes them."""
         c = self._config
         return [c["lr"], c["beta1"], c["beta2"], c["eps"], c["weight_decay"]]
 
-    def _check_room(self, k):
+    def _check_room(self, k: int) -> None:
+        """Refuse `k` more steps when they would pass the step counter's bound."""
         if self._step + k > S.MAX_STEP:
             raise ValueError(
                 f"{self._API}: the step counter is exhausted (step "
                 f"{self._step} + {k} would pass 2**31-1)"
             )
 
-    def _recover(self, t_before):
+    def _recover(self, t_before: int) -> None:
         """After a failure: roll the session back to step `t_before` if the step was applied."""
         try:
             self._step = self._session.rollback(t_before)
         except Exception:  # the session refused: it was never changed
             pass
 
-    def _fit(self, rows):
+    def _fit(self, rows: int) -> None:
         """A session whose scratch holds `rows` rows (reopened larger, state unchanged, when
         a batch outgrows it). Caller holds the lock."""
         if rows > self._session.capacity:  # checked again: callers test it before calling
@@ -292,17 +446,51 @@ class MLPCore:
                 p, m, v, t, capacity=min(self._max_rows, max(rows, 2 * self._session.capacity))
             )
 
-    def _x_input(self, X, name="X", stacked=False):
+    def _x_input(
+        self, X: BufferLike, name: str = "X", stacked: bool = False
+    ) -> tuple[object, int, int]:
         """(object to keep alive, address, rows) of a float32 C-contiguous (rows, inputs) batch;
         finiteness is checked by the binding."""
-        return _batches.x_input(X, self._API, self._spec.inputs, self._max_rows, name, stacked)
+        return _batches.x_input(X, self._API, self._spec.inputs, self._max_rows, name, stacked)  # type: ignore[no-any-return]
 
-    def _y_input(self, targets, rows):
+    def _y_input(self, targets: BufferLike, rows: int) -> tuple[object, int, int]:
         """(object to keep alive, address, itemsize) of `rows` int32 labels; the binding checks
         the class range."""
-        return _batches.y_input(targets, rows, self._spec.classes, self._API)
+        return _batches.y_input(targets, rows, self._spec.classes, self._API)  # type: ignore[no-any-return]
 
-    def _pass(self, X, targets, mode, want_dx, k=1, stacked=False):
+    if TYPE_CHECKING:  # forward mode has no gradient views
+
+        @overload
+        def _pass(
+            self,
+            X: BufferLike,
+            targets: BufferLike | None,
+            mode: Literal[0],
+            want_dx: bool,
+            k: int = 1,
+            stacked: bool = False,
+        ) -> tuple[PyArray, Array, None, None]: ...
+
+        @overload
+        def _pass(
+            self,
+            X: BufferLike,
+            targets: BufferLike,
+            mode: Literal[1, 2],
+            want_dx: bool,
+            k: int = 1,
+            stacked: bool = False,
+        ) -> tuple[PyArray, Array, dict[str, Array], Array | None]: ...
+
+    def _pass(
+        self,
+        X: BufferLike,
+        targets: BufferLike | None,
+        mode: int,
+        want_dx: bool,
+        k: int = 1,
+        stacked: bool = False,
+    ) -> _Pass | None:
         """One resident pass (forward / grads / one train step) on X and targets (ignored in
         forward mode), or k train steps in one call over k stacked batches; returns the
         result buffer [losses (k) | logits | grads | input_grad] and the `_results` views of
@@ -312,7 +500,7 @@ class MLPCore:
         spec = self._spec
         q = _batches.quick(X, targets, spec.inputs, self._max_rows, k)
         if q is not None:
-            r = self._run_pass(*q, mode, want_dx, k)
+            r = self._run_pass(*q, mode, want_dx, k)  # type: ignore[call-arg]  # q: 4 arguments
             if r is not None:
                 return r
         x, xa, total = self._x_input(X, stacked=stacked)
@@ -321,17 +509,27 @@ class MLPCore:
         if mode == _MODE_FORWARD:
             y, ya, itemsize = x, xa, 4
         else:
-            y, ya, itemsize = self._y_input(targets, total)
+            y, ya, itemsize = self._y_input(targets, total)  # type: ignore[arg-type]  # not None
         return self._run_pass(xa, ya, itemsize, total // k, mode, want_dx, k)
 
-    def _check_stack(self, total, k):
+    def _check_stack(self, total: int, k: int) -> None:
+        """Refuse X unless its `total` rows stack k equal batches of 1 to `max_rows` rows."""
         if total % k or not 1 <= total // k <= self._max_rows:
             raise ValueError(
                 f"{self._API}: X must stack k={k} equal batches of 1 to "
                 f"{self._max_rows} rows, got {total} rows"
             )
 
-    def _run_pass(self, xa, ya, itemsize, rows, mode, want_dx, k):
+    def _run_pass(
+        self,
+        xa: object,
+        ya: object,
+        itemsize: int,
+        rows: int,
+        mode: int,
+        want_dx: bool,
+        k: int,
+    ) -> _Pass | None:
         """`_pass` on inputs as the binding takes them (`_batches.quick`; rows 0: X is an
         object whose rows the binding takes, making the result buffer); None when it declined
         an object (nothing was done). A failure after the binding applied a training run
@@ -340,6 +538,8 @@ class MLPCore:
             self._fit(rows)
         spec = self._spec
         step = self._step
+        grads: dict[str, Array] | None
+        dx: Array | None
         try:
             if rows:
                 buf = _ZERO * (
@@ -386,7 +586,7 @@ class MLPCore:
 
     # -- the data-parallel pieces (mojolearn.distributed): caller holds the lock ---------
 
-    def _microbatch(self, xa, ya, itemsize, rows, divide_by):
+    def _microbatch(self, xa: int, ya: int, itemsize: int, rows: int, divide_by: int) -> PyArray:
         """The result buffer [loss | logits | grads] of one microbatch on the current state,
         its loss and gradient divided by `divide_by` (the whole batch's rows). No step."""
         if rows > self._session.capacity:
@@ -402,7 +602,7 @@ class MLPCore:
             raise _translate(exc, self._API) from None
         return buf
 
-    def _apply_flat(self, grads_addr):
+    def _apply_flat(self, grads_addr: int) -> int:
         """One AdamW step in the session with the flat gradients at `grads_addr`; returns the
         new step count. All or nothing."""
         self._check_room(1)
@@ -414,24 +614,42 @@ class MLPCore:
             raise _translate(exc, self._API) from None
         return self._step
 
-    def _check_want_dx(self, value):
+    def _check_want_dx(self, value: object) -> None:
+        """Refuse a `return_input_grad` that is not a bool."""
         if value is not False and value is not True:
             raise TypeError(
                 f"{self._API}: return_input_grad must be a bool, got {type(value).__name__}"
             )
 
-    def train_step(self, X, targets, *, return_input_grad=False):
-        """One AdamW step on a batch.
+    def train_step(
+        self, X: BufferLike, targets: BufferLike, *, return_input_grad: bool = False
+    ) -> TrainStepResult:
+        """One AdamW step on a batch: mean cross-entropy, its gradients, the update.
+
+        The step either completes or changes nothing (a refused batch, a non-finite result,
+        an interrupt).
 
         Args:
-            X: float32 (n, inputs), 1 <= n <= `max_rows`. targets: integer (n,), classes
-                0..classes-1.
+            X: float32 (n, inputs), C-contiguous or not (a strided one is copied), 1 <= n <=
+                `max_rows`; finite.
+            targets: integer (n,): the class of each row, 0..classes-1.
             return_input_grad: also return d(loss)/dX.
 
         Returns:
-            dict: `step` (new count), `loss` (float, before the update), `logits` (n,
-            classes) before the update, `gradients` ({"weight1": ..., "bias1": ..., ...}),
-            and `input_grad` (n, inputs) when asked.
+            `step` (the new count), `loss` (before the update), `logits` (n, classes) before
+            the update, `gradients` ({"weight1": ..., "bias1": ..., ...}) and, when asked,
+            `input_grad` (n, inputs). The Arrays are fresh (one buffer, not the trainer's).
+
+        Raises:
+            TypeError: X or targets is not a buffer of the right dtype, or
+                `return_input_grad` is not a bool.
+            ValueError: a wrong shape, a non-finite X, a class out of range, or the step
+                counter is exhausted.
+            RuntimeError: the step produced a non-finite result (nothing was applied).
+
+        Example:
+            >>> out = trainer.train_step(X, y)  # X: float32 (n, inputs), y: integer (n,)
+            >>> out["step"], out["loss"], out["gradients"]["weight1"].shape
         """
         self._check_want_dx(return_input_grad)
         with self._lock:
@@ -439,16 +657,38 @@ class MLPCore:
             if not _fused_enabled():
                 return self._train_step_ops(X, targets, return_input_grad)
             buf, logits, grads, dx = self._pass(X, targets, _MODE_TRAIN, return_input_grad)
-            result = {"step": self._step, "loss": buf[0], "logits": logits, "gradients": grads}
+            result: TrainStepResult = {
+                "step": self._step,
+                "loss": buf[0],
+                "logits": logits,
+                "gradients": grads,
+            }
             if return_input_grad:
-                result["input_grad"] = dx
+                result["input_grad"] = dx  # type: ignore[typeddict-item]  # an Array when asked
             return result
 
-    def train_steps(self, X, targets, k):
-        """`k` steps in ONE binding call over k equal batches stacked in X (k * batch,
-        inputs), targets (k * batch,); bit-equal to k `train_step` calls. Returns dict
-        `step`, `losses` (k floats), `loss` (the last), `logits` and `gradients` of the last
-        step."""
+    def train_steps(self, X: BufferLike, targets: BufferLike, k: int) -> TrainStepsResult:
+        """`k` AdamW steps in ONE binding call, bit-equal to k `train_step` calls.
+
+        Batch i is rows i * n .. (i + 1) * n - 1 of X and targets. The k steps either all
+        complete or change nothing.
+
+        Args:
+            X: float32 (k * n, inputs): k equal batches of 1 <= n <= `max_rows` rows,
+                stacked.
+            targets: integer (k * n,): their classes, stacked the same way.
+            k: the number of steps, a positive int.
+
+        Returns:
+            `step` (the new count), `losses` (the k losses, in order), `loss` (the last),
+            and `logits` and `gradients` of the last step.
+
+        Raises:
+            TypeError: X or targets is not a buffer of the right dtype.
+            ValueError: `k` is not a positive int, X does not stack k batches of 1 to
+                `max_rows` rows, a refused batch, or the step counter would pass its bound.
+            RuntimeError: a step produced a non-finite result (none was applied).
+        """
         if isinstance(k, bool) or type(k) is not int or k < 1:
             raise ValueError(f"{self._API}: k must be a positive int, got {k!r}")
         with self._lock:
@@ -470,23 +710,53 @@ class MLPCore:
                 "gradients": grads,
             }
 
-    def loss_and_grads(self, X, targets):
-        """(loss, [dweight1, dbias1, ..., dbiasL]) of a batch, without a step."""
+    def loss_and_grads(self, X: BufferLike, targets: BufferLike) -> tuple[float, list[Array]]:
+        """The loss and gradients of a batch on the current state, without a step.
+
+        Args:
+            X: float32 (n, inputs), 1 <= n <= `max_rows`; finite.
+            targets: integer (n,): the class of each row.
+
+        Returns:
+            (loss, [dweight1, dbias1, ..., dbiasL]): the mean loss and fresh gradient Arrays
+            in parameter order (what `apply_gradients` takes).
+
+        Raises:
+            TypeError: X or targets is not a buffer of the right dtype.
+            ValueError: a wrong shape, a non-finite X or a class out of range.
+            RuntimeError: the result is not finite.
+        """
         names = self._spec.names
         with self._lock:
             if not _fused_enabled():
                 x = self._owned_batch(X)
                 rows = x._shape[0]
                 y = self._labels(targets, rows)
-                _, losses, _, grads, _ = self._run_ops(x, y, rows, _MODE_GRADS)
-                g = S.split(grads, self._spec)
+                _, losses, _, flat_grads, _ = self._run_ops(x, y, rows, _MODE_GRADS)
+                g = S.split(flat_grads, self._spec)
                 return losses._mv[0], [g[n] for n in names]
             buf, _, grads, _ = self._pass(X, targets, _MODE_GRADS, False)
         return buf[0], [grads[n] for n in names]
 
-    def apply_gradients(self, gradients):
-        """One AdamW step with already-combined gradients (parameter order, float32, exact
-        shapes); returns the new step count. All or nothing."""
+    def apply_gradients(self, gradients: Sequence[BufferLike]) -> int:
+        """One AdamW step with already-combined gradients (e.g. averaged over processes).
+
+        All or nothing: every gradient is checked before the update, and a non-finite
+        result leaves the state as it was.
+
+        Args:
+            gradients: float32 buffers in parameter order (weight1, bias1, ..., biasL), each
+                of its parameter's exact shape, finite (a list, not a dict).
+
+        Returns:
+            The new step count.
+
+        Raises:
+            TypeError: not a sequence of float32 buffers (a dict is refused).
+            ValueError: a wrong count, shape or non-finite value, or the step counter is
+                exhausted.
+            RuntimeError: the update produced a non-finite result (nothing was applied).
+        """
         spec, api = self._spec, self._API
         n = len(spec.names)
         if isinstance(gradients, dict):
@@ -514,6 +784,7 @@ class MLPCore:
         )
         with self._lock:
             self._check_room(1)
+            t: int
             p, m, v, t = self._session.download()  # fresh copies: the update runs on them
             try:
                 _binding().mlp_adamw(
@@ -524,16 +795,39 @@ class MLPCore:
             self._publish(p, m, v, t + 1)
             return t + 1
 
-    def predict_logits(self, X):
-        """Logits (n, classes) of X (n, inputs) with the current weights."""
+    def predict_logits(self, X: BufferLike) -> Array:
+        """The network's outputs on a batch with the current weights (no step).
+
+        Args:
+            X: float32 (n, inputs), 1 <= n <= `max_rows`; finite.
+
+        Returns:
+            The logits, a fresh float32 Array (n, classes).
+
+        Raises:
+            TypeError: X is not a float32 buffer.
+            ValueError: a wrong shape or a non-finite X.
+        """
         with self._lock:
             if not _fused_enabled():
                 return self._forward_ops(self._owned_batch(X))
             return self._pass(X, None, _MODE_FORWARD, False)[1]
 
-    def predict_logits_sessions(self, inputs):
-        """Logits of several batches (a list of float32 (n_i, inputs) buffers), concatenated
-        in the order given: shape (sum n_i, classes)."""
+    def predict_logits_sessions(self, inputs: Sequence[BufferLike]) -> Array:
+        """The logits of several batches with the current weights, concatenated.
+
+        Each row's logits are the bits `predict_logits` gives it, whatever the batching.
+
+        Args:
+            inputs: float32 (n_i, inputs) buffers, 1 <= n_i <= `max_rows`, at least one.
+
+        Returns:
+            A fresh float32 Array (sum n_i, classes): the batches' logits in the order given.
+
+        Raises:
+            TypeError: `inputs` is not a list of float32 buffers.
+            ValueError: no batch, a wrong shape or a non-finite value.
+        """
         if isinstance(inputs, (str, bytes)) or not hasattr(inputs, "__iter__"):
             raise TypeError(
                 f"{self._API}: inputs must be a list of float32 (n, "
@@ -550,13 +844,41 @@ class MLPCore:
 
     # ------------------------------------------------------------ per-operation path
 
-    def _owned_batch(self, X, name="X", stacked=False):
-        return _batches.owned_batch(X, self._API, self._spec.inputs, self._max_rows, name, stacked)
+    def _owned_batch(self, X: BufferLike, name: str = "X", stacked: bool = False) -> Array:
+        """X as an owned float32 (rows, inputs) copy, checked finite."""
+        return _batches.owned_batch(X, self._API, self._spec.inputs, self._max_rows, name, stacked)  # type: ignore[no-any-return]
 
-    def _labels(self, targets, rows):
-        return _batches.targets(targets, rows, self._spec.classes, self._API)
+    def _labels(self, targets: BufferLike, rows: int) -> Array:
+        """targets as an int32 (rows,) Array of classes in range."""
+        return _batches.targets(targets, rows, self._spec.classes, self._API)  # type: ignore[no-any-return]
 
-    def _run_ops(self, x, y, rows, mode, k=1, want_dx=False):
+    if TYPE_CHECKING:  # only a training run has a new state
+
+        @overload
+        def _run_ops(
+            self,
+            x: Array,
+            y: Array,
+            rows: int,
+            mode: Literal[0, 1],
+            k: int = 1,
+            want_dx: bool = False,
+        ) -> tuple[None, Array, Array, Array, Array | None]: ...
+
+        @overload
+        def _run_ops(
+            self,
+            x: Array,
+            y: Array,
+            rows: int,
+            mode: Literal[2],
+            k: int = 1,
+            want_dx: bool = False,
+        ) -> tuple[_State, Array, Array, Array, Array | None]: ...
+
+    def _run_ops(
+        self, x: Array, y: Array, rows: int, mode: int, k: int = 1, want_dx: bool = False
+    ) -> _Ops:
         """The per-operation calls on a host copy of the state; returns
         (new _State or None, losses Array (k,), logits, flat grads, dx). Caller holds the lock."""
         from . import _mlp_ops
@@ -600,29 +922,31 @@ class MLPCore:
             raise _translate(exc, self._API) from None
         return new, losses, logits, grads, (dx if want_dx else None)
 
-    def _train_step_ops(self, X, targets, want_dx):
+    def _train_step_ops(self, X: BufferLike, targets: BufferLike, want_dx: bool) -> TrainStepResult:
+        """`train_step` on the per-operation path. Caller holds the lock."""
         x = self._owned_batch(X)
         y = self._labels(targets, x.shape[0])
         new, losses, logits, grads, dx = self._run_ops(x, y, x.shape[0], _MODE_TRAIN, 1, want_dx)
         self._publish(new.params, new.m, new.v, new.step)
-        result = {
+        result: TrainStepResult = {
             "step": new.step,
             "loss": losses._mv[0],
             "logits": logits,
             "gradients": S.split(grads, self._spec),
         }
         if want_dx:
-            result["input_grad"] = dx
+            result["input_grad"] = dx  # type: ignore[typeddict-item]  # an Array when asked
         return result
 
-    def _train_steps_ops(self, X, targets, k):
+    def _train_steps_ops(self, X: BufferLike, targets: BufferLike, k: int) -> TrainStepsResult:
+        """`train_steps` on the per-operation path. Caller holds the lock."""
         x = self._owned_batch(X, stacked=True)
         self._check_stack(x.shape[0], k)
         y = self._labels(targets, x.shape[0])
         rows = x.shape[0] // k
         new, losses, logits, grads, _ = self._run_ops(x, y, rows, _MODE_TRAIN, k)
         self._publish(new.params, new.m, new.v, new.step)
-        values = losses._mv.tolist()
+        values: list[float] = losses._mv.tolist()  # type: ignore[assignment]  # float32 values
         return {
             "step": new.step,
             "losses": values,
@@ -631,12 +955,13 @@ class MLPCore:
             "gradients": S.split(grads, self._spec),
         }
 
-    def _forward_ops(self, x):
+    def _forward_ops(self, x: Array) -> Array:
+        """`predict_logits` on the per-operation path. Caller holds the lock."""
         rows = x.shape[0]
         y = zeros((rows,), "<i4")
         return self._run_ops(x, y, rows, _MODE_FORWARD)[2]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (
             f"{type(self).__name__}({list(self._spec.sizes)}, step={self._step}, "
             f"lr={self._config['lr']}, mode={self._mode!r})"

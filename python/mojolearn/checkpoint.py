@@ -46,7 +46,8 @@ import stat as _stat
 from . import _files
 from . import _mlp_state as S
 from ._array import frombytes
-from ._files import TMP_SUFFIX, clean_stale_temporaries, write_atomic  # noqa: F401 (API)
+from ._files import TMP_SUFFIX, clean_stale_temporaries  # noqa: F401 (API)
+from ._files import write_atomic as write_atomic  # API, and the trainers' save_checkpoint
 from ._layers import MAX_PARAMS, SMALL, LayerSizes
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -406,8 +407,7 @@ def load(
 
 def trainer_from_bytes(cls: type[_Trainer], data: bytes) -> _Trainer:
     """A `cls` trainer from checkpoint bytes, checked as a file is (how trainers unpickle)."""
-    # Each trainer class defines `_from_state` (MLPCore does not, so far).
-    return cls._from_state(loads(data, schema=cls._FILE_SCHEMA))  # type: ignore[attr-defined, no-any-return]
+    return cls._from_state(loads(data, schema=cls._FILE_SCHEMA))
 
 
 def verify(

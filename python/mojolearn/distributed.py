@@ -277,7 +277,7 @@ class DataParallel:
         problem = None
         if self.rank == 0:
             try:
-                self.trainer.save_checkpoint(path)  # type: ignore[no-untyped-call]  # for now
+                self.trainer.save_checkpoint(path)
             except Exception as exc:  # noqa: BLE001
                 problem = exc
         self._agree(problem)

@@ -10,6 +10,8 @@ thread whatever the setting (a thread hand-off costs more than they take). The v
 read once per process, at the first call.
 """
 
+from __future__ import annotations
+
 import array as _pyarray
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -19,23 +21,35 @@ from ._array import Array, _result_view
 from ._intake import f32
 from ._threads import num_threads
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from concurrent.futures import Future
+    from typing import Any
+
+    from ._types import BufferLike
+
+    # A `neural_gemm` entry: (addresses [a, b, c], parameters [m, n, k, ta, tb, 0, row0, row1]).
+    _Entry = Callable[[list[int], list[int]], object]
+
 _ZERO_F32 = _pyarray.array("f", (0.0,))  # repeated to allocate zeroed outputs quickly
 # Rows go to extra threads only when each thread gets at least this many multiply-adds.
 _MIN_MACS_PER_THREAD = 1 << 18
 _SPLIT_MACS = 2 * _MIN_MACS_PER_THREAD  # below it, one thread whatever the setting
 
 _pool_lock = threading.Lock()
-_pool = None
-_raw = None  # the loaded binding module
+_pool: ThreadPoolExecutor | None = None
+_raw: Any = None  # the loaded binding module
 
 
-def _load():
+def _load() -> Any:
+    """The binding module, loaded and kept in `_raw`."""
     global _raw
     _raw = _backend.binding().raw  # the binding never changes once loaded
     return _raw
 
 
-def _flag(value, name):
+def _flag(value: object, name: str) -> bool:
     if type(value) is not bool:
         raise TypeError(
             f"matmul: {name} must be True or False, got {type(value).__name__} {value!r}"
@@ -43,19 +57,32 @@ def _flag(value, name):
     return value
 
 
-def matmul(a, b, *, transpose_a=False, transpose_b=False):
-    """op(a) @ op(b) as a new float32 `Array` of shape (m, n).
+def matmul(
+    a: BufferLike, b: BufferLike, *, transpose_a: bool = False, transpose_b: bool = False
+) -> Array:
+    """op(a) @ op(b), the float32 matrix product, computed by the binding.
+
+    The arithmetic is the numeric mode's (module docstring); a strided operand is copied,
+    never modified.
 
     Args:
         a: float32 2-D buffer, (m, k), or (k, m) when `transpose_a`.
         b: float32 2-D buffer, (k, n), or (n, k) when `transpose_b`.
         transpose_a, transpose_b: use the transpose of the stored matrix (bool only).
 
+    Returns:
+        A new float32 `Array` of shape (m, n) (zeros when k is 0).
+
     Raises:
         TypeError: an operand is not a float32 buffer, or a flag is not a bool.
         ValueError: an operand is not 2-D, the contracted dimensions differ, or
             MOJOLEARN_NUM_THREADS is invalid.
         RuntimeError: the product holds a NaN or an infinity.
+
+    Example:
+        >>> a = mojolearn.Array([[1.0, 2.0], [3.0, 4.0]])
+        >>> mojolearn.matmul(a, a, transpose_b=True).tolist()
+        [[5.0, 11.0], [11.0, 25.0]]
     """
     ta, tb = transpose_a, transpose_b
     if type(ta) is not bool or type(tb) is not bool:
@@ -64,6 +91,8 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False):
     # The quick way, one binding call that makes C: an Array as its address and shape, any
     # other operand as itself (the binding reads it). It declines with None what needs the
     # checked way: another dtype or ndim, a copy, an empty or mismatched or threaded product.
+    a_in: object  # an address, or the operand itself
+    b_in: object
     if type(a) is Array and a._dtype == "<f4" and len(a_shape := a._shape) == 2:
         a_in, ar, ac = a._addr, a_shape[0], a_shape[1]
     else:
@@ -85,7 +114,7 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False):
     return _result_view(buf, (m, n), addr, m * n)
 
 
-def _checked(a, b, ta, tb):
+def _checked(a: BufferLike, b: BufferLike, ta: bool, tb: bool) -> Array:
     """`matmul` through the intake: operands borrowed, copied (strided) or refused by name;
     empty products; rows split over MOJOLEARN_NUM_THREADS threads."""
     # The keep-alives (operands, DLPack capsules or C-order copies) live until the call ends.
@@ -126,7 +155,17 @@ def _checked(a, b, ta, tb):
     return out
 
 
-def _run_split(entry, addrs, m, n, k, ta, tb, parts, keep_alive):
+def _run_split(
+    entry: _Entry,
+    addrs: list[int],
+    m: int,
+    n: int,
+    k: int,
+    ta: bool,
+    tb: bool,
+    parts: int,
+    keep_alive: object,
+) -> None:
     """Rows of C in `parts` contiguous blocks, the first on this thread, the rest pooled.
     Every block is waited for before this returns or raises (KeyboardInterrupt included), and
     each job holds `keep_alive` (the result and operand buffers), so no worker ever writes to
@@ -134,8 +173,8 @@ def _run_split(entry, addrs, m, n, k, ta, tb, parts, keep_alive):
     bounds = [m * i // parts for i in range(parts + 1)]
     jobs = [[m, n, k, int(ta), int(tb), 0, bounds[i], bounds[i + 1]] for i in range(parts)]
     pool = _executor()
-    futures = []
-    first = None
+    futures: list[Future[object]] = []
+    first: BaseException | None = None
     try:
         for params in jobs[1:]:
             futures.append(pool.submit(_job, entry, addrs, params, keep_alive))
@@ -144,18 +183,19 @@ def _run_split(entry, addrs, m, n, k, ta, tb, parts, keep_alive):
         first = exc
     finally:
         for future in futures:
-            exc = future.exception()  # waits
-            if first is None and exc is not None:
-                first = exc
+            err = future.exception()  # waits
+            if first is None and err is not None:
+                first = err
     if first is not None:
         raise first
 
 
-def _job(entry, addrs, params, keep_alive):
+def _job(entry: _Entry, addrs: list[int], params: list[int], keep_alive: object) -> object:
+    """One pooled block; `keep_alive` rides along so the buffers outlive the job."""
     return entry(addrs, params)
 
 
-def _executor():
+def _executor() -> ThreadPoolExecutor:
     """One pool per process, sized once from MOJOLEARN_NUM_THREADS (never replaced, so a
     concurrent caller's submissions never meet a pool that is shutting down)."""
     global _pool

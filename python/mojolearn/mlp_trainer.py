@@ -57,10 +57,9 @@ class MLPTrainer(MLPCore):
         >>> out["step"], out["loss"]
     """
 
-    # MLPCore declares these None (not annotated yet): hence the ignores.
-    _API = _API  # type: ignore[assignment]
-    _SCHEMA = S.MLP_SCHEMA  # type: ignore[assignment]
-    _FILE_SCHEMA = _ckpt.MLP_FILE_SCHEMA  # type: ignore[assignment]
+    _API = _API
+    _SCHEMA = S.MLP_SCHEMA
+    _FILE_SCHEMA = _ckpt.MLP_FILE_SCHEMA
 
     def __init__(
         self,

@@ -9,6 +9,8 @@ call is ~3 % of a ~3 µs step).
 Everything else — state, validation, transactions, the other steps, checkpoints — is the core's.
 """
 
+from __future__ import annotations
+
 from . import _backend
 from . import _mlp_state as S
 from . import checkpoint as _ckpt
@@ -29,6 +31,14 @@ from ._mlp_core import (
 )
 from ._mlp_core import _translate as _core_translate
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Callable
+    from typing import Any
+
+    from ._types import BufferLike, TrainStepResult
+
 _IN, _HID, _OUT = S.ARCHITECTURE
 _MAX_ROWS = 256
 _API = "SmallMLPTrainer"
@@ -40,7 +50,8 @@ assert S.OFFSETS == (0, 128, 144, 192) and S.TOTAL == 195 and S.ARCHITECTURE == 
 _LOGITS_SHAPES = [(rows, _OUT) for rows in range(_MAX_ROWS + 1)]  # shared, not rebuilt per step
 
 
-def _translate(exc):
+def _translate(exc: BaseException) -> BaseException:
+    """A binding refusal as SmallMLPTrainer's error (see `_mlp_core._translate`)."""
     return _core_translate(exc, _API)
 
 
@@ -58,29 +69,37 @@ class SmallMLPTrainer(MLPCore):
             checked (lr > 0, eps > 0, weight_decay >= 0, betas in [0, 1)).
 
     Raises:
-        TypeError: a parameter is not a float32 buffer. ValueError: wrong shape, non-finite
-            value, bad hyperparameter or data_schedule.
+        TypeError: a parameter is not a float32 buffer.
+        ValueError: wrong shape, non-finite value, bad hyperparameter or data_schedule.
 
     A step either completes or changes nothing; calls from several threads are serialized.
+    A batch has 1 to 256 rows (`max_rows`).
+
+    Example:
+        >>> w1, b1, w2, b2 = ...  # float32 (16, 8), (16,), (3, 16), (3,)
+        >>> trainer = mojolearn.SmallMLPTrainer(w1, b1, w2, b2, data_schedule={"seed": 0})
+        >>> out = trainer.train_step(X, y)  # X: float32 (n, 8), y: integer (n,)
+        >>> out["step"], out["loss"]
     """
 
     _API = _API
     _SCHEMA = S.SCHEMA
     _FILE_SCHEMA = _ckpt.FILE_SCHEMA
+    _run_step: Callable[..., Any]  # the binding's mlp_resident_step
 
     def __init__(
         self,
-        weight1,
-        bias1,
-        weight2,
-        bias2,
+        weight1: BufferLike,
+        bias1: BufferLike,
+        weight2: BufferLike,
+        bias2: BufferLike,
         *,
-        data_schedule,
-        lr=1e-3,
-        betas=(0.9, 0.999),
-        eps=1e-8,
-        weight_decay=0.01,
-    ):
+        data_schedule: dict[str, Any],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.01,
+    ) -> None:
         weights = [
             S.tensor(w, s, n)
             for w, s, n in zip((weight1, bias1, weight2, bias2), S.SHAPES, S.NAMES)
@@ -93,14 +112,31 @@ class SmallMLPTrainer(MLPCore):
         self._run_step = _binding().mlp_resident_step  # train_step's entry, looked up once
 
     @classmethod
-    def from_checkpoint(cls, path, *, allow_profile_change=False):
-        """A trainer restored from `save_checkpoint` output, after checking size, schema,
-        hash, arithmetic profile and every field. `allow_profile_change=True` migrates a file
-        written under another arithmetic profile (bits then follow ours)."""
+    def from_checkpoint(
+        cls, path: str | os.PathLike[str], *, allow_profile_change: bool = False
+    ) -> SmallMLPTrainer:
+        """A trainer restored from `save_checkpoint` output.
+
+        Size, schema, hash, arithmetic profile and every field are checked before anything
+        is built.
+
+        Args:
+            path: the checkpoint file.
+            allow_profile_change: accept a file written under another arithmetic profile (a
+                migration: bits then follow this mojolearn's arithmetic).
+
+        Returns:
+            The restored trainer.
+
+        Raises:
+            ValueError: the file is refused (named reason); nothing is built.
+            OSError: the file cannot be read.
+        """
         return cls._from_state(_ckpt.load(path, allow_profile_change))
 
     @classmethod
-    def _from_state(cls, state):
+    def _from_state(cls, state: dict[str, Any]) -> SmallMLPTrainer:
+        """A trainer holding a `state_dict()`, validated as `load_state_dict` validates it."""
         w = state["weights"]
         cfg = state["config"]
         trainer = cls(
@@ -116,17 +152,35 @@ class SmallMLPTrainer(MLPCore):
         )
         return trainer.load_state_dict(state)
 
-    def train_step(self, X, targets, *, return_input_grad=False):
-        """One AdamW step on a batch.
+    def train_step(
+        self, X: BufferLike, targets: BufferLike, *, return_input_grad: bool = False
+    ) -> TrainStepResult:
+        """One AdamW step on a batch: mean cross-entropy, its gradients, the update.
+
+        The step either completes or changes nothing (a refused batch, a non-finite result,
+        an interrupt).
 
         Args:
-            X: float32 (n, 8), 1 <= n <= 256. targets: integer (n,), classes 0..2.
+            X: float32 (n, 8), 1 <= n <= 256, C-contiguous or not (a strided one is
+                copied); finite.
+            targets: integer (n,): the class of each row, 0..2.
             return_input_grad: also return d(loss)/dX.
 
         Returns:
-            dict: `step` (new count), `loss` (float, before the update), `logits` (n, 3)
-            before the update, `gradients` (dict of the four Arrays), and `input_grad` (n, 8)
-            when asked.
+            `step` (the new count), `loss` (before the update), `logits` (n, 3) before the
+            update, `gradients` (weight1, bias1, weight2, bias2) and, when asked,
+            `input_grad` (n, 8). The Arrays are fresh (one buffer, not the trainer's).
+
+        Raises:
+            TypeError: X or targets is not a buffer of the right dtype, or
+                `return_input_grad` is not a bool.
+            ValueError: a wrong shape, a non-finite X, a class out of range, or the step
+                counter is exhausted.
+            RuntimeError: the step produced a non-finite result (nothing was applied).
+
+        Example:
+            >>> out = trainer.train_step(X, y)  # X: float32 (n, 8), y: integer (n,)
+            >>> out["step"], out["loss"], out["gradients"]["weight1"].shape
         """
         if return_input_grad is not False and return_input_grad is not True:
             raise TypeError(
@@ -137,6 +191,8 @@ class SmallMLPTrainer(MLPCore):
         # as it is: it reads X and targets, takes the rows from X and makes the result buffer,
         # or declines (`_declined` then copies or refuses by name). At batch 1 each saved call
         # is ~3 % of a step (bench_train.py).
+        xa: object  # an address, or the object itself (rows 0)
+        ya: object
         if (
             type(X) is Array
             and X._dtype == "<f4"
@@ -224,7 +280,7 @@ class SmallMLPTrainer(MLPCore):
                     logits._readonly = w1._readonly = b1._readonly = w2._readonly = b2._readonly = (
                         False
                     )
-                    result = {
+                    result: TrainStepResult = {
                         "step": self._step,
                         "loss": buf[0],
                         "logits": logits,
@@ -246,12 +302,12 @@ class SmallMLPTrainer(MLPCore):
             lock.release()
         return self._declined(X, targets, return_input_grad)
 
-    def _declined(self, X, targets, want_dx):
+    def _declined(self, X: BufferLike, targets: BufferLike, want_dx: bool) -> TrainStepResult:
         """`train_step` on what the binding declined, as Arrays from the intake: borrowed,
         copied (strided, other integer dtypes) or refused by name."""
         x = _batch(X, _API, _IN, _MAX_ROWS)
         y = _targets(targets, x._shape[0], _OUT, _API, check_range=False)
         return self.train_step(x, y, return_input_grad=want_dx)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"SmallMLPTrainer(step={self._step}, lr={self._config['lr']}, mode={self._mode!r})"
