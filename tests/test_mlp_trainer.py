@@ -524,3 +524,25 @@ def test_fast_mode_is_within_the_stated_bound_of_identical(seed, sizes):
     assert all(abs(x - y) <= 1e-5 * (1 + abs(x)) for x, y in zip(a["logits"], b["logits"]))
     scale = max(abs(g) for g in a["grads"])
     assert all(abs(x - y) <= 1e-5 * scale for x, y in zip(a["grads"], b["grads"])), f"seed {seed}"
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda lr: ml.MLPTrainer([8, 6, 3], seed=4, data_schedule={"a": 1}, lr=lr),
+        lambda lr: ml.SmallMLPTrainer(*ml.init_small_mlp(4), data_schedule={"a": 1}, lr=lr),
+    ],
+)
+def test_a_step_that_overflows_the_parameters_is_refused_naming_them(make):
+    # The gradients and logits are finite; AdamW's own pass finds the new params infinite
+    # (the step is lr-sized), and the step is refused, naming them, with nothing changed.
+    t = make(3.0e38)
+    before = t.state_hash()
+    X = ml.Array([0.5] * 16, "<f4", (2, 8))
+    y = ml.Array([0, 2], "<i4")
+    with pytest.raises(RuntimeError, match=r"output 'params' is not finite at index \d+"):
+        t.train_step(X, y)
+    # Two steps: the first's infinite params make the second's logits the first bad output.
+    with pytest.raises(RuntimeError, match=r"output 'logits' is not finite"):
+        t.train_steps(ml.Array([0.5] * 32, "<f4", (4, 8)), ml.Array([0, 2] * 2, "<i4"), 2)
+    assert t.state_hash() == before and t.step_ == 0

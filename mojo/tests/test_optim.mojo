@@ -156,13 +156,63 @@ def test_adam_into_separate_outputs_equals_in_place() raises:
     var bc2 = bias_correction(Float32(0.999), 7)
     var sc = adam_scalars(Float32(0.01), Float32(0.9), Float32(0.999), Float32(1e-8),
                           Float32(0.1), True, False, bc1, bc2)
-    adam_update_into(ptr(p), ptr(g), ptr(m), ptr(v), ptr(po), ptr(mo), ptr(vo), n, sc)
+    _ = adam_update_into(ptr(p), ptr(g), ptr(m), ptr(v), ptr(po), ptr(mo), ptr(vo), n, sc)
     adam_update(ptr(p), ptr(g), ptr(m), ptr(v), n, Float32(0.01), Float32(0.9),
                 Float32(0.999), Float32(1e-8), Float32(0.1), True, False, bc1, bc2)
     for i in range(n):
         assert_equal(bits(po[i]), bits(p[i]), String("seed ", s, " index ", i))
         assert_equal(bits(mo[i]), bits(m[i]), String("seed ", s, " index ", i))
         assert_equal(bits(vo[i]), bits(v[i]), String("seed ", s, " index ", i))
+
+
+def _all_finite(xs: List[Float32]) -> Bool:
+    for x in xs:
+        if (bits(x) & 0x7F800000) == 0x7F800000:
+            return False
+    return True
+
+
+def test_adam_into_reports_whether_g_and_the_new_state_are_finite() raises:
+    # The flag found in the update's own pass equals a plain scan of g and the new p, m, v,
+    # for a NaN/Inf placed at random in g, in an input moment, or made by an overflowing step
+    # (lengths around the vector width reach both the vector and the scalar loop).
+    var s = fresh_seed()
+    var inf = Float32(1.0) / Float32(0.0)
+    for trial in range(400):
+        var n = Int(random_ui64(1, 45))
+        var p = List[Float32](length=n, fill=0)
+        var g = List[Float32](length=n, fill=0)
+        var m = List[Float32](length=n, fill=0)
+        var v = List[Float32](length=n, fill=0)
+        fill(p, 2.0)
+        fill(g, 2.0)
+        fill(m, 1.0)
+        fill(v, 1.0, nonneg=True)
+        var lr = Float32(0.01)
+        var at = Int(random_ui64(0, UInt64(n - 1)))
+        var how = trial % 5
+        if how == 1:
+            g[at] = inf - inf  # NaN
+        elif how == 2:
+            g[at] = -inf
+        elif how == 3:
+            m[at] = inf
+        elif how == 4:
+            lr = Float32(3.0e38)  # the step itself overflows p
+            p[at] = Float32(-3.0e38)
+        var po = List[Float32](length=n, fill=0)
+        var mo = List[Float32](length=n, fill=0)
+        var vo = List[Float32](length=n, fill=0)
+        var bc1 = bias_correction(Float32(0.9), 3)
+        var bc2 = bias_correction(Float32(0.999), 3)
+        var sc = adam_scalars(lr, Float32(0.9), Float32(0.999), Float32(1e-8), Float32(0.0),
+                              True, False, bc1, bc2)
+        var flag = adam_update_into(ptr(p), ptr(g), ptr(m), ptr(v), ptr(po), ptr(mo),
+                                    ptr(vo), n, sc)
+        var want = _all_finite(g) and _all_finite(po) and _all_finite(mo) and _all_finite(vo)
+        assert_equal(flag, want, String("seed ", s, " trial ", trial, " n ", n, " at ", at))
+        if how != 0 and how != 4:
+            assert_true(not flag, String("seed ", s, " trial ", trial, ": a NaN/Inf missed"))
 
 
 def test_sgd_matches_scalar_reference() raises:

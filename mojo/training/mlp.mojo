@@ -116,16 +116,18 @@ def gemm(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
 def adamw_flat(p: F32P, g: F32P, m: F32P, v: F32P, n: Int, t: Int, lr: Float32, beta1: Float32,
                beta2: Float32, eps: Float32, weight_decay: Float32):
     """AdamW (decoupled decay) in place on the flat buffers, step t (one-based)."""
-    adamw_flat_into(p, g, m, v, p, m, v, n, t, lr, beta1, beta2, eps, weight_decay)
+    _ = adamw_flat_into(p, g, m, v, p, m, v, n, t, lr, beta1, beta2, eps, weight_decay)
 
 
 def adamw_flat_into(p: F32P, g: F32P, m: F32P, v: F32P, p_out: F32P, m_out: F32P, v_out: F32P,
                     n: Int, t: Int, lr: Float32, beta1: Float32, beta2: Float32, eps: Float32,
-                    weight_decay: Float32):
-    """`adamw_flat` writing the new p, m, v to the `_out` buffers (or in place)."""
+                    weight_decay: Float32) -> Bool:
+    """`adamw_flat` writing the new p, m, v to the `_out` buffers (or in place); returns
+    whether g and the new p, m, v are all finite (`adam_update_into`)."""
     var bc = bias_corrections(beta1, beta2, t)
-    adam_update_into(p, g, m, v, p_out, m_out, v_out, n,
-                     adam_scalars(lr, beta1, beta2, eps, weight_decay, True, False, bc[0], bc[1]))
+    return adam_update_into(p, g, m, v, p_out, m_out, v_out, n,
+                            adam_scalars(lr, beta1, beta2, eps, weight_decay, True, False, bc[0],
+                                         bc[1]))
 
 
 # ---------------------------------------------------------------- the fused step

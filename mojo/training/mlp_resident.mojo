@@ -412,8 +412,8 @@ def run_steps(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
     var t = s.t()
     if train:
         s.header()[unsafe_offset=S_BACKUP_T] = -1  # the run overwrites the spare bank
-    _run_host(s, x, y, y_itemsize, o, rows, k, mode, want_dx, t + 1, divide_by)
-    var which = _first_nonfinite_output(s, o, rows, k, mode, want_dx)
+    var checked = _run_host(s, x, y, y_itemsize, o, rows, k, mode, want_dx, t + 1, divide_by)
+    var which = _first_nonfinite_output(s, o, rows, k, mode, want_dx, checked)
     if which.status != OK:
         return which  # the current bank is untouched
     if train:
@@ -485,9 +485,12 @@ def _run_device(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: 
 
 
 def _run_host(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: Int, k: Int,
-              mode: Int, want_dx: Bool, t0: Int, divide_by: Int = 0):
-    """The CPU body of `run_steps`: k steps from the current bank into the spare one."""
+              mode: Int, want_dx: Bool, t0: Int, divide_by: Int = 0) -> Bool:
+    """The CPU body of `run_steps`: k steps from the current bank into the spare one. Returns
+    whether the last AdamW found its gradients and the new state all finite (False when no
+    AdamW ran: nothing was checked)."""
     var train = mode == MODE_TRAIN
+    var checked = False
     var state = s.bank()
     var new = s.bank(spare=True)
     var scratch = LayerScratch(Int(s.f(s.r.acts)), Int(s.f(s.r.dl)), Int(s.f(s.r.ping)),
@@ -529,13 +532,16 @@ def _run_host(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
                                                              dl, True, divide_by)
             layers_backward(sizes, xb, p, scratch, o.grads(), o.dx(), rows, want_dx)
         if train:
-            adamw_flat_into(p, o.grads(), state.m(), state.v(), new.p(), new.m(), new.v(),
-                            s.n, t0 + i, lr, b1, b2, eps, wd)
+            checked = adamw_flat_into(p, o.grads(), state.m(), state.v(), new.p(), new.m(),
+                                      new.v(), s.n, t0 + i, lr, b1, b2, eps, wd)
             state = new
+    return checked
 
 
 def _first_nonfinite_output(s: Session, o: Outputs, rows: Int, k: Int, mode: Int,
-                            want_dx: Bool) -> Outcome:
+                            want_dx: Bool, state_checked: Bool = False) -> Outcome:
+    """The first NaN/Inf among the outputs, in the order logits, losses, grads, input_grad,
+    params, m, v. `state_checked`: the last AdamW found grads, params, m and v finite."""
     var n = s.n
     var at = first_nonfinite(o.logits(), rows * s.classes())
     if at >= 0:
@@ -545,14 +551,15 @@ def _first_nonfinite_output(s: Session, o: Outputs, rows: Int, k: Int, mode: Int
     at = first_nonfinite(o.losses(), k)
     if at >= 0:
         return Outcome(NONFINITE, NF_LOSSES, at)
-    at = first_nonfinite(o.grads(), n)
-    if at >= 0:
-        return Outcome(NONFINITE, NF_GRADS, at)
+    if not state_checked:
+        at = first_nonfinite(o.grads(), n)
+        if at >= 0:
+            return Outcome(NONFINITE, NF_GRADS, at)
     if want_dx:
         at = first_nonfinite(o.dx(), rows * s.inputs())
         if at >= 0:
             return Outcome(NONFINITE, NF_INPUT_GRAD, at)
-    if mode == MODE_TRAIN:  # the new state, in the spare bank until published
+    if mode == MODE_TRAIN and not state_checked:  # the new state, in the spare bank
         var new = s.bank(spare=True)
         at = first_nonfinite(new.p(), n)
         if at >= 0:
@@ -577,14 +584,15 @@ def apply_gradients(s: Session, grads: F32P) -> Outcome:
     var state = s.bank()
     var new = s.bank(spare=True)
     s.header()[unsafe_offset=S_BACKUP_T] = -1  # the spare bank is being overwritten
-    adamw_flat_into(state.p(), grads, state.m(), state.v(), new.p(), new.m(), new.v(), s.n,
-                    t + 1, s.hyper(0), s.hyper(1), s.hyper(2), s.hyper(3), s.hyper(4))
-    var checks: List[Int] = [NF_PARAMS, NF_M, NF_V]
-    for i in range(3):
-        var p = new.p() if i == 0 else (new.m() if i == 1 else new.v())
-        var at = first_nonfinite(p, s.n)
-        if at >= 0:
-            return Outcome(NONFINITE, checks[i], at)
+    if not adamw_flat_into(state.p(), grads, state.m(), state.v(), new.p(), new.m(), new.v(),
+                           s.n, t + 1, s.hyper(0), s.hyper(1), s.hyper(2), s.hyper(3),
+                           s.hyper(4)):
+        var checks: List[Int] = [NF_PARAMS, NF_M, NF_V]
+        for i in range(3):
+            var p = new.p() if i == 0 else (new.m() if i == 1 else new.v())
+            var at = first_nonfinite(p, s.n)
+            if at >= 0:
+                return Outcome(NONFINITE, checks[i], at)
     s.switch_bank()
     s.header()[unsafe_offset=S_BACKUP_T] = Int64(t)
     s.set_t(t + 1)

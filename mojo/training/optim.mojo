@@ -33,8 +33,10 @@ reductions (`sum_squares`) differ between modes: sequential in identical, SIMD l
 The square roots go through `training.fp.sqrt_rn`: correctly rounded on the host and, when a
 GPU kernel (the fused MLP step) calls this code, on the device too.
 """
+from std.memory import bitcast
 from std.sys import simd_width_of
 
+from training.checks import is_finite32
 from training.config import F32P, I64P, IDENTICAL
 from training.fp import sqrt_rn
 
@@ -148,28 +150,42 @@ def _adam_lanes[w: Int](mut p: SIMD[DType.float32, w], g_in: SIMD[DType.float32,
 
 
 def adam_update_into(p_in: F32P, g: F32P, m_in: F32P, v_in: F32P, p_out: F32P, m_out: F32P,
-                     v_out: F32P, n: Int, s: AdamScalars):
+                     v_out: F32P, n: Int, s: AdamScalars) -> Bool:
     """One Adam/AdamW step for `n` elements, written to the `_out` buffers (which may be the
-    `_in` buffers: each chunk is loaded before it is stored)."""
+    `_in` buffers: each chunk is loaded before it is stored). Returns whether g and the new
+    p, m, v are all finite, found in the same pass (the largest exponent field seen is all
+    ones only for a NaN/Inf): a separate scan would read 4n floats again."""
+    comptime EXP = UInt32(0x7F800000)
+    var seen = SIMD[DType.uint32, EW](0)
     var i = 0
     while i + EW <= n:
         var p = p_in.unsafe_load[width=EW](i)
         var m = m_in.unsafe_load[width=EW](i)
         var v = v_in.unsafe_load[width=EW](i)
-        _adam_lanes[EW](p, g.unsafe_load[width=EW](i), m, v, s)
+        var gi = g.unsafe_load[width=EW](i)
+        _adam_lanes[EW](p, gi, m, v, s)
         p_out.unsafe_offset(i).unsafe_store(p)
         m_out.unsafe_offset(i).unsafe_store(m)
         v_out.unsafe_offset(i).unsafe_store(v)
+        seen = max(seen, max(max(bitcast[DType.uint32, EW](p) & EXP,
+                                 bitcast[DType.uint32, EW](m) & EXP),
+                             max(bitcast[DType.uint32, EW](v) & EXP,
+                                 bitcast[DType.uint32, EW](gi) & EXP)))
         i += EW
+    var finite = not seen.eq(EXP).reduce_or()
     while i < n:
         var p = SIMD[DType.float32, 1](p_in[unsafe_offset=i])
         var m = SIMD[DType.float32, 1](m_in[unsafe_offset=i])
         var v = SIMD[DType.float32, 1](v_in[unsafe_offset=i])
-        _adam_lanes[1](p, SIMD[DType.float32, 1](g[unsafe_offset=i]), m, v, s)
+        var gi = SIMD[DType.float32, 1](g[unsafe_offset=i])
+        _adam_lanes[1](p, gi, m, v, s)
         p_out[unsafe_offset=i] = p[0]
         m_out[unsafe_offset=i] = m[0]
         v_out[unsafe_offset=i] = v[0]
+        finite = finite and is_finite32(p[0]) and is_finite32(m[0]) and is_finite32(v[0]) and (
+            is_finite32(gi[0]))
         i += 1
+    return finite
 
 
 def adam_update(p: F32P, g: F32P, m: F32P, v: F32P, n: Int, lr: Float32, beta1: Float32,
@@ -177,7 +193,7 @@ def adam_update(p: F32P, g: F32P, m: F32P, v: F32P, n: Int, lr: Float32, beta1: 
                 maximize: Bool, bc1: Float32, bc2: Float32):
     """One Adam (coupled L2) or AdamW (decoupled) step in place on p, m, v; g is only read."""
     var s = adam_scalars(lr, beta1, beta2, eps, weight_decay, decoupled, maximize, bc1, bc2)
-    adam_update_into(p, g, m, v, p, m, v, n, s)
+    _ = adam_update_into(p, g, m, v, p, m, v, n, s)
 
 
 # ------------------------------------------------------------------------------------------

@@ -147,7 +147,7 @@ def _run_step(table: I64P, sizes: List[Int], m: F32P, v: F32P, flags: I32P, scra
                              plan.kind == KIND_ADAMW, plan.maximize, bc[0], bc[1], plan.clip,
                              coef)
         for j in range(n_tensors):
-            adam_update_into(_f32_at(table, 3 * j), _f32_at(table, 3 * j + 1),
+            _ = adam_update_into(_f32_at(table, 3 * j), _f32_at(table, 3 * j + 1),
                              m.unsafe_offset(off), v.unsafe_offset(off), p_new.unsafe_offset(off),
                              m_new.unsafe_offset(off), v_new.unsafe_offset(off), sizes[j], s)
             off += sizes[j]
