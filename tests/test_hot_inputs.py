@@ -316,3 +316,37 @@ def test_optimizers_read_gradients_in_the_binding_with_the_bits_of_arrays(
     ]
     oa.zero_grad(theirs)
     assert all(v == 0.0 for t in theirs for v in _flat(t, kind))
+
+
+def test_the_step_entries_refuse_inconsistent_calls_by_name():
+    # rows 0 (take them from X) needs X as an object and a result template; the template must
+    # be a one-item float32 array.array. Nothing runs: the session stays at step 0.
+    from mojolearn import _backend
+
+    binding = _backend.binding().raw
+
+    class Translated:  # the binding's entries, their errors as the Python exceptions they name
+        def __getattr__(self, name):
+            def call(*args):
+                try:
+                    return getattr(binding, name)(*args)
+                except Exception as exc:
+                    raise _backend.translate(exc) from None
+
+            return call
+
+    raw = Translated()
+    t = TRAINERS["mlp"]()
+    h = t._session.handle
+    X, y = ml.Array([0.5] * 16, "<f4", (2, 8)), ml.Array([0, 1], "<i4")
+    out = array.array("f", bytes(4 * 4096))
+    with pytest.raises(ValueError, match="rows = 0 takes the rows from x, an object"):
+        raw.mlp_resident_step(h, X._addr, y._addr, out.buffer_info()[0], 2, 0, 4, False, 0)
+    mv = _memoryview([0.5] * 16, 2, 8)
+    with pytest.raises(ValueError, match="makes the result buffer from out, a template"):
+        raw.mlp_resident_step(h, mv, y._addr, out.buffer_info()[0], 2, 0, 4, False, 0)
+    with pytest.raises(ValueError, match="the output template must be a one-item float32"):
+        raw.mlp_resident_step(h, mv, y._addr, array.array("d", [0.0]), 2, 0, 4, False, 0)
+    with pytest.raises(ValueError, match="the output template must be a one-item float32"):
+        raw.mlp_resident_steps(h, mv, y._addr, array.array("f", [0.0, 0.0]), 0, 1, 4, 0)
+    assert t.step_ == 0 and t._session.download()[3] == 0
