@@ -9,6 +9,10 @@ import math
 from ._array import _CODES, Array, _check_dtype, _check_shape
 from ._intake import as_f32_c
 
+# One float32 +0.0: repeated (`ZERO_F32 * n`), the fastest zeroed float32 allocation; the
+# binding's step and matmul entries make their result buffers from it the same way.
+ZERO_F32 = _pyarray.array("f", (0.0,))
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from collections.abc import Sequence

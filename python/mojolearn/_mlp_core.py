@@ -21,7 +21,6 @@ fast path, an unrolled `train_step` for the 8→16→3 network.
 
 from __future__ import annotations
 
-import array as _pyarray
 import os
 import threading
 
@@ -29,7 +28,7 @@ from . import _backend, _batches
 from . import _mlp_state as S
 from . import checkpoint as _ckpt
 from ._array import Array, _new_object, _result_view
-from ._buffer import empty, zeros
+from ._buffer import ZERO_F32, empty, zeros
 from ._mlp_resident import CAPACITY_ROWS, Session
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -51,7 +50,7 @@ if TYPE_CHECKING:
 _MODE_FORWARD: Final = 0
 _MODE_GRADS: Final = 1
 _MODE_TRAIN: Final = 2
-_ZERO = _pyarray.array("f", (0.0,))  # repeated: the fastest zeroed float32 allocation
+_ZERO = ZERO_F32
 
 _binding: Callable[[], Any] = _backend.binding  # a module global: tests wrap it to inject failures
 

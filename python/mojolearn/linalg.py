@@ -12,12 +12,12 @@ read once per process, at the first call.
 
 from __future__ import annotations
 
-import array as _pyarray
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from . import _backend, _threads
 from ._array import Array, _result_view
+from ._buffer import ZERO_F32 as _ZERO_F32
 from ._intake import f32
 from ._threads import num_threads
 
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     # A `neural_gemm` entry: (addresses [a, b, c], parameters [m, n, k, ta, tb, 0, row0, row1]).
     _Entry = Callable[[list[int], list[int]], object]
 
-_ZERO_F32 = _pyarray.array("f", (0.0,))  # repeated to allocate zeroed outputs quickly
 # Rows go to extra threads only when each thread gets at least this many multiply-adds.
 _MIN_MACS_PER_THREAD = 1 << 18
 _SPLIT_MACS = 2 * _MIN_MACS_PER_THREAD  # below it, one thread whatever the setting
