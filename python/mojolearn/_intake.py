@@ -97,20 +97,9 @@ def f32(obj, name, ndim=None, writable=False):
     """(keep, address, shape) of a float32 buffer: borrowed when C-contiguous, else (read-only
     use only) a C-order copy. TypeError for any other dtype, ValueError for another ndim or,
     when `writable`, a read-only or strided buffer."""
-    # `borrowed_f32` spelled out: this is every operand's path, and a call costs ~0.08 µs.
-    if type(obj) is Array:
-        if (
-            obj._dtype == "<f4"
-            and (ndim is None or len(obj._shape) == ndim)
-            and not (writable and obj._readonly)
-            and obj._size
-        ):
-            return obj, obj._addr, obj._shape
-    else:
-        r = _read(obj, _F32[ndim, writable])
-        if r is not None:
-            keep, address, shape, _ = r
-            return keep, address, shape
+    r = borrowed_f32(obj, ndim, writable)
+    if r is not None:
+        return r
     if writable:
         arr = f32_shared(obj, name)
         _check_ndim(arr._probe(), ndim, name)

@@ -408,14 +408,19 @@ def _accepts(seen: Seen, spec: Int) -> Bool:
     return False
 
 
+def is_int(obj: PythonObject) -> Bool:
+    """`obj` is an int (or a bool): an address, where a hot entry also takes an object."""
+    var tp = I64P(unsafe_from_address=Int(obj._obj_ptr))[unsafe_offset=1]
+    return (external_call["PyType_GetFlags", UInt64](Int(tp)) & _PY_LONG_SUBCLASS) != 0
+
+
 def input_arg(entry: StaticString, name: StaticString, obj: PythonObject, spec: Int, size0: Int,
           size1: Int, mut seen: Seen, mut held: Held) raises -> Int:
     """A hot entry's batch argument: an int is the address of memory the caller checked; any
     other object is read here (intake.mojo `read_arg`) and must have shape (size0, size1)
     (size0 -1: any; size1 0: one-dimensional), else 0: declined, with nothing done, for the
     Python side to copy, convert or refuse by name."""
-    var tp = I64P(unsafe_from_address=Int(obj._obj_ptr))[unsafe_offset=1]
-    if (external_call["PyType_GetFlags", UInt64](Int(tp)) & _PY_LONG_SUBCLASS) != 0:
+    if is_int(obj):
         return addr_arg(entry, name, obj)
     if not read_arg(obj, spec, seen, held):
         return 0
@@ -423,11 +428,6 @@ def input_arg(entry: StaticString, name: StaticString, obj: PythonObject, spec: 
         held.release()
         return 0
     return seen.addr
-
-
-def is_int(obj: PythonObject) -> Bool:
-    var tp = I64P(unsafe_from_address=Int(obj._obj_ptr))[unsafe_offset=1]
-    return (external_call["PyType_GetFlags", UInt64](Int(tp)) & _PY_LONG_SUBCLASS) != 0
 
 
 def new_floats(template: PythonObject, n: Int,
@@ -455,8 +455,7 @@ def matrix_arg(entry: StaticString, name: StaticString, obj: PythonObject, rows:
     """A matrix operand: an int is the address of float32 (rows, cols) memory the caller
     checked; any other object is read here (float32, two dimensions, C-contiguous; rows and
     cols are then ignored). Its sizes are left in seen.shape. 0 when declined, or empty."""
-    var tp = I64P(unsafe_from_address=Int(obj._obj_ptr))[unsafe_offset=1]
-    if (external_call["PyType_GetFlags", UInt64](Int(tp)) & _PY_LONG_SUBCLASS) != 0:
+    if is_int(obj):
         seen.shape[0] = Int64(int_arg(entry, "rows", rows, 0, 1 << 40))
         seen.shape[1] = Int64(int_arg(entry, "cols", cols, 0, 1 << 40))
         if seen.shape[0] == 0 or seen.shape[1] == 0:
