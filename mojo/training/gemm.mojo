@@ -37,11 +37,14 @@ from training.config import F32P, IDENTICAL
 comptime IDENTICAL_W = 8  # production width of the identical kernel (one AVX2 register)
 comptime FAST_W = simd_width_of[DType.float32]()
 comptime MC = 96  # rows of A packed at once (a multiple of every MR used)
-comptime FAST_KC = 256  # fast mode k block: an MR×KC A panel stays in L1, KC×NR B in L2
-comptime NC = 512  # columns of B packed at once
-# Fast mode packs up to 1024 columns (a 1 MiB B block, L2-sized): at n = 1024 that packs A
-# once instead of twice, ~10 % of the time at W = 16.
-comptime FAST_NC = 1024
+# Fast mode's k block. AVX-512 (W = 16): 256, so a KC × 32 B panel stays in L1. AVX2 (W = 8):
+# 1024, since a 6 × 1024 A panel fits L1 and each k block reloads and re-stores the C tile:
+# KC 256 ran 1024³ at ~86 GFLOP/s on AMD Zen 2, 1024 at ~91 (tools/bench_gemm.py).
+comptime FAST_KC = 256 if FAST_W >= 16 else 1024
+# Columns of B packed at once: 1024 (a 1 MiB B block at KC 256). At n = 1024 that packs A
+# once instead of twice, ~10 % of the time at W = 16; identical mode at W = 8 gained ~3 %.
+comptime NC = 1024
+comptime PANEL_ALIGN = 64  # packed panels start on a cache line: no vector load splits one
 
 
 # ---------------------------------------------------------------- reference
@@ -264,7 +267,7 @@ def _store_edge[W: Int, MR: Int, NV: Int, T: Int](acc: SIMD[DType.float32, T], c
 # ---------------------------------------------------------------- blocked driver
 
 
-def _gemm_blocked[FUSED: Bool, W: Int, MR: Int, NV: Int, NCB: Int = NC](
+def _gemm_blocked[FUSED: Bool, W: Int, MR: Int, NV: Int](
     a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool, accumulate: Bool,
     row_begin: Int, row_end: Int, kc_max: Int, col_begin: Int = 0, col_end: Int = -1,
 ):
@@ -280,16 +283,19 @@ def _gemm_blocked[FUSED: Bool, W: Int, MR: Int, NV: Int, NCB: Int = NC](
                     var at = i * n + j
                     c[unsafe_offset=at] = (c[unsafe_offset=at] + 0.0) if accumulate else 0.0
         return
-    var ncb = min(NCB, c_end - col_begin)
+    var ncb = min(NC, c_end - col_begin)
     var kcb = min(kc_max, k)
     var mcb = min(MC, row_end - row_begin)
     # Packing writes every float of a panel, padding included: the buffers need no zero fill.
     var b_floats = kcb * ((ncb + NR - 1) // NR) * NR
-    var bbuf = external_call["malloc", Int](4 * (b_floats + kcb * ((mcb + MR - 1) // MR) * MR))
-    var bp = F32P(unsafe_from_address=bbuf)
+    var bbuf = external_call["malloc", Int](
+        4 * (b_floats + kcb * ((mcb + MR - 1) // MR) * MR) + 2 * PANEL_ALIGN)
+    # B panels on a cache line: unaligned, every other 32-byte load of a panel row straddled
+    # two lines, and identical 1024³ ran ~8 % slower. A panels are read one float at a time.
+    var bp = F32P(unsafe_from_address=(bbuf + PANEL_ALIGN - 1) // PANEL_ALIGN * PANEL_ALIGN)
     var ap = bp.unsafe_offset(b_floats)
-    for jc in range(col_begin, c_end, NCB):
-        var nc = min(NCB, c_end - jc)
+    for jc in range(col_begin, c_end, NC):
+        var nc = min(NC, c_end - jc)
         for pc in range(0, k, kcb):
             var kc = min(kcb, k - pc)
             _pack_b[NR](b, n, k, tb, pc, kc, jc, nc, bp)
@@ -316,7 +322,9 @@ def gemm_identical[W: Int](a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta
                            col_begin: Int = 0, col_end: Int = -1):
     """Identical-mode GEMM with SIMD width W across output columns: the bits of `gemm_naive`."""
     comptime NV = 1 if W >= 16 else 16 // W
-    _gemm_blocked[False, W, 4, NV](a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end,
+    # 6 × 16 at W = 8: 12 accumulators, 2 B vectors, a broadcast and a product fill the 16
+    # ymm registers. It ran ~6 % faster than 4 × 16 on AMD Zen 2 (two add pipes, latency 3).
+    _gemm_blocked[False, W, 6, NV](a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end,
                                    max(k, 1), col_begin, col_end)
 
 
@@ -339,7 +347,7 @@ def gemm_fast(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: B
         _gemm_blocked[True, FAST_W, 6, 1](a, b, c, m, n, k, ta, tb, accumulate, row_begin,
                                           row_end, FAST_KC, col_begin, col_end)
         return
-    _gemm_blocked[True, FAST_W, 6, 2, FAST_NC](a, b, c, m, n, k, ta, tb, accumulate, row_begin,
+    _gemm_blocked[True, FAST_W, 6, 2](a, b, c, m, n, k, ta, tb, accumulate, row_begin,
                                                row_end, FAST_KC, col_begin, col_end)
 
 
