@@ -39,7 +39,7 @@ comptime FAST_W = simd_width_of[DType.float32]()
 comptime MC = 96  # rows of A packed at once (a multiple of every MR used)
 # Fast mode's k block. AVX-512 (W = 16): 256, so a KC × 32 B panel stays in L1. AVX2 (W = 8):
 # 1024, since a 6 × 1024 A panel fits L1 and each k block reloads and re-stores the C tile:
-# KC 256 ran 1024³ at ~86 GFLOP/s on AMD Zen 2, 1024 at ~91 (tools/bench_gemm.py).
+# KC 256 ran 1024³ at ~86 GFLOP/s on this AMD EPYC (Zen 3), 1024 at ~91 (tools/bench_gemm.py).
 comptime FAST_KC = 256 if FAST_W >= 16 else 1024
 # Columns of B packed at once: 1024 (a 1 MiB B block at KC 256). At n = 1024 that packs A
 # once instead of twice, ~10 % of the time at W = 16; identical mode at W = 8 gained ~3 %.
@@ -119,15 +119,17 @@ def _pack_b[NR: Int](b: F32P, n: Int, k: Int, tb: Bool, p0: Int, kc: Int, j0: In
 
 
 @always_inline
-def _transpose8(src: F32P, ld_src: Int, dst: F32P, ld_dst: Int):
-    """dst[q * ld_dst + r] = src[r * ld_src + q] for r, q < 8: eight vector loads, three rounds
-    of two-source shuffles (the unpack, shufps, permute2f128 pattern), eight vector stores.
-    A scalar gather of a 256 × 256 panel block took ~27 µs on AMD Zen 2, about a third of
-    a 32-row forward product."""
+def _transpose8[R: Int = 8](src: F32P, ld_src: Int, dst: F32P, ld_dst: Int):
+    """dst[q * ld_dst + r] = src[r * ld_src + q] for r < R, q < 8: eight vector loads, three
+    rounds of two-source shuffles (the unpack, shufps, permute2f128 pattern), eight vector
+    stores, q ascending. With R < 8 rows, row R-1 is read again in place of the missing ones
+    and each store writes 8 - R floats past its R (the next store overwrites them; the last
+    one's land past dst + 7 * ld_dst + R). A scalar gather of a 256 × 256 B block took
+    ~27 µs on this AMD EPYC (Zen 3), about a third of a 32-row forward product."""
     comptime B = SIMD[DType.float32, 64]  # eight rows of eight, kept in registers
     var r = B(0.0)
     comptime for i in range(8):
-        r = r.insert[offset=8 * i](src.unsafe_load[width=8](i * ld_src))
+        r = r.insert[offset=8 * i](src.unsafe_load[width=8](min(i, R - 1) * ld_src))
     var t = B(0.0)
     comptime for i in range(4):  # rows 2i, 2i+1 interleaved within each 128-bit half
         var lo = r.slice[8, offset=16 * i]()
@@ -142,12 +144,14 @@ def _transpose8(src: F32P, ld_src: Int, dst: F32P, ld_dst: Int):
             u = u.insert[offset=8 * (4 * h + 2 * j)](x.shuffle[0, 1, 8, 9, 4, 5, 12, 13](y))
             u = u.insert[offset=8 * (4 * h + 2 * j + 1)](
                 x.shuffle[2, 3, 10, 11, 6, 7, 14, 15](y))
-    comptime for q in range(4):
-        var x = u.slice[8, offset=8 * q]()
-        var y = u.slice[8, offset=8 * (q + 4)]()
-        dst.unsafe_offset(q * ld_dst).unsafe_store(x.shuffle[0, 1, 2, 3, 8, 9, 10, 11](y))
-        dst.unsafe_offset((q + 4) * ld_dst).unsafe_store(
-            x.shuffle[4, 5, 6, 7, 12, 13, 14, 15](y))
+    comptime for q in range(8):  # ascending: each store overwrites the last one's spill
+        var x = u.slice[8, offset=8 * (q % 4)]()
+        var y = u.slice[8, offset=8 * (q % 4 + 4)]()
+        comptime if q < 4:
+            dst.unsafe_offset(q * ld_dst).unsafe_store(x.shuffle[0, 1, 2, 3, 8, 9, 10, 11](y))
+        else:
+            dst.unsafe_offset(q * ld_dst).unsafe_store(
+                x.shuffle[4, 5, 6, 7, 12, 13, 14, 15](y))
 
 
 def _pack_a[MR: Int](a: F32P, m: Int, k: Int, ta: Bool, i0: Int, mc: Int, p0: Int, kc: Int,
@@ -158,24 +162,35 @@ def _pack_a[MR: Int](a: F32P, m: Int, k: Int, ta: Bool, i0: Int, mc: Int, p0: In
         var out = dst.unsafe_offset(ip * kc * MR)
         var ib = i0 + ip * MR
         var rows = min(MR, i0 + mc - ib)
+        # Whole panels of MR <= 8 rows move 8 floats per store; a store's floats past MR are
+        # overwritten by the next one, and the panel's last one spills into the next panel
+        # (written after it) or the slack `_gemm_blocked` leaves after the A panels.
         if ta:  # A stored k×m: row p of A holds op(A)[:, p]
             for p in range(kc):
                 var src = a.unsafe_offset((p0 + p) * m + ib)
-                if rows == MR:
-                    comptime for ii in range(MR):
-                        out[unsafe_offset=p * MR + ii] = src[unsafe_offset=ii]
-                else:
-                    for ii in range(rows):
-                        out[unsafe_offset=p * MR + ii] = src[unsafe_offset=ii]
+                comptime if MR <= 8:
+                    # A vector load stays inside A: its last row may end within 8 floats.
+                    if rows == MR and (p0 + p) * m + ib + 8 <= m * k:
+                        out.unsafe_offset(p * MR).unsafe_store(src.unsafe_load[width=8]())
+                        continue
+                for ii in range(rows):
+                    out[unsafe_offset=p * MR + ii] = src[unsafe_offset=ii]
         else:  # as in _pack_b: p outermost, one whole panel row at a time
             var src = a.unsafe_offset(ib * k + p0)
-            for p in range(kc):
+            var p = 0
+            comptime if MR <= 8:
+                if rows == MR:
+                    while p + 8 <= kc:
+                        _transpose8[MR](src.unsafe_offset(p), k, out.unsafe_offset(p * MR), MR)
+                        p += 8
+            while p < kc:
                 if rows == MR:
                     comptime for ii in range(MR):
                         out[unsafe_offset=p * MR + ii] = src[unsafe_offset=ii * k + p]
                 else:
                     for ii in range(rows):
                         out[unsafe_offset=p * MR + ii] = src[unsafe_offset=ii * k + p]
+                p += 1
         for ii in range(rows, MR):
             for p in range(kc):
                 out[unsafe_offset=p * MR + ii] = 0.0
@@ -334,6 +349,8 @@ def _gemm_blocked[FUSED: Bool, W: Int, MR: Int, NV: Int](
         4 * (b_floats + kcb * ((mcb + MR - 1) // MR) * MR) + 2 * PANEL_ALIGN)
     # B panels on a cache line: unaligned, every other 32-byte load of a panel row straddled
     # two lines, and identical 1024³ ran ~8 % slower. A panels are read one float at a time.
+    # The rounding up leaves at least PANEL_ALIGN bytes after the A panels for `_pack_a`'s
+    # spill of up to 8 - MR floats.
     var bp = F32P(unsafe_from_address=(bbuf + PANEL_ALIGN - 1) // PANEL_ALIGN * PANEL_ALIGN)
     var ap = bp.unsafe_offset(b_floats)
     for jc in range(col_begin, c_end, NC):
@@ -377,7 +394,7 @@ def gemm_identical[W: Int](a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta
     """Identical-mode GEMM with SIMD width W across output columns: the bits of `gemm_naive`."""
     comptime NV = 1 if W >= 16 else 16 // W
     # 6 × 16 at W = 8: 12 accumulators, 2 B vectors, a broadcast and a product fill the 16
-    # ymm registers. It ran ~6 % faster than 4 × 16 on AMD Zen 2 (two add pipes, latency 3).
+    # ymm registers. It ran ~6 % faster than 4 × 16 on this AMD EPYC (Zen 3: two add pipes).
     _gemm_blocked[False, W, 6, NV](a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end,
                                    max(k, 1), col_begin, col_end)
 
