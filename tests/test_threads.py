@@ -69,3 +69,55 @@ def test_a_forked_child_trains_without_the_parents_workers():
     assert len(child_two) == 1 and child_two == child_one
     assert one.pop("worker_parts") == 0 and two.pop("worker_parts") > 0
     assert two == one
+
+
+# A network whose products are all below the split size but whose AdamW update (32,794
+# elements) is cut in two: the workers' parts are AdamW ranges only.
+ADAM_ONLY = """
+import json
+import mojolearn as ml
+from mojolearn import _rng, _threads
+from mojolearn._array import Array
+sizes, rows = [4096, 8, 2], 4
+rng = _rng.SplitMix64(11)
+xs = [rng.uniform() * 2 - 1 for _ in range(50 * rows * sizes[0])]
+ys = [rng.randbelow(2) for _ in range(50 * rows)]
+X, y = Array(xs, "<f4", (50 * rows, sizes[0])), Array(ys, "<i4")
+tr = ml.MLPTrainer(sizes, seed=3, data_schedule={"test": 1})
+tr.train_steps(X, y, 50)
+out = {"hash": tr.state_hash()}
+pool = _threads.pool()
+out["worker_parts"] = ml._backend.binding().raw.pool_worker_parts([pool], []) if pool else 0
+# The last bias is in the last range: lr * weight_decay = 8 makes the decay factor -7, so
+# only that element (5e38 / 10) overflows (the logits, losses and gradients stay finite), and
+# the step must be refused from the part that found it, naming it, with nothing changed.
+w = [Array(t, "<f4") for t in ml._layers.LayerSizes(sizes).init(3)]
+shapes = [(8, 4096), (8,), (2, 8), (2,)]
+w = [Array(a.tolist(), "<f4", s) for a, s in zip(w, shapes)]
+b2 = w[3].tolist()
+b2[1] = 5.0e37
+w[3] = Array(b2, "<f4", (2,))
+bad = ml.MLPTrainer(sizes, w, data_schedule={"test": 1}, lr=800.0, weight_decay=0.01)
+before = bad.state_hash()
+try:
+    bad.train_step(Array(xs[: rows * sizes[0]], "<f4", (rows, sizes[0])), Array([0] * rows, "<i4"))
+    out["refused"] = None
+except RuntimeError as exc:
+    out["refused"] = str(exc)
+out["unchanged"] = bad.state_hash() == before and bad.step_ == 0
+print(json.dumps(out))
+"""
+
+
+def test_adamw_ranges_run_on_the_workers_with_the_bits_and_refusals_of_one_thread():
+    got = {}
+    for threads in (1, 2):
+        out = run_python(ADAM_ONLY, env={"MOJOLEARN_NUM_THREADS": str(threads)}, timeout=300)
+        got[threads] = json.loads(out.strip().splitlines()[-1])
+    assert got[1].pop("worker_parts") == 0
+    assert got[2].pop("worker_parts") > 0, "no AdamW range ran on a worker"
+    assert got[1]["refused"] is not None and "output 'params' is not finite" in got[1]["refused"]
+    total = 4096 * 8 + 8 + 2 * 8 + 2
+    assert f"at index {total - 1}" in got[1]["refused"], got[1]["refused"]
+    assert got[1]["unchanged"]
+    assert got[2] == got[1]

@@ -29,8 +29,8 @@ for bit: the reference is the executable spec of the order above.
 """
 from training.config import F32P, I32P
 from training.loss import mean_cross_entropy
-from training.optim import adam_scalars, adam_update_into, bias_corrections
-from training.pool import split_gemm
+from training.optim import adam_scalars, bias_corrections
+from training.pool import split_adam, split_gemm
 
 comptime MODE_FORWARD = 0
 comptime MODE_GRADS = 1
@@ -121,13 +121,14 @@ def adamw_flat(p: F32P, g: F32P, m: F32P, v: F32P, n: Int, t: Int, lr: Float32, 
 
 def adamw_flat_into(p: F32P, g: F32P, m: F32P, v: F32P, p_out: F32P, m_out: F32P, v_out: F32P,
                     n: Int, t: Int, lr: Float32, beta1: Float32, beta2: Float32, eps: Float32,
-                    weight_decay: Float32) -> Bool:
+                    weight_decay: Float32, pool: Int = 0) -> Bool:
     """`adamw_flat` writing the new p, m, v to the `_out` buffers (or in place); returns
-    whether g and the new p, m, v are all finite (`adam_update_into`)."""
+    whether g and the new p, m, v are all finite (`adam_update_into`). Shared with the
+    workers of `pool` when there is one (elementwise: the same bits)."""
     var bc = bias_corrections(beta1, beta2, t)
-    return adam_update_into(p, g, m, v, p_out, m_out, v_out, n,
-                            adam_scalars(lr, beta1, beta2, eps, weight_decay, True, False, bc[0],
-                                         bc[1]))
+    return split_adam(pool, p, g, m, v, p_out, m_out, v_out, n,
+                      adam_scalars(lr, beta1, beta2, eps, weight_decay, True, False, bc[0],
+                                   bc[1]))
 
 
 # ---------------------------------------------------------------- the fused step

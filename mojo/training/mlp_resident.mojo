@@ -533,7 +533,7 @@ def _run_host(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
             layers_backward(sizes, xb, p, scratch, o.grads(), o.dx(), rows, want_dx)
         if train:
             checked = adamw_flat_into(p, o.grads(), state.m(), state.v(), new.p(), new.m(),
-                                      new.v(), s.n, t0 + i, lr, b1, b2, eps, wd)
+                                      new.v(), s.n, t0 + i, lr, b1, b2, eps, wd, scratch.pool)
             state = new
     return checked
 
@@ -586,7 +586,7 @@ def apply_gradients(s: Session, grads: F32P) -> Outcome:
     s.header()[unsafe_offset=S_BACKUP_T] = -1  # the spare bank is being overwritten
     if not adamw_flat_into(state.p(), grads, state.m(), state.v(), new.p(), new.m(), new.v(),
                            s.n, t + 1, s.hyper(0), s.hyper(1), s.hyper(2), s.hyper(3),
-                           s.hyper(4)):
+                           s.hyper(4), Int(s.header()[unsafe_offset=S_POOL])):
         var checks: List[Int] = [NF_PARAMS, NF_M, NF_V]
         for i in range(3):
             var p = new.p() if i == 0 else (new.m() if i == 1 else new.v())

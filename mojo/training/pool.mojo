@@ -1,6 +1,7 @@
 """Worker threads for the training step: MOJOLEARN_NUM_THREADS = N runs N - 1 workers beside
 the calling thread, each split GEMM cut into N parts of its outputs (rows or columns of C),
-never along k, so every thread count gives the same bits in both numeric modes.
+never along k, and each split AdamW update into N ranges of its elements, so every thread
+count gives the same bits in both numeric modes.
 
 The threads are Python threads (mojolearn/_threads.py) parked in `serve` with the GIL released;
 the pool is a calloc'd block of Int64 words, its address the handle. A split GEMM publishes
@@ -20,6 +21,7 @@ from std.time import perf_counter_ns
 
 from training.config import F32P, I64P
 from training.gemm import gemm
+from training.optim import AdamScalars, adam_update_into
 
 comptime MAGIC = 0x6D6C706F6F6C3031  # "mlpool01"
 comptime SPIN_NS = 50_000
@@ -31,6 +33,9 @@ comptime FUTEX_WAKE_PRIVATE = 129
 # Below this many multiply-adds a GEMM runs on the calling thread alone: sharing it would
 # cost more (a second packing of the other operand, the hand-over) than it saves.
 comptime MIN_SPLIT_MACS = 1 << 20
+# Below this many elements an AdamW update (~0.6 ns an element in identical mode, where its
+# square root and two divisions bound it) runs on the calling thread alone.
+comptime MIN_SPLIT_ELEMENTS = 1 << 14
 
 # Words of the block. NEXT and PARTS carry the task's generation in their high 32 bits, so a
 # claim that raced with the end of a task is recognised as stale and dropped.
@@ -42,12 +47,33 @@ comptime P_DONE = 4  # parts finished (atomic)
 comptime P_PARTS = 5  # generation << 32 | parts of the current task
 comptime P_BUSY = 6  # a calling thread owns the pool (try-lock: others run alone)
 comptime P_GEN = 7  # the last task's generation (written by the owner only)
-comptime P_TASK = 8  # a, b, c, m, n, k, ta, tb, accumulate, by_columns
+comptime P_TASK = 8  # GEMM: a, b, c, m, n, k, ta, tb, accumulate, KIND_*; AdamW: the task's
+# address, then KIND_ADAM in the same last slot
+comptime P_KIND = P_TASK + 9
+comptime P_BAD = 18  # parts of an AdamW task that found a NaN/Inf (atomic)
 comptime P_WORKER_PARTS = 20  # parts the workers ran (atomic): tests see that they take part
 comptime P_WAKE = 21  # bumped at every task (the futex word: its low 32 bits)
 comptime P_SLEEPERS = 22  # workers about to sleep or asleep (atomic)
 comptime WORDS = 24
 comptime LOW = (Int64(1) << 32) - 1
+comptime KIND_ROWS = 0  # a GEMM cut by rows of C
+comptime KIND_COLUMNS = 1  # a GEMM cut by columns of C
+comptime KIND_ADAM = 2  # an AdamW update cut into ranges of its elements
+
+
+@fieldwise_init
+struct AdamTask(ImplicitlyCopyable):
+    """One `adam_update_into` call, as the caller's stack holds it while the parts run."""
+
+    var p_in: Int
+    var g: Int
+    var m_in: Int
+    var v_in: Int
+    var p_out: Int
+    var m_out: Int
+    var v_out: Int
+    var n: Int
+    var s: AdamScalars
 
 
 def pool_open(workers: Int) -> Int:
@@ -143,6 +169,15 @@ def _claim_and_run(addr: Int, worker: Bool) -> Bool:
 def _run_part(addr: Int, part: Int, parts: Int):
     var w = I64P(unsafe_from_address=addr)
     var t = P_TASK
+    if w[unsafe_offset=P_KIND] == KIND_ADAM:
+        var task = Pointer[AdamTask, MutAnyOrigin](unsafe_from_address=Int(w[unsafe_offset=t]))[]
+        var lo = _cut(task.n, part, parts, 16)
+        var hi = _cut(task.n, part + 1, parts, 16)
+        if not adam_update_into(_f(task.p_in, lo), _f(task.g, lo), _f(task.m_in, lo),
+                                _f(task.v_in, lo), _f(task.p_out, lo), _f(task.m_out, lo),
+                                _f(task.v_out, lo), hi - lo, task.s):
+            _ = Atomic[Int64].fetch_add(_word(addr, P_BAD), 1)
+        return
     var a = F32P(unsafe_from_address=Int(w[unsafe_offset=t]))
     var b = F32P(unsafe_from_address=Int(w[unsafe_offset=t + 1]))
     var c = F32P(unsafe_from_address=Int(w[unsafe_offset=t + 2]))
@@ -152,12 +187,17 @@ def _run_part(addr: Int, part: Int, parts: Int):
     var ta = w[unsafe_offset=t + 6] != 0
     var tb = w[unsafe_offset=t + 7] != 0
     var accumulate = w[unsafe_offset=t + 8] != 0
-    if w[unsafe_offset=t + 9] != 0:
+    if w[unsafe_offset=P_KIND] == KIND_COLUMNS:
         gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m, _cut(n, part, parts, 16),
              _cut(n, part + 1, parts, 16))
     else:
         gemm(a, b, c, m, n, k, ta, tb, accumulate, _cut(m, part, parts, 8),
              _cut(m, part + 1, parts, 8))
+
+
+@always_inline
+def _f(addr: Int, offset: Int) -> F32P:
+    return F32P(unsafe_from_address=addr + 4 * offset)
 
 
 @always_inline
@@ -181,8 +221,7 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     if parts < 2 or m * n * k < MIN_SPLIT_MACS:
         gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m)
         return
-    if Atomic[Int64].fetch_add(_word(pool, P_BUSY), 1) != 0:  # another caller has it
-        _ = Atomic[Int64].fetch_add(_word(pool, P_BUSY), -1)
+    if not _acquire(pool):  # another caller has it
         gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m)
         return
     var w = I64P(unsafe_from_address=pool)
@@ -196,7 +235,42 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     w[unsafe_offset=t + 6] = Int64(1 if ta else 0)
     w[unsafe_offset=t + 7] = Int64(1 if tb else 0)
     w[unsafe_offset=t + 8] = Int64(1 if accumulate else 0)
-    w[unsafe_offset=t + 9] = Int64(1 if by_columns else 0)
+    w[unsafe_offset=P_KIND] = Int64(KIND_COLUMNS if by_columns else KIND_ROWS)
+    _run_task(pool, parts)
+
+
+def split_adam(pool: Int, p_in: F32P, g: F32P, m_in: F32P, v_in: F32P, p_out: F32P,
+               m_out: F32P, v_out: F32P, n: Int, s: AdamScalars) -> Bool:
+    """`adam_update_into` (same arguments, same result), its elements shared with the pool's
+    workers when there are enough of them (pool 0: this thread alone)."""
+    var workers = Int(I64P(unsafe_from_address=pool)[unsafe_offset=P_WORKERS]) if pool else 0
+    var parts = min(workers + 1, n // MIN_SPLIT_ELEMENTS)
+    if parts < 2 or not _acquire(pool):
+        return adam_update_into(p_in, g, m_in, v_in, p_out, m_out, v_out, n, s)
+    var task = AdamTask(Int(p_in), Int(g), Int(m_in), Int(v_in), Int(p_out), Int(m_out),
+                        Int(v_out), n, s)
+    var w = I64P(unsafe_from_address=pool)
+    w[unsafe_offset=P_TASK] = Int64(Int(Pointer(to=task)))
+    w[unsafe_offset=P_KIND] = KIND_ADAM
+    Atomic[Int64].store(_word(pool, P_BAD), 0)
+    _run_task(pool, parts)
+    var finite = Atomic[Int64].load(_word(pool, P_BAD)) == 0
+    _ = task.n  # the parts read `task` through its address: keep it alive until they are done
+    return finite
+
+
+def _acquire(pool: Int) -> Bool:
+    """Take the pool for one task (a try-lock: False while another caller has it)."""
+    if Atomic[Int64].fetch_add(_word(pool, P_BUSY), 1) != 0:
+        _ = Atomic[Int64].fetch_add(_word(pool, P_BUSY), -1)
+        return False
+    return True
+
+
+def _run_task(pool: Int, parts: Int):
+    """Publish the task in the P_TASK words as `parts` parts, run parts until none is left,
+    wait for those the workers claimed, and release the pool (taken by `_acquire`)."""
+    var w = I64P(unsafe_from_address=pool)
     var gen = (w[unsafe_offset=P_GEN] + 1) & LOW
     w[unsafe_offset=P_GEN] = gen
     Atomic[Int64].store(_word(pool, P_DONE), 0)
