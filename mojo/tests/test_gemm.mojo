@@ -4,7 +4,9 @@
 #    here, bit for bit, overwriting and accumulating, and on any split of the rows or columns;
 #  - gemm_fast is within FAST_BOUND of a float64 reference, gives the same bits twice and on any
 #    row or column split;
-#  - no kernel writes outside the rows it was given or outside C (guard words).
+#  - no kernel writes outside the rows it was given or outside C (guard words);
+#  - an Epilogue (bias, ReLU, mask) gives the bits of the product followed by those operations
+#    written plainly here, in both modes, whole and split by rows or columns.
 # Inputs are fresh random bit patterns each run (±0, subnormals, tiny and large magnitudes); the
 # seed is printed in every failure message. Run with --fp-mode contract=off (as identical builds).
 from std.memory import bitcast
@@ -13,7 +15,7 @@ from std.testing import TestSuite, assert_equal, assert_true
 from std.time import perf_counter_ns
 
 from training.config import F32P
-from training.gemm import gemm_fast, gemm_identical, gemm_naive
+from training.gemm import Epilogue, gemm_fast, gemm_identical, gemm_naive
 
 comptime GUARD = 16  # guard words on each side of C
 comptime SENTINEL = UInt32(0x7FA5A5A5)  # a NaN pattern no kernel produces
@@ -286,6 +288,97 @@ def test_rows_outside_range_untouched() raises:
             assert_equal(bits(c[GUARD + i]) == SENTINEL, not inside,
                          String("seed ", s, " variant ", variant, " output ", i))
         check_guards(c, m * n, String("seed ", s))
+
+
+def plain_epilogue(c: F32P, m: Int, n: Int, bias: F32P, relu: Bool, mask: F32P, use_bias: Bool,
+                   use_mask: Bool):
+    """The epilogue's contract, one output at a time: + bias[j], ReLU, then the mask."""
+    for i in range(m):
+        for j in range(n):
+            var z = c[unsafe_offset=i * n + j]
+            if use_bias:
+                z = z + bias[unsafe_offset=j]
+            if relu and not (z > 0):
+                z = 0.0
+            if use_mask and not (mask[unsafe_offset=i * n + j] > 0):
+                z = 0.0
+            c[unsafe_offset=i * n + j] = z
+
+
+def run_mode(fast: Bool, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
+             acc: Bool, r0: Int, r1: Int, c0: Int, c1: Int, epi: Epilogue):
+    if fast:
+        gemm_fast(a, b, c, m, n, k, ta, tb, acc, r0, r1, c0, c1, epi)
+    else:
+        gemm_identical[8](a, b, c, m, n, k, ta, tb, acc, r0, r1, c0, c1, epi)
+
+
+def test_epilogue_equals_product_then_plain_passes() raises:
+    var s = run_seed()
+    var cases = shapes()
+    cases.append(Case(97, 130, 600))
+    cases.append(Case(256, 40, 70))  # a last 4-row panel, a 6x8 edge tile
+    for ci in range(len(cases)):
+        var m = cases[ci].m
+        var n = cases[ci].n
+        var k = cases[ci].k
+        var a = List[Float32](length=max(m * k, 1), fill=0.0)
+        var b = List[Float32](length=max(k * n, 1), fill=0.0)
+        var c0 = List[Float32](length=m * n + 2 * GUARD, fill=0.0)
+        var bias = List[Float32](length=n, fill=0.0)
+        var mask = List[Float32](length=max(m * n, 1), fill=0.0)
+        fill_random(a)
+        fill_random(b)
+        fill_random(c0)
+        fill_random(bias)
+        fill_random(mask)
+        for variant in range(8):
+            var fast = variant >= 4
+            var kind = variant % 4  # bias; bias + ReLU; mask; bias + ReLU + mask
+            var use_bias = kind != 2
+            var relu = kind == 1 or kind == 3
+            var use_mask = kind >= 2
+            var epi = Epilogue(Int(bias.unsafe_ptr()) if use_bias else 0, relu,
+                               Int(mask.unsafe_ptr()) if use_mask else 0)
+            var t = Int(random_ui64(0, 3))
+            var ta = (t & 1) == 1
+            var tb = (t & 2) == 2
+            for accumulate in [False, True]:
+                var what = String("seed ", s, " shape ", m, "x", n, "x", k, " fast=", fast,
+                                  " bias=", use_bias, " relu=", relu, " mask=", use_mask,
+                                  " ta=", ta, " tb=", tb, " acc=", accumulate)
+                var want = guarded(m * n)
+                for i in range(m * n):
+                    want[GUARD + i] = c0[GUARD + i]
+                var wp = ptr(want).unsafe_offset(GUARD)
+                if fast:
+                    gemm_fast(ptr(a), ptr(b), wp, m, n, k, ta, tb, accumulate, 0, m)
+                else:
+                    scalar_ref(ptr(a), ptr(b), wp, m, n, k, ta, tb, accumulate)
+                plain_epilogue(wp, m, n, ptr(bias), relu, ptr(mask), use_bias, use_mask)
+                for split in range(3):  # whole; rows in two calls; columns in two calls
+                    var got = guarded(m * n)
+                    for i in range(m * n):
+                        got[GUARD + i] = c0[GUARD + i]
+                    var gp = ptr(got).unsafe_offset(GUARD)
+                    if split == 0:
+                        run_mode(fast, ptr(a), ptr(b), gp, m, n, k, ta, tb, accumulate, 0, m, 0,
+                                 -1, epi)
+                    elif split == 1:
+                        var r = Int(random_ui64(0, UInt64(m)))
+                        run_mode(fast, ptr(a), ptr(b), gp, m, n, k, ta, tb, accumulate, 0, r, 0,
+                                 -1, epi)
+                        run_mode(fast, ptr(a), ptr(b), gp, m, n, k, ta, tb, accumulate, r, m, 0,
+                                 -1, epi)
+                    else:
+                        var q = Int(random_ui64(0, UInt64(n)))
+                        run_mode(fast, ptr(a), ptr(b), gp, m, n, k, ta, tb, accumulate, 0, m, 0,
+                                 q, epi)
+                        run_mode(fast, ptr(a), ptr(b), gp, m, n, k, ta, tb, accumulate, 0, m, q,
+                                 n, epi)
+                    var label = String(what, " split ", split, " (whole, rows, columns)")
+                    check_guards(got, m * n, label)
+                    assert_bits_equal(got, want, m * n, label)
 
 
 def main() raises:

@@ -22,6 +22,14 @@ Public kernels (other families import them; keep these signatures stable):
         the same bits; W = 8 is the production width).
     gemm_fast(same arguments)           fast-mode arithmetic (FMA, packing, tiling).
     gemm(same arguments)                the build's mode: gemm_identical[8] or gemm_fast.
+    The last three also take col_begin, col_end (a range of columns) and epi (an Epilogue).
+
+Epilogue (`Epilogue`, both modes): once an output's value is final (after `C + acc` when
+accumulating, after the last k block in fast mode) it may go through, in this order,
+`z + bias[j]` (one rounded add), ReLU `z > 0 ? z : +0.0`, and a mask `mask[i, j] > 0 ? z : +0.0`
+before it is stored: the same operations as the separate passes of training/mlp.mojo
+(bias_activation, relu_backward), so the bits are theirs, done while the tile is in registers
+instead of in another pass over C (and within each thread's part of a split product).
 
 Blocking (both modes, after BLIS): B is packed into k×NR column panels and A into MR×k row
 panels (copies only: no arithmetic), zero padded at the edges; a micro-kernel keeps an MR×NR
@@ -45,6 +53,38 @@ comptime FAST_KC = 256 if FAST_W >= 16 else 1024
 # once instead of twice, ~10 % of the time at W = 16; identical mode at W = 8 gained ~3 %.
 comptime NC = 1024
 comptime PANEL_ALIGN = 64  # packed panels start on a cache line: no vector load splits one
+
+
+@fieldwise_init
+struct Epilogue(ImplicitlyCopyable):
+    """What each final output goes through before it is stored (module docstring): `bias`,
+    the address of n floats added by column (0: none); `relu`; `mask`, the address of an m × n
+    matrix laid out as C, that must not overlap C (0: none)."""
+
+    var bias: Int
+    var relu: Bool
+    var mask: Int
+
+    @staticmethod
+    def none() -> Epilogue:
+        return Epilogue(0, False, 0)
+
+    def any(self) -> Bool:
+        return self.bias != 0 or self.relu or self.mask != 0
+
+
+@always_inline
+def _finish[W: Int](z: SIMD[DType.float32, W], epi: Epilogue, bias: F32P,
+                    mask: F32P) -> SIMD[DType.float32, W]:
+    """`z` through the epilogue; `bias` and `mask` point at this vector's own column (and row)."""
+    var out = z
+    if epi.bias != 0:
+        out = out + bias.unsafe_load[width=W]()
+    if epi.relu:
+        out = out.gt(0).select(out, SIMD[DType.float32, W](0.0))
+    if epi.mask != 0:
+        out = mask.unsafe_load[width=W]().gt(0).select(out, SIMD[DType.float32, W](0.0))
+    return out
 
 
 # ---------------------------------------------------------------- reference
@@ -214,10 +254,12 @@ comptime CHAIN = 2
 
 @always_inline
 def _micro[FUSED: Bool, W: Int, MR: Int, NV: Int, LDA: Int = MR](
-    kc: Int, ap: F32P, bp: F32P, c: F32P, ldc: Int, rows: Int, cols: Int, how: Int
+    kc: Int, ap: F32P, bp: F32P, c: F32P, ldc: Int, rows: Int, cols: Int, how: Int,
+    epi: Epilogue, bias: F32P, mask: F32P,
 ):
     """The MR × (NV·W) tile of C at `c` from packed panels (A's LDA rows wide: a narrower
-    tile reads the first MR rows of a wider panel); only rows×cols of it are real."""
+    tile reads the first MR rows of a wider panel); only rows×cols of it are real. `epi` is
+    applied as it is stored (`bias` and `mask` at the tile's first column and row)."""
     comptime NR = NV * W
     # SIMD lengths are powers of two; lanes past MR·NR are never touched and optimized away.
     comptime T = _pow2_at_least(MR * NR)
@@ -249,9 +291,12 @@ def _micro[FUSED: Bool, W: Int, MR: Int, NV: Int, LDA: Int = MR](
                 var tile = acc.slice[W, offset=(r * NV + v) * W]()
                 if how == ADD:
                     tile = out.unsafe_load[width=W]() + tile
+                if epi.any():
+                    tile = _finish[W](tile, epi, bias.unsafe_offset(v * W),
+                                      mask.unsafe_offset(r * ldc + v * W))
                 out.unsafe_store(tile)
     else:  # fast mode never ADDs (its chain starts from C instead); identical mode may
-        _store_edge[W, MR, NV, T](acc, c, ldc, rows, cols, how == ADD)
+        _store_edge[W, MR, NV, T](acc, c, ldc, rows, cols, how == ADD, epi, bias, mask)
 
 
 @always_inline
@@ -300,25 +345,33 @@ def _load_edge[W: Int, MR: Int, NV: Int, T: Int](c: F32P, ldc: Int, rows: Int,
 
 @always_inline
 def _store_edge[W: Int, MR: Int, NV: Int, T: Int](acc: SIMD[DType.float32, T], c: F32P,
-                                                  ldc: Int, rows: Int, cols: Int, add: Bool):
+                                                  ldc: Int, rows: Int, cols: Int, add: Bool,
+                                                  epi: Epilogue, bias: F32P, mask: F32P):
     """The real rows × cols of an edge tile into C, each `C + acc` (one rounded add) when
-    `add`, else `acc`."""
+    `add`, else `acc`, through `epi`."""
     comptime for r in range(MR):
         if r < rows:
             comptime for v in range(NV):
                 var lanes = min(max(cols - v * W, 0), W)
                 var out = c.unsafe_offset(r * ldc + v * W)
                 var tile = acc.slice[W, offset=(r * NV + v) * W]()
+                var at = r * ldc + v * W
                 if lanes == W:
                     if add:
                         tile = out.unsafe_load[width=W]() + tile
+                    if epi.any():
+                        tile = _finish[W](tile, epi, bias.unsafe_offset(v * W),
+                                          mask.unsafe_offset(at))
                     out.unsafe_store(tile)
                 else:
                     for j in range(lanes):
-                        var x = tile[j]
+                        var x = SIMD[DType.float32, 1](tile[j])
                         if add:
                             x = out[unsafe_offset=j] + x
-                        out[unsafe_offset=j] = x
+                        if epi.any():
+                            x = _finish[1](x, epi, bias.unsafe_offset(v * W + j),
+                                           mask.unsafe_offset(at + j))
+                        out[unsafe_offset=j] = x[0]
 
 
 # ---------------------------------------------------------------- blocked driver
@@ -327,8 +380,10 @@ def _store_edge[W: Int, MR: Int, NV: Int, T: Int](acc: SIMD[DType.float32, T], c
 def _gemm_blocked[FUSED: Bool, W: Int, MR: Int, NV: Int](
     a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool, accumulate: Bool,
     row_begin: Int, row_end: Int, kc_max: Int, col_begin: Int = 0, col_end: Int = -1,
+    epi: Epilogue = Epilogue.none(),
 ):
-    """Rows [row_begin, row_end) and columns [col_begin, col_end) of C (col_end -1: n)."""
+    """Rows [row_begin, row_end) and columns [col_begin, col_end) of C (col_end -1: n),
+    each output through `epi` once final."""
     comptime NR = NV * W
     var c_end = n if col_end < 0 else col_end
     if row_begin >= row_end or col_begin >= c_end:
@@ -339,6 +394,13 @@ def _gemm_blocked[FUSED: Bool, W: Int, MR: Int, NV: Int](
                 for j in range(col_begin, c_end):
                     var at = i * n + j
                     c[unsafe_offset=at] = (c[unsafe_offset=at] + 0.0) if accumulate else 0.0
+        if epi.any():
+            for i in range(row_begin, row_end):
+                for j in range(col_begin, c_end):
+                    var at = i * n + j
+                    c[unsafe_offset=at] = _finish[1](
+                        c[unsafe_offset=at], epi, F32P(unsafe_from_address=epi.bias).unsafe_offset(j),
+                        F32P(unsafe_from_address=epi.mask).unsafe_offset(at))[0]
         return
     var ncb = min(NC, c_end - col_begin)
     var kcb = min(kc_max, k)
@@ -358,6 +420,8 @@ def _gemm_blocked[FUSED: Bool, W: Int, MR: Int, NV: Int](
         for pc in range(0, k, kcb):
             var kc = min(kcb, k - pc)
             _pack_b[NR](b, n, k, tb, pc, kc, jc, nc, bp)
+            # Fast mode's chain is final only after its last k block.
+            var fin = epi if pc + kc >= k else Epilogue.none()
             var how = STORE
             if pc > 0 or (FUSED and accumulate):
                 how = CHAIN
@@ -368,40 +432,46 @@ def _gemm_blocked[FUSED: Bool, W: Int, MR: Int, NV: Int](
                 _pack_a[MR](a, m, k, ta, ic, mc, pc, kc, ap)
                 for jr in range(0, nc, NR):
                     var bpanel = bp.unsafe_offset(jr * kc)
+                    var bias = F32P(unsafe_from_address=fin.bias).unsafe_offset(jc + jr)
                     for ir in range(0, mc, MR):
                         var rows = min(MR, mc - ir)
                         var apanel = ap.unsafe_offset(ir * kc)
                         var ct = c.unsafe_offset((ic + ir) * n + jc + jr)
                         var cols = min(NR, nc - jr)
+                        var mask = F32P(unsafe_from_address=fin.mask).unsafe_offset(
+                            (ic + ir) * n + jc + jr)
                         # A last panel of 1-2 (3-4) rows takes a 2-row (4-row) tile: at 32
                         # rows a full 6-row one wasted 2/3 of a sixth of the product.
                         comptime if MR > 4:
                             if rows <= 2:
                                 _micro[FUSED, W, 2, NV, MR](kc, apanel, bpanel, ct, n, rows,
-                                                            cols, how)
+                                                            cols, how, fin, bias, mask)
                                 continue
                             if rows <= 4:
                                 _micro[FUSED, W, 4, NV, MR](kc, apanel, bpanel, ct, n, rows,
-                                                            cols, how)
+                                                            cols, how, fin, bias, mask)
                                 continue
-                        _micro[FUSED, W, MR, NV](kc, apanel, bpanel, ct, n, rows, cols, how)
+                        _micro[FUSED, W, MR, NV](kc, apanel, bpanel, ct, n, rows, cols, how,
+                                                 fin, bias, mask)
     external_call["free", NoneType](bbuf)
 
 
 def gemm_identical[W: Int](a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool,
                            tb: Bool, accumulate: Bool, row_begin: Int, row_end: Int,
-                           col_begin: Int = 0, col_end: Int = -1):
-    """Identical-mode GEMM with SIMD width W across output columns: the bits of `gemm_naive`."""
+                           col_begin: Int = 0, col_end: Int = -1,
+                           epi: Epilogue = Epilogue.none()):
+    """Identical-mode GEMM with SIMD width W across output columns: the bits of `gemm_naive`
+    (then `epi`)."""
     comptime NV = 1 if W >= 16 else 16 // W
     # 6 × 16 at W = 8: 12 accumulators, 2 B vectors, a broadcast and a product fill the 16
     # ymm registers. It ran ~6 % faster than 4 × 16 on this AMD EPYC (Zen 3: two add pipes).
     _gemm_blocked[False, W, 6, NV](a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end,
-                                   max(k, 1), col_begin, col_end)
+                                   max(k, 1), col_begin, col_end, epi)
 
 
 def gemm_fast(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
               accumulate: Bool, row_begin: Int, row_end: Int, col_begin: Int = 0,
-              col_end: Int = -1):
+              col_end: Int = -1, epi: Epilogue = Epilogue.none()):
     """Fast-mode GEMM: FMA chains, packed panels, a 6 × 2W register tile, k blocked by KC.
 
     Narrow products (n ≤ W, as in the MLP) take a 6 × W tile, or 6 × 8 when n ≤ 8 and W = 16,
@@ -412,22 +482,24 @@ def gemm_fast(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: B
         if n <= FAST_W // 2:
             _gemm_blocked[True, FAST_W // 2, 6, 1](a, b, c, m, n, k, ta, tb, accumulate,
                                                    row_begin, row_end, FAST_KC, col_begin,
-                                                   col_end)
+                                                   col_end, epi)
             return
     if n <= FAST_W:
         _gemm_blocked[True, FAST_W, 6, 1](a, b, c, m, n, k, ta, tb, accumulate, row_begin,
-                                          row_end, FAST_KC, col_begin, col_end)
+                                          row_end, FAST_KC, col_begin, col_end, epi)
         return
     _gemm_blocked[True, FAST_W, 6, 2](a, b, c, m, n, k, ta, tb, accumulate, row_begin,
-                                               row_end, FAST_KC, col_begin, col_end)
+                                      row_end, FAST_KC, col_begin, col_end, epi)
 
 
 def gemm(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
-         accumulate: Bool, row_begin: Int, row_end: Int, col_begin: Int = 0, col_end: Int = -1):
+         accumulate: Bool, row_begin: Int, row_end: Int, col_begin: Int = 0, col_end: Int = -1,
+         epi: Epilogue = Epilogue.none()):
     """The GEMM of this build's numeric mode, on rows [row_begin, row_end) and columns
-    [col_begin, col_end) of C (col_end -1: all n)."""
+    [col_begin, col_end) of C (col_end -1: all n), each output through `epi`."""
     comptime if IDENTICAL:
         gemm_identical[IDENTICAL_W](a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end,
-                                    col_begin, col_end)
+                                    col_begin, col_end, epi)
     else:
-        gemm_fast(a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end, col_begin, col_end)
+        gemm_fast(a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end, col_begin, col_end,
+                  epi)

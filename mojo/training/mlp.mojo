@@ -12,6 +12,9 @@ Summation orders (identical mode, every target; ARITHMETIC.md "The MLP step"):
 - relu_backward: out[r, c] = g[r, c] when a[r, c] > 0, else +0.0. No reduction.
 - sum_rows: out[c] = ((+0.0 + v[0, c]) + v[1, c]) + ... rows ascending.
 - GEMMs: training/gemm.mojo `gemm` (identical: k ascending from +0.0; fast: its FMA chain).
+  The fused step applies steps 1, 2 and 5's bias, ReLU and mask in the GEMM's epilogue (the
+  same operations on each output, while its tile is in registers); the per-operation path
+  makes them separate calls.
 
 The step, in this order (the per-operation path makes the same calls one binding call each):
   1. H = X·W1ᵀ (GEMM NT), H = relu(H + b1)
@@ -28,6 +31,7 @@ rounded float32 result, so `tests/reference/mlp.py` matches this FMA-free, fixed
 for bit: the reference is the executable spec of the order above.
 """
 from training.config import F32P, I32P
+from training.gemm import Epilogue
 from training.loss import mean_cross_entropy
 from training.optim import adam_scalars, bias_corrections
 from training.pool import split_adam, split_gemm
@@ -106,11 +110,11 @@ def sum_rows(values: F32P, dst: F32P, rows: Int, cols: Int):
 
 
 def gemm(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
-         pool: Int = 0):
+         pool: Int = 0, epi: Epilogue = Epilogue.none()):
     """C = op(A)·op(B) with the build's GEMM (training/gemm.mojo `gemm`, the one `neural_gemm`
     calls), so the fused and per-operation paths share it in both numeric modes; shared with
     the workers of `pool` (training/pool.mojo) when there is one, for the same bits."""
-    split_gemm(pool, a, b, c, m, n, k, ta, tb, False)
+    split_gemm(pool, a, b, c, m, n, k, ta, tb, False, epi)
 
 
 def adamw_flat(p: F32P, g: F32P, m: F32P, v: F32P, n: Int, t: Int, lr: Float32, beta1: Float32,
@@ -160,9 +164,9 @@ struct MLPDims(ImplicitlyCopyable):
 
 def dense_forward(src: F32P, w: F32P, b: F32P, dst: F32P, rows: Int, n_out: Int, n_in: Int,
                   relu: Bool, pool: Int = 0):
-    """One layer forward: dst = src·Wᵀ (GEMM NT) + b, then ReLU when `relu`."""
-    gemm(src, w, dst, rows, n_out, n_in, False, True, pool)
-    bias_activation(dst, b, dst, rows, n_out, relu)
+    """One layer forward: dst = src·Wᵀ (GEMM NT) + b, then ReLU when `relu` (bias_activation's
+    bits, in the GEMM's epilogue)."""
+    gemm(src, w, dst, rows, n_out, n_in, False, True, pool, Epilogue(Int(b), relu, 0))
 
 
 def dense_backward(g: F32P, below: F32P, w: F32P, dw: F32P, db: F32P, dbelow: F32P, rows: Int,
@@ -172,10 +176,9 @@ def dense_backward(g: F32P, below: F32P, w: F32P, dw: F32P, db: F32P, dbelow: F3
     `mask` (the layer below's ReLU)."""
     gemm(g, below, dw, n_out, n_in, rows, True, False, pool)
     sum_rows(g, db, rows, n_out)
-    if want_below:
-        gemm(g, w, dbelow, rows, n_in, n_out, False, False, pool)
-        if mask:
-            relu_backward(below, dbelow, dbelow, rows, n_in)
+    if want_below:  # the mask is relu_backward's, in the GEMM's epilogue
+        gemm(g, w, dbelow, rows, n_in, n_out, False, False, pool,
+             Epilogue(0, False, Int(below) if mask else 0))
 
 
 def mlp_forward(d: MLPDims, x: F32P, p: F32P, h: F32P, logits: F32P, rows: Int):

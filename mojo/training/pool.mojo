@@ -20,7 +20,7 @@ from std.sys.info import CompilationTarget
 from std.time import perf_counter_ns
 
 from training.config import F32P, I64P
-from training.gemm import gemm
+from training.gemm import Epilogue, gemm
 from training.optim import AdamScalars, adam_update_into
 
 comptime MAGIC = 0x6D6C706F6F6C3031  # "mlpool01"
@@ -54,7 +54,8 @@ comptime P_BAD = 18  # parts of an AdamW task that found a NaN/Inf (atomic)
 comptime P_WORKER_PARTS = 20  # parts the workers ran (atomic): tests see that they take part
 comptime P_WAKE = 21  # bumped at every task (the futex word: its low 32 bits)
 comptime P_SLEEPERS = 22  # workers about to sleep or asleep (atomic)
-comptime WORDS = 24
+comptime P_EPI = 24  # a GEMM's Epilogue: bias address, relu, mask address
+comptime WORDS = 28
 comptime LOW = (Int64(1) << 32) - 1
 comptime KIND_ROWS = 0  # a GEMM cut by rows of C
 comptime KIND_COLUMNS = 1  # a GEMM cut by columns of C
@@ -187,12 +188,14 @@ def _run_part(addr: Int, part: Int, parts: Int):
     var ta = w[unsafe_offset=t + 6] != 0
     var tb = w[unsafe_offset=t + 7] != 0
     var accumulate = w[unsafe_offset=t + 8] != 0
+    var epi = Epilogue(Int(w[unsafe_offset=P_EPI]), w[unsafe_offset=P_EPI + 1] != 0,
+                       Int(w[unsafe_offset=P_EPI + 2]))
     if w[unsafe_offset=P_KIND] == KIND_COLUMNS:
         gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m, _cut(n, part, parts, 16),
-             _cut(n, part + 1, parts, 16))
+             _cut(n, part + 1, parts, 16), epi)
     else:
         gemm(a, b, c, m, n, k, ta, tb, accumulate, _cut(m, part, parts, 8),
-             _cut(m, part + 1, parts, 8))
+             _cut(m, part + 1, parts, 8), 0, -1, epi)
 
 
 @always_inline
@@ -209,9 +212,9 @@ def _cut(extent: Int, i: Int, parts: Int, align: Int) -> Int:
 
 
 def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool,
-               tb: Bool, accumulate: Bool):
-    """C (+)= op(A)·op(B), all of C, shared with the pool's workers when it is large enough
-    (pool 0: this thread alone). The bits of `gemm` on any thread count."""
+               tb: Bool, accumulate: Bool, epi: Epilogue = Epilogue.none()):
+    """C (+)= op(A)·op(B) through `epi`, all of C, shared with the pool's workers when it is
+    large enough (pool 0: this thread alone). The bits of `gemm` on any thread count."""
     var workers = Int(I64P(unsafe_from_address=pool)[unsafe_offset=P_WORKERS]) if pool else 0
     # Cut the dimension whose other operand is cheaper to pack twice: every part packs all of
     # op(A) when columns are split, all of op(B) when rows are.
@@ -219,10 +222,10 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     var extent = n if by_columns else m
     var parts = min(workers + 1, extent // (16 if by_columns else 8))
     if parts < 2 or m * n * k < MIN_SPLIT_MACS:
-        gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m)
+        gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m, 0, -1, epi)
         return
     if not _acquire(pool):  # another caller has it
-        gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m)
+        gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m, 0, -1, epi)
         return
     var w = I64P(unsafe_from_address=pool)
     var t = P_TASK
@@ -235,6 +238,9 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     w[unsafe_offset=t + 6] = Int64(1 if ta else 0)
     w[unsafe_offset=t + 7] = Int64(1 if tb else 0)
     w[unsafe_offset=t + 8] = Int64(1 if accumulate else 0)
+    w[unsafe_offset=P_EPI] = Int64(epi.bias)
+    w[unsafe_offset=P_EPI + 1] = Int64(1 if epi.relu else 0)
+    w[unsafe_offset=P_EPI + 2] = Int64(epi.mask)
     w[unsafe_offset=P_KIND] = Int64(KIND_COLUMNS if by_columns else KIND_ROWS)
     _run_task(pool, parts)
 
