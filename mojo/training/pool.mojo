@@ -30,9 +30,13 @@ comptime _FUTEX = CompilationTarget.is_x86() and CompilationTarget.is_linux()
 comptime SYS_FUTEX = 202  # x86-64 Linux
 comptime FUTEX_WAIT_PRIVATE = 128
 comptime FUTEX_WAKE_PRIVATE = 129
-# Below this many multiply-adds a GEMM runs on the calling thread alone: sharing it would
-# cost more (a second packing of the other operand, the hand-over) than it saves.
-comptime MIN_SPLIT_MACS = 1 << 20
+# A GEMM is split only when each part gets at least MIN_PART_MACS multiply-adds (the
+# hand-over, ~1 µs, is then a small share) and at least MIN_PIECE rows or columns: every part
+# packs all of the other operand, a float copied for each MIN_PIECE multiply-adds of its own
+# (a copy costs about as much as tens of them). The MLP's narrow products (256 × 10 × 256 at
+# batch 256, ~6 µs each) are split; under the former 2^20 floor they ran on one thread.
+comptime MIN_PART_MACS = 1 << 17
+comptime MIN_PIECE = 32
 # Below this many elements an AdamW update (~0.6 ns an element in identical mode, where its
 # square root and two divisions bound it) runs on the calling thread alone.
 comptime MIN_SPLIT_ELEMENTS = 1 << 14
@@ -220,8 +224,8 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     # op(A) when columns are split, all of op(B) when rows are.
     var by_columns = m * k < n * k
     var extent = n if by_columns else m
-    var parts = min(workers + 1, extent // (16 if by_columns else 8))
-    if parts < 2 or m * n * k < MIN_SPLIT_MACS:
+    var parts = min(workers + 1, extent // MIN_PIECE, m * n * k // MIN_PART_MACS)
+    if parts < 2:
         gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m, 0, -1, epi)
         return
     if not _acquire(pool):  # another caller has it
