@@ -58,6 +58,10 @@ mojo_suite() {
     echo "--- $f"
     mojo run -I mojo -I mojo/bindings --fp-mode contract=off -D MOJOLEARN_MODE=identical "$f" || rc=1
   done
+  # The GEMM file tests both kernels directly, and `gemm` (SharedGemm) in the build's mode.
+  echo "--- mojo/tests/test_gemm.mojo (fast build)"
+  mojo run -I mojo -I mojo/bindings --fp-mode contract=off -D MOJOLEARN_MODE=fast \
+    mojo/tests/test_gemm.mojo || rc=1
   return $rc
 }
 

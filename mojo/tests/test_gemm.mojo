@@ -6,7 +6,9 @@
 #    row or column split;
 #  - no kernel writes outside the rows it was given or outside C (guard words);
 #  - an Epilogue (bias, ReLU, mask) gives the bits of the product followed by those operations
-#    written plainly here, in both modes, whole and split by rows or columns.
+#    written plainly here, in both modes, whole and split by rows or columns;
+#  - a SharedGemm (one packed B, pieces packed and rows computed in any order, as threads take
+#    them) gives the bits of `gemm` in the build's mode (tools/test.sh runs this file in both).
 # Inputs are fresh random bit patterns each run (±0, subnormals, tiny and large magnitudes); the
 # seed is printed in every failure message. Run with --fp-mode contract=off (as identical builds).
 from std.memory import bitcast
@@ -15,7 +17,22 @@ from std.testing import TestSuite, assert_equal, assert_true
 from std.time import perf_counter_ns
 
 from training.config import F32P
-from training.gemm import Epilogue, gemm_fast, gemm_identical, gemm_naive
+from training.gemm import (
+    PANEL_ALIGN,
+    SHARED_CHUNK,
+    Epilogue,
+    SharedGemm,
+    gemm,
+    gemm_fast,
+    gemm_identical,
+    gemm_naive,
+    shared_a_floats,
+    shared_b_floats,
+    shared_fits,
+    shared_pack,
+    shared_pieces,
+    shared_rows,
+)
 
 comptime GUARD = 16  # guard words on each side of C
 comptime SENTINEL = UInt32(0x7FA5A5A5)  # a NaN pattern no kernel produces
@@ -379,6 +396,60 @@ def test_epilogue_equals_product_then_plain_passes() raises:
                     var label = String(what, " split ", split, " (whole, rows, columns)")
                     check_guards(got, m * n, label)
                     assert_bits_equal(got, want, m * n, label)
+
+
+def test_shared_b_pieces_and_row_chunks_in_any_order_give_the_bits_of_gemm() raises:
+    var s = run_seed()
+    var tried = 0
+    for shape in [(48, 10, 37), (200, 16, 1), (257, 130, 300), (75, 784, 64), (30, 1024, 9)]:
+        var m = shape[0]
+        var n = shape[1]
+        var k = shape[2]
+        if not shared_fits(n, k):
+            continue
+        tried += 1
+        var a = List[Float32](length=m * k, fill=0.0)
+        var b = List[Float32](length=k * n, fill=0.0)
+        var c0 = List[Float32](length=m * n + 2 * GUARD, fill=0.0)
+        var bias = List[Float32](length=n, fill=0.0)
+        var mask = List[Float32](length=m * n, fill=0.0)
+        fill_random(a)
+        fill_random(b)
+        fill_random(c0)
+        fill_random(bias)
+        fill_random(mask)
+        var bp = List[Float32](length=shared_b_floats(n, k) + PANEL_ALIGN // 4, fill=0.0)
+        var ap = List[Float32](length=shared_a_floats(k), fill=0.0)
+        for t in range(4):
+            var ta = (t & 1) == 1
+            var tb = (t & 2) == 2
+            var accumulate = random_ui64(0, 1) == 1
+            var kind = Int(random_ui64(0, 2))  # none; bias + ReLU; mask
+            var epi = Epilogue(Int(bias.unsafe_ptr()) if kind == 1 else 0, kind == 1,
+                               Int(mask.unsafe_ptr()) if kind == 2 else 0)
+            var what = String("seed ", s, " shape ", m, "x", n, "x", k, " ta=", ta, " tb=", tb,
+                              " acc=", accumulate, " epilogue ", kind)
+            var want = guarded(m * n)
+            var got = guarded(m * n)
+            for i in range(m * n):
+                want[GUARD + i] = c0[GUARD + i]
+                got[GUARD + i] = c0[GUARD + i]
+            gemm(ptr(a), ptr(b), ptr(want).unsafe_offset(GUARD), m, n, k, ta, tb, accumulate, 0,
+                 m, 0, -1, epi)
+            var aligned = (Int(bp.unsafe_ptr()) + PANEL_ALIGN - 1) // PANEL_ALIGN * PANEL_ALIGN
+            var g = SharedGemm(Int(a.unsafe_ptr()), Int(b.unsafe_ptr()),
+                               Int(ptr(got).unsafe_offset(GUARD)), m, n, k, ta, tb, accumulate,
+                               epi, aligned)
+            var pieces = shared_pieces(n, k)
+            for i in range(pieces):  # last piece first
+                shared_pack(g, pieces - 1 - i)
+            var chunks = (m + SHARED_CHUNK - 1) // SHARED_CHUNK
+            for i in range(chunks):  # last chunk first
+                var r0 = (chunks - 1 - i) * SHARED_CHUNK
+                shared_rows(g, r0, min(m, r0 + SHARED_CHUNK), ptr(ap))
+            check_guards(got, m * n, what)
+            assert_bits_equal(got, want, m * n, what)
+    assert_true(tried >= 4, "shared_fits refused the shapes this test is for")
 
 
 def main() raises:

@@ -385,6 +385,46 @@ def _store_edge[W: Int, MR: Int, NV: Int, T: Int](acc: SIMD[DType.float32, T], c
 # ---------------------------------------------------------------- blocked driver
 
 
+def _rows_on_packed_b[FUSED: Bool, W: Int, MR: Int, NV: Int](
+    a: F32P, m: Int, k: Int, ta: Bool, bp: F32P, c: F32P, n: Int, pc: Int, kc: Int, jc: Int,
+    nc: Int, row_begin: Int, row_end: Int, how: Int, fin: Epilogue, ap: F32P,
+):
+    """Rows [row_begin, row_end) × columns [jc, jc + nc) of C for the k block [pc, pc + kc),
+    from B's block packed at `bp`; A is packed MC rows at a time into `ap`."""
+    comptime NR = NV * W
+    for ic in range(row_begin, row_end, MC):
+        var mc = min(MC, row_end - ic)
+        _pack_a[MR](a, m, k, ta, ic, mc, pc, kc, ap)
+        for jr in range(0, nc, NR):
+            var bpanel = bp.unsafe_offset(jr * kc)
+            for ir in range(0, mc, MR):
+                var rows = min(MR, mc - ir)
+                var apanel = ap.unsafe_offset(ir * kc)
+                var ct = c.unsafe_offset((ic + ir) * n + jc + jr)
+                var cols = min(NR, nc - jr)
+                # A last panel of 1-2 (3-4) rows takes a 2-row (4-row) tile: at 32
+                # rows a full 6-row one wasted 2/3 of a sixth of the product.
+                comptime if MR > 4:
+                    if rows <= 2:
+                        _micro[FUSED, W, 2, NV, MR](kc, apanel, bpanel, ct, n, rows,
+                                                    cols, how)
+                    elif rows <= 4:
+                        _micro[FUSED, W, 4, NV, MR](kc, apanel, bpanel, ct, n, rows,
+                                                    cols, how)
+                    else:
+                        _micro[FUSED, W, MR, NV](kc, apanel, bpanel, ct, n, rows,
+                                                 cols, how)
+                else:
+                    _micro[FUSED, W, MR, NV](kc, apanel, bpanel, ct, n, rows, cols,
+                                             how)
+                if fin.any():
+                    var at = (ic + ir) * n + jc + jr
+                    _finish_tile[W](ct, n, rows, cols, fin,
+                                    F32P(unsafe_from_address=fin.bias).unsafe_offset(
+                                        jc + jr),
+                                    F32P(unsafe_from_address=fin.mask).unsafe_offset(at))
+
+
 def _gemm_blocked[FUSED: Bool, W: Int, MR: Int, NV: Int](
     a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool, accumulate: Bool,
     row_begin: Int, row_end: Int, kc_max: Int, col_begin: Int = 0, col_end: Int = -1,
@@ -433,37 +473,8 @@ def _gemm_blocked[FUSED: Bool, W: Int, MR: Int, NV: Int](
                 how = CHAIN
             elif accumulate:
                 how = ADD
-            for ic in range(row_begin, row_end, MC):
-                var mc = min(MC, row_end - ic)
-                _pack_a[MR](a, m, k, ta, ic, mc, pc, kc, ap)
-                for jr in range(0, nc, NR):
-                    var bpanel = bp.unsafe_offset(jr * kc)
-                    for ir in range(0, mc, MR):
-                        var rows = min(MR, mc - ir)
-                        var apanel = ap.unsafe_offset(ir * kc)
-                        var ct = c.unsafe_offset((ic + ir) * n + jc + jr)
-                        var cols = min(NR, nc - jr)
-                        # A last panel of 1-2 (3-4) rows takes a 2-row (4-row) tile: at 32
-                        # rows a full 6-row one wasted 2/3 of a sixth of the product.
-                        comptime if MR > 4:
-                            if rows <= 2:
-                                _micro[FUSED, W, 2, NV, MR](kc, apanel, bpanel, ct, n, rows,
-                                                            cols, how)
-                            elif rows <= 4:
-                                _micro[FUSED, W, 4, NV, MR](kc, apanel, bpanel, ct, n, rows,
-                                                            cols, how)
-                            else:
-                                _micro[FUSED, W, MR, NV](kc, apanel, bpanel, ct, n, rows,
-                                                         cols, how)
-                        else:
-                            _micro[FUSED, W, MR, NV](kc, apanel, bpanel, ct, n, rows, cols,
-                                                     how)
-                        if fin.any():
-                            var at = (ic + ir) * n + jc + jr
-                            _finish_tile[W](ct, n, rows, cols, fin,
-                                            F32P(unsafe_from_address=fin.bias).unsafe_offset(
-                                                jc + jr),
-                                            F32P(unsafe_from_address=fin.mask).unsafe_offset(at))
+            _rows_on_packed_b[FUSED, W, MR, NV](a, m, k, ta, bp, c, n, pc, kc, jc, nc,
+                                                row_begin, row_end, how, fin, ap)
     external_call["free", NoneType](bbuf)
 
 
@@ -514,3 +525,103 @@ def gemm(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
     else:
         gemm_fast(a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end, col_begin, col_end,
                   epi)
+
+
+# ---------------------------------------------------------------- one packed B, many threads
+
+comptime SHARED_CHUNK = 24  # rows of C a thread claims at a time (four 6-row tiles)
+comptime SHARED_PIECE = 4  # B panels a thread packs at a time
+comptime _OP_FLOATS = 0
+comptime _OP_PIECES = 1
+comptime _OP_PACK = 2
+comptime _OP_ROWS = 3
+
+
+@fieldwise_init
+struct SharedGemm(ImplicitlyCopyable):
+    """C (+)= op(A)·op(B) through `epi`, all of C, the bits of `gemm`, for threads that share
+    one packed op(B) (`shared_fits`): they pack its pieces into `bp` (`shared_pack`, any
+    thread any piece), and once every piece is packed they compute rows of C from it
+    (`shared_rows`), each with its own A buffer. Splitting rows with a private B instead
+    packs all of op(B) once per thread: at [784, 256, 10] batch 256 that is 0.8 MB a product."""
+
+    var a: Int
+    var b: Int
+    var c: Int
+    var m: Int
+    var n: Int
+    var k: Int
+    var ta: Bool
+    var tb: Bool
+    var accumulate: Bool
+    var epi: Epilogue
+    var bp: Int  # shared_b_floats(n, k) floats on a PANEL_ALIGN boundary
+
+
+def shared_fits(n: Int, k: Int) -> Bool:
+    """Whether op(B) is a single block of `_gemm_blocked` (one k block, one column block)."""
+    comptime if IDENTICAL:
+        return k > 0 and n <= NC
+    else:
+        return k > 0 and n <= NC and k <= FAST_KC
+
+
+def shared_b_floats(n: Int, k: Int) -> Int:
+    return _shared(SharedGemm(0, 0, 0, 0, n, k, False, False, False, Epilogue.none(), 0),
+                   _OP_FLOATS, 0, 0, 0)
+
+
+def shared_pieces(n: Int, k: Int) -> Int:
+    return _shared(SharedGemm(0, 0, 0, 0, n, k, False, False, False, Epilogue.none(), 0),
+                   _OP_PIECES, 0, 0, 0)
+
+
+def shared_a_floats(k: Int) -> Int:
+    """The A buffer a thread needs for `shared_rows` (with `_pack_a`'s slack)."""
+    return ((SHARED_CHUNK + 5) // 6) * 6 * k + 2 * PANEL_ALIGN // 4
+
+
+def shared_pack(g: SharedGemm, piece: Int):
+    _ = _shared(g, _OP_PACK, piece, 0, 0)
+
+
+def shared_rows(g: SharedGemm, row_begin: Int, row_end: Int, ap: F32P):
+    """Rows [row_begin, row_end) of C (at most SHARED_CHUNK) from the packed B."""
+    _ = _shared(g, _OP_ROWS, row_begin, row_end, Int(ap))
+
+
+def _shared(g: SharedGemm, op: Int, x: Int, y: Int, ap: Int) -> Int:
+    """`op` with the register tile `gemm` takes for this product."""
+    comptime if IDENTICAL:
+        return _shared_on[False, IDENTICAL_W, 6, 16 // IDENTICAL_W](g, op, x, y, ap)
+    else:
+        comptime if FAST_W >= 16:
+            if g.n <= FAST_W // 2:
+                return _shared_on[True, FAST_W // 2, 6, 1](g, op, x, y, ap)
+        if g.n <= FAST_W:
+            return _shared_on[True, FAST_W, 6, 1](g, op, x, y, ap)
+        return _shared_on[True, FAST_W, 6, 2](g, op, x, y, ap)
+
+
+def _shared_on[FUSED: Bool, W: Int, MR: Int, NV: Int](g: SharedGemm, op: Int, x: Int, y: Int,
+                                                      ap: Int) -> Int:
+    comptime NR = NV * W
+    var panels = (g.n + NR - 1) // NR
+    if op == _OP_FLOATS:
+        return g.k * panels * NR
+    if op == _OP_PIECES:
+        return (panels + SHARED_PIECE - 1) // SHARED_PIECE
+    var bp = F32P(unsafe_from_address=g.bp)
+    if op == _OP_PACK:  # panel j0 / NR of the block starts at float j0 * k
+        var j0 = x * SHARED_PIECE * NR
+        _pack_b[NR](F32P(unsafe_from_address=g.b), g.n, g.k, g.tb, 0, g.k, j0,
+                    min(SHARED_PIECE * NR, g.n - j0), bp.unsafe_offset(j0 * g.k))
+        return 0
+    var how = STORE
+    if g.accumulate:
+        how = CHAIN if FUSED else ADD
+    var abuf = (ap + PANEL_ALIGN - 1) // PANEL_ALIGN * PANEL_ALIGN
+    _rows_on_packed_b[FUSED, W, MR, NV](F32P(unsafe_from_address=g.a), g.m, g.k, g.ta, bp,
+                                        F32P(unsafe_from_address=g.c), g.n, 0, g.k, 0, g.n, x,
+                                        y, how, g.epi, F32P(unsafe_from_address=abuf))
+    return 0

@@ -20,7 +20,19 @@ from std.sys.info import CompilationTarget
 from std.time import perf_counter_ns
 
 from training.config import F32P, I64P
-from training.gemm import Epilogue, gemm
+from training.gemm import (
+    PANEL_ALIGN,
+    SHARED_CHUNK,
+    Epilogue,
+    SharedGemm,
+    gemm,
+    shared_a_floats,
+    shared_b_floats,
+    shared_fits,
+    shared_pack,
+    shared_pieces,
+    shared_rows,
+)
 from training.optim import AdamScalars, adam_update_into
 
 comptime MAGIC = 0x6D6C706F6F6C3031  # "mlpool01"
@@ -59,11 +71,16 @@ comptime P_WORKER_PARTS = 20  # parts the workers ran (atomic): tests see that t
 comptime P_WAKE = 21  # bumped at every task (the futex word: its low 32 bits)
 comptime P_SLEEPERS = 22  # workers about to sleep or asleep (atomic)
 comptime P_EPI = 24  # a GEMM's Epilogue: bias address, relu, mask address
-comptime WORDS = 28
+comptime P_PACK_NEXT = 28  # KIND_SHARED: the next B piece to pack (atomic)
+comptime P_PACK_DONE = 29  # KIND_SHARED: B pieces packed (atomic)
+comptime P_ROW_NEXT = 30  # KIND_SHARED: the next chunk of rows to compute (atomic)
+comptime WORDS = 32
 comptime LOW = (Int64(1) << 32) - 1
 comptime KIND_ROWS = 0  # a GEMM cut by rows of C
 comptime KIND_COLUMNS = 1  # a GEMM cut by columns of C
 comptime KIND_ADAM = 2  # an AdamW update cut into ranges of its elements
+comptime KIND_SHARED = 3  # a GEMM whose packed B the parts share (gemm.mojo SharedGemm); its
+# address in P_TASK
 
 
 @fieldwise_init
@@ -183,6 +200,10 @@ def _run_part(addr: Int, part: Int, parts: Int):
                                 _f(task.v_out, lo), hi - lo, task.s):
             _ = Atomic[Int64].fetch_add(_word(addr, P_BAD), 1)
         return
+    if w[unsafe_offset=P_KIND] == KIND_SHARED:
+        _run_shared(addr, Pointer[SharedGemm, MutAnyOrigin](
+            unsafe_from_address=Int(w[unsafe_offset=t]))[])
+        return
     var a = F32P(unsafe_from_address=Int(w[unsafe_offset=t]))
     var b = F32P(unsafe_from_address=Int(w[unsafe_offset=t + 1]))
     var c = F32P(unsafe_from_address=Int(w[unsafe_offset=t + 2]))
@@ -200,6 +221,33 @@ def _run_part(addr: Int, part: Int, parts: Int):
     else:
         gemm(a, b, c, m, n, k, ta, tb, accumulate, _cut(m, part, parts, 8),
              _cut(m, part + 1, parts, 8), 0, -1, epi)
+
+
+def _run_shared(addr: Int, g: SharedGemm):
+    """One part of a KIND_SHARED task: pack B pieces while any is left, wait until all are
+    packed, then compute chunks of rows while any is left. Every part does the same, so the
+    faster thread takes more of both (a part no worker claimed finds nothing left)."""
+    var pieces = shared_pieces(g.n, g.k)
+    while True:
+        var piece = Int(Atomic[Int64].fetch_add(_word(addr, P_PACK_NEXT), 1))
+        if piece >= pieces:
+            break
+        shared_pack(g, piece)
+        _ = Atomic[Int64].fetch_add(_word(addr, P_PACK_DONE), 1)
+    while Atomic[Int64].load(_word(addr, P_PACK_DONE)) < Int64(pieces):
+        pass
+    var chunks = (g.m + SHARED_CHUNK - 1) // SHARED_CHUNK
+    var abuf = 0
+    while True:
+        var chunk = Int(Atomic[Int64].fetch_add(_word(addr, P_ROW_NEXT), 1))
+        if chunk >= chunks:
+            break
+        if abuf == 0:
+            abuf = external_call["malloc", Int](4 * shared_a_floats(g.k))
+        var r0 = chunk * SHARED_CHUNK
+        shared_rows(g, r0, min(g.m, r0 + SHARED_CHUNK), F32P(unsafe_from_address=abuf))
+    if abuf != 0:
+        external_call["free", NoneType](abuf)
 
 
 @always_inline
@@ -220,18 +268,34 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     """C (+)= op(A)·op(B) through `epi`, all of C, shared with the pool's workers when it is
     large enough (pool 0: this thread alone). The bits of `gemm` on any thread count."""
     var workers = Int(I64P(unsafe_from_address=pool)[unsafe_offset=P_WORKERS]) if pool else 0
-    # Cut the dimension whose other operand is cheaper to pack twice: every part packs all of
-    # op(A) when columns are split, all of op(B) when rows are.
-    var by_columns = m * k < n * k
-    var extent = n if by_columns else m
-    var parts = min(workers + 1, extent // MIN_PIECE, m * n * k // MIN_PART_MACS)
-    if parts < 2:
-        gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m, 0, -1, epi)
-        return
-    if not _acquire(pool):  # another caller has it
+    # Rows from one packed op(B) that the parts share and pack together, when op(B) is one
+    # block and there are at least 4 chunks of rows a part, so the faster thread can take
+    # more. Else cut the dimension whose other operand is cheaper to pack twice: every part
+    # packs all of op(A) when columns are split, all of op(B) when rows are.
+    var chunks = (m + SHARED_CHUNK - 1) // SHARED_CHUNK
+    var shared = shared_fits(n, k) and chunks >= 8
+    var by_columns = m < n
+    var pieces = chunks // 4 if shared else (n if by_columns else m) // MIN_PIECE
+    var parts = min(workers + 1, pieces, m * n * k // MIN_PART_MACS)
+    if parts < 2 or not _acquire(pool):  # too small, or another caller has the pool
         gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m, 0, -1, epi)
         return
     var w = I64P(unsafe_from_address=pool)
+    var bbuf = external_call["malloc", Int](4 * shared_b_floats(n, k) + PANEL_ALIGN) if shared else 0
+    if bbuf != 0:
+        var g = SharedGemm(Int(a), Int(b), Int(c), m, n, k, ta, tb, accumulate, epi,
+                           (bbuf + PANEL_ALIGN - 1) // PANEL_ALIGN * PANEL_ALIGN)
+        Atomic[Int64].store(_word(pool, P_PACK_NEXT), 0)
+        Atomic[Int64].store(_word(pool, P_PACK_DONE), 0)
+        Atomic[Int64].store(_word(pool, P_ROW_NEXT), 0)
+        w[unsafe_offset=P_TASK] = Int64(Int(Pointer(to=g)))
+        w[unsafe_offset=P_KIND] = KIND_SHARED
+        _run_task(pool, parts)
+        _ = g.m  # the parts read `g` through its address: keep it alive until they are done
+        external_call["free", NoneType](bbuf)
+        return
+    if shared:  # no memory for the shared B: rows, each part packing its own
+        by_columns = False
     var t = P_TASK
     w[unsafe_offset=t] = Int64(Int(a))
     w[unsafe_offset=t + 1] = Int64(Int(b))
