@@ -318,7 +318,8 @@ def split_adam(pool: Int, p_in: F32P, g: F32P, m_in: F32P, v_in: F32P, p_out: F3
     """`adam_update_into` (same arguments, same result), its elements shared with the pool's
     workers when there are enough of them (pool 0: this thread alone)."""
     var workers = Int(I64P(unsafe_from_address=pool)[unsafe_offset=P_WORKERS]) if pool else 0
-    var parts = min(workers + 1, n // MIN_SPLIT_ELEMENTS)
+    # Up to 4 ranges a thread, claimed as threads come free: the faster one takes more.
+    var parts = min(4 * (workers + 1), n // MIN_SPLIT_ELEMENTS) if workers > 0 else 1
     if parts < 2 or not _acquire(pool):
         return adam_update_into(p_in, g, m_in, v_in, p_out, m_out, v_out, n, s)
     var task = AdamTask(Int(p_in), Int(g), Int(m_in), Int(v_in), Int(p_out), Int(m_out),
