@@ -32,8 +32,10 @@ if TYPE_CHECKING:
     # A `neural_gemm` entry: (addresses [a, b, c], parameters [m, n, k, ta, tb, 0, row0, row1]).
     _Entry = Callable[[list[int], list[int]], object]
 
-# Rows go to extra threads only when each thread gets at least this many multiply-adds.
-_MIN_MACS_PER_THREAD = 1 << 18
+# Rows go to extra threads only when each thread gets at least this many multiply-adds (~45 µs
+# of work): handing rows to a Python thread costs tens of µs, and under 2**18 a 256x10x256
+# product took ~120 µs on two threads against ~36 µs on one (tools/bench_gemm.py).
+_MIN_MACS_PER_THREAD = 1 << 21
 _SPLIT_MACS = 2 * _MIN_MACS_PER_THREAD  # below it, one thread whatever the setting
 
 _pool_lock = threading.Lock()
