@@ -439,7 +439,7 @@ def test_shared_b_pieces_and_row_chunks_in_any_order_give_the_bits_of_gemm() rai
             var aligned = (Int(bp.unsafe_ptr()) + PANEL_ALIGN - 1) // PANEL_ALIGN * PANEL_ALIGN
             var g = SharedGemm(Int(a.unsafe_ptr()), Int(b.unsafe_ptr()),
                                Int(ptr(got).unsafe_offset(GUARD)), m, n, k, ta, tb, accumulate,
-                               epi, aligned)
+                               epi, aligned, Int(ap.unsafe_ptr()))
             var pieces = shared_pieces(n, k)
             for i in range(pieces):  # last piece first
                 shared_pack(g, pieces - 1 - i)

@@ -556,6 +556,7 @@ struct SharedGemm(ImplicitlyCopyable):
     var accumulate: Bool
     var epi: Epilogue
     var bp: Int  # shared_b_floats(n, k) floats on a PANEL_ALIGN boundary
+    var ap: Int  # the parts' A buffers, shared_a_floats(k) floats each
 
 
 def shared_fits(n: Int, k: Int) -> Bool:
@@ -567,12 +568,12 @@ def shared_fits(n: Int, k: Int) -> Bool:
 
 
 def shared_b_floats(n: Int, k: Int) -> Int:
-    return _shared(SharedGemm(0, 0, 0, 0, n, k, False, False, False, Epilogue.none(), 0),
+    return _shared(SharedGemm(0, 0, 0, 0, n, k, False, False, False, Epilogue.none(), 0, 0),
                    _OP_FLOATS, 0, 0, 0)
 
 
 def shared_pieces(n: Int, k: Int) -> Int:
-    return _shared(SharedGemm(0, 0, 0, 0, n, k, False, False, False, Epilogue.none(), 0),
+    return _shared(SharedGemm(0, 0, 0, 0, n, k, False, False, False, Epilogue.none(), 0, 0),
                    _OP_PIECES, 0, 0, 0)
 
 

@@ -202,7 +202,7 @@ def _run_part(addr: Int, part: Int, parts: Int):
         return
     if w[unsafe_offset=P_KIND] == KIND_SHARED:
         _run_shared(addr, Pointer[SharedGemm, MutAnyOrigin](
-            unsafe_from_address=Int(w[unsafe_offset=t]))[])
+            unsafe_from_address=Int(w[unsafe_offset=t]))[], part)
         return
     var a = F32P(unsafe_from_address=Int(w[unsafe_offset=t]))
     var b = F32P(unsafe_from_address=Int(w[unsafe_offset=t + 1]))
@@ -223,10 +223,11 @@ def _run_part(addr: Int, part: Int, parts: Int):
              _cut(m, part + 1, parts, 8), 0, -1, epi)
 
 
-def _run_shared(addr: Int, g: SharedGemm):
-    """One part of a KIND_SHARED task: pack B pieces while any is left, wait until all are
-    packed, then compute chunks of rows while any is left. Every part does the same, so the
-    faster thread takes more of both (a part no worker claimed finds nothing left)."""
+def _run_shared(addr: Int, g: SharedGemm, part: Int):
+    """Part `part` of a KIND_SHARED task: pack B pieces while any is left, wait until all are
+    packed, then compute chunks of rows (in the part's own A buffer) while any is left. Every
+    part does the same, so the faster thread takes more of both (a part no worker claimed
+    finds nothing left)."""
     var pieces = shared_pieces(g.n, g.k)
     while True:
         var piece = Int(Atomic[Int64].fetch_add(_word(addr, P_PACK_NEXT), 1))
@@ -237,17 +238,13 @@ def _run_shared(addr: Int, g: SharedGemm):
     while Atomic[Int64].load(_word(addr, P_PACK_DONE)) < Int64(pieces):
         pass
     var chunks = (g.m + SHARED_CHUNK - 1) // SHARED_CHUNK
-    var abuf = 0
+    var ap = F32P(unsafe_from_address=g.ap).unsafe_offset(part * shared_a_floats(g.k))
     while True:
         var chunk = Int(Atomic[Int64].fetch_add(_word(addr, P_ROW_NEXT), 1))
         if chunk >= chunks:
             break
-        if abuf == 0:
-            abuf = external_call["malloc", Int](4 * shared_a_floats(g.k))
         var r0 = chunk * SHARED_CHUNK
-        shared_rows(g, r0, min(g.m, r0 + SHARED_CHUNK), F32P(unsafe_from_address=abuf))
-    if abuf != 0:
-        external_call["free", NoneType](abuf)
+        shared_rows(g, r0, min(g.m, r0 + SHARED_CHUNK), ap)
 
 
 @always_inline
@@ -281,10 +278,16 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
         gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m, 0, -1, epi)
         return
     var w = I64P(unsafe_from_address=pool)
-    var bbuf = external_call["malloc", Int](4 * shared_b_floats(n, k) + PANEL_ALIGN) if shared else 0
+    # One allocation: the shared B block, then each part's A buffer.
+    var b_floats = shared_b_floats(n, k) if shared else 0
+    var bbuf = 0
+    if shared:
+        bbuf = external_call["malloc", Int](
+            4 * (b_floats + parts * shared_a_floats(k)) + PANEL_ALIGN)
     if bbuf != 0:
-        var g = SharedGemm(Int(a), Int(b), Int(c), m, n, k, ta, tb, accumulate, epi,
-                           (bbuf + PANEL_ALIGN - 1) // PANEL_ALIGN * PANEL_ALIGN)
+        var bp = (bbuf + PANEL_ALIGN - 1) // PANEL_ALIGN * PANEL_ALIGN
+        var g = SharedGemm(Int(a), Int(b), Int(c), m, n, k, ta, tb, accumulate, epi, bp,
+                           bp + 4 * b_floats)
         Atomic[Int64].store(_word(pool, P_PACK_NEXT), 0)
         Atomic[Int64].store(_word(pool, P_PACK_DONE), 0)
         Atomic[Int64].store(_word(pool, P_ROW_NEXT), 0)
