@@ -58,7 +58,7 @@ comptime PANEL_ALIGN = 64  # packed panels start on a cache line: no vector load
 
 @fieldwise_init
 struct Epilogue(ImplicitlyCopyable):
-    """What each final output goes through before it is stored (module docstring): `bias`,
+    """What each output goes through once final (module docstring): `bias`,
     the address of n floats added by column (0: none); `relu`; `mask`, the address of an m × n
     matrix laid out as C, that must not overlap C (0: none)."""
 
