@@ -5,7 +5,7 @@
 #  - gemm_fast is within FAST_BOUND of a float64 reference, gives the same bits twice and on any
 #    row or column split;
 #  - no kernel writes outside the rows it was given or outside C (guard words);
-#  - an Epilogue (bias, ReLU, mask) gives the bits of the product followed by those operations
+#  - an Epilogue (bias, ReLU) gives the bits of the product followed by those operations
 #    written plainly here, in both modes, whole and split by rows or columns;
 #  - a SharedGemm (one packed B, pieces packed and rows computed in any order, as threads take
 #    them) gives the bits of `gemm` in the build's mode (tools/test.sh runs this file in both).
@@ -307,17 +307,14 @@ def test_rows_outside_range_untouched() raises:
         check_guards(c, m * n, String("seed ", s))
 
 
-def plain_epilogue(c: F32P, m: Int, n: Int, bias: F32P, relu: Bool, mask: F32P, use_bias: Bool,
-                   use_mask: Bool):
-    """The epilogue's contract, one output at a time: + bias[j], ReLU, then the mask."""
+def plain_epilogue(c: F32P, m: Int, n: Int, bias: F32P, relu: Bool, use_bias: Bool):
+    """The epilogue's contract, one output at a time: + bias[j], then ReLU."""
     for i in range(m):
         for j in range(n):
             var z = c[unsafe_offset=i * n + j]
             if use_bias:
                 z = z + bias[unsafe_offset=j]
             if relu and not (z > 0):
-                z = 0.0
-            if use_mask and not (mask[unsafe_offset=i * n + j] > 0):
                 z = 0.0
             c[unsafe_offset=i * n + j] = z
 
@@ -343,26 +340,22 @@ def test_epilogue_equals_product_then_plain_passes() raises:
         var b = List[Float32](length=max(k * n, 1), fill=0.0)
         var c0 = List[Float32](length=m * n + 2 * GUARD, fill=0.0)
         var bias = List[Float32](length=n, fill=0.0)
-        var mask = List[Float32](length=max(m * n, 1), fill=0.0)
         fill_random(a)
         fill_random(b)
         fill_random(c0)
         fill_random(bias)
-        fill_random(mask)
-        for variant in range(8):
-            var fast = variant >= 4
-            var kind = variant % 4  # bias; bias + ReLU; mask; bias + ReLU + mask
+        for variant in range(6):
+            var fast = variant >= 3
+            var kind = variant % 3  # bias; bias + ReLU; ReLU
             var use_bias = kind != 2
-            var relu = kind == 1 or kind == 3
-            var use_mask = kind >= 2
-            var epi = Epilogue(Int(bias.unsafe_ptr()) if use_bias else 0, relu,
-                               Int(mask.unsafe_ptr()) if use_mask else 0)
+            var relu = kind != 0
+            var epi = Epilogue(Int(bias.unsafe_ptr()) if use_bias else 0, relu)
             var t = Int(random_ui64(0, 3))
             var ta = (t & 1) == 1
             var tb = (t & 2) == 2
             for accumulate in [False, True]:
                 var what = String("seed ", s, " shape ", m, "x", n, "x", k, " fast=", fast,
-                                  " bias=", use_bias, " relu=", relu, " mask=", use_mask,
+                                  " bias=", use_bias, " relu=", relu,
                                   " ta=", ta, " tb=", tb, " acc=", accumulate)
                 var want = guarded(m * n)
                 for i in range(m * n):
@@ -372,7 +365,7 @@ def test_epilogue_equals_product_then_plain_passes() raises:
                     gemm_fast(ptr(a), ptr(b), wp, m, n, k, ta, tb, accumulate, 0, m)
                 else:
                     scalar_ref(ptr(a), ptr(b), wp, m, n, k, ta, tb, accumulate)
-                plain_epilogue(wp, m, n, ptr(bias), relu, ptr(mask), use_bias, use_mask)
+                plain_epilogue(wp, m, n, ptr(bias), relu, use_bias)
                 for split in range(3):  # whole; rows in two calls; columns in two calls
                     var got = guarded(m * n)
                     for i in range(m * n):
@@ -412,21 +405,18 @@ def test_shared_b_pieces_and_row_chunks_in_any_order_give_the_bits_of_gemm() rai
         var b = List[Float32](length=k * n, fill=0.0)
         var c0 = List[Float32](length=m * n + 2 * GUARD, fill=0.0)
         var bias = List[Float32](length=n, fill=0.0)
-        var mask = List[Float32](length=m * n, fill=0.0)
         fill_random(a)
         fill_random(b)
         fill_random(c0)
         fill_random(bias)
-        fill_random(mask)
         var bp = List[Float32](length=shared_b_floats(n, k) + PANEL_ALIGN // 4, fill=0.0)
         var ap = List[Float32](length=shared_a_floats(k), fill=0.0)
         for t in range(4):
             var ta = (t & 1) == 1
             var tb = (t & 2) == 2
             var accumulate = random_ui64(0, 1) == 1
-            var kind = Int(random_ui64(0, 2))  # none; bias + ReLU; mask
-            var epi = Epilogue(Int(bias.unsafe_ptr()) if kind == 1 else 0, kind == 1,
-                               Int(mask.unsafe_ptr()) if kind == 2 else 0)
+            var kind = Int(random_ui64(0, 2))  # none; bias + ReLU; ReLU
+            var epi = Epilogue(Int(bias.unsafe_ptr()) if kind == 1 else 0, kind >= 1)
             var what = String("seed ", s, " shape ", m, "x", n, "x", k, " ta=", ta, " tb=", tb,
                               " acc=", accumulate, " epilogue ", kind)
             var want = guarded(m * n)

@@ -166,7 +166,7 @@ def dense_forward(src: F32P, w: F32P, b: F32P, dst: F32P, rows: Int, n_out: Int,
                   relu: Bool, pool: Int = 0):
     """One layer forward: dst = src·Wᵀ (GEMM NT) + b, then ReLU when `relu` (bias_activation's
     bits, in the GEMM's epilogue)."""
-    gemm(src, w, dst, rows, n_out, n_in, False, True, pool, Epilogue(Int(b), relu, 0))
+    gemm(src, w, dst, rows, n_out, n_in, False, True, pool, Epilogue(Int(b), relu))
 
 
 def dense_backward(g: F32P, below: F32P, w: F32P, dw: F32P, db: F32P, dbelow: F32P, rows: Int,
@@ -178,8 +178,7 @@ def dense_backward(g: F32P, below: F32P, w: F32P, dw: F32P, db: F32P, dbelow: F3
     sum_rows(g, db, rows, n_out)
     if want_below:
         gemm(g, w, dbelow, rows, n_in, n_out, False, False, pool)
-        # A pass of its own: as the GEMM's epilogue (Epilogue.mask) the mask made the
-        # 256 × 256 × 10 product of a [784, 256, 10] step ~30 % slower on one thread here.
+        # A pass of its own, not the GEMM's epilogue (gemm.mojo `Epilogue` says why).
         if mask:
             relu_backward(below, dbelow, dbelow, rows, n_in)
 

@@ -70,7 +70,7 @@ comptime P_BAD = 18  # parts of an AdamW task that found a NaN/Inf (atomic)
 comptime P_WORKER_PARTS = 20  # parts the workers ran (atomic): tests see that they take part
 comptime P_WAKE = 21  # bumped at every task (the futex word: its low 32 bits)
 comptime P_SLEEPERS = 22  # workers about to sleep or asleep (atomic)
-comptime P_EPI = 24  # a GEMM's Epilogue: bias address, relu, mask address
+comptime P_EPI = 24  # a GEMM's Epilogue: bias address, relu
 comptime P_PACK_NEXT = 28  # KIND_SHARED: the next B piece to pack (atomic)
 comptime P_PACK_DONE = 29  # KIND_SHARED: B pieces packed (atomic)
 comptime P_ROW_NEXT = 30  # KIND_SHARED: the next chunk of rows to compute (atomic)
@@ -213,8 +213,7 @@ def _run_part(addr: Int, part: Int, parts: Int):
     var ta = w[unsafe_offset=t + 6] != 0
     var tb = w[unsafe_offset=t + 7] != 0
     var accumulate = w[unsafe_offset=t + 8] != 0
-    var epi = Epilogue(Int(w[unsafe_offset=P_EPI]), w[unsafe_offset=P_EPI + 1] != 0,
-                       Int(w[unsafe_offset=P_EPI + 2]))
+    var epi = Epilogue(Int(w[unsafe_offset=P_EPI]), w[unsafe_offset=P_EPI + 1] != 0)
     if w[unsafe_offset=P_KIND] == KIND_COLUMNS:
         gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m, _cut(n, part, parts, 16),
              _cut(n, part + 1, parts, 16), epi)
@@ -311,7 +310,6 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     w[unsafe_offset=t + 8] = Int64(1 if accumulate else 0)
     w[unsafe_offset=P_EPI] = Int64(epi.bias)
     w[unsafe_offset=P_EPI + 1] = Int64(1 if epi.relu else 0)
-    w[unsafe_offset=P_EPI + 2] = Int64(epi.mask)
     w[unsafe_offset=P_KIND] = Int64(KIND_COLUMNS if by_columns else KIND_ROWS)
     _run_task(pool, parts)
 
