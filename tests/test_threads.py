@@ -121,3 +121,45 @@ def test_adamw_ranges_run_on_the_workers_with_the_bits_and_refusals_of_one_threa
     assert f"at index {total - 1}" in got[1]["refused"], got[1]["refused"]
     assert got[1]["unchanged"]
     assert got[2] == got[1]
+
+
+# A session's GEMMs pack into its arena (training/arena.mojo): it grows during the first step
+# and never again for batches no larger, on one thread (products unsplit), on two (the
+# [64, 128, 10] step has shared-B products, row splits and unsplit ones) and in both modes.
+ARENA = """
+import json
+import mojolearn as ml
+from mojolearn import _rng
+from mojolearn._array import Array
+ml.set_numeric_mode({mode!r})
+raw = ml._backend.binding().raw
+sizes, rows = [64, 128, 10], 256
+rng = _rng.SplitMix64(21)
+xs = [rng.uniform() * 2 - 1 for _ in range(4 * rows * sizes[0])]
+ys = [rng.randbelow(sizes[-1]) for _ in range(4 * rows)]
+X, y = Array(xs, "<f4", (4 * rows, sizes[0])), Array(ys, "<i4")
+tr = ml.MLPTrainer(sizes, seed=2, data_schedule={{"test": 1}})
+arena = lambda: raw.mlp_resident_arena([tr._session.handle], [])
+out = {{"before": arena()}}
+batch = lambda i, r: (Array(xs[i * rows * 64:(i * rows + r) * 64], "<f4", (r, 64)),
+                      Array(ys[i * rows:i * rows + r], "<i4"))
+tr.train_step(*batch(0, rows))
+out["first"] = arena()
+for i in range(1, 4):
+    tr.train_step(*batch(i, rows), return_input_grad=i == 2)
+tr.train_steps(X, y, 4)
+tr.train_step(*batch(1, 100))
+out["after"] = arena()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("mode", ["identical", "fast"])
+def test_steps_after_the_first_allocate_no_packing_memory(mode):
+    for threads in (1, 2):
+        out = run_python(ARENA.format(mode=mode), env={"MOJOLEARN_NUM_THREADS": str(threads)},
+                         timeout=300)
+        got = json.loads(out.strip().splitlines()[-1])
+        assert got["before"] == [0, 0], got
+        assert got["first"][0] > 0 and got["first"][1] >= 1, got
+        assert got["after"] == got["first"], (mode, threads, got)

@@ -14,9 +14,11 @@ from entries.loss import (CROSS_ENTROPY, PORTABLE_MATH_EVAL, cross_entropy_entry
 from entries.mlp import (MLP_ADAMW, MLP_BIAS_ACTIVATION, MLP_RELU_BACKWARD, MLP_SUM_ROWS,
                          MLP_TRAIN_STEP, mlp_adamw, mlp_bias_activation, mlp_relu_backward,
                          mlp_sum_rows, mlp_train_step)
-from entries.mlp import (MLP_RESIDENT_APPLY, MLP_RESIDENT_CLOSE, MLP_RESIDENT_DOWNLOAD,
+from entries.mlp import (MLP_RESIDENT_APPLY, MLP_RESIDENT_ARENA, MLP_RESIDENT_CLOSE,
+                         MLP_RESIDENT_DOWNLOAD,
                          MLP_RESIDENT_GRADS, MLP_RESIDENT_OPEN, MLP_RESIDENT_ROLLBACK,
                          MLP_RESIDENT_STEP, MLP_RESIDENT_STEPS, mlp_resident_apply,
+                         mlp_resident_arena,
                          mlp_resident_close, mlp_resident_download, mlp_resident_grads,
                          mlp_resident_open, mlp_resident_rollback, mlp_resident_step,
                          mlp_resident_steps)
@@ -38,7 +40,8 @@ def abi_layout() raises -> PythonObject:
                           MLP_BIAS_ACTIVATION, MLP_RELU_BACKWARD,
                           MLP_SUM_ROWS, MLP_ADAMW, MLP_TRAIN_STEP, MLP_RESIDENT_OPEN,
                           MLP_RESIDENT_STEP, MLP_RESIDENT_STEPS, MLP_RESIDENT_DOWNLOAD,
-                          MLP_RESIDENT_ROLLBACK, MLP_RESIDENT_CLOSE, MLP_RESIDENT_GRADS,
+                          MLP_RESIDENT_ROLLBACK, MLP_RESIDENT_CLOSE, MLP_RESIDENT_ARENA,
+                          MLP_RESIDENT_GRADS,
                           MLP_RESIDENT_APPLY, MLP_RESIDENT_USE_POOL, POOL_OPEN, POOL_SERVE,
                           POOL_STOP, POOL_WORKER_PARTS, OPTIM_STEP, OPTIM_CLIP_GRAD_NORM,
                           OPTIM_TREE_SUM, OPTIM_RESIDENT_ALLOC, OPTIM_RESIDENT_FREE, OPTIM_COPY,
@@ -71,6 +74,7 @@ def build_module(name: StaticString) raises -> PythonObject:
     m.def_function[mlp_resident_download]("mlp_resident_download")
     m.def_function[mlp_resident_rollback]("mlp_resident_rollback")
     m.def_function[mlp_resident_close]("mlp_resident_close")
+    m.def_function[mlp_resident_arena]("mlp_resident_arena")
     m.def_function[mlp_resident_grads]("mlp_resident_grads")
     m.def_function[mlp_resident_apply]("mlp_resident_apply")
     m.def_function[mlp_resident_use_pool]("mlp_resident_use_pool")

@@ -7,6 +7,8 @@
 #  - no kernel writes outside the rows it was given or outside C (guard words);
 #  - an Epilogue (bias, ReLU) gives the bits of the product followed by those operations
 #    written plainly here, in both modes, whole and split by rows or columns;
+#  - a caller's packing buffer of `gemm_bytes` is enough (nothing written past it, from any
+#    alignment) and gives the bits of the call that allocates its own;
 #  - a SharedGemm (one packed B, pieces packed and rows computed in any order, as threads take
 #    them) gives the bits of `gemm` in the build's mode (tools/test.sh runs this file in both).
 # Inputs are fresh random bit patterns each run (±0, subnormals, tiny and large magnitudes); the
@@ -23,6 +25,7 @@ from training.gemm import (
     Epilogue,
     SharedGemm,
     gemm,
+    gemm_bytes,
     gemm_fast,
     gemm_identical,
     gemm_naive,
@@ -440,6 +443,58 @@ def test_shared_b_pieces_and_row_chunks_in_any_order_give_the_bits_of_gemm() rai
             check_guards(got, m * n, what)
             assert_bits_equal(got, want, m * n, what)
     assert_true(tried >= 4, "shared_fits refused the shapes this test is for")
+
+
+def test_a_buffer_of_gemm_bytes_is_enough_and_changes_no_bit() raises:
+    var s = run_seed()
+    var cases = shapes()
+    cases.append(Case(97, 130, 600))
+    cases.append(Case(256, 256, 784))
+    cases.append(Case(30, 1100, 50))  # two column blocks
+    for ci in range(len(cases)):
+        var m = cases[ci].m
+        var n = cases[ci].n
+        var k = cases[ci].k
+        var a = List[Float32](length=max(m * k, 1), fill=0.0)
+        var b = List[Float32](length=max(k * n, 1), fill=0.0)
+        var c0 = List[Float32](length=m * n + 2 * GUARD, fill=0.0)
+        fill_random(a)
+        fill_random(b)
+        fill_random(c0)
+        for variant in range(3):
+            var t = Int(random_ui64(0, 3))
+            var ta = (t & 1) == 1
+            var tb = (t & 2) == 2
+            var accumulate = random_ui64(0, 1) == 1
+            var r0 = Int(random_ui64(0, UInt64(m)))
+            var r1 = Int(random_ui64(UInt64(r0), UInt64(m)))
+            var q0 = Int(random_ui64(0, UInt64(n)))
+            var q1 = Int(random_ui64(UInt64(q0), UInt64(n)))
+            if variant == 0:  # all of C
+                r0, r1, q0, q1 = 0, m, 0, n
+            var floats = gemm_bytes(n, k, r1 - r0, q1 - q0) // 4
+            var buf = List[Float32](length=floats + 16 + GUARD, fill=0.0)
+            # Start 4 bytes past a cache line: the most alignment the buffer must give up.
+            var start = ((Int(buf.unsafe_ptr()) + PANEL_ALIGN - 1) // PANEL_ALIGN * PANEL_ALIGN
+                         + 4 - Int(buf.unsafe_ptr())) // 4
+            for i in range(GUARD):
+                buf[start + floats + i] = bitcast[DType.float32, 1](SENTINEL)
+            var what = String("seed ", s, " shape ", m, "x", n, "x", k, " rows ", r0, "..", r1,
+                              " columns ", q0, "..", q1, " ta=", ta, " tb=", tb, " acc=",
+                              accumulate)
+            var want = guarded(m * n)
+            var got = guarded(m * n)
+            for i in range(m * n):
+                want[GUARD + i] = c0[GUARD + i]
+                got[GUARD + i] = c0[GUARD + i]
+            gemm(ptr(a), ptr(b), ptr(want).unsafe_offset(GUARD), m, n, k, ta, tb, accumulate, r0,
+                 r1, q0, q1)
+            gemm(ptr(a), ptr(b), ptr(got).unsafe_offset(GUARD), m, n, k, ta, tb, accumulate, r0,
+                 r1, q0, q1, Epilogue.none(), Int(ptr(buf).unsafe_offset(start)))
+            for i in range(GUARD):
+                assert_equal(bits(buf[start + floats + i]), SENTINEL,
+                             String(what, ": packed past gemm_bytes"))
+            assert_bits_equal(got, want, m * n, what)
 
 
 def main() raises:

@@ -22,7 +22,8 @@ Public kernels (other families import them; keep these signatures stable):
         the same bits; W = 8 is the production width).
     gemm_fast(same arguments)           fast-mode arithmetic (FMA, packing, tiling).
     gemm(same arguments)                the build's mode: gemm_identical[8] or gemm_fast.
-    The last three also take col_begin, col_end (a range of columns) and epi (an Epilogue).
+    The last three also take col_begin, col_end (a range of columns), epi (an Epilogue) and
+    buf: a packing buffer of at least `gemm_bytes` bytes (0: the call mallocs its own).
 
 Epilogue (`Epilogue`, both modes): once an output's value is final (after `C + acc` when
 accumulating, after the last k block in fast mode) it may go through, in this order,
@@ -36,10 +37,10 @@ panels (copies only: no arithmetic), zero padded at the edges; a micro-kernel ke
 tile of C in registers. Identical mode never splits k (the tile is stored once, after the
 whole chain, so `C + acc` stays one add); fast mode splits k into KC blocks for the caches.
 """
-from std.ffi import external_call
 from std.math import fma
 from std.sys import simd_width_of
 
+from training.arena import Scratch, release, scratch
 from training.config import F32P, IDENTICAL
 
 comptime IDENTICAL_W = 8  # production width of the identical kernel (one AVX2 register)
@@ -417,13 +418,28 @@ def _rows_on_packed_b[FUSED: Bool, W: Int, MR: Int, NV: Int](
                                     F32P(unsafe_from_address=fin.bias).unsafe_offset(jc + jr))
 
 
+@always_inline
+def _round_up(x: Int, to: Int) -> Int:
+    return (x + to - 1) // to * to
+
+
+def _blocked_bytes[MR: Int, NR: Int](rows: Int, cols: Int, k: Int, kc_max: Int) -> Int:
+    """The packing buffer `_gemm_blocked` needs for `rows` × `cols` of C: one k block of a
+    column block of B and of a row block of A, in whole panels, and the alignment slack (at
+    least PANEL_ALIGN bytes after the A panels for `_pack_a`'s spill of up to 8 - MR floats).
+    Packing writes every float of a panel, padding included: the buffer needs no zero fill."""
+    var kcb = min(kc_max, max(k, 1))
+    return 4 * kcb * (_round_up(min(NC, cols), NR) + _round_up(min(MC, rows), MR)) + 2 * PANEL_ALIGN
+
+
 def _gemm_blocked[FUSED: Bool, W: Int, MR: Int, NV: Int](
     a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool, accumulate: Bool,
     row_begin: Int, row_end: Int, kc_max: Int, col_begin: Int = 0, col_end: Int = -1,
-    epi: Epilogue = Epilogue.none(),
+    epi: Epilogue = Epilogue.none(), buf: Int = 0,
 ):
     """Rows [row_begin, row_end) and columns [col_begin, col_end) of C (col_end -1: n),
-    each output through `epi` once final."""
+    each output through `epi` once final; packing into `buf` (`_blocked_bytes`), or into a
+    buffer of its own when `buf` is 0."""
     comptime NR = NV * W
     var c_end = n if col_end < 0 else col_end
     if row_begin >= row_end or col_begin >= c_end:
@@ -439,18 +455,15 @@ def _gemm_blocked[FUSED: Bool, W: Int, MR: Int, NV: Int](
             _finish_tile[W](c.unsafe_offset(at), n, row_end - row_begin, c_end - col_begin, epi,
                             F32P(unsafe_from_address=epi.bias).unsafe_offset(col_begin))
         return
-    var ncb = min(NC, c_end - col_begin)
     var kcb = min(kc_max, k)
-    var mcb = min(MC, row_end - row_begin)
-    # Packing writes every float of a panel, padding included: the buffers need no zero fill.
-    var b_floats = kcb * ((ncb + NR - 1) // NR) * NR
-    var bbuf = external_call["malloc", Int](
-        4 * (b_floats + kcb * ((mcb + MR - 1) // MR) * MR) + 2 * PANEL_ALIGN)
+    var b_floats = kcb * _round_up(min(NC, c_end - col_begin), NR)
+    var own = Scratch(buf, False)
+    if buf == 0:
+        own = scratch(0, _blocked_bytes[MR, NR](row_end - row_begin, c_end - col_begin, k,
+                                                kc_max))
     # B panels on a cache line: unaligned, every other 32-byte load of a panel row straddled
     # two lines, and identical 1024³ ran ~8 % slower. A panels are read one float at a time.
-    # The rounding up leaves at least PANEL_ALIGN bytes after the A panels for `_pack_a`'s
-    # spill of up to 8 - MR floats.
-    var bp = F32P(unsafe_from_address=(bbuf + PANEL_ALIGN - 1) // PANEL_ALIGN * PANEL_ALIGN)
+    var bp = F32P(unsafe_from_address=_round_up(own.addr, PANEL_ALIGN))
     var ap = bp.unsafe_offset(b_floats)
     for jc in range(col_begin, c_end, NC):
         var nc = min(NC, c_end - jc)
@@ -466,56 +479,80 @@ def _gemm_blocked[FUSED: Bool, W: Int, MR: Int, NV: Int](
                 how = ADD
             _rows_on_packed_b[FUSED, W, MR, NV](a, m, k, ta, bp, c, n, pc, kc, jc, nc,
                                                 row_begin, row_end, how, fin, ap)
-    external_call["free", NoneType](bbuf)
+    release(own)
 
 
 def gemm_identical[W: Int](a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool,
                            tb: Bool, accumulate: Bool, row_begin: Int, row_end: Int,
                            col_begin: Int = 0, col_end: Int = -1,
-                           epi: Epilogue = Epilogue.none()):
+                           epi: Epilogue = Epilogue.none(), buf: Int = 0):
     """Identical-mode GEMM with SIMD width W across output columns: the bits of `gemm_naive`
     (then `epi`)."""
     comptime NV = 1 if W >= 16 else 16 // W
     # 6 × 16 at W = 8: 12 accumulators, 2 B vectors, a broadcast and a product fill the 16
     # ymm registers. It ran ~6 % faster than 4 × 16 on this AMD EPYC (Zen 3: two add pipes).
     _gemm_blocked[False, W, 6, NV](a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end,
-                                   max(k, 1), col_begin, col_end, epi)
+                                   max(k, 1), col_begin, col_end, epi, buf)
+
+
+def _fast_nr(n: Int) -> Int:
+    """The width of fast mode's register tile for n columns (`gemm_fast`)."""
+    comptime if FAST_W >= 16:
+        if n <= FAST_W // 2:
+            return FAST_W // 2
+    return FAST_W if n <= FAST_W else 2 * FAST_W
 
 
 def gemm_fast(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
               accumulate: Bool, row_begin: Int, row_end: Int, col_begin: Int = 0,
-              col_end: Int = -1, epi: Epilogue = Epilogue.none()):
+              col_end: Int = -1, epi: Epilogue = Epilogue.none(), buf: Int = 0):
     """Fast-mode GEMM: FMA chains, packed panels, a 6 × 2W register tile, k blocked by KC.
 
     Narrow products (n ≤ W, as in the MLP) take a 6 × W tile, or 6 × 8 when n ≤ 8 and W = 16,
     so the tile is not mostly padding. Every output's chain is the same under every tile, so
     the choice never changes a bit.
     """
+    var nr = _fast_nr(n)
     comptime if FAST_W >= 16:
-        if n <= FAST_W // 2:
+        if nr == FAST_W // 2:
             _gemm_blocked[True, FAST_W // 2, 6, 1](a, b, c, m, n, k, ta, tb, accumulate,
                                                    row_begin, row_end, FAST_KC, col_begin,
-                                                   col_end, epi)
+                                                   col_end, epi, buf)
             return
-    if n <= FAST_W:
+    if nr == FAST_W:
         _gemm_blocked[True, FAST_W, 6, 1](a, b, c, m, n, k, ta, tb, accumulate, row_begin,
-                                          row_end, FAST_KC, col_begin, col_end, epi)
+                                          row_end, FAST_KC, col_begin, col_end, epi, buf)
         return
     _gemm_blocked[True, FAST_W, 6, 2](a, b, c, m, n, k, ta, tb, accumulate, row_begin,
-                                      row_end, FAST_KC, col_begin, col_end, epi)
+                                      row_end, FAST_KC, col_begin, col_end, epi, buf)
 
 
 def gemm(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
          accumulate: Bool, row_begin: Int, row_end: Int, col_begin: Int = 0, col_end: Int = -1,
-         epi: Epilogue = Epilogue.none()):
+         epi: Epilogue = Epilogue.none(), buf: Int = 0):
     """The GEMM of this build's numeric mode, on rows [row_begin, row_end) and columns
-    [col_begin, col_end) of C (col_end -1: all n), each output through `epi`."""
+    [col_begin, col_end) of C (col_end -1: all n), each output through `epi`; packing into
+    `buf` (at least `gemm_bytes`) or, when it is 0, into a buffer of its own."""
     comptime if IDENTICAL:
         gemm_identical[IDENTICAL_W](a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end,
-                                    col_begin, col_end, epi)
+                                    col_begin, col_end, epi, buf)
     else:
         gemm_fast(a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end, col_begin, col_end,
-                  epi)
+                  epi, buf)
+
+
+def gemm_bytes(n: Int, k: Int, rows: Int, cols: Int) -> Int:
+    """The packing buffer `gemm` needs to compute `rows` rows × `cols` columns of an m × n
+    product over k (any rows and columns that many)."""
+    comptime if IDENTICAL:
+        return _blocked_bytes[6, 16](rows, cols, k, max(k, 1))
+    else:
+        var nr = _fast_nr(n)
+        if nr == 2 * FAST_W:
+            return _blocked_bytes[6, 2 * FAST_W](rows, cols, k, FAST_KC)
+        if nr == FAST_W:
+            return _blocked_bytes[6, FAST_W](rows, cols, k, FAST_KC)
+        return _blocked_bytes[6, FAST_W // 2](rows, cols, k, FAST_KC)
 
 
 # ---------------------------------------------------------------- one packed B, many threads
@@ -587,10 +624,11 @@ def _shared(g: SharedGemm, op: Int, x: Int, y: Int, ap: Int) -> Int:
     comptime if IDENTICAL:
         return _shared_on[False, IDENTICAL_W, 6, 16 // IDENTICAL_W](g, op, x, y, ap)
     else:
+        var nr = _fast_nr(g.n)
         comptime if FAST_W >= 16:
-            if g.n <= FAST_W // 2:
+            if nr == FAST_W // 2:
                 return _shared_on[True, FAST_W // 2, 6, 1](g, op, x, y, ap)
-        if g.n <= FAST_W:
+        if nr == FAST_W:
             return _shared_on[True, FAST_W, 6, 1](g, op, x, y, ap)
         return _shared_on[True, FAST_W, 6, 2](g, op, x, y, ap)
 

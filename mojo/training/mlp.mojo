@@ -30,6 +30,7 @@ A float32 `+ − × ÷ √` computed in Python double and rounded once to float3
 rounded float32 result, so `tests/reference/mlp.py` matches this FMA-free, fixed-order code bit
 for bit: the reference is the executable spec of the order above.
 """
+from training.arena import ARENA_WORDS, arena_release
 from training.config import F32P, I32P
 from training.gemm import Epilogue
 from training.loss import mean_cross_entropy
@@ -110,11 +111,12 @@ def sum_rows(values: F32P, dst: F32P, rows: Int, cols: Int):
 
 
 def gemm(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
-         pool: Int = 0, epi: Epilogue = Epilogue.none()):
+         pool: Int = 0, epi: Epilogue = Epilogue.none(), arena: Int = 0):
     """C = op(A)·op(B) with the build's GEMM (training/gemm.mojo `gemm`, the one `neural_gemm`
     calls), so the fused and per-operation paths share it in both numeric modes; shared with
-    the workers of `pool` (training/pool.mojo) when there is one, for the same bits."""
-    split_gemm(pool, a, b, c, m, n, k, ta, tb, False, epi)
+    the workers of `pool` (training/pool.mojo) when there is one, for the same bits; packing
+    in `arena` (training/arena.mojo) when there is one."""
+    split_gemm(pool, a, b, c, m, n, k, ta, tb, False, epi, arena)
 
 
 def adamw_flat(p: F32P, g: F32P, m: F32P, v: F32P, n: Int, t: Int, lr: Float32, beta1: Float32,
@@ -163,21 +165,22 @@ struct MLPDims(ImplicitlyCopyable):
 
 
 def dense_forward(src: F32P, w: F32P, b: F32P, dst: F32P, rows: Int, n_out: Int, n_in: Int,
-                  relu: Bool, pool: Int = 0):
+                  relu: Bool, pool: Int = 0, arena: Int = 0):
     """One layer forward: dst = src·Wᵀ (GEMM NT) + b, then ReLU when `relu` (bias_activation's
     bits, in the GEMM's epilogue)."""
-    gemm(src, w, dst, rows, n_out, n_in, False, True, pool, Epilogue(Int(b), relu))
+    gemm(src, w, dst, rows, n_out, n_in, False, True, pool, Epilogue(Int(b), relu), arena)
 
 
 def dense_backward(g: F32P, below: F32P, w: F32P, dw: F32P, db: F32P, dbelow: F32P, rows: Int,
-                   n_out: Int, n_in: Int, want_below: Bool, mask: Bool, pool: Int = 0):
+                   n_out: Int, n_in: Int, want_below: Bool, mask: Bool, pool: Int = 0,
+                   arena: Int = 0):
     """One layer backward from its output gradient g (rows × n_out): dW = gᵀ·below (GEMM TN),
     db = sum_rows(g); when `want_below`, dbelow = g·W (GEMM NN), masked by below > 0 when
     `mask` (the layer below's ReLU)."""
-    gemm(g, below, dw, n_out, n_in, rows, True, False, pool)
+    gemm(g, below, dw, n_out, n_in, rows, True, False, pool, Epilogue.none(), arena)
     sum_rows(g, db, rows, n_out)
     if want_below:
-        gemm(g, w, dbelow, rows, n_in, n_out, False, False, pool)
+        gemm(g, w, dbelow, rows, n_in, n_out, False, False, pool, Epilogue.none(), arena)
         # A pass of its own, not the GEMM's epilogue (gemm.mojo `Epilogue` says why).
         if mask:
             relu_backward(below, dbelow, dbelow, rows, n_in)
@@ -251,21 +254,24 @@ struct LayerScratch(ImplicitlyCopyable):
     """A step's scratch for `rows` rows: `acts` every hidden layer's ReLU output, layer by
     layer (`hidden_floats`), kept for the backward pass; `dlogits` (rows × n_L); `ping` and
     `pong` (rows × `widest_hidden`), the hidden layers' gradients in turn (pong is needed from
-    two hidden layers on); `pool`, the worker pool the step's GEMMs share (0: none)."""
+    two hidden layers on); `pool`, the worker pool the step's GEMMs share (0: none); `arena`,
+    the address of the arena their packing buffers come from (0: a malloc per product)."""
 
     var acts_at: Int
     var dlogits_at: Int
     var ping_at: Int
     var pong_at: Int
     var pool: Int
+    var arena: Int
 
     def __init__(out self, acts_at: Int, dlogits_at: Int, ping_at: Int, pong_at: Int,
-                 pool: Int = 0):
+                 pool: Int = 0, arena: Int = 0):
         self.acts_at = acts_at
         self.dlogits_at = dlogits_at
         self.ping_at = ping_at
         self.pong_at = pong_at
         self.pool = pool
+        self.arena = arena
 
     def acts(self) -> F32P:
         return F32P(unsafe_from_address=self.acts_at)
@@ -292,7 +298,7 @@ def layers_forward(sizes: List[Int], x: F32P, p: F32P, s: LayerScratch, logits: 
         var dst = logits if last else s.acts().unsafe_offset(act)
         var b = off + sizes[l + 1] * sizes[l]
         dense_forward(src, p.unsafe_offset(off), p.unsafe_offset(b), dst, rows, sizes[l + 1],
-                      sizes[l], not last, s.pool)
+                      sizes[l], not last, s.pool, s.arena)
         off = b + sizes[l + 1]
         if not last:
             act += rows * sizes[l + 1]
@@ -323,7 +329,7 @@ def layers_backward(sizes: List[Int], x: F32P, p: F32P, s: LayerScratch, grads: 
         var b = w_off[l] + sizes[l + 1] * sizes[l]
         dense_backward(g, below, p.unsafe_offset(w_off[l]), grads.unsafe_offset(w_off[l]),
                        grads.unsafe_offset(b), dbelow, rows, sizes[l + 1], sizes[l],
-                       l > 0 or want_dx, l > 0, s.pool)
+                       l > 0 or want_dx, l > 0, s.pool, s.arena)
         if l > 0:
             g = spare
             spare = s.pong() if spare_is_ping else s.ping()
@@ -344,16 +350,21 @@ def mlp_layers_steps(sizes: List[Int], x: F32P, y: I32P, p: F32P, m: F32P, v: F3
     var ping = List[Float32](length=rows * widest_hidden(sizes), fill=0)
     var pong = List[Float32](length=rows * widest_hidden(sizes), fill=0)
     var dlogits = List[Float32](length=rows * classes, fill=0)
+    var arena = List[Int64](length=ARENA_WORDS, fill=0)
     var s = LayerScratch(Int(acts.unsafe_ptr()), Int(dlogits.unsafe_ptr()),
-                         Int(ping.unsafe_ptr()), Int(pong.unsafe_ptr()))
+                         Int(ping.unsafe_ptr()), Int(pong.unsafe_ptr()), 0,
+                         Int(arena.unsafe_ptr()))
     var total = total_params(sizes)
     for i in range(k):
         var xb = x.unsafe_offset(i * rows * sizes[0])
         var yb = y.unsafe_offset(i * rows)
         layers_forward(sizes, xb, p, s, logits, rows)
         if mode == MODE_FORWARD:
-            return
+            break
         losses[unsafe_offset=i] = mean_cross_entropy(logits, yb, rows, classes, s.dlogits(), True)
         layers_backward(sizes, xb, p, s, grads, dx, rows, want_dx)
         if mode == MODE_TRAIN:
             adamw_flat(p, grads, m, v, total, t0 + i, lr, beta1, beta2, eps, weight_decay)
+    arena_release(s.arena)
+    # `s` holds the scratch by address: keep every buffer alive until here.
+    _ = len(acts) + len(ping) + len(pong) + len(dlogits) + Int(arena[0])

@@ -43,6 +43,7 @@ compile-checked only.
 """
 from std.ffi import external_call
 
+from training.arena import arena_release
 from training.checks import first_nonfinite
 from training.config import F32P, I32P, I64P, VENDOR
 from training.copy import copy_floats
@@ -76,6 +77,7 @@ comptime S_R_PONG = 15
 comptime S_R_Y = 16
 comptime S_SIZES = 17  # the widths n0 .. nL (up to MAX_LAYERS + 1 slots)
 comptime S_POOL = 34  # the worker pool (training/pool.mojo) the host steps' GEMMs share, or 0
+comptime S_ARENA = 35  # ARENA_WORDS words: the arena the host steps' GEMMs pack in (arena.mojo)
 
 # Outcomes of a run (the entry turns them into Python errors).
 comptime OK = 0
@@ -167,6 +169,10 @@ struct Session(ImplicitlyCopyable):
         """SmallMLPTrainer's 8→16→3: the compile-time lanes specialization."""
         return self.layers == 2 and self.dims.inputs == 8 and self.dims.hidden == 16 \
             and self.dims.classes == 3
+
+    def arena(self) -> Int:
+        """The address of the session's packing arena (in its header)."""
+        return self.addr + 8 * S_ARENA
 
     def header(self) -> I64P:
         return I64P(unsafe_from_address=self.addr)
@@ -280,6 +286,7 @@ def session_close(addr: Int):
         hdr[unsafe_offset=S_DEVICE] = 0
         if device != 0:
             device_state_free(device)
+    arena_release(addr + 8 * S_ARENA)
     external_call["free", NoneType](addr)
 
 
@@ -494,7 +501,8 @@ def _run_host(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
     var state = s.bank()
     var new = s.bank(spare=True)
     var scratch = LayerScratch(Int(s.f(s.r.acts)), Int(s.f(s.r.dl)), Int(s.f(s.r.ping)),
-                               Int(s.f(s.r.pong)), Int(s.header()[unsafe_offset=S_POOL]))
+                               Int(s.f(s.r.pong)), Int(s.header()[unsafe_offset=S_POOL]),
+                               s.arena())
     var h = scratch.acts()
     var dl = scratch.dlogits()
     var dh = scratch.ping()

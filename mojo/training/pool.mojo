@@ -19,6 +19,7 @@ from std.ffi import external_call
 from std.sys.info import CompilationTarget
 from std.time import perf_counter_ns
 
+from training.arena import Scratch, release, scratch
 from training.config import F32P, I64P
 from training.gemm import (
     PANEL_ALIGN,
@@ -26,6 +27,7 @@ from training.gemm import (
     Epilogue,
     SharedGemm,
     gemm,
+    gemm_bytes,
     shared_a_floats,
     shared_b_floats,
     shared_fits,
@@ -67,6 +69,8 @@ comptime P_TASK = 8  # GEMM: a, b, c, m, n, k, ta, tb, accumulate, KIND_*; AdamW
 # address, then KIND_ADAM in the same last slot
 comptime P_KIND = P_TASK + 9
 comptime P_BAD = 18  # parts of an AdamW task that found a NaN/Inf (atomic)
+comptime P_BUF = 19  # KIND_ROWS / KIND_COLUMNS: the parts' packing buffers (0: each its own)
+comptime P_BUF_STRIDE = 23  # ... bytes from one part's buffer to the next
 comptime P_WORKER_PARTS = 20  # parts the workers ran (atomic): tests see that they take part
 comptime P_WAKE = 21  # bumped at every task (the futex word: its low 32 bits)
 comptime P_SLEEPERS = 22  # workers about to sleep or asleep (atomic)
@@ -214,12 +218,15 @@ def _run_part(addr: Int, part: Int, parts: Int):
     var tb = w[unsafe_offset=t + 7] != 0
     var accumulate = w[unsafe_offset=t + 8] != 0
     var epi = Epilogue(Int(w[unsafe_offset=P_EPI]), w[unsafe_offset=P_EPI + 1] != 0)
+    var buf = Int(w[unsafe_offset=P_BUF])
+    if buf != 0:
+        buf += part * Int(w[unsafe_offset=P_BUF_STRIDE])
     if w[unsafe_offset=P_KIND] == KIND_COLUMNS:
         gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m, _cut(n, part, parts, 16),
-             _cut(n, part + 1, parts, 16), epi)
+             _cut(n, part + 1, parts, 16), epi, buf)
     else:
         gemm(a, b, c, m, n, k, ta, tb, accumulate, _cut(m, part, parts, 8),
-             _cut(m, part + 1, parts, 8), 0, -1, epi)
+             _cut(m, part + 1, parts, 8), 0, -1, epi, buf)
 
 
 def _run_shared(addr: Int, g: SharedGemm, part: Int):
@@ -260,9 +267,11 @@ def _cut(extent: Int, i: Int, parts: Int, align: Int) -> Int:
 
 
 def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool,
-               tb: Bool, accumulate: Bool, epi: Epilogue = Epilogue.none()):
+               tb: Bool, accumulate: Bool, epi: Epilogue = Epilogue.none(), arena: Int = 0):
     """C (+)= op(A)·op(B) through `epi`, all of C, shared with the pool's workers when it is
-    large enough (pool 0: this thread alone). The bits of `gemm` on any thread count."""
+    large enough (pool 0: this thread alone). The bits of `gemm` on any thread count. Every
+    thread's packing buffers come from the caller's `arena` (training/arena.mojo; 0: a
+    malloc per product), which the workers never touch outside the caller's task."""
     var workers = Int(I64P(unsafe_from_address=pool)[unsafe_offset=P_WORKERS]) if pool else 0
     # Rows from one packed op(B) that the parts share and pack together, when op(B) is one
     # block and there are at least 4 chunks of rows a part, so the faster thread can take
@@ -274,17 +283,18 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     var pieces = chunks // 4 if shared else (n if by_columns else m) // MIN_PIECE
     var parts = min(workers + 1, pieces, m * n * k // MIN_PART_MACS)
     if parts < 2 or not _acquire(pool):  # too small, or another caller has the pool
-        gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m, 0, -1, epi)
+        var own = scratch(arena, gemm_bytes(n, k, m, n))
+        gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m, 0, -1, epi, own.addr)
+        release(own)
         return
     var w = I64P(unsafe_from_address=pool)
-    # One allocation: the shared B block, then each part's A buffer.
+    # One buffer: the shared B block, then each part's A buffer.
     var b_floats = shared_b_floats(n, k) if shared else 0
-    var bbuf = 0
+    var bbuf = Scratch(0, False)
     if shared:
-        bbuf = external_call["malloc", Int](
-            4 * (b_floats + parts * shared_a_floats(k)) + PANEL_ALIGN)
-    if bbuf != 0:
-        var bp = (bbuf + PANEL_ALIGN - 1) // PANEL_ALIGN * PANEL_ALIGN
+        bbuf = scratch(arena, 4 * (b_floats + parts * shared_a_floats(k)) + PANEL_ALIGN)
+    if bbuf.addr != 0:
+        var bp = (bbuf.addr + PANEL_ALIGN - 1) // PANEL_ALIGN * PANEL_ALIGN
         var g = SharedGemm(Int(a), Int(b), Int(c), m, n, k, ta, tb, accumulate, epi, bp,
                            bp + 4 * b_floats)
         Atomic[Int64].store(_word(pool, P_PACK_NEXT), 0)
@@ -294,10 +304,17 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
         w[unsafe_offset=P_KIND] = KIND_SHARED
         _run_task(pool, parts)
         _ = g.m  # the parts read `g` through its address: keep it alive until they are done
-        external_call["free", NoneType](bbuf)
+        release(bbuf)
         return
     if shared:  # no memory for the shared B: rows, each part packing its own
         by_columns = False
+    # Each part's packing buffer, a stride apart (enough for any part: all rows or columns).
+    var stride = (gemm_bytes(n, k, m, n) + PANEL_ALIGN - 1) // PANEL_ALIGN * PANEL_ALIGN
+    var bufs = Scratch(0, False)
+    if arena != 0:
+        bufs = scratch(arena, parts * stride)
+    w[unsafe_offset=P_BUF] = Int64(bufs.addr)
+    w[unsafe_offset=P_BUF_STRIDE] = Int64(stride)
     var t = P_TASK
     w[unsafe_offset=t] = Int64(Int(a))
     w[unsafe_offset=t + 1] = Int64(Int(b))
@@ -312,6 +329,7 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     w[unsafe_offset=P_EPI + 1] = Int64(1 if epi.relu else 0)
     w[unsafe_offset=P_KIND] = Int64(KIND_COLUMNS if by_columns else KIND_ROWS)
     _run_task(pool, parts)
+    release(bufs)
 
 
 def split_adam(pool: Int, p_in: F32P, g: F32P, m_in: F32P, v_in: F32P, p_out: F32P,

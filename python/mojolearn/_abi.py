@@ -70,6 +70,7 @@ LAYOUT = {
     "mlp_resident_download": (("session", "params", "m", "v"), ()),
     "mlp_resident_rollback": (("session",), ("t_before",)),
     "mlp_resident_close": (("session",), ()),
+    "mlp_resident_arena": (("session",), ()),
     "mlp_resident_grads": (
         ("session", "x", "targets", "out"),
         ("rows", "target_itemsize", "divide_by", "t"),

@@ -9,12 +9,13 @@ mode the updated parameters and moments go to `new_params`, `new_m`, `new_v`, so
 step leaves the caller's published state untouched.
 """
 from std.ffi import external_call
-from std.python import PythonObject
+from std.python import Python, PythonObject
 from std.python._cpython import PyObjectPtr
 
 from entries.args import Args, Layout, addr_arg, int_arg, refuse_nonfinite
 from entries.intake import (SPEC_F32, SPEC_LABELS, Held, Seen, input_arg, is_int, new_floats,
                             new_int, new_tuple, tuple_set)
+from training.arena import arena_bytes, arena_grows
 from training.checks import first_nonfinite
 from training.config import F32P, I64P, VENDOR
 from training.copy import copy_floats
@@ -241,6 +242,7 @@ comptime MLP_RESIDENT_GRADS = Layout("mlp_resident_grads", "session,x,targets,ou
 comptime MLP_RESIDENT_APPLY = Layout("mlp_resident_apply", "session,grads", "t")
 comptime MLP_RESIDENT_ROLLBACK = Layout("mlp_resident_rollback", "session", "t_before")
 comptime MLP_RESIDENT_CLOSE = Layout("mlp_resident_close", "session", "")
+comptime MLP_RESIDENT_ARENA = Layout("mlp_resident_arena", "session", "")
 
 # Below this many rows × steps (~2 µs of work) the GIL round trip (~0.1 µs) is a noticeable
 # part of the call and frees too little time for another thread to use.
@@ -286,6 +288,14 @@ def mlp_resident_close(addrs: PythonObject, params: PythonObject) raises -> Pyth
     _ = _session(MLP_RESIDENT_CLOSE.name, args.addrs[0])
     session_close(args.addrs[0])
     return PythonObject(0)
+
+
+def mlp_resident_arena(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
+    """[bytes, times grown] of the session's GEMM packing arena (tests check that steps after
+    the first allocate nothing)."""
+    var args = Args(MLP_RESIDENT_ARENA, addrs, params)
+    var s = _session(MLP_RESIDENT_ARENA.name, args.addrs[0])
+    return Python.list(PythonObject(arena_bytes(s.arena())), PythonObject(arena_grows(s.arena())))
 
 
 def mlp_resident_download(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
