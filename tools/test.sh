@@ -62,6 +62,11 @@ mojo_suite() {
   echo "--- mojo/tests/test_gemm.mojo (fast build)"
   mojo run -I mojo -I mojo/bindings --fp-mode contract=off -D MOJOLEARN_MODE=fast \
     mojo/tests/test_gemm.mojo || rc=1
+  echo "--- tools/bench_adam.mojo (compiles)"
+  local out
+  out=$(mktemp -d)
+  mojo build -I mojo -D MOJOLEARN_MODE=fast -o "$out/bench_adam" tools/bench_adam.mojo || rc=1
+  rm -rf "$out"
   return $rc
 }
 
