@@ -4,6 +4,7 @@ JAX and NumPy by hand, all measured in the same run.
     python tools/bench_mlp.py              # every cell, both modes, 1 and 2 threads
     python tools/bench_mlp.py --quick      # fewer, shorter rounds
     python tools/bench_mlp.py --cells 2,5  # only these cells (0-based, in the table's order)
+    python tools/bench_mlp.py --passes 5   # more interleaved passes (default 3)
 
 Every contender takes the same weights (MLPTrainer's seeded initialization) and the same
 batches, and runs forward, mean cross-entropy, backward and AdamW (lr 1e-3, weight decay 0.01):
@@ -15,21 +16,25 @@ batches, and runs forward, mean cross-entropy, backward and AdamW (lr 1e-3, weig
 - JAX: a jitted step (`jit`) and 64 steps in one `lax.scan` (`scan64`, per step), AdamW by
   hand, pinned to core 0 (sched_setaffinity) with XLA_FLAGS=--xla_cpu_multi_thread_eigen=false.
 - NumPy by hand: the same step in float32 NumPy, OPENBLAS_NUM_THREADS=1.
-Each contender runs in its own process; a figure is the median over rounds of the mean time per
-step in a round. Ratios are the peer's time / ours (> 1: we are faster). A peer that is not
-installed is shown as '-'.
+Each contender runs in its own process, once per pass, in an order that rotates from pass to
+pass, so a slow spell of this shared machine falls on every contender alike; a figure is the
+median over all passes' rounds of the mean time per step in a round. The batches are generated
+once per run and handed to the processes in files. Ratios are the peer's time / ours (> 1: we
+are faster). A peer that is not installed is shown as '-'.
 """
 
 import argparse
+import array
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 from bench_intake import as_kind
-from bench_train import timed  # the same rounds and medians as the small trainer's benchmark
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CELLS = [
@@ -46,16 +51,41 @@ LR, WD, BETAS, EPS = 1e-3, 0.01, (0.9, 0.999), 1e-8
 
 
 def problem(sizes, batch):
-    """The cell's initial weights (flat lists, torch layout) and SCAN batches, from seeds."""
+    """The cell's initial weights (flat lists, torch layout) and SCAN batches, from seeds;
+    read from the run's cache folder (BENCH_MLP_CACHE) once `main` has written them there."""
+    cache = os.environ.get("BENCH_MLP_CACHE")
+    path = os.path.join(cache, f"{'-'.join(map(str, sizes))}-{batch}") if cache else None
+    if path and os.path.exists(path + ".ys"):
+        with open(path + ".json") as f:
+            weights = json.load(f)
+        xs, ys = array.array("f"), array.array("i")
+        with open(path + ".xs", "rb") as f:
+            xs.frombytes(f.read())
+        with open(path + ".ys", "rb") as f:
+            ys.frombytes(f.read())
+        return weights, xs.tolist(), ys.tolist()
     sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
     from mojolearn import _rng
     from mojolearn._layers import LayerSizes
 
-    weights = LayerSizes(sizes).init(1)
+    weights = [w.tolist() for w in LayerSizes(sizes).init(1)]
     rng = _rng.SplitMix64(7)
-    xs = [rng.uniform() * 2 - 1 for _ in range(SCAN * batch * sizes[0])]
+    # Rounded to float32 here, as every contender takes them.
+    xs = array.array("f", [rng.uniform() * 2 - 1 for _ in range(SCAN * batch * sizes[0])]).tolist()
     ys = [rng.randbelow(sizes[-1]) for _ in range(SCAN * batch)]
+    if path:
+        with open(path + ".json", "w") as f:
+            json.dump(weights, f)
+        with open(path + ".xs", "wb") as f:
+            f.write(array.array("f", xs).tobytes())
+        with open(path + ".ys", "wb") as f:  # written last: its presence marks a whole entry
+            f.write(array.array("i", ys).tobytes())
     return weights, xs, ys
+
+
+def timed(fn, steps_per_call, rounds, budget_s):
+    """µs per step in each of `rounds` rounds of about budget_s seconds (after a warm-up)."""
+    return timed_together({"": fn}, rounds, budget_s, steps_per_call)[""]
 
 
 def ours(sizes, batch, rounds, budget):
@@ -73,11 +103,15 @@ def ours(sizes, batch, rounds, budget):
     Xs = Array(xs, "<f4", (SCAN * batch, sizes[0]))
     Ys = Array(ys, "<i4")
     out = {"steps64": timed(lambda: trainer.train_steps(Xs, Ys, SCAN), SCAN, rounds, budget)}
-    # The Array step and every other buffer kind a user may pass, round by round, so a slow
-    # spell of the machine falls on all of them alike (one after another, the later kinds read
-    # up to 1.1x slower in some runs).
+    # The Array step and (identical mode, one thread) every other buffer kind a user may pass,
+    # round by round, so a slow spell of the machine falls on all of them alike (one after
+    # another, the later kinds read up to 1.1x slower in some runs).
     steps = {"step": lambda: trainer.train_step(X, y)}
-    for kind in INPUT_KINDS:
+    every_kind = (
+        ml.numeric_mode_used() == "identical"
+        and os.environ.get("MOJOLEARN_NUM_THREADS", "1") == "1"
+    )
+    for kind in INPUT_KINDS if every_kind else ():
         try:
             Xk, yk = as_kind(kind, xs[: batch * sizes[0]], ys[:batch], batch, sizes[0])
         except ImportError:
@@ -87,9 +121,9 @@ def ours(sizes, batch, rounds, budget):
     return out
 
 
-def timed_together(fns, rounds, budget):
-    """`timed` (one step a call) for several callables, interleaved: every round runs each in
-    turn for about `budget` seconds. {name: median µs per step}."""
+def timed_together(fns, rounds, budget, steps_per_call=1):
+    """`timed` for several callables, interleaved: every round runs each in turn for about
+    `budget` seconds. {name: [µs per step in each round]}."""
     calls = {}
     for name, fn in fns.items():
         fn()  # warm up
@@ -102,8 +136,10 @@ def timed_together(fns, rounds, budget):
             t0 = time.perf_counter()
             for _ in range(calls[name]):
                 fn()
-            per_round[name].append((time.perf_counter() - t0) / calls[name] * 1e6)
-    return {name: statistics.median(v) for name, v in per_round.items()}
+            per_round[name].append(
+                (time.perf_counter() - t0) / (calls[name] * steps_per_call) * 1e6
+            )
+    return per_round
 
 
 def torch_peer(sizes, batch, rounds, budget):
@@ -289,48 +325,58 @@ def run_child(kind, env, cells, rounds, budget):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per contender and pass")
+    parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--budget", type=float, default=0.2, help="seconds per round")
     parser.add_argument("--cells", default=",".join(str(i) for i in range(len(CELLS))))
     parser.add_argument("--child", choices=sorted(PEERS))
     args = parser.parse_args()
     cells = [int(c) for c in args.cells.split(",")]
     if args.quick:
-        args.rounds, args.budget = 3, 0.05
+        args.rounds, args.passes, args.budget = 2, 2, 0.05
     if args.child:
         print(json.dumps(child(args.child, cells, args.rounds, args.budget)))
         return
-    columns = {}  # title -> {cell: µs}
-    kinds = {}  # input kind -> {cell: µs} of identical train_step, one thread
-    notes = []
+    contenders = []  # (kind, environment, tag of our configurations or None)
     for mode in ("identical", "fast"):
         for threads in (1, 2):
-            res, err = run_child(
-                "ours",
-                {"MOJOLEARN_NUMERIC_MODE": mode, "MOJOLEARN_NUM_THREADS": str(threads)},
-                cells,
-                args.rounds,
-                args.budget,
-            )
-            if err:
-                raise SystemExit(f"bench_mlp: mojolearn {mode} t{threads} failed: {err}")
-            tag = f"{mode[:4]} t{threads}"
-            columns[f"{tag} step"] = {c: r["step"] for c, r in res.items()}
-            columns[f"{tag} steps64"] = {c: r["steps64"] for c, r in res.items()}
-            if tag == "iden t1":
-                for kind in INPUT_KINDS:
-                    by_cell = {c: r[f"step {kind}"] for c, r in res.items() if f"step {kind}" in r}
-                    if by_cell:
-                        kinds[kind] = by_cell
-    peers = {"torch": {}, "jax": {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}, "numpy": {}}
-    for kind, env in peers.items():
-        res, err = run_child(kind, env, cells, args.rounds, args.budget)
-        if err:
-            notes.append(f"{kind}: not measured ({err})")
-            continue
-        for c, r in res.items():
-            for name, value in r.items():
-                columns.setdefault(name, {})[c] = value
+            env = {"MOJOLEARN_NUMERIC_MODE": mode, "MOJOLEARN_NUM_THREADS": str(threads)}
+            contenders.append(("ours", env, f"{mode[:4]} t{threads}"))
+    contenders += [
+        ("torch", {}, None),
+        ("jax", {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}, None),
+        ("numpy", {}, None),
+    ]
+    rounds = {}  # column title -> {cell: [µs per step of each round]}
+    missing = {}  # peer -> why it was not measured
+    cache = tempfile.mkdtemp(prefix="bench_mlp.")
+    os.environ["BENCH_MLP_CACHE"] = cache  # the children inherit it
+    try:
+        for cell in cells:  # the batches, once for the whole run
+            problem(*CELLS[cell])
+        for p in range(args.passes):
+            for kind, env, tag in (
+                contenders[p % len(contenders) :] + contenders[: p % len(contenders)]
+            ):
+                if kind in missing:
+                    continue
+                res, err = run_child(kind, env, cells, args.rounds, args.budget)
+                if err and tag:
+                    raise SystemExit(f"bench_mlp: mojolearn {tag} failed: {err}")
+                if err:
+                    missing[kind] = err
+                    continue
+                for c, r in res.items():
+                    for name, values in r.items():
+                        if tag:  # "step", "steps64", "step NumPy", ...
+                            name = f"{tag} {name}" if name in ("step", "steps64") else name
+                        rounds.setdefault(name, {}).setdefault(c, []).extend(values)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    medians = {t: {c: statistics.median(v) for c, v in by.items()} for t, by in rounds.items()}
+    kinds = {k: medians.pop(f"step {k}") for k in INPUT_KINDS if f"step {k}" in medians}
+    columns = medians
+    notes = [f"{kind}: not measured ({err})" for kind, err in missing.items()]
     print(
         "µs per AdamW training step (median of rounds), one thread unless tN; "
         "step = train_step, steps64 = train_steps(64) per step."
