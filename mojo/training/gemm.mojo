@@ -28,9 +28,12 @@ Public kernels (other families import them; keep these signatures stable):
 Epilogue (`Epilogue`, both modes): once an output's value is final (after `C + acc` when
 accumulating, after the last k block in fast mode) it may go through, in this order,
 `z + bias[j]` (one rounded add), then ReLU `z > 0 ? z : +0.0` (each output exactly once): the
-same operations as training/mlp.mojo's separate pass (bias_activation), so the bits are theirs, done on each tile right after it is
-stored (still in L1) instead of in another pass over C, and within each thread's part of a
-split product.
+same operations as training/mlp.mojo's separate pass (bias_activation), so the bits are
+theirs, done on each tile right after it is stored (still in L1) instead of in another pass
+over C, and within each thread's part of a split product.
+
+Packing memory: `gemm_bytes` says how much a call needs; a caller that keeps a buffer (a
+session's arena, training/arena.mojo) passes it as `buf`, else each call mallocs its own.
 
 Blocking (both modes, after BLIS): B is packed into k×NR column panels and A into MR×k row
 panels (copies only: no arithmetic), zero padded at the edges; a micro-kernel keeps an MR×NR
@@ -429,7 +432,8 @@ def _blocked_bytes[MR: Int, NR: Int](rows: Int, cols: Int, k: Int, kc_max: Int) 
     least PANEL_ALIGN bytes after the A panels for `_pack_a`'s spill of up to 8 - MR floats).
     Packing writes every float of a panel, padding included: the buffer needs no zero fill."""
     var kcb = min(kc_max, max(k, 1))
-    return 4 * kcb * (_round_up(min(NC, cols), NR) + _round_up(min(MC, rows), MR)) + 2 * PANEL_ALIGN
+    var panels = _round_up(min(NC, cols), NR) + _round_up(min(MC, rows), MR)
+    return 4 * kcb * panels + 2 * PANEL_ALIGN
 
 
 def _gemm_blocked[FUSED: Bool, W: Int, MR: Int, NV: Int](

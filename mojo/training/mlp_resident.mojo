@@ -77,7 +77,7 @@ comptime S_R_PONG = 15
 comptime S_R_Y = 16
 comptime S_SIZES = 17  # the widths n0 .. nL (up to MAX_LAYERS + 1 slots)
 comptime S_POOL = 34  # the worker pool (training/pool.mojo) the host steps' GEMMs share, or 0
-comptime S_ARENA = 35  # ARENA_WORDS words: the arena the host steps' GEMMs pack in (arena.mojo)
+comptime S_ARENA = 35  # 35..37 (ARENA_WORDS): the arena the host steps' GEMMs pack in
 
 # Outcomes of a run (the entry turns them into Python errors).
 comptime OK = 0

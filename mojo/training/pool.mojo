@@ -19,7 +19,7 @@ from std.ffi import external_call
 from std.sys.info import CompilationTarget
 from std.time import perf_counter_ns
 
-from training.arena import Scratch, release, scratch
+from training.arena import Scratch, arena_reserve, release, scratch
 from training.config import F32P, I64P
 from training.gemm import (
     PANEL_ALIGN,
@@ -70,10 +70,10 @@ comptime P_TASK = 8  # GEMM: a, b, c, m, n, k, ta, tb, accumulate, KIND_*; AdamW
 comptime P_KIND = P_TASK + 9
 comptime P_BAD = 18  # parts of an AdamW task that found a NaN/Inf (atomic)
 comptime P_BUF = 19  # KIND_ROWS / KIND_COLUMNS: the parts' packing buffers (0: each its own)
-comptime P_BUF_STRIDE = 23  # ... bytes from one part's buffer to the next
 comptime P_WORKER_PARTS = 20  # parts the workers ran (atomic): tests see that they take part
 comptime P_WAKE = 21  # bumped at every task (the futex word: its low 32 bits)
 comptime P_SLEEPERS = 22  # workers about to sleep or asleep (atomic)
+comptime P_BUF_STRIDE = 23  # bytes from one part's packing buffer (P_BUF) to the next
 comptime P_EPI = 24  # a GEMM's Epilogue: bias address, relu
 comptime P_PACK_NEXT = 28  # KIND_SHARED: the next B piece to pack (atomic)
 comptime P_PACK_DONE = 29  # KIND_SHARED: B pieces packed (atomic)
@@ -310,10 +310,7 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
         by_columns = False
     # Each part's packing buffer, a stride apart (enough for any part: all rows or columns).
     var stride = (gemm_bytes(n, k, m, n) + PANEL_ALIGN - 1) // PANEL_ALIGN * PANEL_ALIGN
-    var bufs = Scratch(0, False)
-    if arena != 0:
-        bufs = scratch(arena, parts * stride)
-    w[unsafe_offset=P_BUF] = Int64(bufs.addr)
+    w[unsafe_offset=P_BUF] = Int64(arena_reserve(arena, parts * stride) if arena != 0 else 0)
     w[unsafe_offset=P_BUF_STRIDE] = Int64(stride)
     var t = P_TASK
     w[unsafe_offset=t] = Int64(Int(a))
@@ -329,7 +326,6 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     w[unsafe_offset=P_EPI + 1] = Int64(1 if epi.relu else 0)
     w[unsafe_offset=P_KIND] = Int64(KIND_COLUMNS if by_columns else KIND_ROWS)
     _run_task(pool, parts)
-    release(bufs)
 
 
 def split_adam(pool: Int, p_in: F32P, g: F32P, m_in: F32P, v_in: F32P, p_out: F32P,
