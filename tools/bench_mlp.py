@@ -25,6 +25,7 @@ are faster). A peer that is not installed is shown as '-'.
 
 import argparse
 import array
+import importlib.util
 import json
 import os
 import shutil
@@ -64,7 +65,8 @@ def problem(sizes, batch):
         with open(path + ".ys", "rb") as f:
             ys.frombytes(f.read())
         return weights, xs.tolist(), ys.tolist()
-    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+    if importlib.util.find_spec("mojolearn") is None:  # run from a checkout, not installed
+        sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
     from mojolearn import _rng
     from mojolearn._layers import LayerSizes
 
@@ -109,6 +111,7 @@ def ours(sizes, batch, rounds, budget):
     steps = {"step": lambda: trainer.train_step(X, y)}
     every_kind = (
         ml.numeric_mode_used() == "identical"
+        and ml.vendor_used() == "cpu"
         and os.environ.get("MOJOLEARN_NUM_THREADS", "1") == "1"
     )
     for kind in INPUT_KINDS if every_kind else ():
@@ -142,10 +145,12 @@ def timed_together(fns, rounds, budget, steps_per_call=1):
     return per_round
 
 
-def torch_peer(sizes, batch, rounds, budget):
+def torch_peer(sizes, batch, rounds, budget, device="cpu"):
     import torch
 
     torch.set_num_threads(1)
+    if device != "cpu" and not torch.cuda.is_available():
+        raise SystemExit(f"torch {torch.__version__} finds no {device} device")
     weights, xs, ys = problem(sizes, batch)
     layers = []
     for i in range(len(sizes) - 1):
@@ -154,14 +159,14 @@ def torch_peer(sizes, batch, rounds, budget):
             lin.weight.copy_(torch.tensor(weights[2 * i]).view(sizes[i + 1], sizes[i]))
             lin.bias.copy_(torch.tensor(weights[2 * i + 1]))
         layers += [lin, torch.nn.ReLU()]
-    net = torch.nn.Sequential(*layers[:-1])
+    net = torch.nn.Sequential(*layers[:-1]).to(device)
     opt = torch.optim.AdamW(
         net.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=WD, fused=True
     )
-    X = torch.tensor(xs[: batch * sizes[0]]).view(batch, sizes[0])
-    y = torch.tensor(ys[:batch])
+    X = torch.tensor(xs[: batch * sizes[0]]).view(batch, sizes[0]).to(device)
+    y = torch.tensor(ys[:batch]).to(device)
 
-    def step():
+    def step():  # `.item()` waits for the device
         opt.zero_grad(set_to_none=True)
         loss = torch.nn.functional.cross_entropy(net(X), y)
         loss.backward()
@@ -287,7 +292,18 @@ def numpy_peer(sizes, batch, rounds, budget):
     return {"numpy": timed(step, 1, rounds, budget)}
 
 
-PEERS = {"ours": ours, "torch": torch_peer, "jax": jax_peer, "numpy": numpy_peer}
+def torch_cuda_peer(sizes, batch, rounds, budget):
+    """torch eager on the GPU (tools/device_bench_mlp.py): {"torch cuda": [µs...]}."""
+    return {"torch cuda": torch_peer(sizes, batch, rounds, budget, "cuda")["torch"]}
+
+
+PEERS = {
+    "ours": ours,
+    "torch": torch_peer,
+    "torch_cuda": torch_cuda_peer,
+    "jax": jax_peer,
+    "numpy": numpy_peer,
+}
 
 
 def child(kind, cells, rounds, budget):
