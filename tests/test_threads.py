@@ -157,8 +157,9 @@ print(json.dumps(out))
 @pytest.mark.parametrize("mode", ["identical", "fast"])
 def test_steps_after_the_first_allocate_no_packing_memory(mode):
     for threads in (1, 2):
-        out = run_python(ARENA.format(mode=mode), env={"MOJOLEARN_NUM_THREADS": str(threads)},
-                         timeout=300)
+        out = run_python(
+            ARENA.format(mode=mode), env={"MOJOLEARN_NUM_THREADS": str(threads)}, timeout=300
+        )
         got = json.loads(out.strip().splitlines()[-1])
         assert got["before"] == [0, 0], got
         assert got["first"][0] > 0 and got["first"][1] >= 1, got
