@@ -7,6 +7,8 @@
 #  - no kernel writes outside the rows it was given or outside C (guard words);
 #  - an Epilogue (bias, ReLU) gives the bits of the product followed by those operations
 #    written plainly here, in both modes, whole and split by rows or columns;
+#  - the loss epilogue (each row's cross-entropy once its tile is stored) gives the bits of
+#    the product, its bias and loss.mojo's cross-entropy one after the other, whole or split;
 #  - a caller's packing buffer of `gemm_bytes` is enough (nothing written past it, from any
 #    alignment) and gives the bits of the call that allocates its own;
 #  - a SharedGemm (one packed B, pieces packed and rows computed in any order, as threads take
@@ -14,11 +16,13 @@
 # Inputs are fresh random bit patterns each run (±0, subnormals, tiny and large magnitudes); the
 # seed is printed in every failure message. Run with --fp-mode contract=off (as identical builds).
 from std.memory import bitcast
-from std.random import random_ui64, seed
+from std.random import random_float64, random_ui64, seed
 from std.testing import TestSuite, assert_equal, assert_true
 from std.time import perf_counter_ns
 
-from training.config import F32P
+from training.config import F32P, I32P
+from training.loss import (IGNORE_NOTHING, REDUCTION_MEAN, RowLosses, cross_entropy,
+                           mean_of_rows)
 from training.gemm import (
     PANEL_ALIGN,
     SHARED_CHUNK,
@@ -29,6 +33,7 @@ from training.gemm import (
     gemm_fast,
     gemm_identical,
     gemm_naive,
+    gemm_tiles_hold_rows,
     shared_a_floats,
     shared_b_floats,
     shared_fits,
@@ -443,6 +448,61 @@ def test_shared_b_pieces_and_row_chunks_in_any_order_give_the_bits_of_gemm() rai
             check_guards(got, m * n, what)
             assert_bits_equal(got, want, m * n, what)
     assert_true(tried >= 4, "shared_fits refused the shapes this test is for")
+
+
+def test_loss_epilogue_equals_product_bias_then_cross_entropy() raises:
+    var s = run_seed()
+    var tried = 0
+    for shape in [(37, 10, 50), (256, 7, 300), (5, 1, 3), (100, 16, 20), (64, 30, 9)]:
+        var m = shape[0]
+        var n = shape[1]
+        var k = shape[2]
+        if not gemm_tiles_hold_rows(n):
+            continue
+        tried += 1
+        var a = List[Float32](length=m * k, fill=0.0)
+        var b = List[Float32](length=k * n, fill=0.0)
+        var bias = List[Float32](length=n, fill=0.0)
+        var y = List[Int32](length=m, fill=0)
+        for i in range(m * k):
+            a[i] = Float32(random_float64(-2.0, 2.0))
+        for i in range(k * n):
+            b[i] = Float32(random_float64(-2.0, 2.0))
+        for j in range(n):
+            bias[j] = Float32(random_float64(-1.0, 1.0))
+        for i in range(m):
+            y[i] = Int32(random_ui64(0, UInt64(n - 1)))
+        var yp = I32P(unsafe_from_address=Int(y.unsafe_ptr()))
+        var what = String("seed ", s, " shape ", m, "x", n, "x", k)
+        # The reference: the product, its bias, then the cross-entropy, one after the other.
+        var want = List[Float32](length=m * n, fill=0.0)
+        gemm(ptr(a), ptr(b), ptr(want), m, n, k, False, True, False, 0, m)
+        for i in range(m):
+            for j in range(n):
+                want[i * n + j] = want[i * n + j] + bias[j]
+        var want_dl = List[Float32](length=m * n, fill=0.0)
+        var want_rows = List[Float32](length=m, fill=0.0)
+        var want_mean = cross_entropy(ptr(want), yp, m, n, IGNORE_NOTHING, 0.0, REDUCTION_MEAN,
+                                      ptr(want_rows), ptr(want_dl), True, m)
+        for split in range(2):  # whole; rows in two calls
+            var got = List[Float32](length=m * n, fill=0.0)
+            var dl = List[Float32](length=m * n, fill=0.0)
+            var rows = List[Float32](length=m, fill=0.0)
+            var t = RowLosses(Int(got.unsafe_ptr()), Int(y.unsafe_ptr()), Int(dl.unsafe_ptr()),
+                              Int(rows.unsafe_ptr()), n, Float32(m))
+            var epi = Epilogue(Int(bias.unsafe_ptr()), False, Int(Pointer(to=t)))
+            var r = m if split == 0 else Int(random_ui64(0, UInt64(m)))
+            gemm(ptr(a), ptr(b), ptr(got), m, n, k, False, True, False, 0, r, 0, -1, epi)
+            gemm(ptr(a), ptr(b), ptr(got), m, n, k, False, True, False, r, m, 0, -1, epi)
+            var label = String(what, " split at row ", r)
+            for i in range(m * n):
+                assert_equal(bits(got[i]), bits(want[i]), String(label, ": logit ", i))
+                assert_equal(bits(dl[i]), bits(want_dl[i]), String(label, ": dlogit ", i))
+            for i in range(m):
+                assert_equal(bits(rows[i]), bits(want_rows[i]), String(label, ": row loss ", i))
+            assert_equal(bits(mean_of_rows(t, m)), bits(want_mean), String(label, ": mean"))
+            _ = len(rows) + len(got) + len(dl)  # `t` reads them by address
+    assert_true(tried >= 4, "gemm_tiles_hold_rows refused the shapes this test is for")
 
 
 def test_a_buffer_of_gemm_bytes_is_enough_and_changes_no_bit() raises:

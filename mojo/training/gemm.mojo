@@ -30,7 +30,9 @@ accumulating, after the last k block in fast mode) it may go through, in this or
 `z + bias[j]` (one rounded add), then ReLU `z > 0 ? z : +0.0` (each output exactly once): the
 same operations as training/mlp.mojo's separate pass (bias_activation), so the bits are
 theirs, done on each tile right after it is stored (still in L1) instead of in another pass
-over C, and within each thread's part of a split product.
+over C, and within each thread's part of a split product. Then, when `epi.loss` is set and
+the tile holds whole rows, each of its rows' cross-entropy (training/loss.mojo
+`cross_entropy_rows`).
 
 Packing memory: `gemm_bytes` says how much a call needs; a caller that keeps a buffer (a
 session's arena, training/arena.mojo) passes it as `buf`, else each call mallocs its own.
@@ -45,6 +47,7 @@ from std.sys import simd_width_of
 
 from training.arena import Scratch, release, scratch
 from training.config import F32P, IDENTICAL
+from training.loss import RowLosses, cross_entropy_rows
 
 comptime IDENTICAL_W = 8  # production width of the identical kernel (one AVX2 register)
 comptime FAST_W = simd_width_of[DType.float32]()
@@ -59,22 +62,29 @@ comptime NC = 1024
 comptime PANEL_ALIGN = 64  # packed panels start on a cache line: no vector load splits one
 
 
-@fieldwise_init
 struct Epilogue(ImplicitlyCopyable):
     """What each output goes through once final (module docstring): `bias`, the address of n
-    floats added by column (0: none); `relu`. The backward pass's ReLU mask is not among them:
-    as an epilogue it made the 256 × 256 × 10 product of a [784, 256, 10] step ~30 % slower on
-    one thread here (it reads a second m × n matrix per tile)."""
+    floats added by column (0: none); `relu`; then `loss`, the address of a `RowLosses` whose
+    logits are C (0: none): each row's cross-entropy, once the row is final. `loss` needs
+    every tile to hold whole rows (`gemm_tiles_hold_rows`). The backward pass's ReLU mask is
+    not among them: as an epilogue it made the 256 × 256 × 10 product of a [784, 256, 10]
+    step ~30 % slower on one thread here (it reads a second m × n matrix per tile)."""
 
     var bias: Int
     var relu: Bool
+    var loss: Int
+
+    def __init__(out self, bias: Int, relu: Bool, loss: Int = 0):
+        self.bias = bias
+        self.relu = relu
+        self.loss = loss
 
     @staticmethod
     def none() -> Epilogue:
         return Epilogue(0, False)
 
     def any(self) -> Bool:
-        return self.bias != 0 or self.relu
+        return self.bias != 0 or self.relu or self.loss != 0
 
 
 @always_inline
@@ -90,21 +100,26 @@ def _finish[W: Int](z: SIMD[DType.float32, W], epi: Epilogue,
 
 
 @no_inline
-def _finish_tile[W: Int](c: F32P, ldc: Int, rows: Int, cols: Int, epi: Epilogue, bias: F32P):
-    """`epi` over the rows × cols block of C at `c` (row stride ldc), just stored by a tile
-    (so in L1). Not inlined: inside the driver it changed the micro-kernel's register
-    allocation (a move per k-step pair; dHᵀ·X at batch 256 ran ~4 % slower)."""
-    for r in range(rows):
-        var row = c.unsafe_offset(r * ldc)
-        var j = 0
-        while j + W <= cols:
-            row.unsafe_offset(j).unsafe_store(_finish[W](
-                row.unsafe_load[width=W](j), epi, bias.unsafe_offset(j)))
-            j += W
-        while j < cols:
-            row[unsafe_offset=j] = _finish[1](row[unsafe_offset=j], epi,
-                                              bias.unsafe_offset(j))[0]
-            j += 1
+def _finish_tile[W: Int](c: F32P, ldc: Int, rows: Int, cols: Int, epi: Epilogue, bias: F32P,
+                         row0: Int):
+    """`epi` over the rows × cols block of C at `c` (row stride ldc), rows row0.. of C, just
+    stored by a tile (so in L1). Not inlined: inside the driver it changed the micro-kernel's
+    register allocation (a move per k-step pair; dHᵀ·X at batch 256 ran ~4 % slower)."""
+    if epi.bias != 0 or epi.relu:
+        for r in range(rows):
+            var row = c.unsafe_offset(r * ldc)
+            var j = 0
+            while j + W <= cols:
+                row.unsafe_offset(j).unsafe_store(_finish[W](
+                    row.unsafe_load[width=W](j), epi, bias.unsafe_offset(j)))
+                j += W
+            while j < cols:
+                row[unsafe_offset=j] = _finish[1](row[unsafe_offset=j], epi,
+                                                  bias.unsafe_offset(j))[0]
+                j += 1
+    if epi.loss != 0:
+        cross_entropy_rows(Pointer[RowLosses, MutAnyOrigin](unsafe_from_address=epi.loss)[],
+                           row0, row0 + rows)
 
 
 # ---------------------------------------------------------------- reference
@@ -418,7 +433,8 @@ def _rows_on_packed_b[FUSED: Bool, W: Int, MR: Int, NV: Int](
                                              how)
                 if fin.any():
                     _finish_tile[W](ct, n, rows, cols, fin,
-                                    F32P(unsafe_from_address=fin.bias).unsafe_offset(jc + jr))
+                                    F32P(unsafe_from_address=fin.bias).unsafe_offset(jc + jr),
+                                    ic + ir)
 
 
 @always_inline
@@ -457,7 +473,8 @@ def _gemm_blocked[FUSED: Bool, W: Int, MR: Int, NV: Int](
         if epi.any():
             var at = row_begin * n + col_begin
             _finish_tile[W](c.unsafe_offset(at), n, row_end - row_begin, c_end - col_begin, epi,
-                            F32P(unsafe_from_address=epi.bias).unsafe_offset(col_begin))
+                            F32P(unsafe_from_address=epi.bias).unsafe_offset(col_begin),
+                            row_begin)
         return
     var kcb = min(kc_max, k)
     var b_floats = kcb * _round_up(min(NC, c_end - col_begin), NR)
@@ -543,6 +560,15 @@ def gemm(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
     else:
         gemm_fast(a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end, col_begin, col_end,
                   epi, buf)
+
+
+def gemm_tiles_hold_rows(n: Int) -> Bool:
+    """Whether every register tile of `gemm` on an n-column C holds whole rows (so an
+    Epilogue's `loss` may see each row once it is final)."""
+    comptime if IDENTICAL:
+        return n <= 16
+    else:
+        return n <= _fast_nr(n)
 
 
 def gemm_bytes(n: Int, k: Int, rows: Int, cols: Int) -> Int:

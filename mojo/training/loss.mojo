@@ -149,6 +149,43 @@ def cross_entropy(logits: F32P, targets: I32P, rows: Int, classes: Int, ignore_i
     return total
 
 
+@fieldwise_init
+struct RowLosses(ImplicitlyCopyable):
+    """`mean_cross_entropy` of rows × classes logits, a block of rows at a time
+    (`cross_entropy_rows`, as a GEMM's epilogue computes them): the addresses of the logits,
+    the int32 targets, dlogits and the per-row losses, and the mean's divisor."""
+
+    var logits: Int
+    var targets: Int
+    var dlogits: Int
+    var losses: Int
+    var classes: Int
+    var divisor: Float32
+
+
+def cross_entropy_rows(t: RowLosses, row_begin: Int, row_end: Int):
+    """Rows [row_begin, row_end) of `mean_cross_entropy`: each row's loss into t.losses and
+    its gradient row (divided by t.divisor) into t.dlogits. `mean_of_rows` then gives the mean."""
+    var z = F32P(unsafe_from_address=t.logits)
+    var g = F32P(unsafe_from_address=t.dlogits)
+    var y = I32P(unsafe_from_address=t.targets)
+    var losses = F32P(unsafe_from_address=t.losses)
+    for r in range(row_begin, row_end):
+        losses[unsafe_offset=r] = _row(z.unsafe_offset(r * t.classes), Int(y[unsafe_offset=r]),
+                                       t.classes, 1.0, 0.0, False,
+                                       g.unsafe_offset(r * t.classes), True, t.divisor, True)
+
+
+def mean_of_rows(t: RowLosses, rows: Int) -> Float32:
+    """`mean_cross_entropy`'s result from the row losses: summed rows ascending from +0.0,
+    then divided by t.divisor."""
+    var losses = F32P(unsafe_from_address=t.losses)
+    var total = Float32(0.0)
+    for r in range(rows):
+        total = total + losses[unsafe_offset=r]
+    return total / t.divisor
+
+
 def mean_cross_entropy(logits: F32P, targets: I32P, rows: Int, classes: Int, dlogits: F32P,
                        want_grad: Bool, divide_by: Int = 0) -> Float32:
     """Mean cross-entropy of ARITHMETIC.md (no smoothing, nothing ignored); dlogits (rows ×

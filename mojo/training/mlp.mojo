@@ -13,8 +13,9 @@ Summation orders (identical mode, every target; ARITHMETIC.md "The MLP step"):
 - sum_rows: out[c] = ((+0.0 + v[0, c]) + v[1, c]) + ... rows ascending.
 - GEMMs: training/gemm.mojo `gemm` (identical: k ascending from +0.0; fast: its FMA chain).
   The fused step applies steps 1 and 2's bias and ReLU in the GEMM's epilogue (the same
-  operations on each output, on each tile just stored); the per-operation path makes them
-  separate calls.
+  operations on each output, on each tile just stored), and step 3's per-row losses and
+  gradients too when the logits GEMM's tiles hold whole rows (`forward_loss`); the
+  per-operation path makes them separate calls.
 
 The step, in this order (the per-operation path makes the same calls one binding call each):
   1. H = X·W1ᵀ (GEMM NT), H = relu(H + b1)
@@ -32,8 +33,8 @@ for bit: the reference is the executable spec of the order above.
 """
 from training.arena import ARENA_WORDS, arena_release
 from training.config import F32P, I32P
-from training.gemm import Epilogue
-from training.loss import mean_cross_entropy
+from training.gemm import Epilogue, gemm_tiles_hold_rows
+from training.loss import RowLosses, mean_cross_entropy, mean_of_rows
 from training.optim import adam_scalars, bias_corrections
 from training.pool import split_adam, split_gemm
 
@@ -165,10 +166,11 @@ struct MLPDims(ImplicitlyCopyable):
 
 
 def dense_forward(src: F32P, w: F32P, b: F32P, dst: F32P, rows: Int, n_out: Int, n_in: Int,
-                  relu: Bool, pool: Int = 0, arena: Int = 0):
+                  relu: Bool, pool: Int = 0, arena: Int = 0, loss: Int = 0):
     """One layer forward: dst = src·Wᵀ (GEMM NT) + b, then ReLU when `relu` (bias_activation's
-    bits, in the GEMM's epilogue)."""
-    gemm(src, w, dst, rows, n_out, n_in, False, True, pool, Epilogue(Int(b), relu), arena)
+    bits, in the GEMM's epilogue), then each row's cross-entropy when `loss` is the address of
+    a RowLosses over dst (also in the epilogue; `gemm_tiles_hold_rows(n_out)` must hold)."""
+    gemm(src, w, dst, rows, n_out, n_in, False, True, pool, Epilogue(Int(b), relu, loss), arena)
 
 
 def dense_backward(g: F32P, below: F32P, w: F32P, dw: F32P, db: F32P, dbelow: F32P, rows: Int,
@@ -255,7 +257,9 @@ struct LayerScratch(ImplicitlyCopyable):
     layer (`hidden_floats`), kept for the backward pass; `dlogits` (rows × n_L); `ping` and
     `pong` (rows × `widest_hidden`), the hidden layers' gradients in turn (pong is needed from
     two hidden layers on); `pool`, the worker pool the step's GEMMs share (0: none); `arena`,
-    the address of the arena their packing buffers come from (0: a malloc per product)."""
+    the address of the arena their packing buffers come from (0: a malloc per product);
+    `row_losses_at`, rows floats for each row's loss (0: none, so `forward_loss` takes the
+    cross-entropy out of the last GEMM's epilogue)."""
 
     var acts_at: Int
     var dlogits_at: Int
@@ -263,15 +267,17 @@ struct LayerScratch(ImplicitlyCopyable):
     var pong_at: Int
     var pool: Int
     var arena: Int
+    var row_losses_at: Int
 
     def __init__(out self, acts_at: Int, dlogits_at: Int, ping_at: Int, pong_at: Int,
-                 pool: Int = 0, arena: Int = 0):
+                 pool: Int = 0, arena: Int = 0, row_losses_at: Int = 0):
         self.acts_at = acts_at
         self.dlogits_at = dlogits_at
         self.ping_at = ping_at
         self.pong_at = pong_at
         self.pool = pool
         self.arena = arena
+        self.row_losses_at = row_losses_at
 
     def acts(self) -> F32P:
         return F32P(unsafe_from_address=self.acts_at)
@@ -287,8 +293,9 @@ struct LayerScratch(ImplicitlyCopyable):
 
 
 def layers_forward(sizes: List[Int], x: F32P, p: F32P, s: LayerScratch, logits: F32P,
-                   rows: Int):
-    """Step 1 of "Any layer sizes": every layer in turn, the last one's output into logits."""
+                   rows: Int, loss: Int = 0):
+    """Step 1 of "Any layer sizes": every layer in turn, the last one's output into logits
+    (through the RowLosses at `loss`, when not 0: `dense_forward`)."""
     var layers = len(sizes) - 1
     var off = 0
     var act = 0
@@ -298,11 +305,28 @@ def layers_forward(sizes: List[Int], x: F32P, p: F32P, s: LayerScratch, logits: 
         var dst = logits if last else s.acts().unsafe_offset(act)
         var b = off + sizes[l + 1] * sizes[l]
         dense_forward(src, p.unsafe_offset(off), p.unsafe_offset(b), dst, rows, sizes[l + 1],
-                      sizes[l], not last, s.pool, s.arena)
+                      sizes[l], not last, s.pool, s.arena, loss if last else 0)
         off = b + sizes[l + 1]
         if not last:
             act += rows * sizes[l + 1]
         src = dst
+
+
+def forward_loss(sizes: List[Int], x: F32P, p: F32P, s: LayerScratch, logits: F32P, y: I32P,
+                 rows: Int, divide_by: Int = 0) -> Float32:
+    """Steps 1-2 of "Any layer sizes": the logits, and `mean_cross_entropy(logits, y, rows,
+    classes, s.dlogits(), True, divide_by)` (returned; dlogits in s). When the last GEMM's
+    tiles hold whole rows, each row's loss and gradient are computed in its epilogue, on the
+    tile just stored (in parallel when the GEMM is shared with workers), and their mean after
+    it: the same operations in the same order, so the same bits."""
+    var classes = sizes[len(sizes) - 1]
+    if s.row_losses_at == 0 or not gemm_tiles_hold_rows(classes):
+        layers_forward(sizes, x, p, s, logits, rows)
+        return mean_cross_entropy(logits, y, rows, classes, s.dlogits(), True, divide_by)
+    var t = RowLosses(Int(logits), Int(y), s.dlogits_at, s.row_losses_at, classes,
+                      Float32(divide_by if divide_by > 0 else rows))
+    layers_forward(sizes, x, p, s, logits, rows, Int(Pointer(to=t)))
+    return mean_of_rows(t, rows)
 
 
 def layers_backward(sizes: List[Int], x: F32P, p: F32P, s: LayerScratch, grads: F32P,
@@ -350,21 +374,22 @@ def mlp_layers_steps(sizes: List[Int], x: F32P, y: I32P, p: F32P, m: F32P, v: F3
     var ping = List[Float32](length=rows * widest_hidden(sizes), fill=0)
     var pong = List[Float32](length=rows * widest_hidden(sizes), fill=0)
     var dlogits = List[Float32](length=rows * classes, fill=0)
+    var row_losses = List[Float32](length=rows, fill=0)
     var arena = List[Int64](length=ARENA_WORDS, fill=0)
     var s = LayerScratch(Int(acts.unsafe_ptr()), Int(dlogits.unsafe_ptr()),
                          Int(ping.unsafe_ptr()), Int(pong.unsafe_ptr()), 0,
-                         Int(arena.unsafe_ptr()))
+                         Int(arena.unsafe_ptr()), Int(row_losses.unsafe_ptr()))
     var total = total_params(sizes)
     for i in range(k):
         var xb = x.unsafe_offset(i * rows * sizes[0])
         var yb = y.unsafe_offset(i * rows)
-        layers_forward(sizes, xb, p, s, logits, rows)
         if mode == MODE_FORWARD:
+            layers_forward(sizes, xb, p, s, logits, rows)
             break
-        losses[unsafe_offset=i] = mean_cross_entropy(logits, yb, rows, classes, s.dlogits(), True)
+        losses[unsafe_offset=i] = forward_loss(sizes, xb, p, s, logits, yb, rows)
         layers_backward(sizes, xb, p, s, grads, dx, rows, want_dx)
         if mode == MODE_TRAIN:
             adamw_flat(p, grads, m, v, total, t0 + i, lr, beta1, beta2, eps, weight_decay)
     arena_release(s.arena)
     # `s` holds the scratch by address: keep every buffer alive until here.
-    _ = len(acts) + len(ping) + len(pong) + len(dlogits) + Int(arena[0])
+    _ = len(acts) + len(ping) + len(pong) + len(dlogits) + len(row_losses) + Int(arena[0])

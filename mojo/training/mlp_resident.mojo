@@ -12,7 +12,7 @@ the region offsets, the counts every call needs), then float32 regions, each rou
 floats: hyperparameters (lr, beta1, beta2, eps, weight_decay), two banks of (params, m, v), and
 per-row scratch for `capacity` rows (training/mlp.mojo `LayerScratch`): every hidden layer's
 activations, dlogits (rows × classes), ping and pong (rows × the widest hidden layer; pong from
-two hidden layers on), int32 labels (rows). Any layer sizes [n0, ..., nL], L <= 16.
+two hidden layers on), int32 labels (rows), the rows' losses. Any layer sizes [n0, ..., nL], L <= 16.
 
 One bank holds the current state (`S_BANK` says which). A CPU training run reads the current
 bank and writes the other (its first AdamW update reads one bank and writes the other, later
@@ -21,8 +21,8 @@ steps of the run update it in place), then publishes it by switching `S_BANK`: a
 bank stays intact as the backup that `session_rollback` switches back to (the Python side
 uses it when something fails after the binding returned) until the next run overwrites it.
 
-The arithmetic is training/mlp.mojo's (`layers_forward`, `mean_cross_entropy`,
-`layers_backward`, `adamw_flat_into`); SmallMLPTrainer's 8→16→3 network runs
+The arithmetic is training/mlp.mojo's (`forward_loss`, `layers_backward`, `adamw_flat_into`);
+SmallMLPTrainer's 8→16→3 network runs
 training/mlp_lanes.mojo's compile-time specialization of the same operations in the same order,
 so a resident step has the bits of `mlp_train_step` and of the per-operation path
 (tests/test_resident.py, tests/test_mlp_trainer.py compare them).
@@ -47,10 +47,9 @@ from training.arena import arena_release
 from training.checks import first_nonfinite
 from training.config import F32P, I32P, I64P, VENDOR
 from training.copy import copy_floats
-from training.loss import mean_cross_entropy
 from training.mlp import (LayerScratch, MLPDims, MODE_FORWARD, MODE_TRAIN, adamw_flat_into,
-                          hidden_floats, layers_backward, layers_forward, total_params,
-                          widest_hidden)
+                          forward_loss, hidden_floats, layers_backward, layers_forward,
+                          total_params, widest_hidden)
 from training.mlp_gpu_session import (DeviceCheck, DeviceStateP, device_state,
                                       device_state_free, device_state_new)
 from training.mlp_lanes import lanes_backward, lanes_cross_entropy, lanes_forward
@@ -103,7 +102,8 @@ def _round16(n: Int) -> Int:
 struct Regions(ImplicitlyCopyable):
     """Float offsets of a session's regions from the first float after the header: `p` starts
     bank 0 (p, m, v, `n` floats apart), `bank_stride` floats later bank 1; the scratch of
-    `LayerScratch` (acts, dl, ping, pong) and the int32 labels `y`."""
+    `LayerScratch` (acts, dl, ping, pong); the int32 labels `y`, then (capacity floats
+    later, `Session.row_losses`) the rows' losses."""
 
     var hyper: Int
     var p: Int
@@ -125,7 +125,7 @@ struct Regions(ImplicitlyCopyable):
         var ping = dl + _round16(capacity * sizes[len(sizes) - 1])
         var pong = ping + _round16(capacity * widest_hidden(sizes))
         var y = pong + (_round16(capacity * widest_hidden(sizes)) if len(sizes) > 3 else 0)
-        return Regions(0, p, n, 3 * n, acts, dl, ping, pong, y, y + _round16(capacity))
+        return Regions(0, p, n, 3 * n, acts, dl, ping, pong, y, y + 2 * _round16(capacity))
 
 
 struct Session(ImplicitlyCopyable):
@@ -169,6 +169,10 @@ struct Session(ImplicitlyCopyable):
         """SmallMLPTrainer's 8→16→3: the compile-time lanes specialization."""
         return self.layers == 2 and self.dims.inputs == 8 and self.dims.hidden == 16 \
             and self.dims.classes == 3
+
+    def row_losses(self) -> F32P:
+        """Scratch for each row's loss (`LayerScratch.row_losses`), after the labels."""
+        return self.f(self.r.y + _round16(self.capacity))
 
     def arena(self) -> Int:
         """The address of the session's packing arena (in its header)."""
@@ -502,7 +506,7 @@ def _run_host(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
     var new = s.bank(spare=True)
     var scratch = LayerScratch(Int(s.f(s.r.acts)), Int(s.f(s.r.dl)), Int(s.f(s.r.ping)),
                                Int(s.f(s.r.pong)), Int(s.header()[unsafe_offset=S_POOL]),
-                               s.arena())
+                               s.arena(), Int(s.row_losses()))
     var h = scratch.acts()
     var dl = scratch.dlogits()
     var dh = scratch.ping()
@@ -517,15 +521,14 @@ def _run_host(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
     var small = s.small() and (divide_by == 0 or divide_by == rows)
     var sizes = List[Int]() if small else s.sizes()
     var inputs = s.inputs()
-    var classes = s.classes()
     for i in range(k):
         var xb = x.unsafe_offset(i * rows * inputs)
         var p = state.p()
-        if small:
-            lanes_forward[8, 16, 3](xb, p, h, o.logits(), rows)
-        else:
-            layers_forward(sizes, xb, p, scratch, o.logits(), rows)
         if mode == MODE_FORWARD:
+            if small:
+                lanes_forward[8, 16, 3](xb, p, h, o.logits(), rows)
+            else:
+                layers_forward(sizes, xb, p, scratch, o.logits(), rows)
             break
         var yb = I32P(unsafe_from_address=y + i * rows * y_itemsize)
         if y_itemsize != 4:
@@ -533,11 +536,12 @@ def _run_host(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
                 y32[unsafe_offset=r] = Int32(read_label(y, y_itemsize, i * rows + r))
             yb = y32
         if small:
+            lanes_forward[8, 16, 3](xb, p, h, o.logits(), rows)
             o.losses()[unsafe_offset=i] = lanes_cross_entropy[3](o.logits(), yb, dl, rows)
             lanes_backward[8, 16, 3](xb, p, h, dl, dh, o.grads(), o.dx(), rows, want_dx)
         else:
-            o.losses()[unsafe_offset=i] = mean_cross_entropy(o.logits(), yb, rows, classes,
-                                                             dl, True, divide_by)
+            o.losses()[unsafe_offset=i] = forward_loss(sizes, xb, p, scratch, o.logits(), yb,
+                                                       rows, divide_by)
             layers_backward(sizes, xb, p, scratch, o.grads(), o.dx(), rows, want_dx)
         if train:
             checked = adamw_flat_into(p, o.grads(), state.m(), state.v(), new.p(), new.m(),

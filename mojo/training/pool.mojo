@@ -74,7 +74,7 @@ comptime P_WORKER_PARTS = 20  # parts the workers ran (atomic): tests see that t
 comptime P_WAKE = 21  # bumped at every task (the futex word: its low 32 bits)
 comptime P_SLEEPERS = 22  # workers about to sleep or asleep (atomic)
 comptime P_BUF_STRIDE = 23  # bytes from one part's packing buffer (P_BUF) to the next
-comptime P_EPI = 24  # a GEMM's Epilogue: bias address, relu
+comptime P_EPI = 24  # a GEMM's Epilogue: bias address, relu, loss address
 comptime P_PACK_NEXT = 28  # KIND_SHARED: the next B piece to pack (atomic)
 comptime P_PACK_DONE = 29  # KIND_SHARED: B pieces packed (atomic)
 comptime P_ROW_NEXT = 30  # KIND_SHARED: the next chunk of rows to compute (atomic)
@@ -217,7 +217,8 @@ def _run_part(addr: Int, part: Int, parts: Int):
     var ta = w[unsafe_offset=t + 6] != 0
     var tb = w[unsafe_offset=t + 7] != 0
     var accumulate = w[unsafe_offset=t + 8] != 0
-    var epi = Epilogue(Int(w[unsafe_offset=P_EPI]), w[unsafe_offset=P_EPI + 1] != 0)
+    var epi = Epilogue(Int(w[unsafe_offset=P_EPI]), w[unsafe_offset=P_EPI + 1] != 0,
+                       Int(w[unsafe_offset=P_EPI + 2]))
     var buf = Int(w[unsafe_offset=P_BUF])
     if buf != 0:
         buf += part * Int(w[unsafe_offset=P_BUF_STRIDE])
@@ -279,7 +280,7 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     # packs all of op(A) when columns are split, all of op(B) when rows are.
     var chunks = (m + SHARED_CHUNK - 1) // SHARED_CHUNK
     var shared = shared_fits(n, k) and chunks >= 8
-    var by_columns = m < n
+    var by_columns = m < n and epi.loss == 0  # the loss epilogue needs whole rows
     var pieces = chunks // 4 if shared else (n if by_columns else m) // MIN_PIECE
     var parts = min(workers + 1, pieces, m * n * k // MIN_PART_MACS)
     if parts < 2 or not _acquire(pool):  # too small, or another caller has the pool
@@ -324,6 +325,7 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     w[unsafe_offset=t + 8] = Int64(1 if accumulate else 0)
     w[unsafe_offset=P_EPI] = Int64(epi.bias)
     w[unsafe_offset=P_EPI + 1] = Int64(1 if epi.relu else 0)
+    w[unsafe_offset=P_EPI + 2] = Int64(epi.loss)
     w[unsafe_offset=P_KIND] = Int64(KIND_COLUMNS if by_columns else KIND_ROWS)
     _run_task(pool, parts)
 
