@@ -258,8 +258,8 @@ struct LayerScratch(ImplicitlyCopyable):
     `pong` (rows × `widest_hidden`), the hidden layers' gradients in turn (pong is needed from
     two hidden layers on); `pool`, the worker pool the step's GEMMs share (0: none); `arena`,
     the address of the arena their packing buffers come from (0: a malloc per product);
-    `row_losses_at`, rows floats for each row's loss (0: none, so `forward_loss` takes the
-    cross-entropy out of the last GEMM's epilogue)."""
+    `row_losses_at`, rows floats for each row's loss (0: none; `forward_loss` then runs the
+    cross-entropy as a pass of its own)."""
 
     var acts_at: Int
     var dlogits_at: Int
