@@ -50,6 +50,10 @@ from training.config import F32P, IDENTICAL
 from training.loss import RowLosses, cross_entropy_rows
 
 comptime IDENTICAL_W = 8  # production width of the identical kernel (one AVX2 register)
+# Identical mode's register tile, ID_MR × ID_NR (ID_NR / W vectors a row at any width W ≤ 16):
+# one place for `gemm_identical`, `gemm_bytes`, `gemm_tiles_hold_rows` and `_shared`.
+comptime ID_MR = 6
+comptime ID_NR = 16
 comptime FAST_W = simd_width_of[DType.float32]()
 comptime MC = 96  # rows of A packed at once (a multiple of every MR used)
 # Fast mode's k block. AVX-512 (W = 16): 256, so a KC × 32 B panel stays in L1. AVX2 (W = 8):
@@ -509,11 +513,11 @@ def gemm_identical[W: Int](a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta
                            epi: Epilogue = Epilogue.none(), buf: Int = 0):
     """Identical-mode GEMM with SIMD width W across output columns: the bits of `gemm_naive`
     (then `epi`)."""
-    comptime NV = 1 if W >= 16 else 16 // W
+    comptime NV = 1 if W >= ID_NR else ID_NR // W
     # 6 × 16 at W = 8: 12 accumulators, 2 B vectors, a broadcast and a product fill the 16
     # ymm registers. It ran ~6 % faster than 4 × 16 on this AMD EPYC (Zen 3: two add pipes).
-    _gemm_blocked[False, W, 6, NV](a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end,
-                                   max(k, 1), col_begin, col_end, epi, buf)
+    _gemm_blocked[False, W, ID_MR, NV](a, b, c, m, n, k, ta, tb, accumulate, row_begin,
+                                       row_end, max(k, 1), col_begin, col_end, epi, buf)
 
 
 def _fast_nr(n: Int) -> Int:
@@ -566,7 +570,7 @@ def gemm_tiles_hold_rows(n: Int) -> Bool:
     """Whether every register tile of `gemm` on an n-column C holds whole rows (so an
     Epilogue's `loss` may see each row once it is final)."""
     comptime if IDENTICAL:
-        return n <= 16
+        return n <= ID_NR
     else:
         return n <= _fast_nr(n)
 
@@ -575,7 +579,7 @@ def gemm_bytes(n: Int, k: Int, rows: Int, cols: Int) -> Int:
     """The packing buffer `gemm` needs to compute `rows` rows × `cols` columns of an m × n
     product over k (any rows and columns that many)."""
     comptime if IDENTICAL:
-        return _blocked_bytes[6, 16](rows, cols, k, max(k, 1))
+        return _blocked_bytes[ID_MR, ID_NR](rows, cols, k, max(k, 1))
     else:
         var nr = _fast_nr(n)
         if nr == 2 * FAST_W:
@@ -652,7 +656,7 @@ def shared_rows(g: SharedGemm, row_begin: Int, row_end: Int, ap: F32P):
 def _shared(g: SharedGemm, op: Int, x: Int, y: Int, ap: Int) -> Int:
     """`op` with the register tile `gemm` takes for this product."""
     comptime if IDENTICAL:
-        return _shared_on[False, IDENTICAL_W, 6, 16 // IDENTICAL_W](g, op, x, y, ap)
+        return _shared_on[False, IDENTICAL_W, ID_MR, ID_NR // IDENTICAL_W](g, op, x, y, ap)
     else:
         var nr = _fast_nr(g.n)
         comptime if FAST_W >= 16:
