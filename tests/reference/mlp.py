@@ -1,17 +1,20 @@
-"""Pure-Python mirror of a whole identical-mode MLP step, any layer sizes
+"""Pure-Python mirror of a whole identical-mode MLP step, profile v2, any layer sizes
 (`mojo/training/mlp.mojo`, `mojolearn/_mlp_ops.py`, docs/ARITHMETIC.md "The MLP step").
 
 Layers l = 1..L, sizes [n0, n1, ..., nL]: forward A0 = X, Z_l = A_{l-1}·W_lᵀ + b_l, A_l = relu(Z_l)
 for l < L, logits = Z_L; mean cross-entropy (tests/reference/loss.py) gives G_L = dlogits;
 backward from the last layer: dW_l = G_lᵀ·A_{l-1}, db_l = row sums of G_l, and for l > 1
 G_{l-1} = (G_l·W_l) masked by A_{l-1} > 0; dX = G_1·W_1; AdamW (tests/reference/optim.py)
-with t = step + 1. Every inner product runs k ascending from +0.0, every row sum rows
-ascending from +0.0; each binary32 operation is one double operation rounded by `f32`.
-Parameters, gradients and moments are flat lists in the order W1, b1, ..., WL, bL (each W
-(n_l × n_{l-1}) row-major), as the trainers keep them. `Dims()` is SmallMLPTrainer's [8, 16, 3].
+with t = step + 1. Profile v2: every inner product (forward, dW, G·W and dX) is the GEMM's
+chain `acc = fma32(x, y, acc)` over k ascending from +0.0 (tests/reference/gemm.py), one
+correctly rounded fused multiply-add a step; the bias is then added as one binary32 add. Every
+row sum runs rows ascending from +0.0, and every other binary32 operation is one double
+operation rounded by `f32`. Parameters, gradients and moments are flat lists in the order W1,
+b1, ..., WL, bL (each W (n_l × n_{l-1}) row-major), as the trainers keep them. `Dims()` is
+SmallMLPTrainer's [8, 16, 3]; it takes the same path as every other size.
 """
 
-from .f32 import f32
+from .f32 import f32, fma32
 from .loss import cross_entropy
 from .optim import adam_step
 
@@ -32,9 +35,10 @@ class Dims:
 
 
 def _dot(a, b):
+    """One GEMM output, profile v2: the fma chain over the index ascending from +0.0."""
     acc = 0.0
     for x, y in zip(a, b):
-        acc = f32(acc + f32(x * y))
+        acc = fma32(x, y, acc)
     return acc
 
 

@@ -1,9 +1,17 @@
-"""Pure-Python reference of the optimizer arithmetic (docs/ARITHMETIC.md, "Optimizers").
+"""Pure-Python reference of the optimizer arithmetic, profile v2 (docs/ARITHMETIC.md,
+"Optimizers").
 
-Every value is a Python float holding a float32; each binary32 operation is one double
-operation rounded by `f32`, which is the correctly rounded float32 result. Tensors are lists
-of floats, a step works on lists of tensors. Refusals mirror the binding: a non-finite
-gradient or norm raises ValueError, a non-finite result RuntimeError, and nothing is returned.
+Per-step scalars (profile v2) are formed in binary64 from the hyperparameters as given (Python
+floats, not rounded to float32 first) and each is rounded once to float32 by `f32`:
+`1 - beta`, the bias corrections `1 - beta**t` (`pow_by_squaring`: binary64 multiplies only, no
+`**` or libm `pow`), `lr / bc1`, `sqrt(bc2)` (correctly rounded binary64 sqrt), `1 - lr*wd`
+(AdamW) and `1 - dampening` (SGD); `beta`, `eps`, `wd`, `lr` and `momentum` where they enter an
+element's arithmetic are `f32` of the given value. Per element every value is a Python float
+holding a float32, and each binary32 operation is one double operation rounded by `f32`, which
+is the correctly rounded float32 result, in the same order as profile v1. The gradient norm,
+the clip coefficient and the tree sum are profile v1's, unchanged. Tensors are lists of
+floats, a step works on lists of tensors. Refusals mirror the binding: a non-finite gradient or
+norm raises ValueError, a non-finite result RuntimeError, and nothing is returned.
 """
 
 import math
@@ -14,17 +22,25 @@ CLIP_EPS = f32(1e-6)
 
 
 def pow_by_squaring(beta, t):
-    r, b = 1.0, beta
+    """`beta**t` in binary64 (profile v2), by squaring from the least significant bit of `t`:
+    `r = 1; b = beta; while n: (if n & 1: r = r*b); b = b*b; n >>= 1`, each product one
+    binary64 multiply (no `**`, no libm `pow`, so the same bits on every machine)."""
+    r, b = 1.0, float(beta)
     while t:
         if t & 1:
-            r = f32(r * b)
-        b = f32(b * b)
+            r = r * b
+        b = b * b
         t >>= 1
     return r
 
 
+pow64 = pow_by_squaring
+
+
 def bias_correction(beta, t):
-    return f32(1.0 - pow_by_squaring(beta, t))
+    """`1 - beta**t` in binary64, not rounded (profile v2): the kernel gets `f32(lr / bc1)` and
+    `f32(sqrt(bc2))`, each formed from it in binary64 and rounded once."""
+    return 1.0 - pow_by_squaring(beta, t)
 
 
 def sum_squares(g):
@@ -42,7 +58,8 @@ def global_norm(grads):
 
 
 def clip_coefficient(max_norm, norm):
-    c = f32(max_norm / f32(norm + CLIP_EPS))
+    """Profile v1's, unchanged: `f32(max_norm) / (norm + 1e-6)` in binary32, capped at 1."""
+    c = f32(f32(max_norm) / f32(norm + CLIP_EPS))
     return 1.0 if c > 1.0 else c
 
 
@@ -92,7 +109,8 @@ def adam_step(
     step_size = f32(lr / bc1)
     sqrt_bc2 = f32(math.sqrt(bc2))
     one_b1, one_b2 = f32(1.0 - beta1), f32(1.0 - beta2)
-    decay = f32(1.0 - f32(lr * weight_decay))
+    decay = f32(1.0 - lr * weight_decay)
+    b1, b2, eps32, wd32 = f32(beta1), f32(beta2), f32(eps), f32(weight_decay)
     new_p, new_m, new_v = [], [], []
     for pj, gj, mj, vj in zip(params, used, m, v):
         op, om, ov = [], [], []
@@ -103,10 +121,10 @@ def adam_step(
                 if decoupled:
                     p = f32(p * decay)
                 else:
-                    g = f32(g + f32(weight_decay * p))
-            mm = f32(f32(beta1 * mm) + f32(one_b1 * g))
-            vv = f32(f32(beta2 * vv) + f32(one_b2 * f32(g * g)))
-            denom = f32(f32(f32(math.sqrt(vv)) / sqrt_bc2) + eps)
+                    g = f32(g + f32(wd32 * p))
+            mm = f32(f32(b1 * mm) + f32(one_b1 * g))
+            vv = f32(f32(b2 * vv) + f32(one_b2 * f32(g * g)))
+            denom = f32(f32(f32(math.sqrt(vv)) / sqrt_bc2) + eps32)
             p = f32(p - f32(step_size * f32(mm / denom)))
             op.append(p)
             om.append(mm)
@@ -137,6 +155,7 @@ def sgd_step(
     _check_grads(grads)
     used, norm, coef = _clip(grads, max_norm)
     one_damp = f32(1.0 - dampening)
+    lr32, mu32, wd32 = f32(lr), f32(momentum), f32(weight_decay)
     new_p, new_b = [], []
     for pj, gj, bj, init in zip(params, used, buf, flags):
         op, ob = [], []
@@ -144,11 +163,11 @@ def sgd_step(
             if maximize:
                 g = -g
             if weight_decay != 0.0:
-                g = f32(g + f32(weight_decay * p))
+                g = f32(g + f32(wd32 * p))
             if momentum != 0.0:
-                b = f32(f32(momentum * b) + f32(one_damp * g)) if init else g
-                g = f32(g + f32(momentum * b)) if nesterov else b
-            op.append(f32(p - f32(lr * g)))
+                b = f32(f32(mu32 * b) + f32(one_damp * g)) if init else g
+                g = f32(g + f32(mu32 * b)) if nesterov else b
+            op.append(f32(p - f32(lr32 * g)))
             ob.append(b)
         new_p.append(op)
         new_b.append(ob)
