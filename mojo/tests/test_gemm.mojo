@@ -1,9 +1,11 @@
 # Checks: C (+)= op(A)·op(B), float32, all four transpose combinations, on shapes that break the
 # tiling (1×1×1, 1×N×1, 15×16×17, 61×73×79, 2×65×1200, the MLP's shapes, one large):
-#  - gemm_naive and gemm_identical[W] for W in 1, 4, 8, 16 equal a plain scalar reference written
-#    here, bit for bit, overwriting and accumulating, and on any split of the rows or columns;
-#  - gemm_fast is within FAST_BOUND of a float64 reference, gives the same bits twice and on any
-#    row or column split;
+#  - gemm_naive, gemm and gemm_on[W, NV] for every tile (W in 1, 4, 8, 16; one or two vectors a
+#    row) equal a plain scalar fma-chain reference written here (profile v2), bit for bit,
+#    overwriting and accumulating, and on any split of the rows or columns: so the x86-64-v3
+#    (W = 8) and x86-64-v4 (W = 16) builds' tiles give the same bits;
+#  - gemm is within FAST_BOUND of a float64 reference, gives the same bits twice and on any
+#    row or column split, also past one k block (KC);
 #  - no kernel writes outside the rows it was given or outside C (guard words);
 #  - an Epilogue (bias, ReLU) gives the bits of the product followed by those operations
 #    written plainly here, in both modes, whole and split by rows or columns;
@@ -12,9 +14,10 @@
 #  - a caller's packing buffer of `gemm_bytes` is enough (nothing written past it, from any
 #    alignment) and gives the bits of the call that allocates its own;
 #  - a SharedGemm (one packed B, pieces packed and rows computed in any order, as threads take
-#    them) gives the bits of `gemm` in the build's mode (tools/test.sh runs this file in both).
+#    them) gives the bits of `gemm` (tools/test.sh runs this file in both modes' builds).
 # Inputs are fresh random bit patterns each run (±0, subnormals, tiny and large magnitudes); the
 # seed is printed in every failure message. Run with --fp-mode contract=off (as identical builds).
+from std.math import fma
 from std.memory import bitcast
 from std.random import random_float64, random_ui64, seed
 from std.testing import TestSuite, assert_equal, assert_true
@@ -30,9 +33,8 @@ from training.gemm import (
     SharedGemm,
     gemm,
     gemm_bytes,
-    gemm_fast,
-    gemm_identical,
     gemm_naive,
+    gemm_on,
     gemm_tiles_hold_rows,
     shared_a_floats,
     shared_b_floats,
@@ -44,7 +46,7 @@ from training.gemm import (
 
 comptime GUARD = 16  # guard words on each side of C
 comptime SENTINEL = UInt32(0x7FA5A5A5)  # a NaN pattern no kernel produces
-# Fast mode: |c - exact| <= FAST_BOUND * (k + 1) * 2^-24 * (sum_p |a_ip b_pj| + |c_old|)
+# Both modes: |c - exact| <= FAST_BOUND * (k + 1) * 2^-24 * (sum_p |a_ip b_pj| + |c_old|)
 #            + (k + 1) * 2^-149. The classic bound for a recursive dot product is γ_(k+1) ≈ (k+1)u.
 comptime FAST_BOUND = 1.01
 
@@ -120,16 +122,15 @@ def bits(x: Float32) -> UInt32:
 
 def scalar_ref(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
                accumulate: Bool):
-    """The contract, as plainly as it can be written."""
+    """The contract (profile v2), as plainly as it can be written."""
     for i in range(m):
         for j in range(n):
-            var acc = Float32(0.0)
+            var acc = c[unsafe_offset=i * n + j] if accumulate else Float32(0.0)
             for p in range(k):
                 var x = a[unsafe_offset=p * m + i] if ta else a[unsafe_offset=i * k + p]
                 var y = b[unsafe_offset=j * k + p] if tb else b[unsafe_offset=p * n + j]
-                var prod = x * y
-                acc = acc + prod
-            c[unsafe_offset=i * n + j] = c[unsafe_offset=i * n + j] + acc if accumulate else acc
+                acc = fma(x, y, acc)
+            c[unsafe_offset=i * n + j] = acc
 
 
 def check_guards(v: List[Float32], count: Int, what: String) raises:
@@ -147,12 +148,26 @@ def assert_bits_equal(got: List[Float32], want: List[Float32], count: Int, what:
                                       hex(bits(w))))
 
 
-def run_identical[W: Int](a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool,
-                          tb: Bool, acc: Bool, r0: Int, r1: Int):
-    gemm_identical[W](a, b, c, m, n, k, ta, tb, acc, r0, r1)
+def run_tile(variant: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool,
+             tb: Bool, acc: Bool, r0: Int, r1: Int):
+    """Rows [r0, r1) with the tile of `variant` (1..7: W × vectors a row)."""
+    if variant == 1:
+        gemm_on[1, 1](a, b, c, m, n, k, ta, tb, acc, r0, r1)
+    elif variant == 2:
+        gemm_on[4, 2](a, b, c, m, n, k, ta, tb, acc, r0, r1)
+    elif variant == 3:
+        gemm_on[8, 1](a, b, c, m, n, k, ta, tb, acc, r0, r1)
+    elif variant == 4:
+        gemm_on[8, 2](a, b, c, m, n, k, ta, tb, acc, r0, r1)
+    elif variant == 5:
+        gemm_on[16, 1](a, b, c, m, n, k, ta, tb, acc, r0, r1)
+    elif variant == 6:
+        gemm_on[16, 2](a, b, c, m, n, k, ta, tb, acc, r0, r1)
+    else:
+        gemm(a, b, c, m, n, k, ta, tb, acc, r0, r1)
 
 
-def check_case_identical(m: Int, n: Int, k: Int, s: UInt64) raises:
+def check_case(m: Int, n: Int, k: Int, s: UInt64) raises:
     var a = List[Float32](length=max(m * k, 1), fill=0.0)
     var b = List[Float32](length=max(k * n, 1), fill=0.0)
     var c0 = List[Float32](length=m * n + 2 * GUARD, fill=0.0)
@@ -170,7 +185,7 @@ def check_case_identical(m: Int, n: Int, k: Int, s: UInt64) raises:
                 want[GUARD + i] = c0[GUARD + i]
             scalar_ref(ptr(a), ptr(b), ptr(want).unsafe_offset(GUARD), m, n, k, ta, tb,
                        accumulate)
-            for variant in range(7):
+            for variant in range(10):
                 var got = guarded(m * n)
                 for i in range(m * n):
                     got[GUARD + i] = c0[GUARD + i]
@@ -182,41 +197,37 @@ def check_case_identical(m: Int, n: Int, k: Int, s: UInt64) raises:
                     var r1 = split if part == 0 else m
                     if variant == 0:
                         gemm_naive(ptr(a), ptr(b), cp, m, n, k, ta, tb, accumulate, r0, r1)
-                    elif variant == 1:
-                        run_identical[1](ptr(a), ptr(b), cp, m, n, k, ta, tb, accumulate, r0, r1)
-                    elif variant == 2:
-                        run_identical[4](ptr(a), ptr(b), cp, m, n, k, ta, tb, accumulate, r0, r1)
-                    elif variant == 3:
-                        run_identical[8](ptr(a), ptr(b), cp, m, n, k, ta, tb, accumulate, r0, r1)
-                    elif variant == 4:
-                        run_identical[16](ptr(a), ptr(b), cp, m, n, k, ta, tb, accumulate, r0, r1)
-                    elif variant == 5:  # the whole matrix in one call
+                    elif variant <= 7:
+                        run_tile(variant, ptr(a), ptr(b), cp, m, n, k, ta, tb, accumulate, r0,
+                                 r1)
+                    elif variant == 8:  # the whole matrix in one call
                         if part == 0:
-                            run_identical[8](ptr(a), ptr(b), cp, m, n, k, ta, tb, accumulate, 0,
-                                             m)
+                            gemm(ptr(a), ptr(b), cp, m, n, k, ta, tb, accumulate, 0, m)
                     else:  # all rows, columns in two calls split at a random column
                         var cut = split * n // max(m, 1)
-                        gemm_identical[8](ptr(a), ptr(b), cp, m, n, k, ta, tb, accumulate, 0, m,
-                                          0 if part == 0 else cut, cut if part == 0 else n)
+                        gemm(ptr(a), ptr(b), cp, m, n, k, ta, tb, accumulate, 0, m,
+                             0 if part == 0 else cut, cut if part == 0 else n)
                 var label = String(what, " variant ", variant,
-                                   " (naive, W=1, 4, 8, 16, whole, columns)", " split ", split)
+                                   " (naive, tiles 1x1 4x2 8x1 8x2 16x1 16x2, gemm, whole, ",
+                                   "columns)", " split ", split)
                 check_guards(got, m * n, label)
                 assert_bits_equal(got, want, m * n, label)
 
 
-def test_identical_kernels_equal_scalar_reference_bit_for_bit() raises:
+def test_every_tile_equals_scalar_fma_reference_bit_for_bit() raises:
     var s = run_seed()
     var cases = shapes()
+    cases.append(Case(13, 21, 1100))  # more than one k block at either width (KC 256, 1024)
     for i in range(len(cases)):
-        check_case_identical(cases[i].m, cases[i].n, cases[i].k, s)
+        check_case(cases[i].m, cases[i].n, cases[i].k, s)
 
 
-def test_identical_large_shape_in_full() raises:
+def test_large_shape_in_full() raises:
     var s = run_seed()
-    check_case_identical(131, 263, 517, s)
+    check_case(131, 263, 517, s)
 
 
-def test_fast_within_bound_deterministic_and_split_invariant() raises:
+def test_gemm_within_bound_deterministic_and_split_invariant() raises:
     var s = run_seed()
     var cases = shapes()
     cases.append(Case(97, 130, 600))  # more than one k block and column panel edge
@@ -243,22 +254,22 @@ def test_fast_within_bound_deterministic_and_split_invariant() raises:
                     once[GUARD + i] = c0[GUARD + i]
                     twice[GUARD + i] = c0[GUARD + i]
                     split[GUARD + i] = c0[GUARD + i]
-                gemm_fast(ptr(a), ptr(b), ptr(once).unsafe_offset(GUARD), m, n, k, ta, tb,
+                gemm(ptr(a), ptr(b), ptr(once).unsafe_offset(GUARD), m, n, k, ta, tb,
                           accumulate, 0, m)
-                gemm_fast(ptr(a), ptr(b), ptr(twice).unsafe_offset(GUARD), m, n, k, ta, tb,
+                gemm(ptr(a), ptr(b), ptr(twice).unsafe_offset(GUARD), m, n, k, ta, tb,
                           accumulate, 0, m)
                 var r = Int(random_ui64(0, UInt64(m)))
-                gemm_fast(ptr(a), ptr(b), ptr(split).unsafe_offset(GUARD), m, n, k, ta, tb,
+                gemm(ptr(a), ptr(b), ptr(split).unsafe_offset(GUARD), m, n, k, ta, tb,
                           accumulate, 0, r)
-                gemm_fast(ptr(a), ptr(b), ptr(split).unsafe_offset(GUARD), m, n, k, ta, tb,
+                gemm(ptr(a), ptr(b), ptr(split).unsafe_offset(GUARD), m, n, k, ta, tb,
                           accumulate, r, m)
                 var cols = guarded(m * n)
                 for i in range(m * n):
                     cols[GUARD + i] = c0[GUARD + i]
                 var q = Int(random_ui64(0, UInt64(n)))
-                gemm_fast(ptr(a), ptr(b), ptr(cols).unsafe_offset(GUARD), m, n, k, ta, tb,
+                gemm(ptr(a), ptr(b), ptr(cols).unsafe_offset(GUARD), m, n, k, ta, tb,
                           accumulate, 0, m, 0, q)
-                gemm_fast(ptr(a), ptr(b), ptr(cols).unsafe_offset(GUARD), m, n, k, ta, tb,
+                gemm(ptr(a), ptr(b), ptr(cols).unsafe_offset(GUARD), m, n, k, ta, tb,
                           accumulate, 0, m, q, n)
                 check_guards(once, m * n, what)
                 check_guards(split, m * n, what)
@@ -305,9 +316,9 @@ def test_rows_outside_range_untouched() raises:
             c[GUARD + i] = bitcast[DType.float32, 1](SENTINEL)
         var cp = ptr(c).unsafe_offset(GUARD)
         if variant == 0:
-            gemm_identical[8](ptr(a), ptr(b), cp, m, n, k, False, True, False, 5, 11)
+            gemm_on[8, 2](ptr(a), ptr(b), cp, m, n, k, False, True, False, 5, 11)
         else:
-            gemm_fast(ptr(a), ptr(b), cp, m, n, k, True, False, False, 5, 11)
+            gemm(ptr(a), ptr(b), cp, m, n, k, True, False, False, 5, 11)
         for i in range(m * n):
             var inside = i >= 5 * n and i < 11 * n
             assert_equal(bits(c[GUARD + i]) == SENTINEL, not inside,
@@ -329,10 +340,11 @@ def plain_epilogue(c: F32P, m: Int, n: Int, bias: F32P, relu: Bool, use_bias: Bo
 
 def run_mode(fast: Bool, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
              acc: Bool, r0: Int, r1: Int, c0: Int, c1: Int, epi: Epilogue):
+    """`gemm`'s own tile when `fast`, else the 16 × 2 one (the x86-64-v4 build's widest)."""
     if fast:
-        gemm_fast(a, b, c, m, n, k, ta, tb, acc, r0, r1, c0, c1, epi)
+        gemm(a, b, c, m, n, k, ta, tb, acc, r0, r1, c0, c1, epi)
     else:
-        gemm_identical[8](a, b, c, m, n, k, ta, tb, acc, r0, r1, c0, c1, epi)
+        gemm_on[16, 2](a, b, c, m, n, k, ta, tb, acc, r0, r1, c0, c1, epi)
 
 
 def test_epilogue_equals_product_then_plain_passes() raises:
@@ -369,10 +381,7 @@ def test_epilogue_equals_product_then_plain_passes() raises:
                 for i in range(m * n):
                     want[GUARD + i] = c0[GUARD + i]
                 var wp = ptr(want).unsafe_offset(GUARD)
-                if fast:
-                    gemm_fast(ptr(a), ptr(b), wp, m, n, k, ta, tb, accumulate, 0, m)
-                else:
-                    scalar_ref(ptr(a), ptr(b), wp, m, n, k, ta, tb, accumulate)
+                scalar_ref(ptr(a), ptr(b), wp, m, n, k, ta, tb, accumulate)
                 plain_epilogue(wp, m, n, ptr(bias), relu, use_bias)
                 for split in range(3):  # whole; rows in two calls; columns in two calls
                     var got = guarded(m * n)

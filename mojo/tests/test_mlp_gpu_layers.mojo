@@ -44,8 +44,8 @@ struct HostLauncher(PhaseLauncher):
             backward_phase(g, below, w, grads, dbelow, rows, n_out, n_in, want_below, mask, t,
                            self.stride)
 
-    def adamw(self, p: F32P, grads: F32P, m: F32P, v: F32P, n: Int, t: Int, lr: Float32,
-              beta1: Float32, beta2: Float32, eps: Float32, weight_decay: Float32) raises:
+    def adamw(self, p: F32P, grads: F32P, m: F32P, v: F32P, n: Int, t: Int, lr: Float64,
+              beta1: Float64, beta2: Float64, eps: Float64, weight_decay: Float64) raises:
         var s = step_scalars(t, lr, beta1, beta2, eps, weight_decay)
         for th in range(self.stride):
             adamw_phase(p, grads, m, v, n, s, th, self.stride)

@@ -14,7 +14,7 @@ Run: mojo run -I mojo -I mojo/bindings --fp-mode contract=off -D MOJOLEARN_MODE=
      mojo/tests/test_mlp_layers.mojo
 A failure prints its seed; -D MOJOLEARN_TEST_SEED=<seed> replays it.
 """
-from std.math import sqrt
+from std.math import fma, sqrt
 from std.memory import bitcast
 from std.sys import get_defined_int
 from std.testing import TestSuite
@@ -71,11 +71,13 @@ struct Rng(Movable):
 
 @fieldwise_init
 struct Hyper(ImplicitlyCopyable):
-    var lr: Float32
-    var beta1: Float32
-    var beta2: Float32
-    var eps: Float32
-    var weight_decay: Float32
+    """As given (binary64): profile v2 forms the step's scalars from these."""
+
+    var lr: Float64
+    var beta1: Float64
+    var beta2: Float64
+    var eps: Float64
+    var weight_decay: Float64
 
 
 def ptr(xs: List[Float32]) -> F32P:
@@ -109,7 +111,7 @@ def weight_at(sizes: List[Int], layer: Int) -> Int:
 def ref_forward(sizes: List[Int], x: List[Float32], x_at: Int, p: List[Float32],
                 rows: Int) -> List[List[Float32]]:
     """Every layer's output (rows × n_l, row-major): [0] the batch itself, [L] the logits.
-    Per output: acc = +0.0, acc = acc + a·w for k ascending, + bias, then ReLU (z > 0, else
+    Per output: acc = +0.0, acc = fma(a, w, acc) for k ascending (profile v2), + bias, then ReLU (z > 0, else
     +0.0) on every layer but the last."""
     var layers = len(sizes) - 1
     var acts = List[List[Float32]]()
@@ -127,7 +129,7 @@ def ref_forward(sizes: List[Int], x: List[Float32], x_at: Int, p: List[Float32],
             for o in range(n_out):
                 var acc = Float32(0.0)
                 for k in range(n_in):
-                    acc = acc + acts[l][r * n_in + k] * p[w + o * n_in + k]
+                    acc = fma(acts[l][r * n_in + k], p[w + o * n_in + k], acc)
                 acc = acc + p[b + o]
                 if l < layers - 1 and not (acc > 0):
                     acc = Float32(0.0)
@@ -177,7 +179,7 @@ def ref_backward(sizes: List[Int], acts: List[List[Float32]], p: List[Float32],
             for i in range(n_in):
                 var acc = Float32(0.0)
                 for r in range(rows):
-                    acc = acc + g[r * n_out + o] * acts[l][r * n_in + i]
+                    acc = fma(g[r * n_out + o], acts[l][r * n_in + i], acc)
                 grads[w + o * n_in + i] = acc
             var acc = Float32(0.0)
             for r in range(rows):
@@ -188,7 +190,7 @@ def ref_backward(sizes: List[Int], acts: List[List[Float32]], p: List[Float32],
             for i in range(n_in):
                 var acc = Float32(0.0)
                 for o in range(n_out):
-                    acc = acc + g[r * n_out + o] * p[w + o * n_in + i]
+                    acc = fma(g[r * n_out + o], p[w + o * n_in + i], acc)
                 if l > 0 and not (acts[l][r * n_in + i] > 0):
                     acc = Float32(0.0)
                 below[r * n_in + i] = acc
@@ -196,9 +198,9 @@ def ref_backward(sizes: List[Int], acts: List[List[Float32]], p: List[Float32],
     dx = g^
 
 
-def ref_power(beta: Float32, t: Int) -> Float32:
-    """The float32 beta^t, by squaring over t's bits from the least significant."""
-    var r = Float32(1.0)
+def ref_power(beta: Float64, t: Int) -> Float64:
+    """The binary64 beta^t, by squaring over t's bits from the least significant."""
+    var r = Float64(1.0)
     var b = beta
     var k = t
     while k > 0:
@@ -212,17 +214,23 @@ def ref_power(beta: Float32, t: Int) -> Float32:
 def ref_adamw(mut p: List[Float32], g: List[Float32], mut m: List[Float32],
               mut v: List[Float32], t: Int, h: Hyper):
     """AdamW step t (one-based), per element: decay (skipped at weight_decay 0), the moments,
-    p = p - (lr / bc1) · (m / (sqrt(v) / sqrt(bc2) + eps))."""
-    var bc1 = Float32(1.0) - ref_power(h.beta1, t)
-    var bc2 = Float32(1.0) - ref_power(h.beta2, t)
-    var step_size = h.lr / bc1
-    var sqrt_bc2 = sqrt(bc2)
+    p = p - (lr / bc1) · (m / (sqrt(v) / sqrt(bc2) + eps)); the scalars in binary64 from
+    the hyperparameters, each rounded once to float32 (profile v2)."""
+    var bc1 = 1.0 - ref_power(h.beta1, t)
+    var bc2 = 1.0 - ref_power(h.beta2, t)
+    var step_size = Float32(h.lr / bc1)
+    var sqrt_bc2 = Float32(sqrt(bc2))
+    var decay = Float32(1.0 - h.lr * h.weight_decay)
+    var b1 = Float32(h.beta1)
+    var b2 = Float32(h.beta2)
+    var one_b1 = Float32(1.0 - h.beta1)
+    var one_b2 = Float32(1.0 - h.beta2)
     for i in range(len(p)):
         if h.weight_decay != 0:
-            p[i] = p[i] * (Float32(1.0) - h.lr * h.weight_decay)
-        m[i] = h.beta1 * m[i] + (Float32(1.0) - h.beta1) * g[i]
-        v[i] = h.beta2 * v[i] + (Float32(1.0) - h.beta2) * (g[i] * g[i])
-        p[i] = p[i] - step_size * (m[i] / (sqrt(v[i]) / sqrt_bc2 + h.eps))
+            p[i] = p[i] * decay
+        m[i] = b1 * m[i] + one_b1 * g[i]
+        v[i] = b2 * v[i] + one_b2 * (g[i] * g[i])
+        p[i] = p[i] - step_size * (m[i] / (sqrt(v[i]) / sqrt_bc2 + Float32(h.eps)))
 
 
 # ---------------------------------------------------------------- kernel against reference
@@ -250,8 +258,9 @@ def check_case(sizes: List[Int], mode: Int, k: Int, rows: Int, mut rng: Rng) rai
     var p0 = rng.values(n, -0.7, 0.7)
     var m0 = rng.values(n, -0.01, 0.01)
     var v0 = rng.values(n, 0, 0.001)
-    var h = Hyper(rng.uniform(1e-4, 0.05), rng.uniform(0.8, 0.95), rng.uniform(0.99, 0.9999),
-                  1e-8, Float32(0.0) if rng.below(3) == 0 else rng.uniform(0, 0.1))
+    var h = Hyper(Float64(rng.uniform(1e-4, 0.05)) * 1.0000001, Float64(rng.uniform(0.8, 0.95)),
+                  0.999 if rng.below(2) == 0 else Float64(rng.uniform(0.99, 0.9999)), 1e-8,
+                  0.0 if rng.below(3) == 0 else Float64(rng.uniform(0, 0.1)))
     var t0 = 1 + rng.below(1000)
 
     var p = p0.copy()

@@ -45,57 +45,73 @@ def ptr(xs: List[Float32]) -> F32P:
     return F32P(unsafe_from_address=Int(xs.unsafe_ptr()))
 
 
-def ref_adam(mut p: Float32, g0: Float32, mut m: Float32, mut v: Float32, lr: Float32,
-             b1: Float32, b2: Float32, eps: Float32, wd: Float32, decoupled: Bool,
-             maximize: Bool, bc1: Float32, bc2: Float32):
+def ref_pow(beta: Float64, t: Int) -> Float64:
+    """beta^t in binary64, squaring over the bits of t from the least significant."""
+    var r = Float64(1.0)
+    var b = beta
+    var k = t
+    while k != 0:
+        if k % 2 == 1:
+            r = r * b
+        b = b * b
+        k = k // 2
+    return r
+
+
+def ref_adam(mut p: Float32, g0: Float32, mut m: Float32, mut v: Float32, lr: Float64,
+             b1: Float64, b2: Float64, eps: Float64, wd: Float64, decoupled: Bool,
+             maximize: Bool, t: Int):
+    """Profile v2: the scalars in binary64 from the hyperparameters, each rounded once."""
+    var bc1: Float64 = 1.0 - ref_pow(b1, t)
+    var bc2: Float64 = 1.0 - ref_pow(b2, t)
     var g = -g0 if maximize else g0
     if wd != 0:
         if decoupled:
-            var decay: Float32 = Float32(1.0) - lr * wd
+            var decay = Float32(1.0 - lr * wd)
             p = p * decay
         else:
-            var d: Float32 = wd * p
+            var d: Float32 = Float32(wd) * p
             g = g + d
-    var a: Float32 = b1 * m
-    var b: Float32 = (Float32(1.0) - b1) * g
+    var a: Float32 = Float32(b1) * m
+    var b: Float32 = Float32(1.0 - b1) * g
     m = a + b
     var gg: Float32 = g * g
-    var c: Float32 = b2 * v
-    var e: Float32 = (Float32(1.0) - b2) * gg
+    var c: Float32 = Float32(b2) * v
+    var e: Float32 = Float32(1.0 - b2) * gg
     v = c + e
-    var step_size: Float32 = lr / bc1
+    var step_size = Float32(lr / bc1)
     var sv: Float32 = sqrt(v)
-    var sb: Float32 = sqrt(bc2)
+    var sb = Float32(sqrt(bc2))
     var q: Float32 = sv / sb
-    var denom: Float32 = q + eps
+    var denom: Float32 = q + Float32(eps)
     var r: Float32 = m / denom
     var upd: Float32 = step_size * r
     p = p - upd
 
 
-def ref_sgd(mut p: Float32, g0: Float32, mut buf: Float32, lr: Float32, mu: Float32,
-            damp: Float32, wd: Float32, nesterov: Bool, maximize: Bool, initialized: Bool):
+def ref_sgd(mut p: Float32, g0: Float32, mut buf: Float32, lr: Float64, mu: Float64,
+            damp: Float64, wd: Float64, nesterov: Bool, maximize: Bool, initialized: Bool):
     var g = -g0 if maximize else g0
     if wd != 0:
-        var d: Float32 = wd * p
+        var d: Float32 = Float32(wd) * p
         g = g + d
     if mu != 0:
         if initialized:
-            var a: Float32 = mu * buf
-            var b: Float32 = (Float32(1.0) - damp) * g
+            var a: Float32 = Float32(mu) * buf
+            var b: Float32 = Float32(1.0 - damp) * g
             buf = a + b
         else:
             buf = g
         if nesterov:
-            var c: Float32 = mu * buf
+            var c: Float32 = Float32(mu) * buf
             g = g + c
         else:
             g = buf
-    var u: Float32 = lr * g
+    var u: Float32 = Float32(lr) * g
     p = p - u
 
 
-def pick_hyper(choices: List[Float32]) -> Float32:
+def pick_hyper(choices: List[Float64]) -> Float64:
     return choices[Int(random_ui64(0, UInt64(len(choices) - 1)))]
 
 
@@ -111,25 +127,23 @@ def test_adam_matches_scalar_reference() raises:
         fill(g, 1.0)
         fill(m, 0.5)
         fill(v, 0.5, nonneg=True)
-        var lr = pick_hyper([Float32(0.0), Float32(1e-3), Float32(0.1), Float32(3.0)])
-        var b1 = pick_hyper([Float32(0.0), Float32(0.9), Float32(0.5)])
-        var b2 = pick_hyper([Float32(0.0), Float32(0.999), Float32(0.9)])
-        var eps = pick_hyper([Float32(1e-8), Float32(1e-30), Float32(0.1)])
-        var wd = pick_hyper([Float32(0.0), Float32(0.01), Float32(10.0)])
+        # Binary64 hyperparameters, most not float32 values (profile v2 keeps them as given).
+        var lr = pick_hyper([0.0, 1e-3, 0.1, 3.0, random_float64(0.0, 0.1)])
+        var b1 = pick_hyper([0.0, 0.9, 0.5, random_float64(0.8, 1.0)])
+        var b2 = pick_hyper([0.0, 0.999, 0.9, random_float64(0.99, 1.0)])
+        var eps = pick_hyper([1e-8, 1e-30, 0.1])
+        var wd = pick_hyper([0.0, 0.01, 10.0])
         var decoupled = random_ui64(0, 1) == 1
         var maximize = random_ui64(0, 1) == 1
         var t = Int(random_ui64(1, 3000))
-        var bc1 = bias_correction(b1, t)
-        var bc2 = bias_correction(b2, t)
         var ep = p.copy()
         var em = m.copy()
         var ev = v.copy()
         for i in range(n):
-            ref_adam(ep[i], g[i], em[i], ev[i], lr, b1, b2, eps, wd, decoupled, maximize,
-                     bc1, bc2)
+            ref_adam(ep[i], g[i], em[i], ev[i], lr, b1, b2, eps, wd, decoupled, maximize, t)
         var g_before = g.copy()
         adam_update(ptr(p), ptr(g), ptr(m), ptr(v), n, lr, b1, b2, eps, wd, decoupled,
-                    maximize, bc1, bc2)
+                    maximize, t)
         for i in range(n):
             var where = String("seed ", s, " trial ", trial, " n ", n, " index ", i)
             assert_equal(bits(p[i]), bits(ep[i]), String("p: ", where))
@@ -152,13 +166,9 @@ def test_adam_into_separate_outputs_equals_in_place() raises:
     var po = List[Float32](length=n, fill=0)
     var mo = List[Float32](length=n, fill=0)
     var vo = List[Float32](length=n, fill=0)
-    var bc1 = bias_correction(Float32(0.9), 7)
-    var bc2 = bias_correction(Float32(0.999), 7)
-    var sc = adam_scalars(Float32(0.01), Float32(0.9), Float32(0.999), Float32(1e-8),
-                          Float32(0.1), True, False, bc1, bc2)
+    var sc = adam_scalars(0.01, 0.9, 0.999, 1e-8, 0.1, True, False, 7)
     _ = adam_update_into(ptr(p), ptr(g), ptr(m), ptr(v), ptr(po), ptr(mo), ptr(vo), n, sc)
-    adam_update(ptr(p), ptr(g), ptr(m), ptr(v), n, Float32(0.01), Float32(0.9),
-                Float32(0.999), Float32(1e-8), Float32(0.1), True, False, bc1, bc2)
+    adam_update(ptr(p), ptr(g), ptr(m), ptr(v), n, 0.01, 0.9, 0.999, 1e-8, 0.1, True, False, 7)
     for i in range(n):
         assert_equal(bits(po[i]), bits(p[i]), String("seed ", s, " index ", i))
         assert_equal(bits(mo[i]), bits(m[i]), String("seed ", s, " index ", i))
@@ -188,7 +198,7 @@ def test_adam_into_reports_whether_g_and_the_new_state_are_finite() raises:
         fill(g, 2.0)
         fill(m, 1.0)
         fill(v, 1.0, nonneg=True)
-        var lr = Float32(0.01)
+        var lr = Float64(0.01)
         var at = Int(random_ui64(0, UInt64(n - 1)))
         var how = trial % 5
         if how == 1:
@@ -198,15 +208,12 @@ def test_adam_into_reports_whether_g_and_the_new_state_are_finite() raises:
         elif how == 3:
             m[at] = inf
         elif how == 4:
-            lr = Float32(3.0e38)  # the step itself overflows p
+            lr = Float64(3.0e38)  # the step itself overflows p
             p[at] = Float32(-3.0e38)
         var po = List[Float32](length=n, fill=0)
         var mo = List[Float32](length=n, fill=0)
         var vo = List[Float32](length=n, fill=0)
-        var bc1 = bias_correction(Float32(0.9), 3)
-        var bc2 = bias_correction(Float32(0.999), 3)
-        var sc = adam_scalars(lr, Float32(0.9), Float32(0.999), Float32(1e-8), Float32(0.0),
-                              True, False, bc1, bc2)
+        var sc = adam_scalars(lr, 0.9, 0.999, 1e-8, 0.0, True, False, 3)
         var flag = adam_update_into(ptr(p), ptr(g), ptr(m), ptr(v), ptr(po), ptr(mo),
                                     ptr(vo), n, sc)
         var want = _all_finite(g) and _all_finite(po) and _all_finite(mo) and _all_finite(vo)
@@ -225,10 +232,10 @@ def test_sgd_matches_scalar_reference() raises:
         fill(p, 3.0)
         fill(g, 1.0)
         fill(buf, 1.0)
-        var lr = pick_hyper([Float32(0.0), Float32(1e-3), Float32(0.5)])
-        var mu = pick_hyper([Float32(0.0), Float32(0.9), Float32(0.5)])
-        var damp = pick_hyper([Float32(0.0), Float32(0.1), Float32(0.9)])
-        var wd = pick_hyper([Float32(0.0), Float32(1e-4), Float32(5.0)])
+        var lr = pick_hyper([0.0, 1e-3, 0.5, random_float64(0.0, 0.1)])
+        var mu = pick_hyper([0.0, 0.9, 0.5])
+        var damp = pick_hyper([0.0, 0.1, 0.9, random_float64()])
+        var wd = pick_hyper([0.0, 1e-4, 5.0])
         var nesterov = random_ui64(0, 1) == 1
         var maximize = random_ui64(0, 1) == 1
         var initialized = random_ui64(0, 1) == 1
@@ -248,35 +255,40 @@ def test_bias_correction_by_squaring() raises:
     var s = fresh_seed()
     # Powers of 1/2 are exact, so every t has one right answer.
     for t in range(1, 120):
-        var expect = Float32(1.0)
+        var expect = Float64(1.0)
         for _ in range(t):
-            expect = expect * Float32(0.5)
-        assert_equal(bits(pow_by_squaring(Float32(0.5), t)), bits(expect))
-    assert_equal(bias_correction(Float32(0.9), 1), Float32(1.0) - Float32(0.9))
-    assert_equal(bias_correction(Float32(0.0), 5), Float32(1.0))
+            expect = expect * 0.5
+        assert_equal(pow_by_squaring(Float64(0.5), t)[0], expect)
+    assert_equal(bias_correction(0.9, 1), Float64(1.0) - 0.9)
+    assert_equal(bias_correction(0.0, 5), Float64(1.0))
     # A scalar loop over the bits from the least significant, against random beta and t.
     for _ in range(200):
-        var beta = Float32(random_float64())
+        var beta = random_float64()
         var t = Int(random_ui64(1, 1 << 20))
-        var r = Float32(1.0)
-        var b = beta
-        var k = t
-        while k != 0:
-            if k % 2 == 1:
-                r = r * b
-            b = b * b
-            k = k // 2
-        assert_equal(bits(bias_correction(beta, t)), bits(Float32(1.0) - r),
+        assert_equal(bias_correction(beta, t), Float64(1.0) - ref_pow(beta, t),
                      String("seed ", s, " beta ", beta, " t ", t))
     # Both betas in one two-lane pass give each scalar pass's bits, up to t = 2**53 - 1.
     for _ in range(500):
-        var b1 = Float32(random_float64())
-        var b2 = Float32(random_float64(0.99, 1.0))
+        var b1 = random_float64()
+        var b2 = random_float64(0.99, 1.0)
         var t = Int(random_ui64(1, (1 << 53) - 1) >> random_ui64(0, 52))
         var both = bias_corrections(b1, b2, t)
         var where = String("seed ", s, " betas ", b1, " ", b2, " t ", t)
-        assert_equal(bits(both[0]), bits(bias_correction(b1, t)), where)
-        assert_equal(bits(both[1]), bits(bias_correction(b2, t)), where)
+        assert_equal(both[0], bias_correction(b1, t), where)
+        assert_equal(both[1], bias_correction(b2, t), where)
+
+
+def test_adam_scalars_are_formed_in_binary64_and_rounded_once() raises:
+    # The accuracy fix of profile v2: 1 - beta2 from the binary64 0.999 (0.001 to float32
+    # precision), not from float32(0.999) (0.00099998713: 1.3e-5 off).
+    var sc = adam_scalars(1e-2, 0.9, 0.999, 1e-8, 0.01, True, False, 1)
+    assert_equal(bits(sc.one_minus_beta2), bits(Float32(Float64(1.0) - 0.999)))
+    assert_true(bits(sc.one_minus_beta2) != bits(Float32(1.0) - Float32(0.999)))
+    assert_equal(bits(sc.one_minus_beta1), bits(Float32(Float64(1.0) - 0.9)))
+    assert_equal(bits(sc.step_size), bits(Float32(1e-2 / (1.0 - 0.9))))
+    assert_equal(bits(sc.sqrt_bc2), bits(Float32(sqrt(Float64(1.0) - 0.999))))
+    assert_equal(bits(sc.decay), bits(Float32(1.0 - 1e-2 * 0.01)))
+    assert_equal(bits(sc.beta2), bits(Float32(0.999)))
 
 
 def test_sum_squares_is_sequential() raises:

@@ -19,3 +19,12 @@ def sqrt_rn[w: Int](x: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]:
         return out
     else:
         return sqrt(x)
+
+
+@always_inline
+def sqrt64_rn(x: Float64) -> Float64:
+    """The correctly rounded binary64 square root on every target (the optimizers' scalars)."""
+    comptime if is_nvidia_gpu():
+        return llvm_intrinsic["llvm.nvvm.sqrt.rn.d", Float64](x)
+    else:
+        return sqrt(x)

@@ -5,28 +5,23 @@ op(A) = A (m×k, row stride k) or Aᵀ (A stored k×m); op(B) = B (k×n) or Bᵀ
 Every function computes only rows [row_begin, row_end) of C (and, optionally, columns
 [col_begin, col_end)), so threads can split the outputs (training/pool.mojo).
 
-Identical mode, every target (ARITHMETIC.md "Reductions"): each output is
-    acc = +0.0; for p in 0..k-1: acc = acc + a[i,p] * b[p,j]     (product rounded, sum rounded)
-then C[i,j] = acc, or C[i,j] = C[i,j] + acc when accumulating. SIMD and threads only run
-across outputs (i, j), never along p, so every schedule gives these bits.
-
-Fast mode: acc starts at +0.0 (or at C[i,j] when accumulating) and each step is one fused
-`acc = fma(a[i,p], b[p,j], acc)`, p ascending. The k-blocking stores acc in C between blocks
-(exact: it is a float32), so the result does not depend on the tiling or the thread count
-either; it differs from identical mode by the rounding of the products and the final add.
+Both modes, every target (docs/ARITHMETIC.md, profile v2 "GEMM"): each output is one chain
+    acc = +0.0 (or C[i,j] when accumulating); for p in 0..k-1: acc = fma(a[i,p], b[p,j], acc)
+one correctly rounded fused multiply-add a step, p strictly ascending, then C[i,j] = acc. The
+k-blocking stores acc in C between blocks (exact: it is a float32), and SIMD, tiles and threads
+only run across outputs (i, j), never along p, so every width, tile, k block, split and thread
+count gives these bits: identical and fast mode share this one kernel family.
 
 Public kernels (other families import them; keep these signatures stable):
     gemm_naive(a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end)
-        the algorithmic reference, one output at a time (identical-mode arithmetic).
-    gemm_identical[W](same arguments)   identical-mode arithmetic, SIMD width W (any W gives
-        the same bits; W = 8 is the production width).
-    gemm_fast(same arguments)           fast-mode arithmetic (FMA, packing, tiling).
-    gemm(same arguments)                the build's mode: gemm_identical[8] or gemm_fast.
-    The last three also take col_begin, col_end (a range of columns), epi (an Epilogue) and
+        the algorithmic reference, one output at a time.
+    gemm_on[W, NV](same arguments)      the packed kernel with a 6 × (NV·W) register tile at
+        SIMD width W (any tile gives the same bits; tests run several).
+    gemm(same arguments)                the production tile for the build's vector width.
+    The last two also take col_begin, col_end (a range of columns), epi (an Epilogue) and
     buf: a packing buffer of at least `gemm_bytes` bytes (0: the call mallocs its own).
 
-Epilogue (`Epilogue`, both modes): once an output's value is final (after `C + acc` when
-accumulating, after the last k block in fast mode) it may go through, in this order,
+Epilogue (`Epilogue`): once an output's value is final (after the last k block) it may go through, in this order,
 `z + bias[j]` (one rounded add), then ReLU `z > 0 ? z : +0.0` (each output exactly once): the
 same operations as training/mlp.mojo's separate pass (bias_activation), so the bits are
 theirs, done on each tile right after it is stored (still in L1) instead of in another pass
@@ -37,31 +32,27 @@ the tile holds whole rows, each of its rows' cross-entropy (training/loss.mojo
 Packing memory: `gemm_bytes` says how much a call needs; a caller that keeps a buffer (a
 session's arena, training/arena.mojo) passes it as `buf`, else each call mallocs its own.
 
-Blocking (both modes, after BLIS): B is packed into k×NR column panels and A into MR×k row
-panels (copies only: no arithmetic), zero padded at the edges; a micro-kernel keeps an MR×NR
-tile of C in registers. Identical mode never splits k (the tile is stored once, after the
-whole chain, so `C + acc` stays one add); fast mode splits k into KC blocks for the caches.
+Blocking (after BLIS): B is packed into k×NR column panels and A into MR×k row panels (copies
+only: no arithmetic), zero padded at the edges; a micro-kernel keeps an MR×NR tile of C in
+registers; k is split into KC blocks for the caches, the chain carried through C.
 """
 from std.math import fma
 from std.sys import simd_width_of
 
 from training.arena import Scratch, release, scratch
-from training.config import F32P, IDENTICAL
+from training.config import F32P
 from training.loss import RowLosses, cross_entropy_rows
 
-comptime IDENTICAL_W = 8  # production width of the identical kernel (one AVX2 register)
-# Identical mode's register tile, ID_MR × ID_NR (ID_NR / W vectors a row at any width W ≤ 16):
-# one place for `gemm_identical`, `gemm_bytes`, `gemm_tiles_hold_rows` and `_shared`.
-comptime ID_MR = 6
-comptime ID_NR = 16
-comptime FAST_W = simd_width_of[DType.float32]()
+# The build's vector width: 16 floats (one zmm) in the x86-64-v4 build, 8 (one ymm) in v3.
+comptime VW = simd_width_of[DType.float32]()
+comptime TILE_MR = 6  # rows of the register tile (6 × 2 vectors: 12 accumulators, `gemm`)
 comptime MC = 96  # rows of A packed at once (a multiple of every MR used)
-# Fast mode's k block. AVX-512 (W = 16): 256, so a KC × 32 B panel stays in L1. AVX2 (W = 8):
-# 1024, since a 6 × 1024 A panel fits L1 and each k block reloads and re-stores the C tile:
-# KC 256 ran 1024³ at ~86 GFLOP/s on this AMD EPYC (Zen 3), 1024 at ~91 (tools/bench_gemm.py).
-comptime FAST_KC = 256 if FAST_W >= 16 else 1024
+# The k block. AVX-512 (W = 16): 256, so a KC × 32 B panel stays in L1. AVX2 (W = 8): 1024,
+# since a 6 × 1024 A panel fits L1 and each k block reloads and re-stores the C tile: KC 256
+# ran 1024³ at ~86 GFLOP/s on this AMD EPYC (Zen 3), 1024 at ~91 (tools/bench_gemm.py).
+comptime KC = 256 if VW >= 16 else 1024
 # Columns of B packed at once: 1024 (a 1 MiB B block at KC 256). At n = 1024 that packs A
-# once instead of twice, ~10 % of the time at W = 16; identical mode at W = 8 gained ~3 %.
+# once instead of twice, ~10 % of the time at W = 16; the 6 × 16 tile at W = 8 gained ~3 %.
 comptime NC = 1024
 comptime PANEL_ALIGN = 64  # packed panels start on a cache line: no vector load splits one
 
@@ -141,16 +132,14 @@ def _b_at(b: F32P, p: Int, j: Int, n: Int, k: Int, tb: Bool) -> Float32:
 
 def gemm_naive(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
                accumulate: Bool, row_begin: Int, row_end: Int):
-    """The algorithmic reference: one output at a time, k ascending. Rows [row_begin, row_end)."""
+    """The algorithmic reference: one output at a time, one fma chain k ascending from +0.0
+    (or from C when accumulating). Rows [row_begin, row_end)."""
     for i in range(row_begin, row_end):
         for j in range(n):
-            var acc = Float32(0.0)
+            var acc = c[unsafe_offset=i * n + j] if accumulate else Float32(0.0)
             for p in range(k):
-                acc = acc + _a_at(a, i, p, m, k, ta) * _b_at(b, p, j, n, k, tb)
-            if accumulate:
-                c[unsafe_offset=i * n + j] = c[unsafe_offset=i * n + j] + acc
-            else:
-                c[unsafe_offset=i * n + j] = acc
+                acc = fma(_a_at(a, i, p, m, k, ta), _b_at(b, p, j, n, k, tb), acc)
+            c[unsafe_offset=i * n + j] = acc
 
 
 # ---------------------------------------------------------------- packing (copies only)
@@ -284,25 +273,19 @@ def _pow2_at_least(x: Int) -> Int:
         p *= 2
     return p
 
-# How a tile meets C: overwrite, add the finished sum (identical accumulate), or start the
-# chain from C (fast mode: accumulating, or a later k block).
-comptime STORE = 0
-comptime ADD = 1
-comptime CHAIN = 2
-
-
 @always_inline
-def _micro[FUSED: Bool, W: Int, MR: Int, NV: Int, LDA: Int = MR](
-    kc: Int, ap: F32P, bp: F32P, c: F32P, ldc: Int, rows: Int, cols: Int, how: Int
+def _micro[W: Int, MR: Int, NV: Int, LDA: Int = MR](
+    kc: Int, ap: F32P, bp: F32P, c: F32P, ldc: Int, rows: Int, cols: Int, chain: Bool
 ):
     """The MR × (NV·W) tile of C at `c` from packed panels (A's LDA rows wide: a narrower
-    tile reads the first MR rows of a wider panel); only rows×cols of it are real."""
+    tile reads the first MR rows of a wider panel); only rows×cols of it are real. The chain
+    starts from +0.0, or from C when `chain` (accumulating, or a later k block)."""
     comptime NR = NV * W
     # SIMD lengths are powers of two; lanes past MR·NR are never touched and optimized away.
     comptime T = _pow2_at_least(MR * NR)
     var acc = SIMD[DType.float32, T](0.0)
     var full = rows == MR and cols == NR
-    if how == CHAIN:
+    if chain:
         if full:
             comptime for r in range(MR):
                 comptime for v in range(NV):
@@ -310,35 +293,31 @@ def _micro[FUSED: Bool, W: Int, MR: Int, NV: Int, LDA: Int = MR](
                         c.unsafe_load[width=W](r * ldc + v * W))
         else:
             acc = _load_edge[W, MR, NV, T](c, ldc, rows, cols)
-    # Two k steps per iteration (each output still adds its products p ascending): the
-    # scheduler of a generic x86-64-v3 build then interleaves the steps' multiplies and adds,
-    # where one step per iteration had each add wait on the multiply just before it (~20 %
-    # slower on AMD Zen 2).
+    # Two k steps per iteration (each output's chain still p ascending): the loop overhead
+    # is paid once per two steps, and the scheduler sees both steps' loads ahead.
     var p = 0
     while p + 2 <= kc:
         comptime for u in range(2):
-            _k_step[FUSED, W, MR, NV, T, LDA](acc, ap, bp, p + u)
+            _k_step[W, MR, NV, T, LDA](acc, ap, bp, p + u)
         p += 2
     if p < kc:
-        _k_step[FUSED, W, MR, NV, T, LDA](acc, ap, bp, p)
+        _k_step[W, MR, NV, T, LDA](acc, ap, bp, p)
     if full:
         comptime for r in range(MR):
             comptime for v in range(NV):
-                var out = c.unsafe_offset(r * ldc + v * W)
-                var tile = acc.slice[W, offset=(r * NV + v) * W]()
-                if how == ADD:
-                    tile = out.unsafe_load[width=W]() + tile
-                out.unsafe_store(tile)
-    else:  # fast mode never ADDs (its chain starts from C instead); identical mode may
-        _store_edge[W, MR, NV, T](acc, c, ldc, rows, cols, how == ADD)
+                c.unsafe_offset(r * ldc + v * W).unsafe_store(
+                    acc.slice[W, offset=(r * NV + v) * W]())
+    else:
+        _store_edge[W, MR, NV, T](acc, c, ldc, rows, cols)
 
 
 @always_inline
-def _k_step[FUSED: Bool, W: Int, MR: Int, NV: Int, T: Int, LDA: Int](
+def _k_step[W: Int, MR: Int, NV: Int, T: Int, LDA: Int](
     mut acc: SIMD[DType.float32, T], ap: F32P, bp: F32P, p: Int
 ):
-    """acc += the outer product of step p's packed A column and B row (one rounding each for
-    the product and the sum in identical mode, one fused step in fast mode)."""
+    """One fma step of every accumulator: acc = fma(step p's packed A column, its B row, acc)
+    (MR·NV independent chains, 12 in the production tile: enough to cover an fma's 4-cycle
+    latency on two fma pipes)."""
     comptime NR = NV * W
     var brow = bp.unsafe_offset(p * NR)
     var arow = ap.unsafe_offset(p * LDA)
@@ -347,10 +326,7 @@ def _k_step[FUSED: Bool, W: Int, MR: Int, NV: Int, T: Int, LDA: Int](
         comptime for v in range(NV):
             comptime off = (r * NV + v) * W
             var bv = brow.unsafe_load[width=W](v * W)
-            comptime if FUSED:
-                acc = acc.insert[offset=off](fma(av, bv, acc.slice[W, offset=off]()))
-            else:
-                acc = acc.insert[offset=off](acc.slice[W, offset=off]() + av * bv)
+            acc = acc.insert[offset=off](fma(av, bv, acc.slice[W, offset=off]()))
 
 
 # An edge tile (fewer than MR rows or NR columns are real) moves one W-lane slice at a time:
@@ -379,9 +355,8 @@ def _load_edge[W: Int, MR: Int, NV: Int, T: Int](c: F32P, ldc: Int, rows: Int,
 
 @always_inline
 def _store_edge[W: Int, MR: Int, NV: Int, T: Int](acc: SIMD[DType.float32, T], c: F32P,
-                                                  ldc: Int, rows: Int, cols: Int, add: Bool):
-    """The real rows × cols of an edge tile into C, each `C + acc` (one rounded add) when
-    `add`, else `acc`."""
+                                                  ldc: Int, rows: Int, cols: Int):
+    """The real rows × cols of an edge tile into C."""
     comptime for r in range(MR):
         if r < rows:
             comptime for v in range(NV):
@@ -389,23 +364,18 @@ def _store_edge[W: Int, MR: Int, NV: Int, T: Int](acc: SIMD[DType.float32, T], c
                 var out = c.unsafe_offset(r * ldc + v * W)
                 var tile = acc.slice[W, offset=(r * NV + v) * W]()
                 if lanes == W:
-                    if add:
-                        tile = out.unsafe_load[width=W]() + tile
                     out.unsafe_store(tile)
                 else:
                     for j in range(lanes):
-                        var x = tile[j]
-                        if add:
-                            x = out[unsafe_offset=j] + x
-                        out[unsafe_offset=j] = x
+                        out[unsafe_offset=j] = tile[j]
 
 
 # ---------------------------------------------------------------- blocked driver
 
 
-def _rows_on_packed_b[FUSED: Bool, W: Int, MR: Int, NV: Int](
+def _rows_on_packed_b[W: Int, MR: Int, NV: Int](
     a: F32P, m: Int, k: Int, ta: Bool, bp: F32P, c: F32P, n: Int, pc: Int, kc: Int, jc: Int,
-    nc: Int, row_begin: Int, row_end: Int, how: Int, fin: Epilogue, ap: F32P,
+    nc: Int, row_begin: Int, row_end: Int, chain: Bool, fin: Epilogue, ap: F32P,
 ):
     """Rows [row_begin, row_end) × columns [jc, jc + nc) of C for the k block [pc, pc + kc),
     from B's block packed at `bp`; A is packed MC rows at a time into `ap`."""
@@ -424,17 +394,15 @@ def _rows_on_packed_b[FUSED: Bool, W: Int, MR: Int, NV: Int](
                 # rows a full 6-row one wasted 2/3 of a sixth of the product.
                 comptime if MR > 4:
                     if rows <= 2:
-                        _micro[FUSED, W, 2, NV, MR](kc, apanel, bpanel, ct, n, rows,
-                                                    cols, how)
+                        _micro[W, 2, NV, MR](kc, apanel, bpanel, ct, n, rows, cols,
+                                             chain)
                     elif rows <= 4:
-                        _micro[FUSED, W, 4, NV, MR](kc, apanel, bpanel, ct, n, rows,
-                                                    cols, how)
+                        _micro[W, 4, NV, MR](kc, apanel, bpanel, ct, n, rows, cols,
+                                             chain)
                     else:
-                        _micro[FUSED, W, MR, NV](kc, apanel, bpanel, ct, n, rows,
-                                                 cols, how)
+                        _micro[W, MR, NV](kc, apanel, bpanel, ct, n, rows, cols, chain)
                 else:
-                    _micro[FUSED, W, MR, NV](kc, apanel, bpanel, ct, n, rows, cols,
-                                             how)
+                    _micro[W, MR, NV](kc, apanel, bpanel, ct, n, rows, cols, chain)
                 if fin.any():
                     _finish_tile[W](ct, n, rows, cols, fin,
                                     F32P(unsafe_from_address=fin.bias).unsafe_offset(jc + jr),
@@ -456,9 +424,11 @@ def _blocked_bytes[MR: Int, NR: Int](rows: Int, cols: Int, k: Int, kc_max: Int) 
     return 4 * kcb * panels + 2 * PANEL_ALIGN
 
 
-def _gemm_blocked[FUSED: Bool, W: Int, MR: Int, NV: Int](
+
+
+def _gemm_blocked[W: Int, MR: Int, NV: Int](
     a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool, accumulate: Bool,
-    row_begin: Int, row_end: Int, kc_max: Int, col_begin: Int = 0, col_end: Int = -1,
+    row_begin: Int, row_end: Int, col_begin: Int = 0, col_end: Int = -1,
     epi: Epilogue = Epilogue.none(), buf: Int = 0,
 ):
     """Rows [row_begin, row_end) and columns [col_begin, col_end) of C (col_end -1: n),
@@ -468,26 +438,24 @@ def _gemm_blocked[FUSED: Bool, W: Int, MR: Int, NV: Int](
     var c_end = n if col_end < 0 else col_end
     if row_begin >= row_end or col_begin >= c_end:
         return
-    if k == 0:  # no products: acc is +0.0 (identical), or C itself (fast, accumulating)
-        if not (FUSED and accumulate):
+    if k == 0:  # no products: the chain is +0.0, or C itself when accumulating
+        if not accumulate:
             for i in range(row_begin, row_end):
                 for j in range(col_begin, c_end):
-                    var at = i * n + j
-                    c[unsafe_offset=at] = (c[unsafe_offset=at] + 0.0) if accumulate else 0.0
+                    c[unsafe_offset=i * n + j] = 0.0
         if epi.any():
             var at = row_begin * n + col_begin
             _finish_tile[W](c.unsafe_offset(at), n, row_end - row_begin, c_end - col_begin, epi,
                             F32P(unsafe_from_address=epi.bias).unsafe_offset(col_begin),
                             row_begin)
         return
-    var kcb = min(kc_max, k)
+    var kcb = min(KC, k)
     var b_floats = kcb * _round_up(min(NC, c_end - col_begin), NR)
     var own = Scratch(buf, False)
     if buf == 0:
-        own = scratch(0, _blocked_bytes[MR, NR](row_end - row_begin, c_end - col_begin, k,
-                                                kc_max))
+        own = scratch(0, _blocked_bytes[MR, NR](row_end - row_begin, c_end - col_begin, k, KC))
     # B panels on a cache line: unaligned, every other 32-byte load of a panel row straddled
-    # two lines, and identical 1024³ ran ~8 % slower. A panels are read one float at a time.
+    # two lines, and 1024³ ran ~8 % slower. A panels are read one float at a time.
     var bp = F32P(unsafe_from_address=_round_up(own.addr, PANEL_ALIGN))
     var ap = bp.unsafe_offset(b_floats)
     for jc in range(col_begin, c_end, NC):
@@ -495,98 +463,64 @@ def _gemm_blocked[FUSED: Bool, W: Int, MR: Int, NV: Int](
         for pc in range(0, k, kcb):
             var kc = min(kcb, k - pc)
             _pack_b[NR](b, n, k, tb, pc, kc, jc, nc, bp)
-            # Fast mode's chain is final only after its last k block.
+            # The chain is final only after its last k block.
             var fin = epi if pc + kc >= k else Epilogue.none()
-            var how = STORE
-            if pc > 0 or (FUSED and accumulate):
-                how = CHAIN
-            elif accumulate:
-                how = ADD
-            _rows_on_packed_b[FUSED, W, MR, NV](a, m, k, ta, bp, c, n, pc, kc, jc, nc,
-                                                row_begin, row_end, how, fin, ap)
+            _rows_on_packed_b[W, MR, NV](a, m, k, ta, bp, c, n, pc, kc, jc, nc, row_begin,
+                                         row_end, pc > 0 or accumulate, fin, ap)
     release(own)
 
 
-def gemm_identical[W: Int](a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool,
-                           tb: Bool, accumulate: Bool, row_begin: Int, row_end: Int,
-                           col_begin: Int = 0, col_end: Int = -1,
-                           epi: Epilogue = Epilogue.none(), buf: Int = 0):
-    """Identical-mode GEMM with SIMD width W across output columns: the bits of `gemm_naive`
-    (then `epi`)."""
-    comptime NV = 1 if W >= ID_NR else ID_NR // W
-    # 6 × 16 at W = 8: 12 accumulators, 2 B vectors, a broadcast and a product fill the 16
-    # ymm registers. It ran ~6 % faster than 4 × 16 on this AMD EPYC (Zen 3: two add pipes).
-    _gemm_blocked[False, W, ID_MR, NV](a, b, c, m, n, k, ta, tb, accumulate, row_begin,
-                                       row_end, max(k, 1), col_begin, col_end, epi, buf)
+def gemm_on[W: Int, NV: Int](a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool,
+                             tb: Bool, accumulate: Bool, row_begin: Int, row_end: Int,
+                             col_begin: Int = 0, col_end: Int = -1,
+                             epi: Epilogue = Epilogue.none(), buf: Int = 0):
+    """The packed kernel with a 6 × (NV·W) register tile at SIMD width W: the bits of
+    `gemm_naive` at every W and NV (then `epi`). Tests run several tiles; `gemm` picks one."""
+    _gemm_blocked[W, TILE_MR, NV](a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end,
+                                  col_begin, col_end, epi, buf)
 
 
-def _fast_nr(n: Int) -> Int:
-    """The width of fast mode's register tile for n columns (`gemm_fast`)."""
-    comptime if FAST_W >= 16:
-        if n <= FAST_W // 2:
-            return FAST_W // 2
-    return FAST_W if n <= FAST_W else 2 * FAST_W
-
-
-def gemm_fast(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
-              accumulate: Bool, row_begin: Int, row_end: Int, col_begin: Int = 0,
-              col_end: Int = -1, epi: Epilogue = Epilogue.none(), buf: Int = 0):
-    """Fast-mode GEMM: FMA chains, packed panels, a 6 × 2W register tile, k blocked by KC.
-
-    Narrow products (n ≤ W, as in the MLP) take a 6 × W tile, or 6 × 8 when n ≤ 8 and W = 16,
-    so the tile is not mostly padding. Every output's chain is the same under every tile, so
-    the choice never changes a bit.
-    """
-    var nr = _fast_nr(n)
-    comptime if FAST_W >= 16:
-        if nr == FAST_W // 2:
-            _gemm_blocked[True, FAST_W // 2, 6, 1](a, b, c, m, n, k, ta, tb, accumulate,
-                                                   row_begin, row_end, FAST_KC, col_begin,
-                                                   col_end, epi, buf)
-            return
-    if nr == FAST_W:
-        _gemm_blocked[True, FAST_W, 6, 1](a, b, c, m, n, k, ta, tb, accumulate, row_begin,
-                                          row_end, FAST_KC, col_begin, col_end, epi, buf)
-        return
-    _gemm_blocked[True, FAST_W, 6, 2](a, b, c, m, n, k, ta, tb, accumulate, row_begin,
-                                      row_end, FAST_KC, col_begin, col_end, epi, buf)
+def _tile_nr(n: Int) -> Int:
+    """The width of `gemm`'s register tile for n columns: 2 vectors (6 × 2 = 12 accumulators,
+    two B loads, a broadcast: 15 of 16 ymm registers at W = 8, or 15 of 32 zmm at W = 16),
+    or one for narrow products (n ≤ W, as in the MLP), or 8 when n ≤ 8 and W = 16, so the
+    tile is not mostly padding. Every output's chain is the same under every tile."""
+    comptime if VW >= 16:
+        if n <= VW // 2:
+            return VW // 2
+    return VW if n <= VW else 2 * VW
 
 
 def gemm(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
          accumulate: Bool, row_begin: Int, row_end: Int, col_begin: Int = 0, col_end: Int = -1,
          epi: Epilogue = Epilogue.none(), buf: Int = 0):
-    """The GEMM of this build's numeric mode, on rows [row_begin, row_end) and columns
-    [col_begin, col_end) of C (col_end -1: all n), each output through `epi`; packing into
-    `buf` (at least `gemm_bytes`) or, when it is 0, into a buffer of its own."""
-    comptime if IDENTICAL:
-        gemm_identical[IDENTICAL_W](a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end,
-                                    col_begin, col_end, epi, buf)
-    else:
-        gemm_fast(a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end, col_begin, col_end,
-                  epi, buf)
+    """The GEMM of both modes, on rows [row_begin, row_end) and columns [col_begin, col_end)
+    of C (col_end -1: all n), each output through `epi`; packing into `buf` (at least
+    `gemm_bytes`) or, when it is 0, into a buffer of its own."""
+    var nr = _tile_nr(n)
+    comptime if VW >= 16:
+        if nr == VW // 2:
+            gemm_on[VW // 2, 1](a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end,
+                                col_begin, col_end, epi, buf)
+            return
+    if nr == VW:
+        gemm_on[VW, 1](a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end, col_begin,
+                       col_end, epi, buf)
+        return
+    gemm_on[VW, 2](a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end, col_begin,
+                   col_end, epi, buf)
 
 
 def gemm_tiles_hold_rows(n: Int) -> Bool:
     """Whether every register tile of `gemm` on an n-column C holds whole rows (so an
     Epilogue's `loss` may see each row once it is final)."""
-    comptime if IDENTICAL:
-        return n <= ID_NR
-    else:
-        return n <= _fast_nr(n)
+    return n <= _tile_nr(n)
 
 
 def gemm_bytes(n: Int, k: Int, rows: Int, cols: Int) -> Int:
     """The packing buffer `gemm` needs to compute `rows` rows × `cols` columns of an m × n
     product over k (any rows and columns that many)."""
-    comptime if IDENTICAL:
-        return _blocked_bytes[ID_MR, ID_NR](rows, cols, k, max(k, 1))
-    else:
-        var nr = _fast_nr(n)
-        if nr == 2 * FAST_W:
-            return _blocked_bytes[6, 2 * FAST_W](rows, cols, k, FAST_KC)
-        if nr == FAST_W:
-            return _blocked_bytes[6, FAST_W](rows, cols, k, FAST_KC)
-        return _blocked_bytes[6, FAST_W // 2](rows, cols, k, FAST_KC)
+    return _blocked_bytes[TILE_MR, 2 * VW](rows, cols, k, KC)  # the widest tile needs most
 
 
 # ---------------------------------------------------------------- one packed B, many threads
@@ -623,10 +557,7 @@ struct SharedGemm(ImplicitlyCopyable):
 
 def shared_fits(n: Int, k: Int) -> Bool:
     """Whether op(B) is a single block of `_gemm_blocked` (one k block, one column block)."""
-    comptime if IDENTICAL:
-        return k > 0 and n <= NC
-    else:
-        return k > 0 and n <= NC and k <= FAST_KC
+    return k > 0 and n <= NC and k <= KC
 
 
 def shared_b_floats(n: Int, k: Int) -> Int:
@@ -641,7 +572,7 @@ def shared_pieces(n: Int, k: Int) -> Int:
 
 def shared_a_floats(k: Int) -> Int:
     """The A buffer a thread needs for `shared_rows` (with `_pack_a`'s slack)."""
-    return ((SHARED_CHUNK + 5) // 6) * 6 * k + 2 * PANEL_ALIGN // 4
+    return ((SHARED_CHUNK + TILE_MR - 1) // TILE_MR) * TILE_MR * k + 2 * PANEL_ALIGN // 4
 
 
 def shared_pack(g: SharedGemm, piece: Int):
@@ -655,20 +586,16 @@ def shared_rows(g: SharedGemm, row_begin: Int, row_end: Int, ap: F32P):
 
 def _shared(g: SharedGemm, op: Int, x: Int, y: Int, ap: Int) -> Int:
     """`op` with the register tile `gemm` takes for this product."""
-    comptime if IDENTICAL:
-        return _shared_on[False, IDENTICAL_W, ID_MR, ID_NR // IDENTICAL_W](g, op, x, y, ap)
-    else:
-        var nr = _fast_nr(g.n)
-        comptime if FAST_W >= 16:
-            if nr == FAST_W // 2:
-                return _shared_on[True, FAST_W // 2, 6, 1](g, op, x, y, ap)
-        if nr == FAST_W:
-            return _shared_on[True, FAST_W, 6, 1](g, op, x, y, ap)
-        return _shared_on[True, FAST_W, 6, 2](g, op, x, y, ap)
+    var nr = _tile_nr(g.n)
+    comptime if VW >= 16:
+        if nr == VW // 2:
+            return _shared_on[VW // 2, 1](g, op, x, y, ap)
+    if nr == VW:
+        return _shared_on[VW, 1](g, op, x, y, ap)
+    return _shared_on[VW, 2](g, op, x, y, ap)
 
 
-def _shared_on[FUSED: Bool, W: Int, MR: Int, NV: Int](g: SharedGemm, op: Int, x: Int, y: Int,
-                                                      ap: Int) -> Int:
+def _shared_on[W: Int, NV: Int](g: SharedGemm, op: Int, x: Int, y: Int, ap: Int) -> Int:
     comptime NR = NV * W
     var panels = (g.n + NR - 1) // NR
     if op == _OP_FLOATS:
@@ -681,11 +608,8 @@ def _shared_on[FUSED: Bool, W: Int, MR: Int, NV: Int](g: SharedGemm, op: Int, x:
         _pack_b[NR](F32P(unsafe_from_address=g.b), g.n, g.k, g.tb, 0, g.k, j0,
                     min(SHARED_PIECE * NR, g.n - j0), bp.unsafe_offset(j0 * g.k))
         return 0
-    var how = STORE
-    if g.accumulate:
-        how = CHAIN if FUSED else ADD
     var abuf = (ap + PANEL_ALIGN - 1) // PANEL_ALIGN * PANEL_ALIGN
-    _rows_on_packed_b[FUSED, W, MR, NV](F32P(unsafe_from_address=g.a), g.m, g.k, g.ta, bp,
-                                        F32P(unsafe_from_address=g.c), g.n, 0, g.k, 0, g.n, x,
-                                        y, how, g.epi, F32P(unsafe_from_address=abuf))
+    _rows_on_packed_b[W, TILE_MR, NV](F32P(unsafe_from_address=g.a), g.m, g.k, g.ta, bp,
+                                      F32P(unsafe_from_address=g.c), g.n, 0, g.k, 0, g.n, x, y,
+                                      g.accumulate, g.epi, F32P(unsafe_from_address=abuf))
     return 0

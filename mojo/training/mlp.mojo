@@ -35,7 +35,7 @@ from training.arena import ARENA_WORDS, arena_release
 from training.config import F32P, I32P
 from training.gemm import Epilogue, gemm_tiles_hold_rows
 from training.loss import RowLosses, mean_cross_entropy, mean_of_rows
-from training.optim import adam_scalars, bias_corrections
+from training.optim import adam_scalars
 from training.pool import split_adam, split_gemm
 
 comptime MODE_FORWARD = 0
@@ -120,22 +120,20 @@ def gemm(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
     split_gemm(pool, a, b, c, m, n, k, ta, tb, False, epi, arena)
 
 
-def adamw_flat(p: F32P, g: F32P, m: F32P, v: F32P, n: Int, t: Int, lr: Float32, beta1: Float32,
-               beta2: Float32, eps: Float32, weight_decay: Float32):
+def adamw_flat(p: F32P, g: F32P, m: F32P, v: F32P, n: Int, t: Int, lr: Float64, beta1: Float64,
+               beta2: Float64, eps: Float64, weight_decay: Float64):
     """AdamW (decoupled decay) in place on the flat buffers, step t (one-based)."""
     _ = adamw_flat_into(p, g, m, v, p, m, v, n, t, lr, beta1, beta2, eps, weight_decay)
 
 
 def adamw_flat_into(p: F32P, g: F32P, m: F32P, v: F32P, p_out: F32P, m_out: F32P, v_out: F32P,
-                    n: Int, t: Int, lr: Float32, beta1: Float32, beta2: Float32, eps: Float32,
-                    weight_decay: Float32, pool: Int = 0) -> Bool:
+                    n: Int, t: Int, lr: Float64, beta1: Float64, beta2: Float64, eps: Float64,
+                    weight_decay: Float64, pool: Int = 0) -> Bool:
     """`adamw_flat` writing the new p, m, v to the `_out` buffers (or in place); returns
     whether g and the new p, m, v are all finite (`adam_update_into`). Shared with the
     workers of `pool` when there is one (elementwise: the same bits)."""
-    var bc = bias_corrections(beta1, beta2, t)
     return split_adam(pool, p, g, m, v, p_out, m_out, v_out, n,
-                      adam_scalars(lr, beta1, beta2, eps, weight_decay, True, False, bc[0],
-                                   bc[1]))
+                      adam_scalars(lr, beta1, beta2, eps, weight_decay, True, False, t))
 
 
 # ---------------------------------------------------------------- the fused step
@@ -207,7 +205,7 @@ def mlp_backward(d: MLPDims, x: F32P, p: F32P, h: F32P, dlogits: F32P, dh: F32P,
 
 def mlp_steps(d: MLPDims, x: F32P, y: I32P, p: F32P, m: F32P, v: F32P, losses: F32P,
               logits: F32P, grads: F32P, dx: F32P, rows: Int, mode: Int, k: Int, t0: Int,
-              lr: Float32, beta1: Float32, beta2: Float32, eps: Float32, weight_decay: Float32,
+              lr: Float64, beta1: Float64, beta2: Float64, eps: Float64, weight_decay: Float64,
               want_dx: Bool):
     """`k` consecutive steps over k batches of `rows` rows stacked in x / y, in place on the
     flat p, m, v (mode train; t = t0, t0+1, ...). `losses[i]` is batch i's loss; `logits`,
@@ -362,8 +360,8 @@ def layers_backward(sizes: List[Int], x: F32P, p: F32P, s: LayerScratch, grads: 
 
 def mlp_layers_steps(sizes: List[Int], x: F32P, y: I32P, p: F32P, m: F32P, v: F32P,
                      losses: F32P, logits: F32P, grads: F32P, dx: F32P, rows: Int, mode: Int,
-                     k: Int, t0: Int, lr: Float32, beta1: Float32, beta2: Float32, eps: Float32,
-                     weight_decay: Float32, want_dx: Bool):
+                     k: Int, t0: Int, lr: Float64, beta1: Float64, beta2: Float64, eps: Float64,
+                     weight_decay: Float64, want_dx: Bool):
     """`mlp_steps` for any layer sizes: `k` consecutive steps over k batches of `rows` rows
     stacked in x / y, in place on the flat p, m, v (mode train; t = t0, t0+1, ...); modes
     forward and grads run one batch and leave p, m, v untouched. Targets must already be

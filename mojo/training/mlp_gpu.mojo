@@ -22,12 +22,13 @@ per run instead of one per phase. The one-hidden-layer fused step has run on an 
 (tools/device_check.sh); the phase functions' use by the layer kernels has not run on a GPU.
 The hip build is compile-checked only.
 """
+from std.math import fma
 from max.gpu import barrier, block_dim, thread_idx
 from max.gpu.host import DeviceContext
 
 from training.checks import is_finite32
 from training.config import F32P, I32P, I64P
-from training.optim import AdamScalars, _adam_lanes, adam_scalars, bias_correction
+from training.optim import AdamScalars, _adam_lanes, adam_scalars
 from training.portable_math import exp32_scalar, log32_scalar
 
 comptime BLOCK = 256
@@ -53,10 +54,11 @@ def fused_fits(sizes: List[Int], rows: Int) -> Bool:
 
 @always_inline
 def dot(a: F32P, sa: Int, b: F32P, sb: Int, n: Int) -> Float32:
-    """acc = +0.0; acc = acc + a[q*sa] * b[q*sb], q ascending (the GEMM order)."""
+    """acc = +0.0; acc = fma(a[q*sa], b[q*sb], acc), q ascending: the GEMM's chain (profile
+    v2), an explicit fma so that the device's one correctly rounded fma.rn.f32 does it."""
     var acc = Float32(0.0)
     for q in range(n):
-        acc = acc + a[unsafe_offset=q * sa] * b[unsafe_offset=q * sb]
+        acc = fma(a[unsafe_offset=q * sa], b[unsafe_offset=q * sb], acc)
     return acc
 
 
@@ -143,11 +145,10 @@ def backward_phase(g: F32P, below: F32P, w: F32P, grads: F32P, dbelow: F32P, R: 
 
 
 @always_inline
-def step_scalars(t: Int, lr: Float32, beta1: Float32, beta2: Float32, eps: Float32,
-                 weight_decay: Float32) -> AdamScalars:
-    """`training.mlp.adamw_flat_into`'s scalars for step t (the same float32 operations)."""
-    return adam_scalars(lr, beta1, beta2, eps, weight_decay, True, False,
-                        bias_correction(beta1, t), bias_correction(beta2, t))
+def step_scalars(t: Int, lr: Float64, beta1: Float64, beta2: Float64, eps: Float64,
+                 weight_decay: Float64) -> AdamScalars:
+    """`training.mlp.adamw_flat_into`'s scalars for step t (the same operations)."""
+    return adam_scalars(lr, beta1, beta2, eps, weight_decay, True, False, t)
 
 
 @always_inline
@@ -209,8 +210,8 @@ def first_seen(seen: I64P, at: Int, count: Int, step: Int) -> Int64:
 def mlp_fused_kernel(x: F32P, y: I32P, p: F32P, m: F32P, v: F32P, losses: F32P, logits: F32P,
                      grads: F32P, dx: F32P, h: F32P, dl: F32P, dh: F32P, row_loss: F32P,
                      n_in: Int64, n_hid: Int64, n_out: Int64, n_rows: Int64, mode: Int64,
-                     k_steps: Int64, t0: Int64, lr: Float32, beta1: Float32, beta2: Float32,
-                     eps: Float32, weight_decay: Float32, want_dx: Int64, seen: I64P,
+                     k_steps: Int64, t0: Int64, lr: Float64, beta1: Float64, beta2: Float64,
+                     eps: Float64, weight_decay: Float64, want_dx: Int64, seen: I64P,
                      status: I32P, check: Int64):
     """`training.mlp.mlp_steps` for one block of threads; with `check`, then the finiteness
     status words of its outputs (a session reads them in the same download as the outputs)."""
@@ -260,8 +261,8 @@ def mlp_fused_kernel(x: F32P, y: I32P, p: F32P, m: F32P, v: F32P, losses: F32P, 
 def enqueue_fused_steps(ctx: DeviceContext, x: F32P, y: I32P, p: F32P, m: F32P, v: F32P,
                         losses: F32P, logits: F32P, grads: F32P, dx: F32P, h: F32P, dl: F32P,
                         dh: F32P, row_loss: F32P, inputs: Int, hidden: Int, classes: Int,
-                        rows: Int, mode: Int, k: Int, t0: Int, lr: Float32, beta1: Float32,
-                        beta2: Float32, eps: Float32, weight_decay: Float32,
+                        rows: Int, mode: Int, k: Int, t0: Int, lr: Float64, beta1: Float64,
+                        beta2: Float64, eps: Float64, weight_decay: Float64,
                         want_dx: Bool, seen: I64P, status: I32P, check: Bool) raises:
     """Launch `mlp_fused_kernel` on device pointers. With `check`, `seen` (CHECKS × BLOCK
     scratch) and `status` (CHECKS words) receive the finiteness status."""

@@ -73,8 +73,8 @@ def backward_kernel(g: F32P, below: F32P, w: F32P, grads: F32P, dbelow: F32P, ro
                    want_below != 0, mask != 0, _start(), _stride())
 
 
-def adamw_kernel(p: F32P, grads: F32P, m: F32P, v: F32P, n: Int64, t: Int64, lr: Float32,
-                 beta1: Float32, beta2: Float32, eps: Float32, weight_decay: Float32):
+def adamw_kernel(p: F32P, grads: F32P, m: F32P, v: F32P, n: Int64, t: Int64, lr: Float64,
+                 beta1: Float64, beta2: Float64, eps: Float64, weight_decay: Float64):
     adamw_phase(p, grads, m, v, Int(n), step_scalars(Int(t), lr, beta1, beta2, eps,
                                                       weight_decay), _start(), _stride())
 
@@ -189,8 +189,8 @@ trait PhaseLauncher:
                  n_out: Int, n_in: Int, want_below: Bool, mask: Bool) raises:
         ...
 
-    def adamw(self, p: F32P, grads: F32P, m: F32P, v: F32P, n: Int, t: Int, lr: Float32,
-              beta1: Float32, beta2: Float32, eps: Float32, weight_decay: Float32) raises:
+    def adamw(self, p: F32P, grads: F32P, m: F32P, v: F32P, n: Int, t: Int, lr: Float64,
+              beta1: Float64, beta2: Float64, eps: Float64, weight_decay: Float64) raises:
         ...
 
     def check(self, d: DeviceRun, n_logits: Int, n_losses: Int, n_grads: Int, n_dx: Int,
@@ -230,8 +230,8 @@ struct GridLauncher(PhaseLauncher):
             Int64(1 if want_below else 0), Int64(1 if mask else 0), grid_dim=_grid(outputs),
             block_dim=BLOCK)
 
-    def adamw(self, p: F32P, grads: F32P, m: F32P, v: F32P, n: Int, t: Int, lr: Float32,
-              beta1: Float32, beta2: Float32, eps: Float32, weight_decay: Float32) raises:
+    def adamw(self, p: F32P, grads: F32P, m: F32P, v: F32P, n: Int, t: Int, lr: Float64,
+              beta1: Float64, beta2: Float64, eps: Float64, weight_decay: Float64) raises:
         self.ctx.enqueue_function[adamw_kernel](
             p, grads, m, v, Int64(n), Int64(t), lr, beta1, beta2, eps, weight_decay,
             grid_dim=_grid(n), block_dim=BLOCK)
@@ -247,8 +247,8 @@ struct GridLauncher(PhaseLauncher):
 
 
 def layer_steps[L: PhaseLauncher](launch: L, sizes: List[Int], d: DeviceRun, rows: Int,
-                                  mode: Int, k: Int, t0: Int, lr: Float32, beta1: Float32,
-                                  beta2: Float32, eps: Float32, weight_decay: Float32,
+                                  mode: Int, k: Int, t0: Int, lr: Float64, beta1: Float64,
+                                  beta2: Float64, eps: Float64, weight_decay: Float64,
                                   want_dx: Bool, check: Bool) raises:
     """`training.mlp.mlp_layers_steps` as a sequence of phases on the pointers of `d`: k steps
     (mode train, t = t0, t0+1, ...; p, m, v in place) or one forward / gradient pass; with
@@ -309,8 +309,8 @@ def layer_steps[L: PhaseLauncher](launch: L, sizes: List[Int], d: DeviceRun, row
 
 
 def enqueue_steps(ctx: DeviceContext, sizes: List[Int], d: DeviceRun, rows: Int, mode: Int,
-                  k: Int, t0: Int, lr: Float32, beta1: Float32, beta2: Float32, eps: Float32,
-                  weight_decay: Float32, want_dx: Bool, check: Bool) raises:
+                  k: Int, t0: Int, lr: Float64, beta1: Float64, beta2: Float64, eps: Float64,
+                  weight_decay: Float64, want_dx: Bool, check: Bool) raises:
     """`layer_steps` on the device: the fused one-block kernel when the step is small
     (`fused_fits`), else the grid kernels."""
     if fused_fits(sizes, rows):
@@ -330,8 +330,8 @@ def _f(b: DeviceBuffer[DType.float32]) -> F32P:
 
 def mlp_layers_steps_gpu(sizes: List[Int], x: F32P, y: I32P, p: F32P, m: F32P, v: F32P,
                          losses: F32P, logits: F32P, grads: F32P, dx: F32P, rows: Int,
-                         mode: Int, k: Int, t0: Int, lr: Float32, beta1: Float32,
-                         beta2: Float32, eps: Float32, weight_decay: Float32,
+                         mode: Int, k: Int, t0: Int, lr: Float64, beta1: Float64,
+                         beta2: Float64, eps: Float64, weight_decay: Float64,
                          want_dx: Bool) raises:
     """`training.mlp.mlp_layers_steps` on the device: uploads the batches and the state, runs
     the steps, downloads losses, logits, gradients, dx and (mode train) p, m, v in place."""

@@ -141,8 +141,8 @@ struct DeviceState(Movable):
             raise e^
 
     def run(mut self, losses: F32P, logits: F32P, grads: F32P, dx: F32P, rows: Int, k: Int,
-            mode: Int, want_dx: Bool, t0: Int, lr: Float32, beta1: Float32, beta2: Float32,
-            eps: Float32, weight_decay: Float32) raises -> DeviceCheck:
+            mode: Int, want_dx: Bool, t0: Int, lr: Float64, beta1: Float64, beta2: Float64,
+            eps: Float64, weight_decay: Float64) raises -> DeviceCheck:
         """Run the uploaded batches (mode 0 forward, 1 gradients, 2 k training steps after
         `backup_state`), download the outputs with the status words in one copy, and report
         the first non-finite output."""

@@ -19,13 +19,12 @@ different outputs (or, in cross-entropy, different rows), never parts of one sum
   over the outputs (dW2[c, :], dH[r, :], db1[:]); db2 one scalar chain per class.
 - dW1 = dHᵀ·X: a second pass over rows ascending, lanes over dW1's (j, i) entries.
 - dX = dH·W1 (when asked): per row, lanes over the I outputs, j ascending.
-`_madd(acc, a, b)` is `acc + a·b` (two roundings) in identical builds and `fma(a, b, acc)` in
-fast builds: exactly the GEMM kernels' chains (training/gemm.mojo), so the per-operation path
-(GEMM entries) gives the same bits in both modes.
+`_madd(acc, a, b)` is `fma(a, b, acc)` (one rounding) in both modes: exactly the GEMM's chains
+(training/gemm.mojo, profile v2), so the per-operation path (GEMM entries) gives the same bits.
 """
 from std.math import fma
 
-from training.config import F32P, I32P, IDENTICAL
+from training.config import F32P, I32P
 from training.portable_math import exp32, log32
 
 
@@ -39,10 +38,7 @@ def _pow2_at_least(x: Int) -> Int:
 @always_inline
 def _madd[w: Int](acc: SIMD[DType.float32, w], a: SIMD[DType.float32, w],
                   b: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]:
-    comptime if IDENTICAL:
-        return acc + a * b
-    else:
-        return fma(a, b, acc)
+    return fma(a, b, acc)
 
 
 def lanes_forward[I: Int, H: Int, O: Int](x: F32P, p: F32P, h: F32P, logits: F32P, rows: Int):

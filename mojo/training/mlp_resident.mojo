@@ -9,7 +9,8 @@ is private: `_mlp_resident.Session` closes it exactly once and never uses it aft
 
 Block layout: 40 int64 header slots (below; `S_DEVICE` is used by GPU builds only: the widths,
 the region offsets, the counts every call needs), then float32 regions, each rounded up to 16
-floats: hyperparameters (lr, beta1, beta2, eps, weight_decay), two banks of (params, m, v), and
+floats: hyperparameters (lr, beta1, beta2, eps, weight_decay as five binary64 values in the
+first 16 floats), two banks of (params, m, v), and
 per-row scratch for `capacity` rows (training/mlp.mojo `LayerScratch`): every hidden layer's
 activations, dlogits (rows × classes), ping and pong (rows × the widest hidden layer; pong from
 two hidden layers on), int32 labels (rows), the rows' losses. Any layer sizes [n0, ..., nL], L <= 16.
@@ -45,7 +46,7 @@ from std.ffi import external_call
 
 from training.arena import arena_release
 from training.checks import first_nonfinite
-from training.config import F32P, I32P, I64P, VENDOR
+from training.config import F32P, F64P, I32P, I64P, VENDOR
 from training.copy import copy_floats
 from training.mlp import (LayerScratch, MLPDims, MODE_FORWARD, MODE_TRAIN, adamw_flat_into,
                           forward_loss, hidden_floats, layers_backward, layers_forward,
@@ -212,8 +213,9 @@ struct Session(ImplicitlyCopyable):
     def v(self) -> F32P:
         return self.bank().v()
 
-    def hyper(self, i: Int) -> Float32:
-        return self.f(self.r.hyper)[unsafe_offset=i]
+    def hyper(self, i: Int) -> Float64:
+        """Hyperparameter i (lr, beta1, beta2, eps, weight_decay), kept as given (binary64)."""
+        return F64P(unsafe_from_address=Int(self.f(self.r.hyper)))[unsafe_offset=i]
 
 
 @fieldwise_init
@@ -238,8 +240,8 @@ def is_session(addr: Int) -> Bool:
     return addr != 0 and I64P(unsafe_from_address=addr)[unsafe_offset=S_MAGIC] == MAGIC
 
 
-def session_open(sizes: List[Int], capacity: Int, t: Int, lr: Float32, beta1: Float32,
-                 beta2: Float32, eps: Float32, weight_decay: Float32, p: F32P, m: F32P,
+def session_open(sizes: List[Int], capacity: Int, t: Int, lr: Float64, beta1: Float64,
+                 beta2: Float64, eps: Float64, weight_decay: Float64, p: F32P, m: F32P,
                  v: F32P) -> Int:
     """A new session for widths `sizes` (at most MAX_LAYERS layers) holding copies of p, m, v
     (`total_params(sizes)` each) and step count t; 0 when the allocation fails."""
@@ -266,7 +268,7 @@ def session_open(sizes: List[Int], capacity: Int, t: Int, lr: Float32, beta1: Fl
     hdr[unsafe_offset=S_BACKUP_T] = -1
     hdr[unsafe_offset=S_TOTAL_FLOATS] = Int64(r.end)
     var s = Session(addr)
-    var hy = s.f(r.hyper)
+    var hy = F64P(unsafe_from_address=Int(s.f(r.hyper)))
     hy[unsafe_offset=0] = lr
     hy[unsafe_offset=1] = beta1
     hy[unsafe_offset=2] = beta2

@@ -6,10 +6,11 @@ Specs: https://pytorch.org/docs/stable/generated/torch.optim.Adam.html, `AdamW`,
 ("Optimizers ..."); `tests/reference/optim.py` is its executable form.
 
 Public signatures (the fused MLP step imports the first two; keep them stable):
-    bias_correction(beta: Float32, t: Int) -> Float32            1 - beta^t, t one-based
-    bias_corrections(beta1, beta2, t) -> SIMD[float32, 2]        both of them in one pass
+    bias_correction(beta: Float64, t: Int) -> Float64            1 - beta^t (binary64), t one-based
+    bias_corrections(beta1, beta2, t) -> SIMD[float64, 2]        both of them in one pass
+    adam_scalars(lr, beta1, beta2, eps, weight_decay, decoupled, maximize, t)   step t's scalars
     adam_update(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, decoupled, maximize,
-                bc1, bc2)                                         in place on p, m, v; reads g
+                t)                                                in place on p, m, v; reads g
     sgd_update(p, g, buf, n, lr, momentum, dampening, weight_decay, nesterov, maximize,
                buf_initialized)                                   in place on p, buf; reads g
     sum_squares(g, n) -> Float32                                 sequential, ascending, from +0
@@ -17,11 +18,13 @@ Public signatures (the fused MLP step imports the first two; keep them stable):
     scale_inplace(g, n, c)                                       g = g * c
     tree_sum(srcs, count, dst, n)                                balanced tree over `count` sources
 
+Hyperparameters arrive as given (binary64); the per-step scalars are formed in binary64 and
+rounded once to float32 (`adam_scalars`, `sgd_scalars`; docs/ARITHMETIC.md profile v2).
 Per element, in this order (identical mode: one IEEE binary32 operation each, no FMA):
     g = g * clip_coef          (only when the step clips; the caller's array gets the same bits)
     g = -g                     (maximize)
     Adam:  g = g + wd * p                      (coupled; skipped when wd == 0, as torch)
-    AdamW: p = p * (1 - lr * wd)               (decoupled; scalar formed in float32; skipped at 0)
+    AdamW: p = p * (1 - lr * wd)               (decoupled; scalar formed in binary64; skipped at 0)
     m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * (g * g)
     p = p - (lr / bc1) * (m / (sqrt(v) / sqrt(bc2) + eps))
            (fast mode: sqrt(v) * (1 / sqrt(bc2)), one division fewer)
@@ -38,7 +41,7 @@ from std.sys import simd_width_of
 
 from training.checks import is_finite32
 from training.config import F32P, I64P, IDENTICAL
-from training.fp import sqrt_rn
+from training.fp import sqrt64_rn, sqrt_rn
 
 comptime W = 8  # lanes of the fast-mode reductions (their bits depend on it)
 # Lanes of the elementwise updates (any width gives the scalar loop's bits): the target's
@@ -52,13 +55,13 @@ comptime CLIP_EPS = Float32(1e-6)
 # Scalars
 
 
-def pow_by_squaring[w: Int = 1](beta: SIMD[DType.float32, w], t: Int) -> SIMD[DType.float32, w]:
-    """`beta^t` in float32, lane by lane, by squaring over the bits of `t` from the least
-    significant."""
-    var r = SIMD[DType.float32, w](1.0)
+def pow_by_squaring[w: Int = 1](beta: SIMD[DType.float64, w], t: Int) -> SIMD[DType.float64, w]:
+    """`beta^t` in binary64, lane by lane, by squaring over the bits of `t` from the least
+    significant (IEEE multiplies only, no libm `pow`: the same bits on every target)."""
+    var r = SIMD[DType.float64, w](1.0)
     var b = beta
     var k = t
-    var one = SIMD[DType.float32, w](1.0)
+    var one = SIMD[DType.float64, w](1.0)
     while k > 0:
         # A select, not a branch: the bits of t are unpredictable, and a mispredicted branch per
         # bit cost more than the rest of a batch-1 AdamW step. r * 1.0 is exactly r. (A width-1
@@ -69,15 +72,15 @@ def pow_by_squaring[w: Int = 1](beta: SIMD[DType.float32, w], t: Int) -> SIMD[DT
     return r
 
 
-def bias_correction(beta: Float32, t: Int) -> Float32:
-    """`1 - beta^t` with `beta^t` from `pow_by_squaring`; `t` is one-based."""
-    return Float32(1.0) - pow_by_squaring(beta, t)[0]
+def bias_correction(beta: Float64, t: Int) -> Float64:
+    """`1 - beta^t` in binary64 with `beta^t` from `pow_by_squaring`; `t` is one-based."""
+    return Float64(1.0) - pow_by_squaring(beta, t)[0]
 
 
-def bias_corrections(beta1: Float32, beta2: Float32, t: Int) -> SIMD[DType.float32, 2]:
+def bias_corrections(beta1: Float64, beta2: Float64, t: Int) -> SIMD[DType.float64, 2]:
     """(`bias_correction(beta1, t)`, `bias_correction(beta2, t)`), both in one pass: the same
     bits, lane by lane, at about a third of the cost of two scalar passes."""
-    return Float32(1.0) - pow_by_squaring[2](SIMD[DType.float32, 2](beta1, beta2), t)
+    return Float64(1.0) - pow_by_squaring[2](SIMD[DType.float64, 2](beta1, beta2), t)
 
 
 def clip_coefficient(max_norm: Float32, norm: Float32) -> Float32:
@@ -112,15 +115,19 @@ struct AdamScalars(ImplicitlyCopyable):
     var clip_coef: Float32
 
 
-def adam_scalars(lr: Float32, beta1: Float32, beta2: Float32, eps: Float32,
-                 weight_decay: Float32, decoupled: Bool, maximize: Bool, bc1: Float32,
-                 bc2: Float32, clip: Bool = False,
-                 clip_coef: Float32 = Float32(1.0)) -> AdamScalars:
-    """Forms the scalars of one step in the documented order."""
-    var sqrt_bc2 = sqrt_rn[1](bc2)[0]
-    return AdamScalars(beta1, beta2, Float32(1.0) - beta1, Float32(1.0) - beta2, eps,
-                       weight_decay, Float32(1.0) - lr * weight_decay, lr / bc1, sqrt_bc2,
-                       Float32(1.0) / sqrt_bc2, decoupled, maximize, clip, clip_coef)
+def adam_scalars(lr: Float64, beta1: Float64, beta2: Float64, eps: Float64,
+                 weight_decay: Float64, decoupled: Bool, maximize: Bool, t: Int,
+                 clip: Bool = False, clip_coef: Float32 = Float32(1.0)) -> AdamScalars:
+    """The scalars of step t (one-based), as torch forms them (profile v2): `1 - beta`, the
+    bias corrections, `lr / bc1`, `sqrt(bc2)` and `1 - lr * wd` in binary64 from the
+    hyperparameters as given, each rounded once to float32; beta, eps and wd rounded once."""
+    var bc = bias_corrections(beta1, beta2, t)
+    var sqrt_bc2 = sqrt64_rn(bc[1])
+    return AdamScalars(Float32(beta1), Float32(beta2), Float32(Float64(1.0) - beta1),
+                       Float32(Float64(1.0) - beta2), Float32(eps), Float32(weight_decay),
+                       Float32(Float64(1.0) - lr * weight_decay), Float32(lr / bc[0]),
+                       Float32(sqrt_bc2), Float32(Float64(1.0) / sqrt_bc2), decoupled,
+                       maximize, clip, clip_coef)
 
 
 @always_inline
@@ -188,11 +195,11 @@ def adam_update_into(p_in: F32P, g: F32P, m_in: F32P, v_in: F32P, p_out: F32P, m
     return finite
 
 
-def adam_update(p: F32P, g: F32P, m: F32P, v: F32P, n: Int, lr: Float32, beta1: Float32,
-                beta2: Float32, eps: Float32, weight_decay: Float32, decoupled: Bool,
-                maximize: Bool, bc1: Float32, bc2: Float32):
-    """One Adam (coupled L2) or AdamW (decoupled) step in place on p, m, v; g is only read."""
-    var s = adam_scalars(lr, beta1, beta2, eps, weight_decay, decoupled, maximize, bc1, bc2)
+def adam_update(p: F32P, g: F32P, m: F32P, v: F32P, n: Int, lr: Float64, beta1: Float64,
+                beta2: Float64, eps: Float64, weight_decay: Float64, decoupled: Bool,
+                maximize: Bool, t: Int):
+    """One Adam (coupled L2) or AdamW (decoupled) step t in place on p, m, v; g is only read."""
+    var s = adam_scalars(lr, beta1, beta2, eps, weight_decay, decoupled, maximize, t)
     _ = adam_update_into(p, g, m, v, p, m, v, n, s)
 
 
@@ -214,12 +221,13 @@ struct SgdScalars(ImplicitlyCopyable):
     var clip_coef: Float32
 
 
-def sgd_scalars(lr: Float32, momentum: Float32, dampening: Float32, weight_decay: Float32,
+def sgd_scalars(lr: Float64, momentum: Float64, dampening: Float64, weight_decay: Float64,
                 nesterov: Bool, maximize: Bool, clip: Bool = False,
                 clip_coef: Float32 = Float32(1.0)) -> SgdScalars:
-    """Forms the scalars of one SGD step."""
-    return SgdScalars(lr, momentum, Float32(1.0) - dampening, weight_decay, nesterov, maximize,
-                      clip, clip_coef)
+    """The scalars of one SGD step from the hyperparameters as given, each rounded once to
+    float32 (`1 - dampening` formed in binary64 first, profile v2)."""
+    return SgdScalars(Float32(lr), Float32(momentum), Float32(Float64(1.0) - dampening),
+                      Float32(weight_decay), nesterov, maximize, clip, clip_coef)
 
 
 @always_inline
@@ -267,8 +275,8 @@ def sgd_update_into(p_in: F32P, g: F32P, buf_in: F32P, p_out: F32P, buf_out: F32
         i += 1
 
 
-def sgd_update(p: F32P, g: F32P, buf: F32P, n: Int, lr: Float32, momentum: Float32,
-               dampening: Float32, weight_decay: Float32, nesterov: Bool, maximize: Bool,
+def sgd_update(p: F32P, g: F32P, buf: F32P, n: Int, lr: Float64, momentum: Float64,
+               dampening: Float64, weight_decay: Float64, nesterov: Bool, maximize: Bool,
                buf_initialized: Bool):
     """One SGD step in place on p and buf (the caller flips its `buf_initialized` after)."""
     var s = sgd_scalars(lr, momentum, dampening, weight_decay, nesterov, maximize)

@@ -115,6 +115,10 @@ struct Args(Movable):
     def f32param(self, i: Int) -> Float32:
         return Float32(self.params[i])
 
+    def f64param(self, i: Int) -> Float64:
+        """Param `i` as given (the optimizers' hyperparameters stay binary64: profile v2)."""
+        return self.params[i]
+
 
 def refuse_nonfinite(entry: StaticString, output: StaticString, p: F32P, n: Int) raises:
     """Raise RuntimeError naming the entry and the output when `p[0:n]` holds a NaN/Inf."""

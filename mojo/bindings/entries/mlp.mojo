@@ -100,14 +100,15 @@ def mlp_sum_rows(addrs: PythonObject, params: PythonObject) raises -> PythonObje
 
 
 def _check_hyper(entry: StaticString, args: Args, first: Int) raises:
-    """lr, beta1, beta2, eps, weight_decay at params[first:first+5], as float32."""
-    var lr = args.f32param(first)
-    var b1 = args.f32param(first + 1)
-    var b2 = args.f32param(first + 2)
-    var eps = args.f32param(first + 3)
-    var wd = args.f32param(first + 4)
-    if not (lr > 0 and lr < Float32.MAX and eps > 0 and eps < Float32.MAX
-            and wd >= 0 and wd < Float32.MAX and b1 >= 0 and b1 < 1 and b2 >= 0 and b2 < 1):
+    """lr, beta1, beta2, eps, weight_decay at params[first:first+5], as given (binary64)."""
+    var lr = args.f64param(first)
+    var b1 = args.f64param(first + 1)
+    var b2 = args.f64param(first + 2)
+    var eps = args.f64param(first + 3)
+    var wd = args.f64param(first + 4)
+    var big = Float64(Float32.MAX)
+    if not (lr > 0 and lr < big and eps > 0 and eps < big
+            and wd >= 0 and wd < big and b1 >= 0 and b1 < 1 and b2 >= 0 and b2 < 1):
         raise Error("ValueError: ", entry, ": need lr > 0, eps > 0, weight_decay >= 0 (finite) ",
                     "and betas in [0, 1); got lr=", lr, " betas=(", b1, ", ", b2, ") eps=", eps,
                     " weight_decay=", wd)
@@ -120,8 +121,8 @@ def mlp_adamw(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
     var n = args.int(0, "n", 0, 1 << 40)
     var t = args.int(1, "t", 1, _MAX_STEP)
     _check_hyper(MLP_ADAMW.name, args, 2)
-    adamw_flat(args.f32(0), args.f32(1), args.f32(2), args.f32(3), n, t, args.f32param(2),
-               args.f32param(3), args.f32param(4), args.f32param(5), args.f32param(6))
+    adamw_flat(args.f32(0), args.f32(1), args.f32(2), args.f32(3), n, t, args.f64param(2),
+               args.f64param(3), args.f64param(4), args.f64param(5), args.f64param(6))
     refuse_nonfinite(MLP_ADAMW.name, "params", args.f32(0), n)
     refuse_nonfinite(MLP_ADAMW.name, "m", args.f32(2), n)
     refuse_nonfinite(MLP_ADAMW.name, "v", args.f32(3), n)
@@ -189,11 +190,11 @@ def mlp_train_step(addrs: PythonObject, params: PythonObject) raises -> PythonOb
         copy_floats(args.f32(2), p, n)
         copy_floats(args.f32(3), m, n)
         copy_floats(args.f32(4), v, n)
-    var lr = args.f32param(5)
-    var b1 = args.f32param(6)
-    var b2 = args.f32param(7)
-    var eps = args.f32param(8)
-    var wd = args.f32param(9)
+    var lr = args.f64param(5)
+    var b1 = args.f64param(6)
+    var b2 = args.f64param(7)
+    var eps = args.f64param(8)
+    var wd = args.f64param(9)
     var device_error = String()
     comptime if VENDOR != "cpu":
         try:
@@ -274,8 +275,8 @@ def mlp_resident_open(addrs: PythonObject, params: PythonObject) raises -> Pytho
         if bad >= 0:
             raise Error("ValueError: ", E, ": ", names[i], " must be finite (index ", bad,
                         " is ", args.f32(i)[unsafe_offset=bad], ")")
-    var addr = session_open(sizes, capacity, t, args.f32param(3), args.f32param(4),
-                            args.f32param(5), args.f32param(6), args.f32param(7), args.f32(0),
+    var addr = session_open(sizes, capacity, t, args.f64param(3), args.f64param(4),
+                            args.f64param(5), args.f64param(6), args.f64param(7), args.f32(0),
                             args.f32(1), args.f32(2))
     if addr == 0:
         raise Error("MemoryError: ", E, ": cannot allocate a session for ", capacity, " rows")

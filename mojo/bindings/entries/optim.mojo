@@ -24,7 +24,7 @@ from entries.args import Args, Layout
 from training.checks import first_nonfinite, is_finite32
 from training.config import F32P, I32P, I64P
 from training.copy import copy_floats
-from training.optim import (adam_scalars, adam_update_into, bias_corrections,
+from training.optim import (adam_scalars, adam_update_into,
                             clip_coefficient, scale_inplace, sgd_scalars, sgd_update_into,
                             sum_squares, tree_sum)
 
@@ -71,12 +71,12 @@ def _read_sizes(entry: StaticString, table: I64P, n_tensors: Int, stride: Int,
     return sizes^
 
 
-def _hyper(entry: StaticString, name: StaticString, x: Float32, lo: Float32, hi: Float32,
-           lo_open: Bool = False, hi_open: Bool = False) raises:
-    var ok = x >= lo and x <= hi
-    if lo_open and x == lo:
+def _hyper[T: DType](entry: StaticString, name: StaticString, x: Scalar[T], lo: Float32,
+                     hi: Float32, lo_open: Bool = False, hi_open: Bool = False) raises:
+    var ok = x.cast[DType.float64]() >= Float64(lo) and x.cast[DType.float64]() <= Float64(hi)
+    if lo_open and x.cast[DType.float64]() == Float64(lo):
         ok = False
-    if hi_open and x == hi:
+    if hi_open and x.cast[DType.float64]() == Float64(hi):
         ok = False
     if not ok:  # NaN fails every comparison
         raise Error("ValueError: ", entry, ": ", name, " ", x, " is outside ", "(" if lo_open
@@ -89,13 +89,13 @@ struct StepPlan(ImplicitlyCopyable):
 
     var kind: Int
     var t: Int
-    var lr: Float32
-    var beta1: Float32
-    var beta2: Float32
-    var eps: Float32
-    var weight_decay: Float32
-    var momentum: Float32
-    var dampening: Float32
+    var lr: Float64
+    var beta1: Float64
+    var beta2: Float64
+    var eps: Float64
+    var weight_decay: Float64
+    var momentum: Float64
+    var dampening: Float64
     var nesterov: Bool
     var maximize: Bool
     var clip: Bool
@@ -142,16 +142,14 @@ def _run_step(table: I64P, sizes: List[Int], m: F32P, v: F32P, flags: I32P, scra
                             flags[unsafe_offset=j] != 0)
             off += sizes[j]
     else:
-        var bc = bias_corrections(plan.beta1, plan.beta2, plan.t)
         var s = adam_scalars(plan.lr, plan.beta1, plan.beta2, plan.eps, plan.weight_decay,
-                             plan.kind == KIND_ADAMW, plan.maximize, bc[0], bc[1], plan.clip,
-                             coef)
+                             plan.kind == KIND_ADAMW, plan.maximize, plan.t, plan.clip, coef)
         for j in range(n_tensors):
             _ = adam_update_into(_f32_at(table, 3 * j), _f32_at(table, 3 * j + 1),
                              m.unsafe_offset(off), v.unsafe_offset(off), p_new.unsafe_offset(off),
                              m_new.unsafe_offset(off), v_new.unsafe_offset(off), sizes[j], s)
             off += sizes[j]
-    var uses_m = plan.kind != KIND_SGD or plan.momentum != Float32(0.0)
+    var uses_m = plan.kind != KIND_SGD or plan.momentum != Float64(0.0)
     var uses_v = plan.kind != KIND_SGD
     off = 0
     for j in range(n_tensors):
@@ -179,7 +177,7 @@ def _run_step(table: I64P, sizes: List[Int], m: F32P, v: F32P, flags: I32P, scra
         copy_floats(m_new, m, n_total)
     if uses_v:
         copy_floats(v_new, v, n_total)
-    if plan.kind == KIND_SGD and plan.momentum != Float32(0.0):
+    if plan.kind == KIND_SGD and plan.momentum != Float64(0.0):
         for j in range(n_tensors):
             flags[unsafe_offset=j] = 1
     return StepOutcome(OK, -1, -1, norm, coef)
@@ -194,9 +192,9 @@ def optim_step(addrs: PythonObject, params: PythonObject) raises -> PythonObject
     var n_tensors = args.int(1, "n_tensors", 1, MAX_TENSORS)
     var n_total = args.int(2, "n_total")
     var t = args.int(3, "t", 1, (1 << 53) - 1)  # exact in the float64 params
-    var plan = StepPlan(kind, t, args.f32param(4), args.f32param(5), args.f32param(6),
-                        args.f32param(7), args.f32param(8), args.f32param(9),
-                        args.f32param(10), args.flag(11, "nesterov"), args.flag(12, "maximize"),
+    var plan = StepPlan(kind, t, args.f64param(4), args.f64param(5), args.f64param(6),
+                        args.f64param(7), args.f64param(8), args.f64param(9),
+                        args.f64param(10), args.flag(11, "nesterov"), args.flag(12, "maximize"),
                         args.flag(13, "clip"), args.f32param(14))
     var inf = Float32.MAX_FINITE
     _hyper(E, "lr", plan.lr, 0, inf)
