@@ -51,7 +51,7 @@ def main():
             return F32P(unsafe_from_address=at + 4 * k * stride)
 
         var gp = F32P(unsafe_from_address=Int(g.unsafe_ptr()))
-        var s = adam_scalars(1e-3, 0.9, 0.999, 1e-8, 0.01, True, False, 0.1, 0.001)
+        var s = adam_scalars(1e-3, 0.9, 0.999, 1e-8, 0.01, True, False, 10)
         var t_adam = List[Float64]()
         var t_stream = List[Float64]()
         for r in range(REPEATS + 1):
