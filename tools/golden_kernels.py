@@ -108,11 +108,11 @@ def _optim_cases(rng):
                 m,
                 v,
                 t,
-                ref.f32(1e-2),
-                ref.f32(0.9),
-                ref.f32(0.999),
-                ref.f32(1e-8),
-                ref.f32(wd),
+                1e-2,  # as given: profile v2 forms the scalars in binary64
+                0.9,
+                0.999,
+                1e-8,
+                wd,
                 decoupled,
                 False,
             )

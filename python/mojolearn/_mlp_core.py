@@ -132,7 +132,7 @@ class MLPCore:
     _FILE_SCHEMA: str  # the checkpoint file schema
 
     _spec: LayerSizes
-    _config: dict[str, float]  # lr, beta1, beta2, eps, weight_decay (float32 values)
+    _config: dict[str, float]  # lr, beta1, beta2, eps, weight_decay (as given: profile v2)
     _schedule: dict[str, Any]
     _flags: Array | None  # SmallMLPTrainer's v1 optimizer flags (int32, 4); None otherwise
     _max_rows: int
@@ -364,8 +364,8 @@ class MLPCore:
     ) -> dict[str, Any]:
         """The checked state of a checkpoint file of this class's file schema."""
         if cls._FILE_SCHEMA == _ckpt.FILE_SCHEMA:
-            return _ckpt.load(path, allow_profile_change)
-        return _ckpt.load(path, allow_profile_change, cls._FILE_SCHEMA, max_bytes)
+            return _ckpt.load_resumable(path, allow_profile_change)
+        return _ckpt.load_resumable(path, allow_profile_change, cls._FILE_SCHEMA, max_bytes)
 
     def load_checkpoint(
         self: _Trainer,

@@ -74,14 +74,15 @@ def _scalar(value, name, api="SmallMLPTrainer"):
         raise ValueError(
             f"{api}: {name} must be a real number, got {type(value).__name__}"
         ) from None
-    r = round_f32(x)
-    if r is None:
+    if round_f32(x) is None:
         raise ValueError(f"{api}: {name} must be a finite float32, got {x!r}")
-    return r
+    return x
 
 
 def check_config(lr, betas, eps, weight_decay, api="SmallMLPTrainer"):
-    """The five hyperparameters rounded to float32, then checked (torch's rules)."""
+    """The five hyperparameters as given (binary64: profile v2 forms the step's scalars from
+    them), checked by torch's rules both as given and rounded to float32 (the per-element
+    update uses the rounded beta, eps and weight decay): 1e-50 is refused as an lr."""
     if isinstance(betas, (str, bytes)):
         raise ValueError(f"{api}: betas must be a pair of numbers, got {betas!r}")
     try:
@@ -95,14 +96,15 @@ def check_config(lr, betas, eps, weight_decay, api="SmallMLPTrainer"):
         "eps": _scalar(eps, "eps", api),
         "weight_decay": _scalar(weight_decay, "weight_decay", api),
     }
-    if not cfg["lr"] > 0:
+    f32 = {key: round_f32(x) for key, x in cfg.items()}
+    if not (cfg["lr"] > 0 and f32["lr"] > 0):
         raise ValueError(f"{api}: invalid learning rate {lr!r} (must be > 0 in float32)")
-    if not cfg["eps"] > 0:
+    if not (cfg["eps"] > 0 and f32["eps"] > 0):
         raise ValueError(f"{api}: invalid eps {eps!r} (must be > 0 in float32)")
     if not cfg["weight_decay"] >= 0:
         raise ValueError(f"{api}: invalid weight_decay {weight_decay!r} (must be >= 0)")
     for i, key in enumerate(("beta1", "beta2")):
-        if not 0 <= cfg[key] < 1:
+        if not (0 <= cfg[key] < 1 and 0 <= f32[key] < 1):
             raise ValueError(
                 f"{api}: invalid beta at index {i}: {betas[i]!r} (must be in [0, 1) in float32)"
             )

@@ -6,7 +6,9 @@ Format `mojolearn.small-mlp-checkpoint.v1` (the reference's v1 layout):
   ASCII only, no NaN/Infinity) followed by exactly one `\\n`, and MUST NOT exceed 32768 bytes.
 - The envelope MUST hold exactly `schema` (= "mojolearn.small-mlp-checkpoint.v1"), `payload`,
   `payload_sha256` and MAY hold `arithmetic_profile`; files written by mojolearn always hold
-  it ("mojolearn.portable-fp32.v1"). A missing profile means the reference's default
+  it ("mojolearn.portable-fp32.v2"; files written before it hold "mojolearn.portable-fp32.v1":
+  read as before, and an identical-mode one resumes only with `allow_profile_change`, see
+  `check_resumable`). A missing profile means the reference's default
   ("mojolearn.neural-training.fp32.v1").
 - `payload_sha256` MUST be the lowercase hex SHA-256 of the payload's canonical JSON. That hash
   is also the state hash (`SmallMLPTrainer.state_hash()`).
@@ -14,13 +16,14 @@ Format `mojolearn.small-mlp-checkpoint.v1` (the reference's v1 layout):
   [8, 16, 3], numeric_mode ("identical" | "fast"), parameter_order [weight1, bias1, weight2,
   bias2], weights {name: tensor}, optimizer {kind "AdamW", step (int, 0..2**31-1), m, v
   (tensors of 195 in parameter order), flags (int32 tensor of 4)}, config {lr, beta1, beta2,
-  eps, weight_decay} (float32 values as JSON numbers), data_schedule (a bounded JSON object).
+  eps, weight_decay} (JSON floats: the values as given; float32 values in a v1 file),
+  data_schedule (a bounded JSON object).
 - A tensor MUST be {"dtype": "<f4" | "<i4", "shape": [...], "hex": ...}: the C-order
   little-endian bytes as lowercase hex, exactly 8 hex digits per value (what the writer
   emits: one state has exactly one file, so `dumps(loads(f)) == f` byte for byte).
 - Readers MUST refuse duplicate keys, unknown or missing fields, bad or upper-case hex, wrong
   lengths, non-finite floats, numbers the writer would not have written (an `architecture`
-  entry 3.0, a `config` value that is not a float32 written as a JSON float), a hash mismatch
+  entry 3.0, a `config` value that is not a JSON float, or in a v1 file not a float32), a hash mismatch
   and (unless asked to migrate) a different profile, with ValueError, before any trainer
   state changes. Nothing is evaluated; there is no pickle.
 - `load(path)` `stat`s the path before opening it: anything but a regular file (a FIFO, which
@@ -64,7 +67,10 @@ if TYPE_CHECKING:
 
 FILE_SCHEMA = "mojolearn.small-mlp-checkpoint.v1"
 MLP_FILE_SCHEMA = "mojolearn.mlp-checkpoint.v1"
-PROFILE = "mojolearn.portable-fp32.v1"
+PROFILE = "mojolearn.portable-fp32.v2"
+# Files written before profile v2 (every one until 0.x's fma change): readable, and resumable
+# in fast mode; an identical-mode v1 state resumes only when asked (`check_resumable`).
+PROFILE_V1 = "mojolearn.portable-fp32.v1"
 REFERENCE_PROFILE = "mojolearn.neural-training.fp32.v1"
 MAX_BYTES = 32768
 # The largest admissible MLP (2**26 parameters): params, m and v at 8 hex digits a value, plus
@@ -192,9 +198,10 @@ def _spec_of(payload: dict[str, Any]) -> LayerSizes:
         raise ValueError(str(exc)) from None
 
 
-def _decode_payload(payload: Any, small: bool = True) -> dict[str, Any]:
+def _decode_payload(payload: Any, small: bool = True, profile: str = PROFILE) -> dict[str, Any]:
     """The state of a payload: SmallMLPTrainer's (`small`) or MLPTrainer's, every tensor's
-    length checked against the declared architecture before it is decoded."""
+    length checked against the declared architecture before it is decoded; `profile` the
+    envelope's (a v1 writer rounded its config to float32)."""
     if type(payload) is not dict:
         raise ValueError("checkpoint: payload must be an object")
     missing, unknown = S.STATE_KEYS - set(payload), set(payload) - S.STATE_KEYS
@@ -244,7 +251,7 @@ def _decode_payload(payload: Any, small: bool = True) -> dict[str, Any]:
         )
     if type(payload["config"]) is dict:
         for key, x in payload["config"].items():
-            if type(x) is not float or S.round_f32(x) != x:
+            if type(x) is not float or (profile != PROFILE and S.round_f32(x) != x):
                 raise ValueError(
                     f"checkpoint: config {key} must be a float32 value written as "
                     f"a JSON float, got {x!r}"
@@ -336,7 +343,7 @@ def _parse(
     profile = envelope.get("arithmetic_profile", REFERENCE_PROFILE)
     if type(profile) is not str:
         raise ValueError("checkpoint: arithmetic_profile must be a string")
-    if profile != PROFILE and not allow_profile_change:
+    if profile not in (PROFILE, PROFILE_V1) and not allow_profile_change:
         named = (
             "none (the reference's default " + REFERENCE_PROFILE + ")"
             if "arithmetic_profile" not in envelope
@@ -347,7 +354,20 @@ def _parse(
             f"{PROFILE!r}; resuming would not reproduce the original run's bits. "
             f"Pass allow_profile_change=True to migrate (bits then follow {PROFILE!r})"
         )
-    return _decode_payload(payload, small), envelope
+    return _decode_payload(payload, small, profile), envelope
+
+
+def check_resumable(state: dict[str, Any], profile: str, allow_profile_change: bool) -> None:
+    """Refuse to resume an identical-mode state written under profile v1: its next steps
+    cannot give the bits of the run that wrote it (v2 computes its dot products with fma and
+    its optimizer scalars in binary64). `allow_profile_change=True` continues it under v2."""
+    if profile == PROFILE_V1 and state["numeric_mode"] == "identical" and not allow_profile_change:
+        raise ValueError(
+            f"checkpoint: written in identical mode under arithmetic profile {PROFILE_V1!r}; "
+            f"this mojolearn computes {PROFILE!r}, so resuming cannot reproduce the run that "
+            f"wrote it. Pass allow_profile_change=True (CLI: --allow-profile-change) to "
+            f"continue it under {PROFILE!r}"
+        )
 
 
 # ---------------------------------------------------------------- files
@@ -403,6 +423,23 @@ def load(
     """The state held by the checkpoint file at `path` (see `loads` for the arguments)."""
     bound = _bound(schema, max_bytes)
     return loads(read_bounded(path, bound, schema), allow_profile_change, schema, bound)
+
+
+def load_resumable(
+    path: _Path,
+    allow_profile_change: bool = False,
+    schema: str | None = FILE_SCHEMA,
+    max_bytes: int | None = None,
+) -> dict[str, Any]:
+    """`load`, then `check_resumable`: the state a trainer or `train --resume` continues."""
+    bound = _bound(schema, max_bytes)
+    state, envelope = _loads(
+        read_bounded(path, bound, schema), allow_profile_change, schema, bound
+    )
+    check_resumable(
+        state, envelope.get("arithmetic_profile", REFERENCE_PROFILE), allow_profile_change
+    )
+    return state
 
 
 def trainer_from_bytes(cls: type[_Trainer], data: bytes) -> _Trainer:

@@ -230,6 +230,13 @@ def build_parser():
         help="continue the run saved in --checkpoint at exactly the next batch",
     )
     train.add_argument(
+        "--allow-profile-change",
+        action="store_true",
+        help="with --resume: continue an identical-mode checkpoint written under an older "
+        "arithmetic profile (its next steps then follow this version's arithmetic, not the "
+        "original run's bits)",
+    )
+    train.add_argument(
         "--plot",
         metavar="PNG",
         help="write a PNG of train and test loss per step (needs the 'plot' "
@@ -304,7 +311,7 @@ def _checkpoint_module():
     return checkpoint
 
 
-def _peek_checkpoint(path):
+def _peek_checkpoint(path, allow_profile_change=False):
     """The data_schedule of a checkpoint, fully checked without loading a binding (the
     numeric mode must be chosen before the binding loads)."""
     if not os.path.isfile(path):
@@ -312,12 +319,17 @@ def _peek_checkpoint(path):
             f"--resume: no checkpoint at {_shown(path)} (train without --resume "
             f"first, or pass --checkpoint PATH)"
         )
+    ckpt = _checkpoint_module()
     try:
-        state = _checkpoint_module().load(path, schema=None)
+        state = ckpt.load(path, schema=None)
     except (OSError, ValueError) as exc:
         raise UsageError(
             f"--resume: {_shown(path)} is not a valid mojolearn checkpoint: {exc}"
         ) from None
+    try:
+        ckpt.load_resumable(path, allow_profile_change, None)
+    except ValueError as exc:
+        raise UsageError(f"--resume: {_shown(path)}: {exc}") from None
     problem = run_schedule_problem(state)
     if problem:
         raise UsageError(f"--resume: {_shown(path)}: {problem}")
@@ -381,8 +393,8 @@ def run_schedule_problem(state):
             f"data_schedule mode {schedule['mode']!r} differs from the state's numeric "
             f"mode {state['numeric_mode']!r}"
         )
-    for key in ("lr", "weight_decay"):
-        if round_f32(schedule[key]) != state["config"][key]:
+    for key in ("lr", "weight_decay"):  # as given (v2), or rounded (a v1 file's config)
+        if state["config"][key] not in (schedule[key], round_f32(schedule[key])):
             return (
                 f"data_schedule {key} {schedule[key]!r} differs from the state's "
                 f"{state['config'][key]!r}"
@@ -704,7 +716,7 @@ def _setup_run(args, group):
     """Options, dataset and trainer of a fresh run (step 0 saved at once) or a resumed one;
     every refusal is a UsageError before anything is written."""
     ckpt = args.checkpoint
-    stored = _peek_checkpoint(ckpt) if args.resume else None
+    stored = _peek_checkpoint(ckpt, args.allow_profile_change) if args.resume else None
     opts = _resolve_options(args, stored)
     import mojolearn
 

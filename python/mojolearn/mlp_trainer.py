@@ -40,8 +40,10 @@ class MLPTrainer(MLPCore):
         seed: with weights None, the seed of the initial weights (SplitMix64, torch's default
             `nn.Linear` bounds, layer by layer, weight then bias; the same bits everywhere).
         data_schedule: a non-empty, bounded JSON object describing the data order.
-        lr, betas, eps, weight_decay: AdamW hyperparameters, rounded once to float32, then
-            checked (lr > 0, eps > 0, weight_decay >= 0, betas in [0, 1)).
+        lr, betas, eps, weight_decay: AdamW hyperparameters, kept as given (each step's
+            scalars are formed from them in binary64, docs/ARITHMETIC.md profile v2) and
+            checked as given and in float32 (lr > 0, eps > 0, weight_decay >= 0, betas in
+            [0, 1)).
 
     Raises:
         TypeError: a width that is not an int, a weight that is not a float32 buffer.

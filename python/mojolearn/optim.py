@@ -13,7 +13,8 @@ Python validates and packs; every float operation that lands in a result runs in
     SGD:   g = g + wd*p (skipped at 0); momentum: buf = g on a tensor's first step, else
            buf = mu*buf + (1-dampening)*g; g = g + mu*buf (nesterov) or buf;  p = p - lr*g
 
-Hyperparameters are rounded to float32 when set. A step either completes or changes nothing:
+Hyperparameters are kept as given (binary64); each step forms its float32 scalars from them
+as torch does (docs/ARITHMETIC.md, profile v2). A step either completes or changes nothing:
 every argument is checked first, and the binding computes into scratch, checks the results
 and only then commits.
 
@@ -109,8 +110,10 @@ def _f32_hyper(
     hi: float | None = None,
     hi_open: bool = True,
 ) -> float:
-    """`value` checked against [lo, hi) (or the open variants) before AND after rounding to
-    float32: 0.99999999 rounds to 1.0 and 1e-50 to 0.0, both refused by name."""
+    """`value` as given (binary64: profile v2 forms each step's scalars from it), checked
+    against [lo, hi) (or the open variants) before AND after rounding to float32, as the
+    per-element update uses the rounded value: 0.99999999 rounds to 1.0 and 1e-50 to 0.0,
+    both refused by name."""
     v = _real(name, value)
     r = round_f32(v) if math.isfinite(v) else v
     for x in (v, r):
@@ -124,7 +127,7 @@ def _f32_hyper(
             )
             why = "" if x is v else f" (it rounds to {r!r} in float32)"
             raise ValueError(f"Invalid {name}: {value!r}{why}; expected a finite value in {rng}")
-    return r
+    return v
 
 
 def _bool(name: str, value: object) -> bool:
@@ -536,7 +539,7 @@ class _Optimizer:
 
     def _max_norm(self, max_norm: float | None) -> float | None:
         # 0 is refused, as the reference does (torch would silently zero every gradient).
-        return None if max_norm is None else _f32_hyper("max_norm", max_norm, lo_open=True)
+        return None if max_norm is None else round_f32(_f32_hyper("max_norm", max_norm, lo_open=True))
 
     def _next_lr(self, t: int) -> float:
         if self._schedule is None:

@@ -65,8 +65,10 @@ class SmallMLPTrainer(MLPCore):
         data_schedule: a non-empty, bounded JSON object describing the data order (dataset
             hash, seed, cursor ...). Stored with the state and in checkpoints; never compared
             with the batches passed.
-        lr, betas, eps, weight_decay: AdamW hyperparameters, rounded once to float32, then
-            checked (lr > 0, eps > 0, weight_decay >= 0, betas in [0, 1)).
+        lr, betas, eps, weight_decay: AdamW hyperparameters, kept as given (each step's
+            scalars are formed from them in binary64, docs/ARITHMETIC.md profile v2) and
+            checked as given and in float32 (lr > 0, eps > 0, weight_decay >= 0, betas in
+            [0, 1)).
 
     Raises:
         TypeError: a parameter is not a float32 buffer.
@@ -132,7 +134,7 @@ class SmallMLPTrainer(MLPCore):
             ValueError: the file is refused (named reason); nothing is built.
             OSError: the file cannot be read.
         """
-        return cls._from_state(_ckpt.load(path, allow_profile_change))
+        return cls._from_state(_ckpt.load_resumable(path, allow_profile_change))
 
     @classmethod
     def _from_state(cls, state: dict[str, Any]) -> SmallMLPTrainer:
