@@ -170,3 +170,18 @@ def test_loading_the_binding_leaves_the_environment_as_it_was():
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "same", proc.stdout
+
+
+def test_an_x86_cpu_without_fma_is_refused_by_name(monkeypatch):
+    # Profile v2 computes dot products as hardware fma chains: an x86-64-v2 CPU is refused
+    # before a binding built for x86-64-v3 could run an instruction it lacks.
+    import platform
+
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    v2 = frozenset({"sse2", "sse4_2", "popcnt", "ssse3", "avx"})
+    with pytest.raises(ImportError, match=r"lacks avx2, fma \(x86-64-v3\)"):
+        _backend.check_cpu_has_fma(v2)
+    _backend.check_cpu_has_fma(v2 | _backend._V3_FLAGS)  # a v3 CPU passes
+    _backend.check_cpu_has_fma(frozenset())  # no /proc/cpuinfo: nothing to go on
+    monkeypatch.setattr(platform, "machine", lambda: "aarch64")
+    _backend.check_cpu_has_fma(v2)  # every aarch64 core has fma

@@ -51,7 +51,7 @@ def test_file_layout(tmp_path):
     assert data == canon(env), "the file is the canonical JSON of its envelope"
     assert set(env) == {"schema", "payload", "payload_sha256", "arithmetic_profile"}
     assert env["schema"] == "mojolearn.small-mlp-checkpoint.v1"
-    assert env["arithmetic_profile"] == "mojolearn.portable-fp32.v1"
+    assert env["arithmetic_profile"] == "mojolearn.portable-fp32.v2"
     assert env["payload_sha256"] == hashlib.sha256(canon(env["payload"])[:-1]).hexdigest()
     assert env["payload_sha256"] == t.state_hash()
     p = env["payload"]
@@ -74,7 +74,7 @@ def test_round_trip(tmp_path):
     assert info == {
         "step": 3,
         "schema": "mojolearn.small-mlp-checkpoint.v1",
-        "profile": "mojolearn.portable-fp32.v1",
+        "profile": "mojolearn.portable-fp32.v2",
         "numeric_mode": t.numeric_mode_used(),
         "state_hash": t.state_hash(),
         "architecture": [8, 16, 3],

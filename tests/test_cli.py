@@ -412,7 +412,7 @@ def test_verify_good_and_tampered(tmp_path):
     done = done_record(run_cli(["train", "--steps", "12", "--json"], tmp_path))
     proc = ok(run_cli(["verify", "mojolearn-run.ckpt"], tmp_path))
     assert "OK" in proc.stdout and done["state_hash"] in proc.stdout
-    assert "step          12" in proc.stdout and "mojolearn.portable-fp32.v1" in proc.stdout
+    assert "step          12" in proc.stdout and "mojolearn.portable-fp32.v2" in proc.stdout
     report = json.loads(ok(run_cli(["verify", "mojolearn-run.ckpt", "--json"], tmp_path)).stdout)
     assert report["ok"] and report["step"] == 12 and report["state_hash"] == done["state_hash"]
     blob = (tmp_path / "mojolearn-run.ckpt").read_bytes()

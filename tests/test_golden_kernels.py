@@ -32,7 +32,7 @@ def _arr(hexes, shape):
 
 def _check(case, outputs):
     hint = f"golden case {case['name']} differs; regenerate with {DOC['regenerate']}"
-    assert DOC["format"] == G.FORMAT and DOC["profile"] == "mojolearn.portable-fp32.v1"
+    assert DOC["format"] == G.FORMAT and DOC["profile"] == "mojolearn.portable-fp32.v2"
     assert outputs == case["outputs"], hint
     assert hashlib.sha256(G.canonical(outputs)).hexdigest() == case["outputs_sha256"], hint
 

@@ -125,10 +125,10 @@ def _reference_step(kind, opts, state, grads, lr, max_norm):
             grads,
             state["m"],
             state["flags"],
-            lr,
-            f32(opts["momentum"]),
-            f32(opts["dampening"]),
-            f32(opts["weight_decay"]),
+            lr,  # the hyperparameters as given: profile v2 rounds what it forms from them
+            opts["momentum"],
+            opts["dampening"],
+            opts["weight_decay"],
             opts["nesterov"],
             opts["maximize"],
             max_norm,
@@ -142,10 +142,10 @@ def _reference_step(kind, opts, state, grads, lr, max_norm):
         state["v"],
         t,
         lr,
-        f32(opts["betas"][0]),
-        f32(opts["betas"][1]),
-        f32(opts["eps"]),
-        f32(opts["weight_decay"]),
+        opts["betas"][0],
+        opts["betas"][1],
+        opts["eps"],
+        opts["weight_decay"],
         kind == "AdamW",
         opts["maximize"],
         max_norm,
@@ -389,17 +389,19 @@ def test_get_and_set_params_rebuild_through_the_constructor(seed):
         opt.set_params(nope=1)
 
 
-def test_hyperparameters_are_rounded_to_float32_and_lr_assignment_is_checked(seed):
+def test_hyperparameters_are_kept_as_given_and_lr_assignment_is_checked(seed):
+    # Profile v2: the values as given (binary64), checked as given and in float32.
     r = random.Random(seed)
     params, _ = small_problem(r)
-    opt = Adam(params, lr=0.1)
-    assert opt.lr == f32(0.1) != 0.1
+    opt = Adam(params, lr=0.1, betas=(0.9, 0.999))
+    assert opt.lr == 0.1 != f32(0.1)
+    assert opt._hyper["beta1"] == 0.9 and opt._hyper["beta2"] == 0.999
     opt.lr = 0.3
-    assert opt.lr == f32(0.3)
+    assert opt.lr == 0.3
     for bad in (-0.1, math.nan, math.inf, 1e39):
         with pytest.raises(ValueError, match="learning rate"):
             opt.lr = bad
-        assert opt.lr == f32(0.3)
+        assert opt.lr == 0.3
     with pytest.raises(TypeError):
         opt.lr = "0.1"
 

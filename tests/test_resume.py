@@ -101,7 +101,7 @@ def _golden():
     with open(GOLDEN) as f:
         doc = json.load(f)
     assert doc["format"] == "mojolearn.small-mlp-golden.v1", HINT
-    assert doc["profile"] == "mojolearn.portable-fp32.v1", HINT
+    assert doc["profile"] == "mojolearn.portable-fp32.v2", HINT
     return doc
 
 

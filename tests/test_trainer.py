@@ -115,10 +115,16 @@ def test_constructor_refuses_hyperparameters(kw, match):
         make(**kw)
 
 
-def test_hyperparameters_rounded_to_float32():
-    t = make(lr=0.1, eps=1e-8)
+def test_hyperparameters_kept_as_given_and_checked_in_float32():
+    # Profile v2 forms each step's scalars from the values as given (binary64).
+    t = make(lr=0.1, eps=1e-8, betas=(0.9, 0.999))
     cfg = t.state_dict()["config"]
-    assert cfg["lr"] == f32(0.1) != 0.1 and cfg["eps"] == f32(1e-8)
+    assert cfg["lr"] == 0.1 != f32(0.1) and cfg["eps"] == 1e-8 and cfg["beta2"] == 0.999
+    # ... and refused when their float32 rounding is out of range.
+    with pytest.raises(ValueError, match="learning rate"):
+        make(lr=1e-50)  # > 0, but 0 in float32
+    with pytest.raises(ValueError, match="beta at index 1"):
+        make(betas=(0.9, 0.99999999))  # < 1, but 1.0 in float32
 
 
 def _deep(n):

@@ -9,6 +9,9 @@ comptime MODE = get_defined_string["MOJOLEARN_MODE", "identical"]()
 comptime TARGET_CPU = get_defined_string["MOJOLEARN_TARGET_CPU", "native"]()
 comptime ACCELERATOR = get_defined_string["MOJOLEARN_ACCELERATOR", "none"]()
 comptime IDENTICAL = MODE == "identical"
+# tools/gpu_compile_check.sh only: the GPU dot products as a multiply and an add, so that a build
+# with it shows no fma left (every fma of the real build is a dot product's, profile v2).
+comptime CHECK_DOT_MULADD = get_defined_string["MOJOLEARN_CHECK_DOT_MULADD", "0"]() == "1"
 
 comptime F32P = Pointer[Float32, MutAnyOrigin]
 comptime I32P = Pointer[Int32, MutAnyOrigin]

@@ -27,7 +27,7 @@ from max.gpu import barrier, block_dim, thread_idx
 from max.gpu.host import DeviceContext
 
 from training.checks import is_finite32
-from training.config import F32P, I32P, I64P
+from training.config import CHECK_DOT_MULADD, F32P, I32P, I64P
 from training.optim import AdamScalars, _adam_lanes, adam_scalars
 from training.portable_math import exp32_scalar, log32_scalar
 
@@ -58,7 +58,10 @@ def dot(a: F32P, sa: Int, b: F32P, sb: Int, n: Int) -> Float32:
     v2), an explicit fma so that the device's one correctly rounded fma.rn.f32 does it."""
     var acc = Float32(0.0)
     for q in range(n):
-        acc = fma(a[unsafe_offset=q * sa], b[unsafe_offset=q * sb], acc)
+        comptime if CHECK_DOT_MULADD:
+            acc = acc + a[unsafe_offset=q * sa] * b[unsafe_offset=q * sb]
+        else:
+            acc = fma(a[unsafe_offset=q * sa], b[unsafe_offset=q * sb], acc)
     return acc
 
 

@@ -32,6 +32,11 @@ VENDORS = ("cpu", "cuda", "hip")
 _GPU_ORDER = ("cuda", "hip")
 CPU_LEVELS = ("auto", "v3", "v4")
 _V4_FLAGS = frozenset(("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"))
+# x86-64-v3's vector and fused multiply-add extensions (every CPU with both has the rest of
+# x86-64-v3: BMI2, F16C, MOVBE came with them on Intel and AMD): profile v2's dot products are chains of
+# hardware fma, so an older x86 CPU (x86-64-v2 and below) is refused by name, in both modes (no
+# software fma: it would run identical mode several times slower than the fast path it mirrors).
+_V3_FLAGS = frozenset(("avx2", "fma"))
 _STEM = "_mojolearn_training"
 _ERRORS = (
     ("ValueError: ", ValueError),
@@ -202,6 +207,25 @@ def _cpu_level():
     return level
 
 
+def check_cpu_has_fma(flags=None):
+    """Refuse an x86_64 CPU without x86-64-v3 (AVX2 and FMA): the cpu bindings are built for
+    it, and identical mode's arithmetic (docs/ARITHMETIC.md, profile v2) needs hardware fma.
+    Other architectures (aarch64 has fma in every core) and hosts without /proc/cpuinfo pass."""
+    import platform
+
+    flags = cpu_flags() if flags is None else flags
+    if platform.machine().lower() not in ("x86_64", "amd64") or not flags:
+        return
+    missing = sorted(_V3_FLAGS - flags)
+    if missing:
+        raise ImportError(
+            f"mojolearn: this CPU lacks {', '.join(missing)} (x86-64-v3): identical mode "
+            f"computes every dot product as a chain of hardware fused multiply-adds "
+            f"(profile mojolearn.portable-fp32.v2) and the cpu bindings are built for "
+            f"x86-64-v3; there is no software fallback"
+        )
+
+
 def _pick_suffix(vendor, mode):
     """'_v4' to load the AVX-512 cpu binding of `mode`, '' for the regular one."""
     level = _cpu_level()
@@ -259,6 +283,8 @@ def binding():
         if _loaded is None:
             mode = requested_mode()
             vendor = _pick_vendor(mode)
+            if vendor == "cpu":
+                check_cpu_has_fma()
             suffix = _pick_suffix(vendor, mode)
             try:
                 module = _import(vendor, mode, suffix)
@@ -279,6 +305,7 @@ def reader():
     with _lock:
         if _loaded is not None:
             return _loaded.raw.intake_read
+        check_cpu_has_fma()
         try:
             return Binding(_import("cpu", "identical")).raw.intake_read
         except ImportError as exc:

@@ -251,11 +251,13 @@ def _decode_payload(payload: Any, small: bool = True, profile: str = PROFILE) ->
         )
     if type(payload["config"]) is dict:
         for key, x in payload["config"].items():
-            if type(x) is not float or (profile != PROFILE and S.round_f32(x) != x):
+            if profile == PROFILE_V1 and (type(x) is not float or S.round_f32(x) != x):
                 raise ValueError(
                     f"checkpoint: config {key} must be a float32 value written as "
                     f"a JSON float, got {x!r}"
                 )
+            if type(x) is not float:
+                raise ValueError(f"checkpoint: config {key} must be a JSON float, got {x!r}")
     return state
 
 

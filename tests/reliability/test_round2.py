@@ -527,7 +527,8 @@ def test_9_numpy_bools_are_not_numbers():
     with pytest.raises(ValueError, match=r"betas\[0\] must be a real number"):
         ml.SmallMLPTrainer(*w, data_schedule={"a": 1}, betas=(np.False_, 0.9))
     t = ml.SmallMLPTrainer(*w, data_schedule={"a": 1}, lr=np.float32(0.01))  # NumPy floats: yes
-    assert t._config["lr"] == ml.SmallMLPTrainer(*w, data_schedule={"a": 1}, lr=0.01)._config["lr"]
+    # ... kept as given (profile v2): the float32 value 0.01 rounds to
+    assert t._config["lr"] == float(np.float32(0.01)) == 0.009999999776482582
 
 
 @pytest.mark.parametrize("cell", ["1_000", "\u0663", "\u2460", "0x10", "1e", ".", "+-1", "1 000"])

@@ -93,7 +93,7 @@ def base_envelope():
     return seal(
         {
             "schema": "mojolearn.small-mlp-checkpoint.v1",
-            "arithmetic_profile": "mojolearn.portable-fp32.v1",
+            "arithmetic_profile": "mojolearn.portable-fp32.v2",
             "payload": payload,
         }
     )
@@ -105,10 +105,19 @@ def mlp_base_envelope(sizes=MLP_SIZES):
     return seal(
         {
             "schema": "mojolearn.mlp-checkpoint.v1",
-            "arithmetic_profile": "mojolearn.portable-fp32.v1",
+            "arithmetic_profile": "mojolearn.portable-fp32.v2",
             "payload": _payload("mojolearn.mlp-trainer.v1", sizes),
         }
     )
+
+
+def v1_envelope(base=base_envelope):
+    """The base envelope as a profile-v1 writer left it (config in float32)."""
+    return seal({**base(), "arithmetic_profile": "mojolearn.portable-fp32.v1"})
+
+
+def mlp_v1_envelope():
+    return v1_envelope(mlp_base_envelope)
 
 
 def seal(env):
@@ -401,11 +410,11 @@ ATTACKS = [
     (
         "integer_config.ckpt",
         _edit(_set(("config", "weight_decay"), 0)),
-        r"^checkpoint: config weight_decay must be a float32 value written as a JSON float, got 0$",
+        r"^checkpoint: config weight_decay must be a JSON float, got 0$",
     ),
-    (
+    (  # a v1 writer rounded its config to float32 (profile v2 keeps the values as given)
         "non_float32_config.ckpt",
-        _edit(_set(("config", "lr"), 0.001)),
+        _edit(_set(("config", "lr"), 0.001), base=v1_envelope),
         r"^checkpoint: config lr must be a float32 value written as a JSON float, got 0.001$",
     ),
     (
@@ -588,11 +597,11 @@ MLP_ATTACKS = [
     (
         "mlp_integer_config.ckpt",
         _medit(_set(("config", "weight_decay"), 0)),
-        r"^checkpoint: config weight_decay must be a float32 value written as a JSON float, got 0$",
+        r"^checkpoint: config weight_decay must be a JSON float, got 0$",
     ),
     (
         "mlp_non_float32_config.ckpt",
-        _medit(_set(("config", "lr"), 0.001)),
+        _edit(_set(("config", "lr"), 0.001), base=mlp_v1_envelope),
         r"^checkpoint: config lr must be a float32 value written as a JSON float, got 0.001$",
     ),
     (
