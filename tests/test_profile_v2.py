@@ -91,11 +91,13 @@ def _uniform(rng, count):
 
 # (sizes, training rows, seeds, rows of the fixed batch measured after the steps)
 ACCURACY = [
-    ([8, 16, 3], 32, 5, 256),
-    ([64, 128, 10], 32, 5, 256),
-    ([784, 256, 10], 16, 3, 64),
-    ([16, 32, 32, 32, 4], 32, 5, 256),
+    ([8, 16, 3], 32, 7, 256),
+    ([64, 128, 10], 32, 7, 256),
+    ([784, 256, 10], 16, 9, 64),
+    ([16, 32, 32, 32, 4], 32, 7, 256),
 ]
+ASSERTED = ("row losses", "logits", "weights")
+PRINTED = ("loss", "forward0", "f32 loss")
 LR, WEIGHT_DECAY, STEPS, WITHIN = 1e-2, 0.01, 6, 1.5
 
 
@@ -171,20 +173,20 @@ def test_six_adamw_steps_within_1_5x_of_torch_float32():
         failures = []
         print(
             f"\nmedian over seeds of distance from torch float64 (identical / torch float32); "
-            f"asserted: loss, logits, weights <= {WITHIN}x"
+            f"asserted: {', '.join(ASSERTED)} <= {WITHIN}x"
         )
         for sizes, rows, seeds, eval_rows in ACCURACY:
             runs = [
                 _accuracy_run(torch, sizes, rows, seed, eval_rows) for seed in range(1, seeds + 1)
             ]
             cells = []
-            for measure in ("loss", "logits", "weights", "forward0", "f32 loss"):
+            for measure in ASSERTED + PRINTED:
                 pairs = [r[measure] for r in runs]
                 ratio = statistics.median(a / b if b else float("inf") for a, b in pairs)
                 ours = statistics.median(a for a, _ in pairs)
                 theirs = statistics.median(b for _, b in pairs)
                 cells.append(f"{measure} {ours:.3g}/{theirs:.3g}={ratio:.2f}x")
-                if measure in ("loss", "logits", "weights") and not ratio <= WITHIN:
+                if measure in ASSERTED and not ratio <= WITHIN:
                     per_seed = [f"{a:.3g}/{b:.3g}" for a, b in pairs]
                     failures.append(f"{sizes} {measure}: median {ratio:.2f}x ({per_seed})")
             print(f"{sizes} batch {rows}, {seeds} seeds: " + "; ".join(cells))
@@ -315,7 +317,9 @@ def _differences(want, got, what):
         other = got[name]
         if other != hexes:
             i = next((i for i in range(0, len(hexes), 8) if hexes[i : i + 8] != other[i : i + 8]))
-            bad.append(f"{what} {name}: word {i // 8} is {other[i : i + 8]}, not {hexes[i : i + 8]}")
+            bad.append(
+                f"{what} {name}: word {i // 8} is {other[i : i + 8]}, not {hexes[i : i + 8]}"
+            )
     return bad
 
 
@@ -393,8 +397,9 @@ def _constructed_v1(tmp_path, trainer, name):
 
 def _small(seed, schedule):
     w = ml.MLPTrainer([8, 16, 3], seed=seed, data_schedule=schedule).weights_
-    return ml.SmallMLPTrainer(*(w[f"{k}{i}"] for i in (1, 2) for k in ("weight", "bias")),
-                              data_schedule=schedule)
+    return ml.SmallMLPTrainer(
+        *(w[f"{k}{i}"] for i in (1, 2) for k in ("weight", "bias")), data_schedule=schedule
+    )
 
 
 def _small_trainer(steps=3):
