@@ -3,18 +3,22 @@ modes, one set of bits for both x86-64 builds and every thread count, v1 checkpo
 default wine run's state hash.
 
 1. Six AdamW steps (lr 1e-2, weight decay 0.01, default betas and eps) from the same weights
-   and batches, mojolearn's identical mode beside torch float32 and torch float64, at [8, 16, 3],
-   [64, 128, 10], [784, 256, 10] and [16, 32, 32, 32, 4]. Distance from float64, three ways:
-   the loss on a fixed batch after the steps (of each network's own float32 logits, evaluated in
-   binary64), the RMS over those logits (each network's own float32 forward pass) and the RMS
-   over the weights. Identical mode must be within 1.5x of torch float32's distance, as the
-   median over a few seeds: a single run is noisy, because Adam's first steps move every
-   weight by about lr whatever its gradient's size, so a gradient element cancelling to near
-   eps turns a rounding difference into a 1e-5 jump in one weight, on either side by chance.
-   Printed beside them (with -s), not asserted: the forward pass alone before training, and
-   the distance of the float32 loss each framework reports (identical mode's mean sums the row
-   losses in one float32 chain, rows ascending, and is 1.5-5x torch's distance on the same
-   logits, so that figure measures the loss reduction, not the training).
+   (torch's default initialization, seeded) and batches: identical mode beside torch float32
+   and torch float64 (`torch.optim.AdamW`, one thread), at [8, 16, 3], [64, 128, 10],
+   [784, 256, 10] and [16, 32, 32, 32, 4]. Distance from float64 after the steps, asserted
+   within 1.5x of torch float32's, as the median over seeds: the RMS over the per-row losses
+   of a fixed batch (each network's own float32 logits, losses in binary64), the RMS over those
+   logits, and the RMS over the weights. Profile v1's float32-formed optimizer scalars fail it
+   at every size (3-15x; 1.7x for the weights at [784, 256, 10]). A single seed is noisy:
+   Adam's early steps move a weight by about lr whatever its gradient's size, so a gradient
+   element near eps turns its rounding error into a 1e-5 jump of one weight, on either side by
+   chance (at [784, 256, 10], 2e5 weights, per-seed ratios run 0.2-7x). Printed (with -s), not
+   asserted: the mean loss's distance (the difference of two means, each near zero, so a
+   median of 7 ratios is too noisy to hold to 1.5x), the forward pass before training
+   (identical mode's p-ascending chain over k = 784 is 1.9-2.1x torch's, whose k-blocked
+   sums do not grow with k; 1.2x at [64, 128, 10], 1.0x below), and the float32 loss each
+   framework reports (identical mode sums the row losses in one float32 chain, rows ascending:
+   1.5-7x torch's distance; that measures the loss reduction, not the training).
 2. Identical-mode `matmul` equals fast mode's bit for bit, all four transposes, k past the
    k blocks (256 at AVX-512 width, 1024 at AVX2) and accumulating into C (`neural_gemm`); the
    trainers' forward pass (GEMM, bias, ReLU) is compared too.
@@ -167,6 +171,7 @@ def _accuracy_run(torch, sizes, rows, seed, eval_rows):
 @needs_identical
 def test_six_adamw_steps_within_1_5x_of_torch_float32():
     torch = pytest.importorskip("torch")
+    pytest.importorskip("numpy")  # torch.optim needs it (torch._dynamo imports it)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # torch's float32 sums depend on its thread count
     try:
@@ -243,13 +248,13 @@ import mojolearn as ml
 from mojolearn import Array, _backend, _rng, _threads
 b = _backend.binding()
 out = {"binding": [b.name, b.target_cpu, b.mode], "products": {}, "logits": {}, "hashes": {}}
-for path, m, n, k, ta, tb in JOBS:
+for i, (path, m, n, k, ta, tb) in enumerate(JOBS):
     raw = array.array("f")
     raw.frombytes(open(path, "rb").read())
     a = Array(raw[: m * k], "<f4", (k, m) if ta else (m, k))
     bb = Array(raw[m * k : m * k + k * n], "<f4", (n, k) if tb else (k, n))
     c = Array(raw[m * k + k * n :], "<f4", (m, n))
-    name = f"{m}x{n}x{k} ta={ta} tb={tb}"
+    name = f"#{i} {m}x{n}x{k} ta={ta} tb={tb}"
     out["products"][name] = ml.matmul(a, bb, transpose_a=bool(ta), transpose_b=bool(tb)).tobytes().hex()
     if m * n:  # k = 0 reads neither operand (an empty one has no address): a stand-in
         at, bt = (a._addr, bb._addr) if k else (ml.zeros((1,))._addr,) * 2
@@ -342,7 +347,7 @@ def test_x86_64_v3_and_v4_identical_bindings_give_the_same_bits(bits):
             "no x86-64-v4 identical binding can run here: "
             + (f"this CPU lacks {', '.join(missing)}" if missing else "none is installed")
         )
-    v3, v4 = bits("identical", "v3"), bits("identical", "v4")
+    v3, v4 = bits("identical", "v3"), bits("identical")  # auto: v4 where it can run
     assert v3["binding"][1:] == ["x86-64-v3", "identical"], v3["binding"]
     assert v4["binding"][1:] == ["x86-64-v4", "identical"], v4["binding"]
     bad = _differences(v3["products"], v4["products"], "product")
