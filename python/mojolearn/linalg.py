@@ -1,8 +1,8 @@
 """`mojolearn.matmul`: float32 matrix products computed by the binding's `neural_gemm`.
 
-The arithmetic is the numeric mode's (docs/ARITHMETIC.md, "GEMM"): in `identical` mode every
-output is the k-ascending sum of rounded products starting from +0.0, the same bits for any
-thread count; in `fast` mode FMA chains, deterministic for a build, machine and thread count.
+The arithmetic is docs/ARITHMETIC.md's "GEMM" (profile v2), the same in both numeric modes:
+every output is one chain of correctly rounded fma, k ascending from +0.0 (or from C), the
+same bits for any thread count, SIMD width and machine with a hardware fma.
 
 Threads: MOJOLEARN_NUM_THREADS (a positive integer, default 1) Python threads split the rows
 of C; the kernel releases the GIL, so they run in parallel. Small products run on the calling
