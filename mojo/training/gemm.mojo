@@ -47,10 +47,11 @@ from training.loss import RowLosses, cross_entropy_rows
 comptime VW = simd_width_of[DType.float32]()
 comptime TILE_MR = 6  # rows of the register tile (6 × 2 vectors: 12 accumulators, `gemm`)
 comptime MC = 96  # rows of A packed at once (a multiple of every MR used)
-# The k block. AVX-512 (W = 16): 256, so a KC × 32 B panel stays in L1. AVX2 (W = 8): 1024,
-# since a 6 × 1024 A panel fits L1 and each k block reloads and re-stores the C tile: KC 256
-# ran 1024³ at ~86 GFLOP/s on this AMD EPYC (Zen 3), 1024 at ~91 (tools/bench_gemm.py).
-comptime KC = 256 if VW >= 16 else 1024
+# The k block. AVX-512 (W = 16): 512: on an AMD EPYC with AVX-512 (Zen 4) 1024³ ran at ~86
+# GFLOP/s with KC 256 and ~103 with 512 (OpenBLAS: ~92; tools/bench_gemm.py, same runs), as
+# each k block reloads and re-stores the C tile. AVX2 (W = 8): 1024, since a 6 × 1024 A panel
+# fits L1: KC 256 ran 1024³ at ~86 GFLOP/s on an AMD EPYC (Zen 3), 1024 at ~91.
+comptime KC = 512 if VW >= 16 else 1024
 # Columns of B packed at once: 1024 (a 1 MiB B block at KC 256). At n = 1024 that packs A
 # once instead of twice, ~10 % of the time at W = 16; the 6 × 16 tile at W = 8 gained ~3 %.
 comptime NC = 1024
