@@ -495,6 +495,23 @@ def _requested_mode():
         raise UsageError(str(exc)) from None
 
 
+def _check_environment():
+    """A bad MOJOLEARN_NUMERIC_MODE, MOJOLEARN_NUM_THREADS, MOJOLEARN_CPU_LEVEL or
+    MOJOLEARN_VENDOR is a usage error of every command, raised before anything is read: never
+    a verdict on a file (`verify`) or a refusal of one (`train --resume`)."""
+    from . import _backend, _threads
+
+    _requested_mode()
+    try:
+        _threads.num_threads()
+        _backend._cpu_level()
+        vendor = os.environ.get("MOJOLEARN_VENDOR")
+        if vendor and vendor not in _backend.VENDORS:  # _backend's own check and message
+            raise ValueError(f"MOJOLEARN_VENDOR must be one of {_backend.VENDORS}, got {vendor!r}")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _check_dataset(dataset, stored):
     problems = []
     if dataset.sha256 != stored.get("dataset_sha256"):
@@ -1091,7 +1108,7 @@ def main(argv=None):
     args.argv = argv
     out = sys.stdout
     try:
-        _requested_mode()  # a bad MOJOLEARN_NUMERIC_MODE is one line for every command
+        _check_environment()  # a bad MOJOLEARN_* setting is one line for every command
         return args.func(args, out)
     except UsageError as exc:
         if not _QUIET:  # under mpiexec, one line from rank 0 (every rank refused the same)
