@@ -249,6 +249,30 @@ def _rows(f):
                 "-",
             )
         )
+    if g("R16_dp_disagree"):
+        r = f["R16_dp_disagree"]
+        rows.append(
+            (
+                "R16",
+                "DataParallel ranks that disagree (rows, weights, hyperparameters, M, load)",
+                str(r["cases"]),
+                f"{r['refused_alike']} refused by name, the same ValueError on every rank; "
+                f"{r['applied']} applied",
+                "-",
+            )
+        )
+    if g("R17_dp_job_ends"):
+        r = f["R17_dp_job_ends"]
+        rows.append(
+            (
+                "R17",
+                "one rank raises, exits or gets SIGINT (construction .. mid-loop, CLI CSV load)",
+                str(r["phases"]),
+                f"{r['ended']} jobs ended, non-zero, within {r['limit_s']:g} s "
+                f"(worst {r['worst_s']} s)",
+                "-",
+            )
+        )
     if g("bad_inputs"):
         r = f["bad_inputs"]
         rows.append(
