@@ -15,9 +15,10 @@ Nothing converts silently: float64 is never rounded to float32.
 The caller keeps the returned keep-alive for as long as the address is used. It pins the
 memory: a memoryview holding a buffer's export (an array.array or bytearray then refuses to
 resize: BufferError), a borrowed Array (which holds one too), a DLPack capsule, or a copy. A
-torch tensor read for reading only is always copied, with the GIL held: nothing pins its
-storage (`resize_` frees it). One updated in place (`f32_shared`) is borrowed, and its owner
-must not resize it meanwhile.
+torch tensor read for reading only is copied, with the GIL held: nothing pins its
+storage (`resize_` frees it). One updated in place (`f32_shared`), or an optimizer's
+gradient (`borrowed_f32` without `pin`), is borrowed, and its owner must not resize it
+meanwhile.
 """
 
 import math
@@ -111,9 +112,11 @@ def _copied(obj, layout, spec_, dtype, name):
 # -- float32 -----------------------------------------------------------------------------------
 
 
-def borrowed_f32(obj, ndim=None, writable=False):
+def borrowed_f32(obj, ndim=None, writable=False, pin=False):
     """(keep, address, shape) of a non-empty float32 C-contiguous buffer, zero-copy, or None
-    (the caller's slow path then copies or refuses with its own messages)."""
+    (the caller's slow path then copies or refuses with its own messages). With `pin` (and
+    not `writable`) a torch tensor is copied (the module docstring says why); without, it is
+    read in place (the optimizers: their owner must not resize it during the step)."""
     if type(obj) is Array:
         if (
             obj._dtype == "<f4"
@@ -123,7 +126,7 @@ def borrowed_f32(obj, ndim=None, writable=False):
         ):
             return obj, obj._addr, obj._shape
         return None
-    r = _read(obj, _F32[ndim, writable])
+    r = _read(obj, _F32[ndim, writable], pin)
     if r is None:
         return None
     keep, address, shape, _ = r
@@ -134,7 +137,7 @@ def f32(obj, name, ndim=None, writable=False):
     """(keep, address, shape) of a float32 buffer: borrowed when C-contiguous, else (read-only
     use only) a C-order copy. TypeError for any other dtype, ValueError for another ndim or,
     when `writable`, a read-only or strided buffer."""
-    r = borrowed_f32(obj, ndim, writable)
+    r = borrowed_f32(obj, ndim, writable, pin=True)
     if r is not None:
         return r
     if writable:
@@ -224,7 +227,7 @@ def labels(obj, rows, name):
             if dt == "<i8":
                 return obj, obj._addr, 8
         return None
-    r = _read(obj, _LABELS_1D)
+    r = _read(obj, _LABELS_1D, True)
     if r is None:
         return None
     keep, address, shape, itemsize = r
@@ -238,7 +241,7 @@ def i32(obj, name, ndim=None):
         if obj._dtype == "<i4" and (ndim is None or len(obj._shape) == ndim) and obj._size:
             return obj, obj._addr, obj._shape
     else:
-        r = _read(obj, _I32[ndim])
+        r = _read(obj, _I32[ndim], True)
         if r is not None:
             keep, address, shape, _ = r
             return keep, address, shape

@@ -7,8 +7,9 @@ non-empty, C-contiguous CPU buffer meeting `spec`, else None (the caller then de
 converts or refuses). The keep-alive pins the memory for as long as the caller holds it: for a
 buffer-protocol object, a memoryview holding its export (array.array and bytearray then refuse
 to resize or free it: BufferError); for a torch tensor, whose storage nothing pins (`resize_`
-frees it), a C-order copy made here, with the GIL held (a writable read borrows the tensor:
-its owner must not resize it meanwhile); for other DLPack-only objects (JAX arrays), the
+frees it), a C-order copy made here with the GIL held when the caller asks (`pin`; else, and
+for a writable read, the tensor: its owner must not resize it meanwhile); for other
+DLPack-only objects (JAX arrays), the
 capsule, which holds the producer's memory until the caller drops it. torch tensors are read
 through torch's DLPack C exchange API, other DLPack-only objects exchanged once per call.
 `copy(obj, spec)` is a C-order copy made in the binding (any strides; integers converted to
@@ -108,9 +109,10 @@ def _capsule(obj, kind):
         return None
 
 
-def read(obj, spec_):
+def read(obj, spec_, pin=False):
     """(keep, address, shape, itemsize) of `obj` when it meets `spec_`, else None; the keep
-    pins the memory (the module docstring says how, per kind)."""
+    pins the memory (the module docstring says how, per kind; a torch tensor is copied only
+    with `pin`: the optimizers read gradients in place, and check their addresses apart)."""
     raw = _raw or _entry()
     kind = _kinds.get(type(obj))
     if kind is None:
@@ -119,7 +121,7 @@ def read(obj, spec_):
         r = raw(obj, spec_ | _HOLD)
         return None if r is None else (r[3], r[0], r[1], r[2])
     if kind == _EXCHANGE:
-        if spec_ & WRITABLE:  # updated in place: read in place
+        if spec_ & WRITABLE or not pin:  # updated in place, or not pinned: read in place
             r = raw(obj, spec_)
             return None if r is None else (obj, r[0], r[1], r[2])
         r = raw(obj, spec_ | _COPY)
@@ -129,7 +131,7 @@ def read(obj, spec_):
         cap = _capsule(obj, kind)
         if cap is None:
             return None
-        if kind == _DLPACK or spec_ & WRITABLE:
+        if kind == _DLPACK or spec_ & WRITABLE or not pin:
             r = raw(cap, spec_ | _CAPSULE)
             return None if r is None else (cap, r[0], r[1], r[2])
         r = raw(cap, spec_ | _CAPSULE | _COPY)  # an older torch's capsule: copied, as above

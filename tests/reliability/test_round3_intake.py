@@ -264,6 +264,26 @@ def test_2_a_torch_input_resized_during_a_step_is_harmless(r14):
         _assert_held(cell)
 
 
+def test_2_torch_inputs_read_for_reading_are_copied_and_optimizer_tensors_are_not():
+    """The rule behind row 2's fix, per entry: the trainers' X and targets, `matmul` and
+    `cross_entropy` operands are copied (with the GIL held); an optimizer reads its
+    parameters and gradients in place, so its aliasing check still sees their memory."""
+    torch = pytest.importorskip("torch")
+    from mojolearn import _intake
+
+    t = torch.arange(12.0).reshape(3, 4)
+    keep, address, shape = _intake.borrowed_f32(t, pin=True)
+    assert type(keep) is bytearray and address != t.data_ptr() and shape == (3, 4)
+    assert bytes(keep) == t.numpy().tobytes()
+    assert _intake.borrowed_f32(t)[:2] == (t, t.data_ptr())
+    assert _intake.borrowed_f32(t, writable=True, pin=True)[:2] == (t, t.data_ptr())
+    keep, address, _ = _intake.labels(torch.tensor([0, 1, 2]), 3, "y")
+    assert type(keep) is bytearray
+    p = torch.ones(4)
+    with pytest.raises(ValueError, match=r"grads\[0\] and params\[0\] share memory"):
+        ml.SGD([p], lr=0.1).step([p])
+
+
 def test_r14_every_kind_and_path(r14):
     cells, seconds = r14
     for cell in cells:
