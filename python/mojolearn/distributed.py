@@ -64,14 +64,18 @@ _CUT: list[bool] = []  # a step was cut off on this process (its collectives are
 
 
 def _abort(code: int) -> None:
-    """End the whole MPI job now with status `code` (stdout and stderr flushed first)."""
+    """End the whole MPI job now with status `code` (stdout and stderr flushed first, and a
+    moment for mpiexec to forward them: it drops what is still in flight when it tears the
+    job down)."""
     import os
+    import time
 
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except Exception:  # noqa: BLE001, S110 - a closed stream cannot stop the abort
             pass
+    time.sleep(0.2)
     mpi = sys.modules.get("mpi4py.MPI")
     try:
         if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
