@@ -88,8 +88,11 @@ def test_refusals_name_the_tensor_problem():
         ml.MLPTrainer([4, 2], data_schedule={"a": 1}).train_step(
             torch.ones(2, 4, dtype=torch.float64), torch.tensor([0, 1])
         )
-    with pytest.raises(ValueError, match=r"not C-contiguous"):
-        ml.matmul(torch.ones(4, 3).t(), torch.ones(4, 2))
+    # A strided tensor is copied into C order, as a strided NumPy array is (issue 30 row 4).
+    a = torch.arange(12.0).reshape(4, 3)
+    assert ml.matmul(a.t(), torch.ones(4, 2)).tobytes() == (
+        ml.matmul(a.t().contiguous(), torch.ones(4, 2)).tobytes()
+    )
 
 
 def test_from_torch_and_to_torch_round_trip():

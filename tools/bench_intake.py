@@ -7,6 +7,11 @@ not installed, or that the package under test refuses, print "-".
 
 "array.array" means targets as `array.array('i')` and X as a (batch, 8) memoryview over an
 `array.array('f')` (array.array itself is one-dimensional).
+
+Then (NumPy needed; `--strided-rounds 0` skips it) what a declined X costs: ms per
+`MLPTrainer([784, 256, 10]).train_step` at batch 256 with X C-order, F-order and a strided
+column slice (both copied into C order in the binding), and a C-order torch X (copied with
+the GIL held, since nothing pins a tensor's storage).
 """
 
 import argparse
@@ -69,6 +74,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--strided-rounds", type=int, default=7)
     args = ap.parse_args()
     rng = random.Random(0)
     kinds = ("Array", "NumPy", "memoryview", "array.array", "torch")
@@ -119,6 +125,37 @@ def main():
             v = cells[k]
             line += f"{'-':>18}" if v is None else f"{v:>9.2f} ({v / base:4.2f}x)"
         print(line)
+    if args.strided_rounds:
+        _declined_x(args.strided_rounds)
+
+
+def _declined_x(rounds):
+    """ms per [784, 256, 10] step at batch 256, X C-order vs X that must be copied."""
+    try:
+        import numpy as np
+    except ImportError:
+        return
+    import mojolearn as ml
+
+    rng = np.random.default_rng(0)
+    X = rng.random((256, 784), dtype=np.float32)
+    y = rng.integers(0, 10, 256).astype(np.int32)
+    wide = np.zeros((256, 2 * 784), np.float32)
+    wide[:, ::2] = X
+    kinds = {"C-order": X, "F-order": np.asfortranarray(X), "column slice": wide[:, ::2]}
+    try:
+        import torch
+
+        kinds["torch C-order"] = torch.from_numpy(X.copy())
+    except ImportError:
+        pass
+    net = ml.MLPTrainer([784, 256, 10], data_schedule={"bench": 1}, seed=0)
+    fns = {k: (lambda x=x: net.train_step(x, y)) for k, x in kinds.items()}
+    timed = _time_interleaved(fns, 3, rounds)
+    base = timed["C-order"]
+    print(f"\nMLPTrainer([784, 256, 10]).train_step, batch 256 (ms, median of {rounds} x 3):")
+    for k, v in timed.items():
+        print(f"  X {k:<14} {v / 1000:8.2f} ms ({v / base:4.2f}x)")
 
 
 def _reshape(buf, shape):

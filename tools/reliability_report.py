@@ -249,6 +249,54 @@ def _rows(f):
                 "-",
             )
         )
+    if g("R14_inputs_mutated"):
+        r = f["R14_inputs_mutated"]
+        rows.append(
+            (
+                "R14",
+                f"inputs freed or resized during a step ({r['kinds']} kinds x {r['paths']} "
+                f"paths: fast, declined, strided X)",
+                str(r["cells"]),
+                f"{r['crashes']} crashes; {r['refused']} refused (BufferError/NumPy refcheck), "
+                f"{r['harmless']} harmless (copy or capsule); same bits in {r['same_bits']}",
+                "-",
+            )
+        )
+    if g("R15_type_state"):
+        r = f["R15_type_state"]
+        rows.append(
+            (
+                "R15",
+                "refuse-then-accept sequences, one type each (per-type state)",
+                str(r["sequences"]),
+                f"{r['poisoned']} poisoned: each outcome as in a process that never refused",
+                "-",
+            )
+        )
+    if g("R16_dp_disagree"):
+        r = f["R16_dp_disagree"]
+        rows.append(
+            (
+                "R16",
+                "DataParallel ranks that disagree (rows, weights, hyperparameters, M, load)",
+                str(r["cases"]),
+                f"{r['refused_alike']} refused by name, the same ValueError on every rank; "
+                f"{r['applied']} applied",
+                "-",
+            )
+        )
+    if g("R17_dp_job_ends"):
+        r = f["R17_dp_job_ends"]
+        rows.append(
+            (
+                "R17",
+                "one rank raises, exits or gets SIGINT (construction .. mid-loop, CLI CSV load)",
+                str(r["phases"]),
+                f"{r['ended']} jobs ended, non-zero, within {r['limit_s']:g} s "
+                f"(worst {r['worst_s']} s)",
+                "-",
+            )
+        )
     if g("bad_inputs"):
         r = f["bad_inputs"]
         rows.append(

@@ -43,7 +43,7 @@ def x_input(X, api, inputs, max_rows, name="X", stacked=False):
         ):
             return X, X._addr, shape[0]
     else:
-        r = borrowed_f32(X, 2)
+        r = borrowed_f32(X, 2, pin=True)  # a torch X: copied (nothing pins its storage)
         if r is not None:
             keep, addr, (rows, cols) = r
             if cols == inputs and (rows <= max_rows or stacked):

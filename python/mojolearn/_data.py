@@ -317,24 +317,26 @@ def load_csv(path, label_column=None, features=FEATURES, classes=CLASSES):
     if not rows:
         raise DataError(f"{path}: the file is empty (expected a header and data rows)")
     first_number, first = rows[0]
-    header = None
-    if not all(_is_number(c) for c in first):
-        header = [c.strip() for c in first]
-        rows = rows[1:]
-        for j, name in enumerate(header):
-            if header.index(name) != j:
-                raise DataError(
-                    f"row {first_number}: the header names column {name!r} twice "
-                    f"(columns {header.index(name) + 1} and {j + 1}); column "
-                    f"names must be unique"
-                )
     width = features + 1
-    if len(first) != width:
+    if len(first) != width:  # first: the cheap check that bounds the header's work
         raise DataError(
             f"row {first_number}: {len(first)} columns, expected {width} "
             f"({features} numeric features and 1 label; --layers sets the "
             f"network's inputs)"
         )
+    header = None
+    if not all(_is_number(c) for c in first):
+        header = [c.strip() for c in first]
+        rows = rows[1:]
+        column_of = {}  # name -> its first column (0-based): one pass, not header.index per name
+        for j, name in enumerate(header):
+            i = column_of.setdefault(name, j)
+            if i != j:
+                raise DataError(
+                    f"row {first_number}: the header names column {name!r} twice "
+                    f"(columns {i + 1} and {j + 1}); column "
+                    f"names must be unique"
+                )
     label_j = _label_index(header, label_column, width)
     if not rows:
         raise DataError(f"{path}: no data rows after the header")
@@ -436,12 +438,13 @@ def _labels(cells, column, classes=CLASSES):
                 )
             out.append(value)
         return out, tuple(str(c) for c in range(classes))
-    seen = []
+    seen, known = [], set()  # the classes in order of appearance; the set for the lookups
     for number, text in cells:
         if not text:
             raise DataError(f"row {number}, column {column}: empty label")
-        if text not in seen:
+        if text not in known:
             seen.append(text)
+            known.add(text)
             if len(seen) > classes:
                 shown_names = ", ".join(seen[: min(classes, 3)]) + (", ..." if classes > 3 else "")
                 raise DataError(

@@ -140,6 +140,21 @@ def _capsule_gone(capsule: int) -> None:
             return
 
 
+def _check_pair(value: object, name: str, what: str) -> None:
+    """None or a pair of ints (a tuple or list; IntEnum device types count), else TypeError
+    naming the argument (the array API standard's types for max_version and dl_device)."""
+    if value is None:
+        return
+    if not (
+        isinstance(value, (tuple, list))
+        and len(value) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    ):
+        raise TypeError(
+            f"Array.__dlpack__: {name} must be None or a tuple {what} of two ints, got {value!r}"
+        )
+
+
 def export(
     arr: Array,
     stream: object = None,
@@ -150,6 +165,8 @@ def export(
     """The DLPack capsule of a mojolearn Array (see the module docstring)."""
     if stream is not None:
         raise BufferError(f"Array.__dlpack__: stream must be None for CPU memory, got {stream!r}")
+    _check_pair(max_version, "max_version", "(major, minor)")
+    _check_pair(dl_device, "dl_device", "(device_type, device_id)")
     if dl_device is not None and tuple(dl_device) != (_CPU, 0):
         raise BufferError(
             f"Array.__dlpack__: mojolearn Arrays live on the CPU (device (1, 0)); "
@@ -283,6 +300,11 @@ def from_dlpack(obj: SupportsDLPack) -> Array:
     size, step = 1, 1
     for d in shape:
         size *= d
+    if size and not t.data:
+        raise ValueError(
+            f"from_dlpack: the tensor has {size} elements (shape {shape}) but a null data "
+            f"pointer: its memory is gone (e.g. a torch storage resized to 0)"
+        )
     if t.strides and size > 1:
         for i in range(t.ndim - 1, -1, -1):
             if shape[i] != 1 and t.strides[i] != step:

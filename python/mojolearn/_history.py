@@ -1,5 +1,7 @@
-"""The loss-history side file of a checkpoint: `CHECKPOINT.history.jsonl`, one JSON object per
-trained step (`step`, `loss`, `accuracy`; `test_loss`, `test_accuracy` on evaluation steps).
+"""The loss-history side file of a checkpoint: `CHECKPOINT.history.jsonl` beside the file the
+checkpoint's path really leads to (symlinks followed, as the run lock and the checkpoint's
+writes follow them), one JSON object per trained step (`step`, `loss`, `accuracy`;
+`test_loss`, `test_accuracy` on evaluation steps).
 
 It moves in lockstep with the checkpoint: the records since the last save are appended and
 fsynced BEFORE the checkpoint is replaced, so after any crash the file holds at least every
@@ -18,7 +20,12 @@ SUFFIX = ".history.jsonl"
 
 
 def path_for(checkpoint):
-    return _files.fspath(checkpoint, "--checkpoint") + SUFFIX
+    """The history of `checkpoint`: named after the file the path really leads to, beside it
+    (the resolution the run lock and the checkpoint's own writes use), so a checkpoint reached
+    through a symlink keeps one history. A path with no symlink in it keeps its spelling."""
+    path = _files.fspath(checkpoint, "--checkpoint")
+    real = os.path.realpath(path)
+    return (path if os.path.abspath(path) == real else real) + SUFFIX
 
 
 def _line(record):

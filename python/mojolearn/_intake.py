@@ -8,15 +8,20 @@ binding call) per argument, or a few attribute reads for an Array; the hottest e
 trainers' steps, `matmul`) go further and hand the objects to the binding, which reads them
 within the step's own call by the same rule (`mojo/bindings/entries/intake.mojo`) and sends
 back here only what it declines. Anything not accepted zero-copy goes the slow way, the
-policy: `probe` describes it, then it is copied (strided float32 into C order, integer labels
-into int32) or refused with the messages below. Nothing converts silently: float64 is never
-rounded to float32.
+policy: `probe` describes it, then it is copied in the binding (strided float32 into C order,
+integer labels into int32, a strided DLPack tensor too) or refused with the messages below.
+Nothing converts silently: float64 is never rounded to float32.
 
-The caller keeps the returned keep-alive (the object itself, its DLPack capsule or a copy) for
-as long as the address is used, and must not resize the buffer meanwhile.
+The caller keeps the returned keep-alive for as long as the address is used. It pins the
+memory: a memoryview holding a buffer's export (an array.array or bytearray then refuses to
+resize: BufferError), a borrowed Array (which holds one too), a DLPack capsule, or a copy. A
+torch tensor read for reading only is copied, with the GIL held: nothing pins its
+storage (`resize_` frees it). One updated in place (`f32_shared`), or an optimizer's
+gradient (`borrowed_f32` without `pin`), is borrowed, and its owner must not resize it
+meanwhile.
 """
 
-import array as _pyarray
+import math
 
 from . import _reader
 from ._array import _CODES, Array, dtype_of
@@ -62,21 +67,56 @@ def probe(obj):
     )
 
 
-def _dlpack_strided(obj, layout):
-    """A DLPack-only layout that is not C-contiguous: from_dlpack's refusal (no copy: we
-    cannot read strided memory that has no buffer protocol)."""
-    if not layout.c_contiguous and _reader.is_dlpack_only(obj):
-        from ._dlpack import from_dlpack
+def _unpinned(obj):
+    """A torch tensor: its storage can be resized or freed under a borrowed address (nothing
+    like a buffer export stops `resize_`), so reading it for reading only takes a copy."""
+    return type(obj) is not Array and _reader.is_torch(obj)
 
-        from_dlpack(obj)
+
+_F32_ANY = _reader.spec(_reader.F32)
+_I32_ANY = _reader.spec(_reader.I32)
+
+
+def _copied(obj, layout, spec_, dtype, name):
+    """An owned C-order copy of `obj` (described by `layout`) as an Array of `dtype`, made in
+    the binding (`_reader.copy`): strides followed, integers converted to int32 for I32.
+    ValueError naming `name` for a value outside int32 or a null address."""
+    shape = layout.shape
+    if not layout.nbytes:
+        return Array([], dtype, shape)
+    if not layout.address:
+        raise ValueError(
+            f"{name}: the tensor's memory is gone (shape {shape}, a null data pointer: its "
+            f"storage was freed or resized to 0)"
+        )
+    if type(obj) is Array:
+        r = _reader.copy(obj._mv, spec_)
+    elif _reader.is_dlpack_only(obj):
+        r = _reader.copy(layout.keep, spec_, capsule=True)
+    else:
+        r = _reader.copy(obj, spec_)
+    if type(r) is int:
+        raise ValueError(f"{name} holds {r}, outside the int32 range")
+    if r is None:
+        raise MemoryError(f"{name}: cannot make a copy of {layout.nbytes} bytes")
+    owned, address, got, _ = r
+    if type(obj) is not Array and got != shape:
+        raise ValueError(f"{name} changed shape while it was read ({shape}, then {got})")
+    a = Array.__new__(Array)
+    a._mv_ = memoryview(owned).cast(_CODES[dtype])
+    a._owner, a._shape, a._dtype = owned, shape, dtype
+    a._size, a._readonly, a._addr = math.prod(shape), False, address
+    return a
 
 
 # -- float32 -----------------------------------------------------------------------------------
 
 
-def borrowed_f32(obj, ndim=None, writable=False):
+def borrowed_f32(obj, ndim=None, writable=False, pin=False):
     """(keep, address, shape) of a non-empty float32 C-contiguous buffer, zero-copy, or None
-    (the caller's slow path then copies or refuses with its own messages)."""
+    (the caller's slow path then copies or refuses with its own messages). With `pin` (and
+    not `writable`) a torch tensor is copied (the module docstring says why); without, it is
+    read in place (the optimizers: their owner must not resize it during the step)."""
     if type(obj) is Array:
         if (
             obj._dtype == "<f4"
@@ -86,7 +126,7 @@ def borrowed_f32(obj, ndim=None, writable=False):
         ):
             return obj, obj._addr, obj._shape
         return None
-    r = _read(obj, _F32[ndim, writable])
+    r = _read(obj, _F32[ndim, writable], pin)
     if r is None:
         return None
     keep, address, shape, _ = r
@@ -97,7 +137,7 @@ def f32(obj, name, ndim=None, writable=False):
     """(keep, address, shape) of a float32 buffer: borrowed when C-contiguous, else (read-only
     use only) a C-order copy. TypeError for any other dtype, ValueError for another ndim or,
     when `writable`, a read-only or strided buffer."""
-    r = borrowed_f32(obj, ndim, writable)
+    r = borrowed_f32(obj, ndim, writable, pin=True)
     if r is not None:
         return r
     if writable:
@@ -163,14 +203,14 @@ def _check_ndim(layout, ndim, name):
 
 
 def as_f32_c(obj, ndim=None, name="array"):
-    """(Array, copied): `obj` as float32 C-contiguous, borrowed when it already is, else a
-    C-order copy. TypeError for any other dtype (float64 included: no silent rounding)."""
+    """(Array, copied): `obj` as float32 C-contiguous, borrowed when it already is (a torch
+    tensor: copied, see the module docstring), else a C-order copy. TypeError for any other
+    dtype (float64 included: no silent rounding)."""
     layout = probe_f32(obj, name)
     _check_ndim(layout, ndim, name)
-    if layout.c_contiguous:
+    if layout.c_contiguous and not _unpinned(obj):
         return _borrow(obj, layout, name), False
-    _dlpack_strided(obj, layout)
-    return Array(_strided_values(obj), "<f4", layout.shape), True
+    return _copied(obj, layout, _F32_ANY, "<f4", name), True
 
 
 # -- integers ----------------------------------------------------------------------------------
@@ -187,7 +227,7 @@ def labels(obj, rows, name):
             if dt == "<i8":
                 return obj, obj._addr, 8
         return None
-    r = _read(obj, _LABELS_1D)
+    r = _read(obj, _LABELS_1D, True)
     if r is None:
         return None
     keep, address, shape, itemsize = r
@@ -201,7 +241,7 @@ def i32(obj, name, ndim=None):
         if obj._dtype == "<i4" and (ndim is None or len(obj._shape) == ndim) and obj._size:
             return obj, obj._addr, obj._shape
     else:
-        r = _read(obj, _I32[ndim])
+        r = _read(obj, _I32[ndim], True)
         if r is not None:
             keep, address, shape, _ = r
             return keep, address, shape
@@ -229,46 +269,15 @@ def as_i32_c(obj, ndim=None, name="array"):
             f"{dtype_name(layout.format, layout.itemsize)}"
         )
     _check_ndim(layout, ndim, name)
-    _dlpack_strided(obj, layout)
-    if layout.c_contiguous and dtype_of(layout.format, layout.itemsize) == "<i4":
+    if (
+        layout.c_contiguous
+        and dtype_of(layout.format, layout.itemsize) == "<i4"
+        and not _unpinned(obj)
+    ):
         return _borrow(obj, layout, name), False
-    if layout.c_contiguous and layout.nbytes:
-        # array.array converts item by item in C and refuses values outside int32.
-        with _flat_view(obj, layout) as flat:
-            try:
-                owned = _pyarray.array(_CODES["<i4"], flat)
-            except OverflowError:
-                owned = None
-            values = None if owned is not None else flat.tolist()
-        if owned is not None:
-            return Array._wrap(owned, layout.shape, "<i4"), True
-    else:
-        values = _strided_values(obj)
-    bad = next((v for v in values if not _I32_MIN <= v <= _I32_MAX), None)
-    if bad is not None:
-        raise ValueError(f"{name} holds {bad}, outside the int32 range")
-    return Array(values, "<i4", layout.shape), True
-
-
-def _flat_view(obj, layout):
-    """A flat memoryview of a C-contiguous buffer's items (DLPack ones through an Array)."""
-    if type(obj) is not Array and _reader.is_dlpack_only(obj):
-        obj = _borrow(obj, layout, "array")  # from_dlpack refuses dtypes an Array cannot hold
-    mv = obj._mv.cast("B") if type(obj) is Array else memoryview(obj).cast("B")
-    return mv.cast(split_format(layout.format)[1])
-
-
-def _strided_values(obj):
-    """Flat C-order Python values of any buffer (memoryview.tolist handles strides)."""
-    if type(obj) is Array:
-        return obj._mv.tolist()
-    with memoryview(obj) as mv:
-        nested, ndim = mv.tolist(), mv.ndim
-    if ndim == 0:
-        return [nested]
-    for _ in range(ndim - 1):
-        nested = [x for row in nested for x in row]
-    return nested
+    # Any integer dtype, any strides, a buffer or a DLPack tensor: converted in the binding,
+    # which refuses values outside int32.
+    return _copied(obj, layout, _I32_ANY, "<i4", name), True
 
 
 # -- addresses for in-place and read-only use -------------------------------------------------

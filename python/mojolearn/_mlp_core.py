@@ -29,7 +29,7 @@ from . import _mlp_state as S
 from . import checkpoint as _ckpt
 from ._array import Array, _new_object, _result_view
 from ._buffer import ZERO_F32, empty, zeros
-from ._mlp_resident import CAPACITY_ROWS, Session
+from ._mlp_resident import CAPACITY_ROWS, MAX_CAPACITY_ROWS, Session
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -161,12 +161,15 @@ class MLPCore:
         step: int = 0,
     ) -> None:
         """Set up the state (checked by the caller) and open its resident session: the
-        constructors' common part. `m`, `v` default to zeros; `max_rows` to the spec's."""
+        constructors' common part. `m`, `v` default to zeros; `max_rows` to the spec's, at
+        most the rows a session can hold (so a session can always grow to any batch)."""
         self._spec = spec
         self._config = config
         self._schedule = schedule
         self._flags = flags
-        self._max_rows = spec.max_rows() if max_rows is None else max_rows
+        if max_rows is None:
+            max_rows = min(spec.max_rows(), MAX_CAPACITY_ROWS)
+        self._max_rows = max_rows
         self._mode = _binding().mode
         self._lock = threading.RLock()
         self._step = step
@@ -189,7 +192,8 @@ class MLPCore:
 
     @property
     def max_rows(self) -> int:
-        """The most rows one batch may have (a bound on a step's working memory)."""
+        """The most rows one batch may have: a bound on a step's working memory, and at most
+        the 2**20 rows a resident session holds."""
         return self._max_rows
 
     @property

@@ -20,6 +20,7 @@ from ._buffer import zeros
 from ._layers import SMALL
 
 CAPACITY_ROWS = 256  # rows per step the session's scratch holds (SmallMLPTrainer's batch limit)
+MAX_CAPACITY_ROWS = 1 << 20  # the most rows a session's scratch can hold (the binding's bound)
 
 
 def _raw():

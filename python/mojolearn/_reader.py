@@ -4,10 +4,20 @@ DLPack capsule read in Mojo) per argument, for any exporter but `mojolearn.Array
 
 `read(obj, spec)` is the fast accept: (keep-alive, address, shape, itemsize) when `obj` is a
 non-empty, C-contiguous CPU buffer meeting `spec`, else None (the caller then describes, copies,
-converts or refuses). `describe(obj)` is the full `Layout`, or None when `obj` exports
-nothing. torch tensors are read through torch's DLPack C exchange API (the tensor itself is
-the keep-alive); other DLPack-only objects (JAX arrays) are exchanged once per call, and the
-capsule returned as keep-alive holds the producer's memory until the caller drops it.
+converts or refuses). The keep-alive pins the memory for as long as the caller holds it: for a
+buffer-protocol object, a memoryview holding its export (array.array and bytearray then refuse
+to resize or free it: BufferError); for a torch tensor, whose storage nothing pins (`resize_`
+frees it), a C-order copy made here with the GIL held when the caller asks (`pin`; else, and
+for a writable read, the tensor: its owner must not resize it meanwhile); for other
+DLPack-only objects (JAX arrays), the
+capsule, which holds the producer's memory until the caller drops it. torch tensors are read
+through torch's DLPack C exchange API, other DLPack-only objects exchanged once per call.
+`copy(obj, spec)` is a C-order copy made in the binding (any strides; integers converted to
+int32 for I32). `describe(obj)` is the full `Layout`, or None when `obj` exports nothing.
+
+How a type exports (`_kind`) is learnt once per type, from the type alone (its buffer slot,
+torch, `__dlpack__`), never from an object's state: a first object that is refused (a
+datetime64 array, a deleted JAX array) decides nothing for the next one.
 
 Only `_backend` is imported here: `_array` and `_intake` both build on this module.
 """
@@ -21,9 +31,10 @@ Layout = namedtuple(
     "Layout", "format itemsize shape ndim c_contiguous readonly nbytes address device keep"
 )
 
-# Spec bits (mojo/bindings/entries/intake.mojo): dtype class, exact ndim, writable, capsule.
+# Spec bits (mojo/bindings/entries/intake.mojo): dtype class, exact ndim, writable, capsule,
+# a keep-alive holding the export, a copy, the type's buffer slot.
 F32, LABELS, I32 = 1, 2, 3
-WRITABLE, _CAPSULE = 256, 512
+WRITABLE, _CAPSULE, _HOLD, _COPY, _CHECK = 256, 512, 1024, 2048, 4096
 _CPU = 1
 
 
@@ -48,15 +59,15 @@ def _entry():
 
 
 def _kind(obj):
-    """How objects of `obj`'s type export their memory, learnt from the first one seen: the
-    buffer protocol first (NumPy arrays have both; theirs is the cheaper), else DLPack, with
-    torch's C exporter called directly (its `Tensor.__dlpack__` wrapper costs ~4 µs in
-    Python, the exporter ~0.3 µs)."""
+    """How objects of `obj`'s type export their memory, from the type alone (cached per
+    type): the buffer protocol first (NumPy arrays have both; theirs is the cheaper), else
+    DLPack, with torch's C exporter called directly (its `Tensor.__dlpack__` wrapper costs
+    ~4 µs in Python, the exporter ~0.3 µs)."""
     t = type(obj)
     kind = _kinds.get(t)
     if kind is None:
         torch = sys.modules.get("torch")
-        if _exports_buffer(obj):
+        if (_raw or _entry())(obj, _CHECK):  # the type's buffer slot, as the binding reads
             kind = _BUFFER
         elif torch is not None and isinstance(obj, torch.Tensor):
             kind = _EXCHANGE if hasattr(t, "__dlpack_c_exchange_api__") else _TORCH
@@ -79,16 +90,6 @@ def _torch_exporter():
     return _to_dlpack
 
 
-def _exports_buffer(obj):
-    # Asked of the type's protocol, not of this object's layout (a first NumPy array of 9
-    # dimensions, which the binding declines, must not make every later one DLPack).
-    try:
-        memoryview(obj).release()
-        return True
-    except (TypeError, ValueError, BufferError):
-        return False
-
-
 def _capsule(obj, kind):
     """The DLPack capsule of a DLPack-only object, or None when it refuses (the slow path
     reports why). A torch tensor that requires grad is left to the slow path too."""
@@ -108,22 +109,45 @@ def _capsule(obj, kind):
         return None
 
 
-def read(obj, spec_):
-    """(keep, address, shape, itemsize) of `obj` when it meets `spec_` zero-copy, else None."""
+def read(obj, spec_, pin=False):
+    """(keep, address, shape, itemsize) of `obj` when it meets `spec_`, else None; the keep
+    pins the memory (the module docstring says how, per kind; a torch tensor is copied only
+    with `pin`: the optimizers read gradients in place, and check their addresses apart)."""
     raw = _raw or _entry()
     kind = _kinds.get(type(obj))
     if kind is None:
         kind = _kind(obj)
-    if kind == _BUFFER or kind == _EXCHANGE:
-        r = raw(obj, spec_)
-        return None if r is None else (obj, r[0], r[1], r[2])
-    if kind == _NONE:
+    if kind == _BUFFER:
+        r = raw(obj, spec_ | _HOLD)
+        return None if r is None else (r[3], r[0], r[1], r[2])
+    if kind == _EXCHANGE:
+        if spec_ & WRITABLE or not pin:  # updated in place, or not pinned: read in place
+            r = raw(obj, spec_)
+            return None if r is None else (obj, r[0], r[1], r[2])
+        r = raw(obj, spec_ | _COPY)
+    elif kind == _NONE:
         return None
-    cap = _capsule(obj, kind)
-    if cap is None:
+    else:
+        cap = _capsule(obj, kind)
+        if cap is None:
+            return None
+        if kind == _DLPACK or spec_ & WRITABLE or not pin:
+            r = raw(cap, spec_ | _CAPSULE)
+            return None if r is None else (cap, r[0], r[1], r[2])
+        r = raw(cap, spec_ | _CAPSULE | _COPY)  # an older torch's capsule: copied, as above
+    if r is None or type(r) is int:  # declined, or a value outside int32: the slow path says
         return None
-    r = raw(cap, spec_ | _CAPSULE)
-    return None if r is None else (cap, r[0], r[1], r[2])
+    return r[3], r[0], r[1], r[2]
+
+
+def copy(src, spec_, capsule=False):
+    """(bytearray, address, shape, itemsize) of a C-order copy of `src` (a buffer-protocol
+    object, a torch tensor, or with `capsule` a DLPack capsule), made in the binding: float32
+    for F32, int32/int64 as they are for LABELS, any integer converted to int32 for I32. An
+    int: the first value outside int32. None when the layout is not one the spec copies
+    (another dtype, empty, not on the CPU, a null address) or memory runs out."""
+    r = (_raw or _entry())(src, spec_ | _COPY | (_CAPSULE if capsule else 0))
+    return r if r is None or type(r) is int else (r[3], r[0], r[1], r[2])
 
 
 def describe(obj):
@@ -160,3 +184,7 @@ def describe(obj):
 
 def is_dlpack_only(obj):
     return _kind(obj) in (_EXCHANGE, _TORCH, _DLPACK)
+
+
+def is_torch(obj):
+    return _kind(obj) in (_EXCHANGE, _TORCH)

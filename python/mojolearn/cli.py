@@ -507,6 +507,23 @@ def _requested_mode():
         raise UsageError(str(exc)) from None
 
 
+def _check_environment():
+    """A bad MOJOLEARN_NUMERIC_MODE, MOJOLEARN_NUM_THREADS, MOJOLEARN_CPU_LEVEL or
+    MOJOLEARN_VENDOR is a usage error of every command, raised before anything is read: never
+    a verdict on a file (`verify`) or a refusal of one (`train --resume`)."""
+    from . import _backend, _threads
+
+    _requested_mode()
+    try:
+        _threads.num_threads()
+        _backend._cpu_level()
+        vendor = os.environ.get("MOJOLEARN_VENDOR")
+        if vendor and vendor not in _backend.VENDORS:  # _backend's own check and message
+            raise ValueError(f"MOJOLEARN_VENDOR must be one of {_backend.VENDORS}, got {vendor!r}")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _check_dataset(dataset, stored):
     problems = []
     if dataset.sha256 != stored.get("dataset_sha256"):
@@ -670,14 +687,22 @@ def cmd_train(args, out):
 class _Group:
     """The processes of a run: one without --microbatches; with it, MPI's world when mpi4py
     is there (else one process). Only rank 0 writes files and output; a refusal on any rank
-    is raised on all of them, so no process waits for another forever."""
+    is raised on all of them, so no process waits for another forever; a process that stops
+    on its own (an uncaught exception, or SIGINT before the loop's signal handling, e.g.
+    while the CSV loads) aborts the whole job (`end`)."""
+
+    job = None  # the communicator of a run of more than one process, once there is one
 
     def __init__(self, microbatches):
         self.comm, self.mpi = None, None
         if microbatches is not None:
-            from .distributed import _world
+            from .distributed import _guard_job, _world
 
             self.comm, self.mpi = _world(None)
+            if self.mpi is not None:
+                _guard_job()  # an uncaught exception on any process aborts the job
+                if self.comm.size > 1:
+                    _Group.job = self.comm
         self.rank = 0 if self.comm is None else self.comm.rank
         self.root = self.rank == 0
         global _QUIET
@@ -692,6 +717,15 @@ class _Group:
         first = next((f for f in failed if f), None)
         if first is not None:
             raise problem if problem is not None else UsageError(first)
+
+    @staticmethod
+    def end(code):
+        """Under mpiexec, end every process of the job now with `code` (MPI_Abort): this one
+        stops while the others may wait for it in a collective. Nothing in one process."""
+        if _Group.job is not None:
+            from .distributed import _abort
+
+            _abort(code)
 
     def any(self, flag):
         """The largest `flag` of all processes (a signal seen by one stops all together)."""
@@ -823,10 +857,10 @@ def _train_loop(args, run, out):
             f"the checkpoint is at step {run.start} already (--steps/--epochs "
             f"end at {end}); nothing to train"
         )
-    step, loss = run.start, None
+    step, loss, stop = run.start, None, 0
     with _Interrupt() as interrupt:
         try:
-            while step < end and not interrupt.hit:
+            while step < end and not stop:
                 x, y, rows = stream.next_batch()
                 X = Array._wrap(x, (rows, dataset.n_features), "<f4")
                 Y = Array._wrap(y, (rows,), "<i4")
@@ -853,7 +887,10 @@ def _train_loop(args, run, out):
                         run.dp,
                     )
                     run.saved = step
-                interrupt.hit = run.group.any(interrupt.hit)
+                # A signal on any process stops all after the same step. The handler's flag
+                # is never overwritten: one that lands during this agreement counts at the
+                # next step (assigning the agreed value to it could lose that signal).
+                stop = run.group.any(interrupt.hit)
         except RuntimeError as exc:  # the state is unchanged: the step was refused whole
             progress.close()
             raise UsageError(
@@ -864,7 +901,7 @@ def _train_loop(args, run, out):
             ) from None
         _save(trainer, history, ckpt, _schedule(dataset, opts, stream.epoch, stream.cursor), run.dp)
     progress.close()
-    return interrupt.hit, step, loss
+    return stop or interrupt.hit, step, loss
 
 
 def _report(args, run, outcome):
@@ -1103,7 +1140,7 @@ def main(argv=None):
     args.argv = argv
     out = sys.stdout
     try:
-        _requested_mode()  # a bad MOJOLEARN_NUMERIC_MODE is one line for every command
+        _check_environment()  # a bad MOJOLEARN_* setting is one line for every command
         return args.func(args, out)
     except UsageError as exc:
         if not _QUIET:  # under mpiexec, one line from rank 0 (every rank refused the same)
@@ -1111,6 +1148,7 @@ def main(argv=None):
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print(f"mojolearn {args.command}: interrupted", file=sys.stderr)
+        _Group.end(EXIT_INTERRUPTED)  # under mpiexec: the other processes end too
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK

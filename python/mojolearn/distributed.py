@@ -15,11 +15,18 @@ Example (run as `mpiexec -n 2 python train.py`):
     >>> trainer = mojolearn.MLPTrainer([8, 16, 3], seed=0, data_schedule={"seed": 0})
     >>> dp = DataParallel(trainer, microbatches=4)
     >>> dp.train_step(X, y)["loss"]  # X, y: the whole batch, the same on every process
+
+Under MPI the processes must agree, and are checked: at construction, their trainers (layer
+sizes, numeric mode, hyperparameters, step, data schedule, state hash) and M, in one round
+trip; at every step, R and the step count, riding in the step's agreement; after a load on
+any process, the state hashes. A disagreement is the same ValueError on every process, with
+nothing applied. And the job ends when a process does: see `DataParallel`.
 """
 
 from __future__ import annotations
 
 import array as _pyarray
+import sys
 
 from . import _backend
 from ._mlp_core import MLPCore
@@ -36,6 +43,132 @@ if TYPE_CHECKING:
     from .trainer import SmallMLPTrainer
 
 __all__ = ["DataParallel"]
+
+# -- the end of the job (issue 30 rows 8, 9) ------------------------------------------------
+#
+# A process that ends while the others wait for it in a collective would leave them waiting
+# forever (and itself in MPI_Finalize, which waits for them). So, once per process of a job
+# of more than one process: an uncaught exception (KeyboardInterrupt included) prints its
+# traceback and aborts the job, as `python -m mpi4py` does; and at exit (sys.exit with any
+# code, or the end of the program) the process first meets its DataParallel peers in one
+# more agreement: if they are all leaving too, MPI finalizes as usual; if any is still
+# stepping, that one raises "rank r failed: its process is exiting" and this one aborts.
+
+_LEAVING = (
+    "its process is exiting (sys.exit or the end of its program) while this one "
+    "still steps: every process must take the same steps",
+)
+_GUARD: list[object] = []  # the installed excepthook, once per process
+_EXIT_COMMS: list[Any] = []  # the DataParallel communicators met at exit, in order
+_CUT: list[bool] = []  # a step was cut off on this process (its collectives are out of step)
+
+
+def _abort(code: int) -> None:
+    """End the whole MPI job now with status `code` (stdout and stderr flushed first, and a
+    moment for mpiexec to forward them: it drops what is still in flight when it tears the
+    job down)."""
+    import os
+    import time
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001, S110 - a closed stream cannot stop the abort
+            pass
+    time.sleep(0.2)
+    mpi = sys.modules.get("mpi4py.MPI")
+    try:
+        if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+            mpi.COMM_WORLD.Abort(code)
+    finally:  # MPICH's MPI_Abort may return; an exit without MPI_Finalize ends the job too
+        os._exit(code)
+
+
+def _excepthook(previous: Any) -> Any:
+    def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+        try:
+            previous(kind, value, tb)  # the traceback, as without MPI
+        finally:
+            _abort(130 if issubclass(kind, KeyboardInterrupt) else 1)
+
+    return hook
+
+
+def _at_exit() -> None:
+    """At exit: meet the peers of each DataParallel communicator once more (see above)."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None or not mpi.Is_initialized() or mpi.Is_finalized():
+        return
+    if _CUT:
+        _abort(1)
+    for comm in _EXIT_COMMS:
+        if comm == mpi.COMM_NULL:  # freed by the program (on every process, or it is stuck)
+            continue
+        try:
+            said = comm.allgather(_LEAVING)
+        except Exception:  # noqa: BLE001 - no agreement possible: end the job
+            _abort(1)
+        if any(s != _LEAVING for s in said):
+            _abort(1)
+
+
+def _guard_job(comm: Any = None) -> None:
+    """In a job of more than one MPI process (nothing otherwise): install the excepthook and
+    the exit agreement once per process; `comm` joins the communicators met at exit."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None or not mpi.Is_initialized() or mpi.Is_finalized():
+        return
+    if mpi.COMM_WORLD.Get_size() < 2:
+        return
+    if not _GUARD:
+        import atexit
+
+        sys.excepthook = _excepthook(sys.excepthook)
+        atexit.register(_at_exit)  # after mpi4py's own: runs before MPI_Finalize
+        _GUARD.append(sys.excepthook)
+    if comm is not None and comm.Get_size() > 1 and not any(c == comm for c in _EXIT_COMMS):
+        _EXIT_COMMS.append(comm)
+
+
+# What the processes' trainers must agree on at construction (as named in messages), in the
+# order a refusal names the first difference; `_facts` gives the values.
+_FACTS = (
+    "microbatches",
+    "the trainer class",
+    "layer sizes",
+    "numeric mode",
+    "lr",
+    "betas[0]",
+    "betas[1]",
+    "eps",
+    "weight_decay",
+    "step",
+    "data_schedule",
+    "weights or optimizer moments (state hash)",
+)
+
+
+def _facts(trainer: MLPCore, m: int) -> tuple[tuple[object, str], ...]:
+    """(value compared, value shown) for each of `_FACTS`."""
+    import hashlib
+    import json
+
+    c = trainer._config
+    schedule = json.dumps(trainer.data_schedule, sort_keys=True)
+    digest = trainer.state_hash()
+    values: list[tuple[object, str]] = [
+        (m, str(m)),
+        (trainer._API, trainer._API),
+        (tuple(trainer.layer_sizes), str(trainer.layer_sizes)),
+        (trainer._mode, trainer._mode),
+    ]
+    values += [(c[k], f"{c[k]:.9g}") for k in ("lr", "beta1", "beta2", "eps", "weight_decay")]
+    values += [
+        (trainer.step_, str(trainer.step_)),
+        (hashlib.sha256(schedule.encode()).hexdigest(), schedule[:80]),
+        (digest, digest[:16]),
+    ]
+    return tuple(values)
 
 
 class _OneProcess:
@@ -74,6 +207,22 @@ def _world(comm: Any) -> tuple[Any, Any]:
 class DataParallel:
     """Data-parallel steps of a SmallMLPTrainer or MLPTrainer over `comm`'s processes.
 
+    Construction is collective (every process of `comm` builds its DataParallel): in one round
+    trip the processes check that they agree on M and on their trainers (class, layer sizes,
+    numeric mode, lr, betas, eps, weight_decay, step, data_schedule and state hash); the first
+    difference is the same ValueError on every process, naming it and two ranks' values.
+
+    Under MPI with more than one process in the job, constructing a DataParallel also makes
+    sure the job ends when one process does (once per process): an uncaught exception,
+    KeyboardInterrupt included, prints its traceback and calls MPI_Abort (status 1, or 130
+    for KeyboardInterrupt), as `python -m mpi4py` does, so no process waits for another
+    forever; its atexit handlers do not run. A process that exits otherwise (sys.exit with any
+    status, or the end of its program) first meets its peers once more: if all are leaving,
+    MPI finalizes as usual; if any is still stepping, that one raises RuntimeError ("rank r
+    failed: its process is exiting ...") and the leaving one aborts the job (status 1). Not
+    covered: a failure before the DataParallel is built (run the program as `python -m mpi4py
+    train.py` for that), or processes waiting in collectives of their own.
+
     Attributes:
         trainer: the trainer it steps.
         microbatches: M.
@@ -81,11 +230,18 @@ class DataParallel:
     Args:
         trainer: the trainer every process holds with the same state (e.g. loaded from the
             same checkpoint); `dp` steps it, so its `step_`, `state_hash()` and checkpoints
-            follow every step.
+            follow every step. A load or a step on it outside `dp` is noticed at the next
+            `dp` call: the processes then compare their state hashes.
         microbatches: M, a power of two; the global batch's rows must be a multiple of it.
         comm: an mpi4py communicator; None means `MPI.COMM_WORLD` when mpi4py is importable
             and one process when it is not; "mpi" requires mpi4py (ImportError naming the
             extra otherwise).
+
+    Raises:
+        ValueError: a refused M, or processes that disagree (on every process alike).
+        TypeError: a trainer that is not a SmallMLPTrainer or MLPTrainer, or a comm that is
+            not a communicator.
+        RuntimeError: another process failed (every process raises).
     """
 
     trainer: SmallMLPTrainer | MLPTrainer
@@ -97,17 +253,29 @@ class DataParallel:
         microbatches: int = 1,
         comm: MPI.Comm | Literal["mpi"] | None = None,
     ) -> None:
-        if not isinstance(trainer, MLPCore):
-            raise TypeError(
-                f"DataParallel: trainer must be a SmallMLPTrainer or MLPTrainer, "
-                f"got {type(trainer).__name__}"
-            )
-        m = microbatches
-        if isinstance(m, bool) or type(m) is not int or m < 1 or m & (m - 1):
-            raise ValueError(
-                f"DataParallel: microbatches must be a power of two >= 1 (1, 2, 4, ...), got {m!r}"
-            )
+        _guard_job()  # mpi4py loaded already: a refusal below still ends the job
         self._comm, self._mpi = _world(comm)
+        if self._mpi is not None:
+            _guard_job()
+        self._cut = False
+        problem, facts, m = None, None, microbatches
+        try:
+            if not isinstance(trainer, MLPCore):
+                raise TypeError(
+                    f"DataParallel: trainer must be a SmallMLPTrainer or MLPTrainer, "
+                    f"got {type(trainer).__name__}"
+                )
+            if isinstance(m, bool) or type(m) is not int or m < 1 or m & (m - 1):
+                raise ValueError(
+                    f"DataParallel: microbatches must be a power of two >= 1 (1, 2, 4, ...), "
+                    f"got {m!r}"
+                )
+            if self._mpi is not None:
+                facts = _facts(trainer, m)
+        except Exception as exc:  # noqa: BLE001 - every process must hear of it
+            problem = exc
+        said = self._gathered(problem, facts)
+        self._same_trainers([s[1] for s in said])
         self.trainer = trainer
         self.microbatches = m
         n = trainer._spec.total
@@ -119,6 +287,9 @@ class DataParallel:
         self._grad_srcs = _pyarray.array("q", [g + 4 * i * n for i in range(m)])
         self._loss_srcs = _pyarray.array("q", [l + 4 * i for i in range(m)])
         self._counts = [len(self.microbatches_of(r)) for r in range(self.size)]
+        self._seen = (trainer._session, trainer.step_)  # the state last agreed on
+        if self._mpi is not None:
+            _guard_job(self._comm)
 
     @property
     def rank(self) -> int:
@@ -149,22 +320,100 @@ class DataParallel:
 
     # ------------------------------------------------------------ steps
 
-    def _agree(self, problem: BaseException | None) -> None:
-        """Every process learns whether any failed (so none waits in a collective forever);
-        raises the same error on all of them."""
+    def _gathered(self, problem: BaseException | None, *facts: object) -> list[tuple[Any, ...]]:
+        """One round trip: every process's (problem, *facts). Every process learns whether any
+        failed (so none waits in a collective forever) and raises the same error if one did;
+        otherwise returns the list, in rank order."""
         if self._mpi is None:
             if problem:
                 raise problem
-            return
-        failed = self._comm.allgather(
-            None if problem is None else f"{type(problem).__name__}: {problem}"
+            return [(None, *facts)]
+        said = self._comm.allgather(
+            (None if problem is None else f"{type(problem).__name__}: {problem}", *facts)
         )
-        first = next(((r, f) for r, f in enumerate(failed) if f), None)
+        first = next(((r, s[0]) for r, s in enumerate(said) if s[0] is not None), None)
         if first is not None:
             if problem is not None and first[0] == self.rank:
                 raise problem
             kind = RuntimeError if not first[1].startswith("ValueError") else ValueError
             raise kind(f"DataParallel: rank {first[0]} failed: {first[1]}"[:500])
+        return said  # type: ignore[no-any-return]
+
+    def _agree(self, problem: BaseException | None) -> None:
+        """Every process learns whether any failed; raises the same error on all of them."""
+        self._gathered(problem)
+
+    @staticmethod
+    def _differ(name: str, said: list[Any], fix: str) -> None:
+        """The first rank whose (key, shown) differs from rank 0's: the same ValueError on
+        every process, naming both."""
+        for r, (key, shown) in enumerate(said):
+            if key != said[0][0]:
+                raise ValueError(
+                    f"DataParallel: the processes disagree on {name}: rank 0 has "
+                    f"{said[0][1]}, rank {r} has {shown}; {fix}"[:600]
+                )
+
+    def _same_trainers(self, facts: list[Any]) -> None:
+        """Construction: the processes' trainers and M agree (see the class docstring)."""
+        if self._mpi is None:
+            return
+        for i, name in enumerate(_FACTS):
+            self._differ(
+                name,
+                [f[i] for f in facts],
+                "every process must build the same trainer (the same layer sizes, weights "
+                "or seed, options and checkpoint) and the same DataParallel",
+            )
+
+    def _changed(self) -> bool:
+        """Whether this process's trainer was loaded or stepped outside `dp` since the last
+        agreement on its state."""
+        t: MLPCore = self.trainer
+        return t._session is not self._seen[0] or t.step_ != self._seen[1]
+
+    def _same_state(self, said: list[Any], at: int) -> None:
+        """R (`said[r][at]`), the step count (`at + 1`) and, after a load on any process, the
+        state hashes (`at + 2`: the hash where this process's state changed, else None)
+        agree; a second round trip only when some processes' states changed and not others'."""
+        if self._mpi is None:
+            return
+        if at:
+            self._differ(
+                "the batch's rows R",
+                [(s[at], str(s[at])) for s in said],
+                "every process passes the same global batch (or its shard of it, with the "
+                "same global_rows)",
+            )
+        self._differ(
+            "the step count",
+            [(s[at + 1], str(s[at + 1])) for s in said],
+            "a step or load on one process's trainer outside dp; load the same checkpoint "
+            "on every process",
+        )
+        digests = [s[at + 2] for s in said]
+        if all(d is None for d in digests):
+            return
+        t: MLPCore = self.trainer
+        if any(d is None for d in digests):
+            mine = digests[self.rank] or t.state_hash()
+            digests = [s[1] for s in self._gathered(None, mine)]
+        self._differ(
+            "the trainer's state (state hash) after a load",
+            [(d, d[:16]) for d in digests],
+            "load the same checkpoint on every process",
+        )
+        self._seen = (t._session, t.step_)
+
+    def _usable(self) -> None:
+        """Refuse a call after a step was cut off on this process (its collectives no longer
+        match its peers')."""
+        if self._cut:
+            raise RuntimeError(
+                "DataParallel: a step was cut off on this process (an exception left it "
+                "between two collectives), so the processes no longer meet in the same "
+                "collectives: end the job and resume from the last checkpoint"
+            )
 
     def train_step(
         self, X: BufferLike, targets: BufferLike, *, global_rows: int | None = None
@@ -176,6 +425,9 @@ class DataParallel:
         targets hold only this process's microbatches (`microbatches_of(rank)`, stacked in
         order) and `global_rows` is R. Both give the same bits.
 
+        The processes' R and step counts ride in the step's agreement (no extra round trip);
+        after a load or step outside `dp` on any process, their state hashes are compared.
+
         Args:
             X: float32 (rows, inputs): the batch, or this process's shard of it.
             targets: integer (rows,): the class of each row.
@@ -186,14 +438,17 @@ class DataParallel:
             combined in the same tree, the same on every process)}.
 
         Raises:
-            ValueError: rows that do not split into the microbatches, or a refused input on
-                any process (every process raises).
-            RuntimeError: another process failed (every process raises).
+            ValueError: rows that do not split into the microbatches, a refused input on any
+                process, or processes that disagree on R, the step count or (after a load)
+                the state (every process raises; no process takes the step).
+            RuntimeError: another process failed, or left (every process raises).
         """
+        self._usable()
         t: MLPCore = self.trainer  # the shared core's private entries
         m = self.microbatches
         mine = self.microbatches_of(self.rank)
-        problem, buffers = None, []
+        changed = self._changed()
+        problem, buffers, total, per = None, [], None, 0
         try:
             x, xa, rows = t._x_input(X, stacked=True)
             total = rows if global_rows is None else global_rows
@@ -225,19 +480,43 @@ class DataParallel:
                     buffers.append(buf)
         except Exception as exc:  # noqa: BLE001 - every process must hear of it
             problem = exc
-        self._agree(problem)
-        self._gather(buffers, per)
-        b = _backend.binding()
-        n = t._spec.total
-        b.optim_tree_sum([self._grad_srcs.buffer_info()[0], self._sum.buffer_info()[0]], [m, n])
-        b.optim_tree_sum([self._loss_srcs.buffer_info()[0], self._loss.buffer_info()[0]], [m, 1])
-        problem = None
-        with t._lock:
+        if not changed:  # a session reopened larger for this batch holds the same state
+            self._seen = (t._session, t.step_)
+        digest = None
+        if changed and problem is None and self._mpi is not None:
             try:
-                step = t._apply_flat(self._sum.buffer_info()[0])
-            except Exception as exc:  # noqa: BLE001 - the same on every process
+                digest = t.state_hash()
+            except Exception as exc:  # noqa: BLE001
                 problem = exc
-        self._agree(problem)
+        agreed = False  # an error raised on every process alike (their collectives in step)
+        self._cut = True
+        try:
+            try:
+                said = self._gathered(problem, total, t.step_, digest)
+                self._same_state(said, 1)
+            except Exception:
+                agreed = True
+                raise
+            self._gather(buffers, per)
+            b = _backend.binding()
+            n = t._spec.total
+            srcs, sums = self._grad_srcs.buffer_info()[0], self._sum.buffer_info()[0]
+            b.optim_tree_sum([srcs, sums], [m, n])
+            srcs, sums = self._loss_srcs.buffer_info()[0], self._loss.buffer_info()[0]
+            b.optim_tree_sum([srcs, sums], [m, 1])
+            problem = None
+            with t._lock:
+                try:
+                    step = t._apply_flat(self._sum.buffer_info()[0])
+                except Exception as exc:  # noqa: BLE001 - the same on every process
+                    problem = exc
+            self._seen = (t._session, t.step_)
+            agreed = True  # an error of _agree is raised on every process alike
+            self._agree(problem)
+        finally:
+            self._cut = not agreed
+            if self._cut:  # e.g. KeyboardInterrupt between two collectives: see _at_exit
+                _CUT.append(True)
         return {"step": step, "loss": self._loss[0]}
 
     def _gather(self, buffers: list[Any], per: int) -> None:
@@ -268,12 +547,28 @@ class DataParallel:
     def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
         """Rank 0 writes the trainer's checkpoint (atomically, as always).
 
-        Every process returns only once the file is complete, and all raise if the save
-        failed.
+        First the processes check that their trainers agree (the step count and, after a load
+        or step outside `dp` on any process, the state hash): rank 0 never writes a state the
+        others do not hold. Every process returns only once the file is complete, and all
+        raise if the save failed.
 
         Args:
             path: the checkpoint file.
+
+        Raises:
+            ValueError: the processes' trainers disagree (nothing is written), or the save
+                was refused (see the trainer's `save_checkpoint`).
+            OSError: the file cannot be written (on rank 0; RuntimeError on the others).
         """
+        self._usable()
+        t: MLPCore = self.trainer
+        problem, digest = None, None
+        if self._changed() and self._mpi is not None:
+            try:
+                digest = t.state_hash()
+            except Exception as exc:  # noqa: BLE001
+                problem = exc
+        self._same_state(self._gathered(problem, t.step_, digest), 0)
         problem = None
         if self.rank == 0:
             try:

@@ -51,7 +51,8 @@ class MLPTrainer(MLPCore):
             or data_schedule. Nothing is allocated for the network before the sizes pass.
 
     A step either completes or changes nothing; calls from several threads are serialized.
-    The most rows a batch may have is `max_rows` (a bound on a step's working memory).
+    The most rows a batch may have is `max_rows` (a bound on a step's working memory, and at
+    most 2**20); a larger batch is refused with ValueError before anything changes.
 
     Example:
         >>> trainer = mojolearn.MLPTrainer([8, 32, 32, 3], seed=1, data_schedule={"seed": 1})

@@ -618,8 +618,10 @@ class _Optimizer:
                 (named), an exhausted step counter; nothing changes then.
         """
         max_norm = self._max_norm(max_norm)
-        _, addrs = self._grads(grads, "grads", writable=max_norm is not None)
+        # `keeps` pins the gradients' memory until the step returns (exports, capsules).
+        keeps, addrs = self._grads(grads, "grads", writable=max_norm is not None)
         result = self._run(addrs, max_norm)
+        del keeps
         if self._pdev is not None:
             self._sync_params_to_host()
         return result

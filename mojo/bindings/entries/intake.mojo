@@ -31,6 +31,9 @@ comptime SPEC_LABELS = 2
 comptime SPEC_I32 = 3
 comptime SPEC_WRITABLE = 256
 comptime SPEC_CAPSULE = 512
+comptime SPEC_HOLD = 1024
+comptime SPEC_COPY = 2048
+comptime SPEC_CHECK = 4096
 comptime MAX_NDIM = 8
 comptime ANY_NDIM = 15
 # PyBUF_STRIDES | PyBUF_FORMAT (PyBUF_RECORDS_RO): strides and format, no suboffsets.
@@ -52,6 +55,7 @@ struct Seen(Copyable, Movable):
     var fmt: String  # filled when describing only (a String allocates)
     var ndim: Int
     var shape: SIMD[DType.int64, MAX_NDIM]
+    var strides: SIMD[DType.int64, MAX_NDIM]  # in bytes (C order when the exporter gives none)
     var contiguous: Bool
     var readonly: Bool
     var device: Int
@@ -65,6 +69,7 @@ struct Seen(Copyable, Movable):
         self.fmt = String()
         self.ndim = 0
         self.shape = SIMD[DType.int64, MAX_NDIM](0)
+        self.strides = SIMD[DType.int64, MAX_NDIM](0)
         self.contiguous = True
         self.readonly = False
         self.device = DL_CPU
@@ -72,16 +77,21 @@ struct Seen(Copyable, Movable):
 
 
 struct Held(Movable):
-    """A Py_buffer kept for the length of an entry call, so that the exporter refuses to
-    resize or free the memory meanwhile (bytearray and array.array raise BufferError while a
-    view is held); released by `release`, or when dropped (an error on the way out)."""
+    """What pins a hot entry's input for the length of the call: a Py_buffer kept, so that the
+    exporter refuses to resize or free the memory meanwhile (bytearray and array.array raise
+    BufferError while a view is held), or, for an object read through the DLPack exchange API
+    (a torch tensor, whose storage nothing pins: `resize_` frees it), a copy made while the
+    GIL is held, which the entry reads instead. Released by `release`, or when dropped (an
+    error on the way out)."""
 
     var view: SIMD[DType.int64, 16]  # the Py_buffer (80 bytes)
     var held: Bool
+    var copy: Int  # malloc'ed copy of an exchange-read input, or 0
 
     def __init__(out self):
         self.view = SIMD[DType.int64, 16](0)
         self.held = False
+        self.copy = 0
 
     def get(mut self, obj: Int) -> Bool:
         var vp = Int(Pointer(to=self.view))
@@ -91,29 +101,49 @@ struct Held(Movable):
         self.held = True
         return True
 
+    def keep_copy(mut self, mut seen: Seen) -> Bool:
+        """Copy `seen`'s C-contiguous memory and point `seen` at the copy; False when the
+        allocation fails (nothing kept)."""
+        var n = seen.size * seen.itemsize
+        var p = external_call["malloc", Int](n)
+        if p == 0:
+            return False
+        _ = external_call["memcpy", Int](p, seen.addr, n)
+        self.copy = p
+        seen.addr = p
+        return True
+
     def release(mut self):
         if self.held:
             external_call["PyBuffer_Release", NoneType](Int(Pointer(to=self.view)))
             self.held = False
+        if self.copy != 0:
+            external_call["free", NoneType](self.copy)
+            self.copy = 0
 
     def __deinit__(deinit self):
         if self.held:
             external_call["PyBuffer_Release", NoneType](Int(Pointer(to=self.view)))
+        if self.copy != 0:
+            external_call["free", NoneType](self.copy)
 
 
-def _contiguous(seen: Seen, strides_at: Int, scale: Int) -> Bool:
-    """C order: each stride (elements × scale) is the product of the sizes after it; sizes
+def _contiguous(mut seen: Seen, strides_at: Int, scale: Int) -> Bool:
+    """Fills `seen.strides` (bytes: elements × scale; C order when `strides_at` is 0) and
+    says whether the layout is C order: each stride the product of the sizes after it; sizes
     of 1 may have any stride, and an empty layout is contiguous."""
-    if strides_at == 0 or seen.size <= 1:
-        return True
-    var strides = I64P(unsafe_from_address=strides_at)
     var step = seen.itemsize
+    var contiguous = True
     for i in range(seen.ndim - 1, -1, -1):
         var d = Int(seen.shape[i])
-        if d != 1 and Int(strides[unsafe_offset=i]) * scale != step:
-            return False
+        if strides_at == 0:
+            seen.strides[i] = Int64(step)
+        else:
+            seen.strides[i] = I64P(unsafe_from_address=strides_at)[unsafe_offset=i] * Int64(scale)
+            if d != 1 and Int(seen.strides[i]) != step:
+                contiguous = False
         step *= d
-    return True
+    return contiguous or seen.size <= 1
 
 
 def _parse_format(fmt_at: Int, mut seen: Seen, describe: Bool):
@@ -373,9 +403,10 @@ def _read_exchange(obj: Int, mut seen: Seen, describe: Bool) -> Bool:
 
 
 def read_arg(obj: PythonObject, spec: Int, mut seen: Seen, mut held: Held) -> Bool:
-    """A hot entry's input: `obj` (a buffer-protocol object, its view kept in `held` until
-    the call ends, or an object with the DLPack exchange API) when it meets `spec`, else
-    False with nothing kept (the Python side then copies, converts or refuses by name)."""
+    """A hot entry's input: `obj` when it meets `spec`, pinned by `held` until the call ends:
+    a buffer-protocol object by its view, an object with the DLPack exchange API (torch) by a
+    copy that `seen.addr` then points at (read-only specs; a writable one is read in place).
+    Else False with nothing kept (the Python side then copies, converts or refuses by name)."""
     var p = Int(obj._obj_ptr)
     if external_call["PyObject_CheckBuffer", c_int](p) != 0:
         if not held.get(p):
@@ -384,7 +415,9 @@ def read_arg(obj: PythonObject, spec: Int, mut seen: Seen, mut held: Held) -> Bo
             return True
         held.release()
         return False
-    return _read_exchange(p, seen, False) and _accepts(seen, spec)
+    if not (_read_exchange(p, seen, False) and _accepts(seen, spec)):
+        return False
+    return (spec & SPEC_WRITABLE) != 0 or held.keep_copy(seen)
 
 
 def _accepts(seen: Seen, spec: Int) -> Bool:
@@ -399,12 +432,10 @@ def _accepts(seen: Seen, spec: Int) -> Bool:
     var c = seen.code
     if kind == SPEC_F32:
         return c == UInt8(ord("f")) and seen.itemsize == 4
-    var signed = (c == UInt8(ord("i")) or c == UInt8(ord("l")) or c == UInt8(ord("q"))
-                  or c == UInt8(ord("n")))
     if kind == SPEC_LABELS:
-        return signed and (seen.itemsize == 4 or seen.itemsize == 8)
+        return _accepts_labels(c, seen.itemsize)
     if kind == SPEC_I32:
-        return signed and seen.itemsize == 4
+        return _accepts_labels(c, seen.itemsize) and seen.itemsize == 4
     return False
 
 
@@ -484,9 +515,11 @@ def tuple_set(t: PyObjectPtr, i: Int, v: PyObjectPtr):
     _ = external_call["PyTuple_SetItem", c_int](Int(t), i, Int(v))  # steals v
 
 
-def _result(seen: Seen, describe: Bool) raises -> PythonObject:
+def _result(seen: Seen, describe: Bool, keep: Int = 0) raises -> PythonObject:
+    """(addr, shape, itemsize) [+ keep, a new reference stolen here] or, describing, the
+    7-tuple of `intake_read`."""
     # Built with the C API directly: PythonObject conversions cost ~20 ns each here.
-    var out = PythonObject(from_owned=new_tuple(7 if describe else 3))
+    var out = PythonObject(from_owned=new_tuple(7 if describe else (4 if keep != 0 else 3)))
     var t = out._obj_ptr
     tuple_set(t, 0, new_int(seen.addr))
     var shape = new_tuple(seen.ndim)
@@ -494,6 +527,8 @@ def _result(seen: Seen, describe: Bool) raises -> PythonObject:
     for i in range(seen.ndim):
         tuple_set(shape, i, new_int(Int(seen.shape[i])))
     tuple_set(t, 2, new_int(seen.itemsize))
+    if keep != 0:
+        _ = external_call["PyTuple_SetItem", c_int](Int(t), 3, keep)  # steals keep
     if describe:
         var extra = Python.tuple(PythonObject(seen.fmt), PythonObject(seen.readonly),
                                  PythonObject(seen.contiguous), PythonObject(seen.device))
@@ -502,12 +537,195 @@ def _result(seen: Seen, describe: Bool) raises -> PythonObject:
     return out
 
 
+# -- copies: C order, in the binding ---------------------------------------------------------
+
+comptime _I32_MIN = Int64(-(1 << 31))
+comptime _I32_MAX = Int64((1 << 31) - 1)
+
+
+def _is_integer_code(c: UInt8) -> Bool:
+    for code in "bBhHiIlLqQnN".codepoints():
+        if c == UInt8(Int(code)):
+            return True
+    return False
+
+
+def _copyable(seen: Seen, spec: Int) -> Bool:
+    """What a copy (SPEC_COPY) takes: a non-empty native CPU layout of any strides, with a
+    non-null address, of the spec's ndim and dtype class: SPEC_F32 float32, SPEC_LABELS signed
+    4- or 8-byte integers (copied as they are), SPEC_I32 any integer (converted to int32)."""
+    var kind = spec & 7
+    var ndim = (spec >> 4) & 15
+    if not seen.native or (ndim != ANY_NDIM and seen.ndim != ndim) or seen.size == 0:
+        return False
+    if seen.device != DL_CPU or seen.addr == 0:
+        return False
+    var c = seen.code
+    var isz = seen.itemsize
+    if kind == SPEC_F32:
+        return c == UInt8(ord("f")) and isz == 4
+    if kind == SPEC_LABELS:
+        return _accepts_labels(c, isz)
+    if kind == SPEC_I32:
+        return _is_integer_code(c) and (isz == 1 or isz == 2 or isz == 4 or isz == 8)
+    return False
+
+
+def _accepts_labels(c: UInt8, isz: Int) -> Bool:
+    var signed = (c == UInt8(ord("i")) or c == UInt8(ord("l")) or c == UInt8(ord("q"))
+                  or c == UInt8(ord("n")))
+    return signed and (isz == 4 or isz == 8)
+
+
+def _load_int(at: Int, code: UInt8, isz: Int) -> Tuple[Int64, Bool]:
+    """The integer at `at` (struct code `code`, `isz` bytes) and whether it is an unsigned
+    64-bit value above 2**63-1 (then the Int64 holds its bits)."""
+    var signed = code >= UInt8(ord("a"))  # lower-case struct codes are the signed ones
+    if isz == 1:
+        if signed:
+            return (Int64(Pointer[Int8, MutAnyOrigin](unsafe_from_address=at)[unsafe_offset=0]),
+                    False)
+        return (Int64(U8P(unsafe_from_address=at)[unsafe_offset=0]), False)
+    if isz == 2:
+        if signed:
+            return (Int64(Pointer[Int16, MutAnyOrigin](unsafe_from_address=at)[unsafe_offset=0]),
+                    False)
+        return (Int64(Pointer[UInt16, MutAnyOrigin](unsafe_from_address=at)[unsafe_offset=0]),
+                False)
+    if isz == 4:
+        if signed:
+            return (Int64(Pointer[Int32, MutAnyOrigin](unsafe_from_address=at)[unsafe_offset=0]),
+                    False)
+        return (Int64(Pointer[UInt32, MutAnyOrigin](unsafe_from_address=at)[unsafe_offset=0]),
+                False)
+    var v = I64P(unsafe_from_address=at)[unsafe_offset=0]
+    return (v, not signed and v < 0)
+
+
+def _copy_items(seen: Seen, dst: Int, kind: Int, mut bad: Int64, mut bad_big: Bool) -> Bool:
+    """`seen`'s items in C order into `dst`: float32 and labels bit for bit, SPEC_I32 integers
+    converted to int32. False at the first value outside int32 (left in `bad`, `bad_big`)."""
+    var nd = seen.ndim
+    var isz = seen.itemsize
+    var inner = 1
+    var step = isz
+    if nd > 0:
+        inner = Int(seen.shape[nd - 1])
+        step = Int(seen.strides[nd - 1])
+    var convert = kind == SPEC_I32 and not (isz == 4 and seen.code >= UInt8(ord("a")))
+    var out_size = 4 if convert else isz
+    var idx = SIMD[DType.int64, MAX_NDIM](0)
+    var base = 0  # bytes from seen.addr to the current innermost row
+    var out = dst
+    for _ in range(seen.size // inner):
+        var src = seen.addr + base
+        if not convert and step == isz:
+            _ = external_call["memcpy", Int](out, src, inner * isz)
+        elif not convert and isz == 4:
+            var o = Pointer[UInt32, MutAnyOrigin](unsafe_from_address=out)
+            for j in range(inner):
+                o[unsafe_offset=j] = Pointer[UInt32, MutAnyOrigin](
+                    unsafe_from_address=src + j * step)[unsafe_offset=0]
+        elif not convert:
+            var o = Pointer[UInt64, MutAnyOrigin](unsafe_from_address=out)
+            for j in range(inner):
+                o[unsafe_offset=j] = Pointer[UInt64, MutAnyOrigin](
+                    unsafe_from_address=src + j * step)[unsafe_offset=0]
+        else:
+            var o = Pointer[Int32, MutAnyOrigin](unsafe_from_address=out)
+            for j in range(inner):
+                var r = _load_int(src + j * step, seen.code, isz)
+                if r[1] or r[0] < _I32_MIN or r[0] > _I32_MAX:
+                    bad = r[0]
+                    bad_big = r[1]
+                    return False
+                o[unsafe_offset=j] = Int32(r[0])
+        out += inner * out_size
+        var d = nd - 2
+        while d >= 0:  # the next row: an odometer over the outer dimensions
+            idx[d] += 1
+            base += Int(seen.strides[d])
+            if idx[d] < seen.shape[d]:
+                break
+            base -= Int(seen.strides[d]) * Int(seen.shape[d])
+            idx[d] = 0
+            d -= 1
+    return True
+
+
+def _copy_read(obj: PythonObject, s: Int) raises -> PythonObject:
+    """`intake_read` with SPEC_COPY: (address, shape, itemsize, a bytearray holding the C-order
+    copy) when `_copyable`; the offending value (an int) when an SPEC_I32 conversion meets a
+    value outside int32; else None. The source is read and copied with the GIL held, its
+    buffer view kept until the copy is made."""
+    var seen = Seen()
+    var held = Held()
+    var p = Int(obj._obj_ptr)
+    if (s & SPEC_CAPSULE) != 0:
+        if not _read_capsule(obj, seen, False):
+            return PythonObject(None)
+    elif external_call["PyObject_CheckBuffer", c_int](p) != 0:
+        if not held.get(p) or not _parse_view(held.view, seen, False):
+            return PythonObject(None)
+    elif not _read_exchange(p, seen, False):
+        return PythonObject(None)
+    if not _copyable(seen, s):
+        return PythonObject(None)
+    var kind = s & 7
+    var out_size = 4 if kind != SPEC_LABELS else seen.itemsize
+    var ba = external_call["PyByteArray_FromStringAndSize", Int](0, seen.size * out_size)
+    if ba == 0:
+        external_call["PyErr_Clear", NoneType]()
+        return PythonObject(None)
+    var dst = external_call["PyByteArray_AsString", Int](ba)
+    var bad = Int64(0)
+    var bad_big = False
+    if not _copy_items(seen, dst, kind, bad, bad_big):
+        external_call["Py_DecRef", NoneType](ba)
+        if bad_big:
+            return PythonObject(from_owned=external_call["PyLong_FromUnsignedLongLong",
+                                                         PyObjectPtr](UInt64(bad)))
+        return PythonObject(from_owned=external_call["PyLong_FromLongLong", PyObjectPtr](bad))
+    held.release()
+    seen.addr = dst
+    seen.itemsize = out_size
+    return _result(seen, False, ba)
+
+
+def _hold_read(obj: PythonObject, s: Int) raises -> PythonObject:
+    """`intake_read` with SPEC_HOLD, for a buffer-protocol object: (address, shape, itemsize,
+    a memoryview of `obj`) when it meets the spec. The memoryview holds `obj`'s buffer export
+    for as long as the caller keeps it, so that an exporter which refuses to resize or free
+    exported memory (array.array, bytearray) raises BufferError meanwhile; the address is
+    read from that very export."""
+    var mv = external_call["PyMemoryView_FromObject", Int](Int(obj._obj_ptr))
+    if mv == 0:
+        external_call["PyErr_Clear", NoneType]()
+        return PythonObject(None)
+    var seen = Seen()
+    var held = Held()
+    var ok = held.get(mv) and _parse_view(held.view, seen, False) and _accepts(seen, s)
+    held.release()
+    if not ok:
+        external_call["Py_DecRef", NoneType](mv)
+        return PythonObject(None)
+    return _result(seen, False, mv)
+
+
 def intake_read(obj: PythonObject, spec: PythonObject) raises -> PythonObject:
     """(address, shape, itemsize) when `obj` meets `spec`, else None; spec 0 or SPEC_CAPSULE
     alone: (address, shape, itemsize, format, readonly, c_contiguous, device type), or None
     when `obj` exports nothing (SPEC_CAPSULE: `obj` is an unused DLPack capsule, else a
-    buffer-protocol object)."""
+    buffer-protocol object). SPEC_HOLD (a buffer-protocol object) and SPEC_COPY add a
+    keep-alive as a fourth item (`_hold_read`, `_copy_read`). SPEC_CHECK alone: whether
+    `obj`'s type has the buffer protocol (a property of the type, never of the object)."""
     var s = Int(py=spec)
+    if s == SPEC_CHECK:
+        return PythonObject(external_call["PyObject_CheckBuffer", c_int](Int(obj._obj_ptr)) != 0)
+    if (s & SPEC_COPY) != 0:
+        return _copy_read(obj, s)
+    if (s & SPEC_HOLD) != 0:
+        return _hold_read(obj, s)
     var describe = (s & ~SPEC_CAPSULE) == 0
     var seen = Seen()
     if (s & SPEC_CAPSULE) != 0:

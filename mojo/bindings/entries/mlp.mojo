@@ -361,6 +361,10 @@ def _resident_run(E: StaticString, s: Session, x_at: Int, y: Int, out_at: Int, m
     return s.t()
 
 
+# `_user_int`: an int stands for an address the caller checked only with the rows (X) or the
+# itemsize (targets) that say what it holds; without them it is a user's int passed as a batch
+# (`train_step(12345, y)`, `train_step(X, 678)`), and the call is declined, so that the Python
+# side refuses it by name (TypeError naming X or targets), never reading the int as memory.
 def _batch_run(E: StaticString, session: PythonObject, x: PythonObject, targets: PythonObject,
                out_: PythonObject, mode: Int, rows_given: Int, k: Int,
                target_itemsize: PythonObject, want_dx: Bool, t: PythonObject) raises -> PythonObject:
@@ -372,8 +376,8 @@ def _batch_run(E: StaticString, session: PythonObject, x: PythonObject, targets:
     (rows from X) when they are not k batches the session holds."""
     var s = _session(E, addr_arg(E, "session", session))
     if is_int(x) and is_int(targets) and is_int(out_):  # all addresses: nothing to read here
-        if rows_given == 0:
-            raise Error("ValueError: ", E, ": rows = 0 takes the rows from x, an object")
+        if rows_given == 0 or int_arg(E, "target_itemsize", target_itemsize, 0, 8) == 0:
+            return PythonObject(None)  # a caller's int, not a checked address: `_user_int`
         return PythonObject(_resident_run(
             E, s, addr_arg(E, "x", x), addr_arg(E, "targets", targets), addr_arg(E, "out", out_),
             mode, rows_given, k, int_arg(E, "target_itemsize", target_itemsize, 4, 8), want_dx,
@@ -392,8 +396,7 @@ def _objects_run(E: StaticString, s: Session, x: PythonObject, targets: PythonOb
     var x_at: Int
     if rows_given == 0:
         if is_int(x) or is_int(out_):
-            raise Error("ValueError: ", E, ": rows = 0 takes the rows from x, an object, and "
-                        "makes the result buffer from out, a template")
+            return PythonObject(None)  # `_user_int`
         x_at = input_arg(E, "x", x, _X_SPEC, -1, s.inputs(), xs, xh)
         rows = Int(xs.shape[0]) // k
         if x_at == 0 or rows < 1 or rows * k != Int(xs.shape[0]) or rows > s.capacity:
@@ -407,6 +410,8 @@ def _objects_run(E: StaticString, s: Session, x: PythonObject, targets: PythonOb
     var y_at = x_at  # forward mode reads no targets
     var itemsize = 4
     if mode != MODE_FORWARD:
+        if is_int(targets) and int_arg(E, "target_itemsize", target_itemsize, 0, 8) == 0:
+            return PythonObject(None)  # `_user_int`
         y_at = input_arg(E, "targets", targets, _Y_SPEC, rows * k, 0, ys, yh)
         if y_at == 0:
             return PythonObject(None)
