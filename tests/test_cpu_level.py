@@ -89,7 +89,9 @@ def test_v4_refused_where_it_cannot_run():
         "try:\n    _backend.binding()\nexcept ImportError as e:\n    print('refused:', e)\n"
     )
     no_avx512 = run_python(
-        code.format(patch="_backend._cpu_flags = frozenset({'avx2', 'fma', 'avx512f', 'avx512vl'})"),
+        code.format(
+            patch="_backend._cpu_flags = frozenset({'avx2', 'fma', 'avx512f', 'avx512vl'})"
+        ),
         env={
             "MOJOLEARN_NUMERIC_MODE": "fast",
             "MOJOLEARN_CPU_LEVEL": "v4",

@@ -1,4 +1,4 @@
-"""Print the reliability figures R1...R11 as a table.
+"""Print the reliability figures R1...R17 as a table.
 
 Runs the suites in tests/reliability (CI sizes; `--long` sets MOJOLEARN_LONG_TESTS=1 for the
 large runs) with MOJOLEARN_RELIABILITY_OUT pointing at a scratch folder, where each suite

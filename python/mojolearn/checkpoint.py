@@ -435,9 +435,7 @@ def load_resumable(
 ) -> dict[str, Any]:
     """`load`, then `check_resumable`: the state a trainer or `train --resume` continues."""
     bound = _bound(schema, max_bytes)
-    state, envelope = _loads(
-        read_bounded(path, bound, schema), allow_profile_change, schema, bound
-    )
+    state, envelope = _loads(read_bounded(path, bound, schema), allow_profile_change, schema, bound)
     check_resumable(
         state, envelope.get("arithmetic_profile", REFERENCE_PROFILE), allow_profile_change
     )

@@ -539,7 +539,9 @@ class _Optimizer:
 
     def _max_norm(self, max_norm: float | None) -> float | None:
         # 0 is refused, as the reference does (torch would silently zero every gradient).
-        return None if max_norm is None else round_f32(_f32_hyper("max_norm", max_norm, lo_open=True))
+        return (
+            None if max_norm is None else round_f32(_f32_hyper("max_norm", max_norm, lo_open=True))
+        )
 
     def _next_lr(self, t: int) -> float:
         if self._schedule is None:

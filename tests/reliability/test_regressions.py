@@ -15,8 +15,8 @@ from ._util import random_state
 from .attacks import generate
 
 
-def _sealed(edit):
-    env = generate.base_envelope()
+def _sealed(edit, base=generate.base_envelope):
+    env = base()
     edit(env["payload"])
     return generate.canon(generate.seal(env)) + b"\n"
 
@@ -29,21 +29,23 @@ def test_d1_upper_case_hex_with_a_matching_hash_is_refused():
 
 
 @pytest.mark.parametrize(
-    "edit",
+    "edit, base",
     [
-        lambda p: p.update(architecture=[8.0, 16, 3]),
-        lambda p: p["config"].update(lr=1),
-        lambda p: p["config"].update(beta1=0.9),  # not a float32: the trainer would round it
+        (lambda p: p.update(architecture=[8.0, 16, 3]), generate.base_envelope),
+        (lambda p: p["config"].update(lr=1), generate.base_envelope),
+        (lambda p: p["config"].update(lr=1), generate.v1_envelope),
+        # not a float32: a profile-v1 trainer would have rounded it (v2 keeps it as given)
+        (lambda p: p["config"].update(beta1=0.9), generate.v1_envelope),
     ],
 )
-def test_d2_values_the_writer_cannot_write_are_refused(edit):
+def test_d2_values_the_writer_cannot_write_are_refused(edit, base):
     # Were accepted, and the loaded trainer's state hash then differed from the file's.
     with pytest.raises(
         ValueError,
         match="architecture entries must be JSON integers|"
-        "must be a float32 value written as a JSON float",
+        "must be a float32 value written as a JSON float|must be a JSON float",
     ):
-        checkpoint.loads(_sealed(edit))
+        checkpoint.loads(_sealed(edit, base))
 
 
 def test_d3_lone_surrogates_in_the_data_schedule_are_refused():
