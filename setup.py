@@ -160,6 +160,17 @@ def set_runpath(so):
     return Path(old.decode())
 
 
+def compiling_line(ext):
+    """The line printed (to stderr, flushed) before `ext` compiles. pip shows a build's output
+    only with `pip install -v .` (and in its `--log` file); without -v it shows "Building wheel
+    for mojolearn (pyproject.toml)" and nothing until the build ends."""
+    return (
+        f"mojolearn build: compiling {ext.module} (Mojo, {ext.vendor} {ext.mode}, target "
+        f"{ext.target}; the first build of a module takes a while, a rebuild of unchanged "
+        f"sources comes from the Mojo cache) ..."
+    )
+
+
 class MojoBuildExt(build_ext):
     def build_extensions(self):
         mojo_exts = [e for e in self.extensions if isinstance(e, MojoExtension)]
@@ -198,6 +209,7 @@ class MojoBuildExt(build_ext):
         gen.parent.mkdir(parents=True, exist_ok=True)
         gen.write_text(WRAPPER.format(stem=ext.stem, name=ext.module))
         cmd = [exe, "build", str(gen), "--emit", "shared-lib", "-o", str(out)] + mojo_flags(ext)
+        print(compiling_line(ext), file=sys.stderr, flush=True)
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
