@@ -8,12 +8,17 @@
 # undocumented public name (tools/build_docs.sh; only when pdoc is installed) | GPU cross-compile
 # checks (only when max-core is installed in the venv). .ci/run adds ruff, mypy, pdoc and
 # max-core; a suite whose tool is missing is skipped with a printed reason.
+# It changes the venv it uses (made if absent): its first line of output says what it installs.
 # Env: MOJOLEARN_VENV (default .venv), MOJOLEARN_SKIP_INSTALL_CHECK=1 to skip the fresh-venv check.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 VENV=${MOJOLEARN_VENV:-.venv}
 PY="$VENV/bin/python"
+echo "tools/test.sh: installs into the venv $VENV (created if absent): setuptools, wheel, numpy," \
+  "pytest, hypothesis and the Mojo compiler (mojo-compiler, max-mojo-libs: about 300 MB), then" \
+  "mojolearn as an editable install (pip install -e .) in place of any install there; set" \
+  "MOJOLEARN_VENV=DIR to use another venv."
 export PATH="$ROOT/$VENV/bin:$PATH"
 declare -a NAMES RESULTS TIMES
 passed=0; failed=0; skipped=0
