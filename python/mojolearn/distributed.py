@@ -8,7 +8,7 @@ Allgatherv into a preallocated array, never pickled), combines them in the fixed
 of ascending microbatch index (`step_accumulated`'s, in the kernels) and takes the same AdamW
 step. So 1, 2, 3 or 4 processes end with byte-identical state, for a fixed M.
 
-The transport is MPI through mpi4py (the `mpi` extra: `pip install 'mojolearn[mpi]'`).
+The transport is MPI through mpi4py (`pip install mpi4py mpich`, what the `mpi` extra holds).
 `import mojolearn.distributed` never needs it: without mpi4py, `comm=None` is one process.
 
 Example (run as `mpiexec -n 2 python train.py`):
@@ -190,7 +190,7 @@ def _world(comm: Any) -> tuple[Any, Any]:
         except ImportError:
             raise ImportError(
                 "mojolearn.distributed: MPI needs mpi4py, which is not "
-                "installed: pip install 'mojolearn[mpi]'"
+                "installed: pip install mpi4py mpich"
             ) from None
         return MPI.COMM_WORLD, MPI
     if isinstance(comm, _OneProcess):

@@ -107,7 +107,7 @@ def test_refusals_name_both_numbers_and_change_nothing():
     assert dp.microbatches_of(0) == [0, 1, 2, 3] and dp.rank == 0 and dp.size == 1
 
 
-def test_asking_for_mpi_without_mpi4py_names_the_extra(monkeypatch):
+def test_asking_for_mpi_without_mpi4py_names_what_to_install(monkeypatch):
     import builtins
 
     real = builtins.__import__
@@ -119,7 +119,7 @@ def test_asking_for_mpi_without_mpi4py_names_the_extra(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_mpi)
     t = ml.MLPTrainer([8, 6, 3], data_schedule={"a": 1})
-    with pytest.raises(ImportError, match=r"pip install 'mojolearn\[mpi\]'"):
+    with pytest.raises(ImportError, match=r"pip install mpi4py mpich$"):
         DataParallel(t, comm="mpi")
     assert DataParallel(t, microbatches=2).size == 1  # None without mpi4py: one process
 
