@@ -19,7 +19,8 @@ echo "tools/test.sh: installs into the venv $VENV (created if absent): setuptool
   "pytest, hypothesis and the Mojo compiler (mojo-compiler, max-mojo-libs: about 300 MB), then" \
   "mojolearn as an editable install (pip install -e .) in place of any install there; set" \
   "MOJOLEARN_VENV=DIR to use another venv."
-export PATH="$ROOT/$VENV/bin:$PATH"
+case "$VENV" in /*) VBIN="$VENV/bin" ;; *) VBIN="$ROOT/$VENV/bin" ;; esac  # an absolute venv too
+export PATH="$VBIN:$PATH"
 declare -a NAMES RESULTS TIMES
 passed=0; failed=0; skipped=0
 
@@ -38,6 +39,7 @@ suite() {  # suite NAME BUDGET_SECONDS CMD...
 }
 
 setup() {
+  set -o pipefail  # a child bash: a failed `pip install | sed` must fail the build suite
   [ -x "$PY" ] || python3 -m venv "$VENV" || return 1
   "$PY" -m pip install -q --disable-pip-version-check "setuptools>=68" wheel \
       mojo-compiler==1.2.0 max-mojo-libs==26.7.0 "pytest>=7" "hypothesis>=6" numpy \
