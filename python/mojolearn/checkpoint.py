@@ -423,8 +423,7 @@ def load(
     max_bytes: int | None = None,
 ) -> dict[str, Any]:
     """The state held by the checkpoint file at `path` (see `loads` for the arguments)."""
-    bound = _bound(schema, max_bytes)
-    return loads(read_bounded(path, bound, schema), allow_profile_change, schema, bound)
+    return _load(path, allow_profile_change, schema, max_bytes)[0]
 
 
 def load_resumable(
@@ -434,12 +433,18 @@ def load_resumable(
     max_bytes: int | None = None,
 ) -> dict[str, Any]:
     """`load`, then `check_resumable`: the state a trainer or `train --resume` continues."""
-    bound = _bound(schema, max_bytes)
-    state, envelope = _loads(read_bounded(path, bound, schema), allow_profile_change, schema, bound)
+    state, envelope = _load(path, allow_profile_change, schema, max_bytes)
     check_resumable(
         state, envelope.get("arithmetic_profile", REFERENCE_PROFILE), allow_profile_change
     )
     return state
+
+
+def _load(
+    path: _Path, allow_profile_change: bool, schema: str | None, max_bytes: int | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    bound = _bound(schema, max_bytes)
+    return _loads(read_bounded(path, bound, schema), allow_profile_change, schema, bound)
 
 
 def trainer_from_bytes(cls: type[_Trainer], data: bytes) -> _Trainer:
@@ -452,8 +457,7 @@ def verify(
 ) -> dict[str, Any]:
     """Check a checkpoint file of either schema fully; return {step, schema, profile,
     numeric_mode, state_hash} (and `architecture`)."""
-    bound = _bound(None, max_bytes)
-    state, envelope = _loads(read_bounded(path, bound, None), allow_profile_change, None, bound)
+    state, envelope = _load(path, allow_profile_change, None, max_bytes)
     return {
         "step": state["optimizer"]["step"],
         "schema": envelope["schema"],

@@ -7,16 +7,14 @@ import array
 import json
 import os
 import re
-import subprocess
-import sys
 import time
 
 import mojolearn as ml
 import pytest
 from mojolearn import _data, _history, _layers
 
-from ..helpers import PKG_PARENT
 from ._util import ROOT
+from .test_round2 import _cli, _one_line  # the CLI as a user runs it, and one-line refusals
 
 
 def _session_rows():
@@ -30,29 +28,9 @@ def _session_rows():
 SESSION_ROWS = _session_rows()
 
 
-def _cli(args, cwd, env=None, timeout=120):
-    full = dict(os.environ, PYTHONPATH=PKG_PARENT)
-    full.pop("MOJOLEARN_NUMERIC_MODE", None)
-    full.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "mojolearn", *args],
-        capture_output=True,
-        cwd=cwd,
-        env=full,
-        timeout=timeout,
-    )
-
-
 def _ok(proc):
     assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")[-2000:]
     return proc
-
-
-def _one_line(proc, code=2):
-    err = proc.stderr.decode("utf-8", "replace")
-    assert proc.returncode == code, f"rc {proc.returncode}: {err[-2000:]}"
-    assert "Traceback" not in err and err.count("\n") == 1, err
-    return err
 
 
 # -- 5. max_rows is what a session can grow to -------------------------------------------------

@@ -7,7 +7,6 @@ skip with the reason where mpi4py or mpiexec is absent (CI installs both)."""
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,23 +16,12 @@ import uuid
 import mojolearn as ml
 import pytest
 
+from ..distributed.test_data_parallel import MPIEXEC, _mpi_or_skip
 from ..helpers import PKG_PARENT
 from ._util import ROOT, record
 
-MPIEXEC = shutil.which(
-    "mpiexec", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
-)
 ENDS_WITHIN_S = 10.0  # R17
 HANG_S = 40  # a job still running then is a hang: killed, and the test fails
-
-
-def _mpi_or_skip():
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        pytest.skip("mpi4py is not installed (the 'mpi' extra; CI installs it)")
-    if MPIEXEC is None:
-        pytest.skip("mpiexec is not on PATH (the mpich wheel provides it)")
 
 
 def _kill_tagged(token):
