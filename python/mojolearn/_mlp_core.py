@@ -124,7 +124,25 @@ def _results(
 
 
 class MLPCore:
-    """The shared state, validation, transactions, steps and checkpoints of both trainers."""
+    """The shared state, validation, transactions, steps and checkpoints of both trainers.
+
+    Slotted (each subclass too): assigning to a public name other than the settable
+    properties (`lr`, `weight_decay`, `data_schedule`) raises AttributeError instead of
+    making an instance attribute that nothing reads, at no cost to a step.
+    """
+
+    __slots__ = (
+        "_spec",
+        "_config",
+        "_schedule",
+        "_flags",
+        "_max_rows",
+        "_mode",
+        "_lock",
+        "_step",
+        "_session",
+        "__weakref__",
+    )
 
     # Set by each subclass.
     _API: str  # the name in messages: "SmallMLPTrainer", "MLPTrainer"
@@ -222,6 +240,43 @@ class MLPCore:
             'cpu', 'cuda' or 'hip', read from the loaded binding.
         """
         return _binding().vendor  # type: ignore[no-any-return]
+
+    # ------------------------------------------------------------ settings
+
+    @property
+    def lr(self) -> float:
+        """The AdamW learning rate, as given. Assigning one (checked as the constructor's
+        `lr`: a ValueError changes nothing) takes effect at the next step and is recorded in
+        `state_dict()["config"]`, checkpoints and the state hash."""
+        return self._config["lr"]
+
+    @lr.setter
+    def lr(self, value: float) -> None:
+        self._set_config("lr", value)
+
+    @property
+    def weight_decay(self) -> float:
+        """The AdamW weight decay, as given. Assigning one (checked as the constructor's
+        `weight_decay`: a ValueError changes nothing) takes effect at the next step and is
+        recorded in `state_dict()["config"]`, checkpoints and the state hash."""
+        return self._config["weight_decay"]
+
+    @weight_decay.setter
+    def weight_decay(self, value: float) -> None:
+        self._set_config("weight_decay", value)
+
+    def _set_config(self, key: str, value: float) -> None:
+        """Set one hyperparameter: the whole config checked as the constructor checks it,
+        then the session reopened holding it (the same state; its hyperparameters are fixed
+        when it opens). A refusal or a failed open changes nothing."""
+        with self._lock:
+            c = dict(self._config)
+            c[key] = value
+            config = S.check_config(
+                c["lr"], (c["beta1"], c["beta2"]), c["eps"], c["weight_decay"], self._API
+            )
+            p, m, v, t = self._session.download()
+            self._publish(p, m, v, t, config)
 
     # ------------------------------------------------------------ state
 

@@ -51,6 +51,9 @@ class MLPTrainer(MLPCore):
             or data_schedule. Nothing is allocated for the network before the sizes pass.
 
     A step either completes or changes nothing; calls from several threads are serialized.
+    `lr` and `weight_decay` may be assigned (checked as here; a refused value changes nothing):
+    the next step uses the new value, and `state_dict`, checkpoints and the state hash record
+    it. Every other public attribute is read-only (AttributeError).
     The most rows a batch may have is `max_rows` (a bound on a step's working memory, and at
     most 2**20); a larger batch is refused with ValueError before anything changes.
 
@@ -60,6 +63,7 @@ class MLPTrainer(MLPCore):
         >>> out["step"], out["loss"]
     """
 
+    __slots__ = ()
     _API = _API
     _SCHEMA = S.MLP_SCHEMA
     _FILE_SCHEMA = _ckpt.MLP_FILE_SCHEMA

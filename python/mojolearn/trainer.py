@@ -76,6 +76,9 @@ class SmallMLPTrainer(MLPCore):
 
     A step either completes or changes nothing; calls from several threads are serialized.
     A batch has 1 to 256 rows (`max_rows`).
+    `lr` and `weight_decay` may be assigned (checked as here; a refused value changes nothing):
+    the next step uses the new value, and `state_dict`, checkpoints and the state hash record
+    it. Every other public attribute is read-only (AttributeError).
 
     Example:
         >>> w1, b1, w2, b2 = ...  # float32 (16, 8), (16,), (3, 16), (3,)
@@ -84,6 +87,7 @@ class SmallMLPTrainer(MLPCore):
         >>> out["step"], out["loss"]
     """
 
+    __slots__ = ("_run_step",)
     _API = _API
     _SCHEMA = S.SCHEMA
     _FILE_SCHEMA = _ckpt.FILE_SCHEMA
