@@ -399,9 +399,9 @@ class DataParallel:
             mine = digests[self.rank] or t.state_hash()
             digests = [s[1] for s in self._gathered(None, mine)]
         self._differ(
-            "the trainer's state (state hash) after a load",
+            "the trainer's state (state hash) after a load or a setting",
             [(d, d[:16]) for d in digests],
-            "load the same checkpoint on every process",
+            "load the same checkpoint, or set the same lr and weight_decay, on every process",
         )
         self._seen = (t._session, t.step_)
 

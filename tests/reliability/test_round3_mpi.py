@@ -136,7 +136,7 @@ def test_row7_ranks_in_other_numeric_modes_are_refused_at_construction(tmp_path)
 
 
 def test_row7_a_load_or_step_on_one_rank_is_refused_at_the_next_step_and_save(agreed):
-    want = "disagree on the trainer's state (state hash) after a load: rank 0 has "
+    want = "disagree on the trainer's state (state hash) after a load or a setting: rank 0 has "
     _same_refusal(agreed, "after_load", want)
     _same_refusal(agreed, "save_after_load", want)
     _same_refusal(agreed, "step_outside", "disagree on the step count: rank 0 has 2, rank 1 has 3")
