@@ -359,10 +359,13 @@ def _parse(
     return _decode_payload(payload, small, profile), envelope
 
 
-def check_resumable(state: dict[str, Any], profile: str, allow_profile_change: bool) -> None:
+def check_resumable(
+    state: dict[str, Any], envelope: dict[str, Any], allow_profile_change: bool
+) -> None:
     """Refuse to resume an identical-mode state written under profile v1: its next steps
     cannot give the bits of the run that wrote it (v2 computes its dot products with fma and
     its optimizer scalars in binary64). `allow_profile_change=True` continues it under v2."""
+    profile = envelope.get("arithmetic_profile", REFERENCE_PROFILE)
     if profile == PROFILE_V1 and state["numeric_mode"] == "identical" and not allow_profile_change:
         raise ValueError(
             f"checkpoint: written in identical mode under arithmetic profile {PROFILE_V1!r}; "
@@ -423,7 +426,7 @@ def load(
     max_bytes: int | None = None,
 ) -> dict[str, Any]:
     """The state held by the checkpoint file at `path` (see `loads` for the arguments)."""
-    return _load(path, allow_profile_change, schema, max_bytes)[0]
+    return load_with_envelope(path, allow_profile_change, schema, max_bytes)[0]
 
 
 def load_resumable(
@@ -433,16 +436,18 @@ def load_resumable(
     max_bytes: int | None = None,
 ) -> dict[str, Any]:
     """`load`, then `check_resumable`: the state a trainer or `train --resume` continues."""
-    state, envelope = _load(path, allow_profile_change, schema, max_bytes)
-    check_resumable(
-        state, envelope.get("arithmetic_profile", REFERENCE_PROFILE), allow_profile_change
-    )
+    state, envelope = load_with_envelope(path, allow_profile_change, schema, max_bytes)
+    check_resumable(state, envelope, allow_profile_change)
     return state
 
 
-def _load(
-    path: _Path, allow_profile_change: bool, schema: str | None, max_bytes: int | None
+def load_with_envelope(
+    path: _Path,
+    allow_profile_change: bool = False,
+    schema: str | None = FILE_SCHEMA,
+    max_bytes: int | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`load`, and the parsed envelope (its schema and arithmetic profile)."""
     bound = _bound(schema, max_bytes)
     return _loads(read_bounded(path, bound, schema), allow_profile_change, schema, bound)
 
@@ -457,7 +462,7 @@ def verify(
 ) -> dict[str, Any]:
     """Check a checkpoint file of either schema fully; return {step, schema, profile,
     numeric_mode, state_hash} (and `architecture`)."""
-    state, envelope = _load(path, allow_profile_change, None, max_bytes)
+    state, envelope = load_with_envelope(path, allow_profile_change, None, max_bytes)
     return {
         "step": state["optimizer"]["step"],
         "schema": envelope["schema"],

@@ -345,13 +345,13 @@ def _peek_checkpoint(path, allow_profile_change=False):
         )
     ckpt = _checkpoint_module()
     try:
-        state = ckpt.load(path, schema=None)
+        state, envelope = ckpt.load_with_envelope(path, schema=None)
     except (OSError, ValueError) as exc:
         raise UsageError(
             f"--resume: {_shown(path)} is not a valid mojolearn checkpoint: {exc}"
         ) from None
-    try:
-        ckpt.load_resumable(path, allow_profile_change, None)
+    try:  # read once: the file's profile decides whether it may be continued
+        ckpt.check_resumable(state, envelope, allow_profile_change)
     except ValueError as exc:
         raise UsageError(f"--resume: {_shown(path)}: {exc}") from None
     problem = run_schedule_problem(state)
