@@ -18,8 +18,8 @@ Dimensions: R rows; a layer maps I inputs to O outputs with W (O×I) and b (O), 
 parameter order W1, b1, W2, b2, ...
 
 The fused kernel runs [I, H, O] networks whose whole step is small (`fused_fits`): one launch
-per run instead of one per phase. The one-hidden-layer fused step has run on an NVIDIA H200
-(tools/device_check.sh); the phase functions' use by the layer kernels has not run on a GPU.
+per run instead of one per phase. The one-hidden-layer fused step ran on an NVIDIA H200 under
+profile v1 (tools/device_check.sh); profile v2's is compile-checked only; the phase functions' use by the layer kernels has not run on a GPU.
 The hip build is compile-checked only.
 """
 from std.math import fma

@@ -15,8 +15,8 @@ state. A non-finite result restores p | m | v from the device backup.
 If a restore itself fails the device state is unknown: it is marked `lost`, and every later
 run, download or rollback on the session is refused (the session can only be closed).
 
-A one-hidden-layer session on the fused kernel has run on an NVIDIA H200
-(tools/device_check.sh, tools/device_extra.sh); sessions on the layer kernels (deeper or larger
+A one-hidden-layer session on the fused kernel ran on an NVIDIA H200 under profile v1
+(tools/device_check.sh, tools/device_extra.sh; v2's is compile-checked only); sessions on the layer kernels (deeper or larger
 networks) are compile-checked only, as is the hip build.
 """
 from std.ffi import external_call

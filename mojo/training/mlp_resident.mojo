@@ -38,8 +38,8 @@ phase and layer), checks finiteness on the device and downloads only the outputs
 words; a refused or failed run restores from the device backup, and `session_download`,
 `session_rollback` and `session_close` act on the device state. Microbatch gradients and
 `apply_gradients` (data parallel) stay host-only: the entries refuse them for device
-sessions. The cuda fused path has run on an NVIDIA H200 (tools/device_check.sh,
-tools/device_extra.sh); the layer kernels (deeper or larger networks) and the hip build are
+sessions. The cuda fused path ran on an NVIDIA H200 under profile v1 (tools/device_check.sh,
+tools/device_extra.sh; v2's is compile-checked only); the layer kernels (deeper or larger networks) and the hip build are
 compile-checked only.
 """
 from std.ffi import external_call
