@@ -440,10 +440,10 @@ def test_numpy_parameters_are_updated_in_place(seed):
         [[0.0] * 12],
         [[0.0] * 12],
         1,
-        f32(0.01),
-        f32(0.9),
-        f32(0.999),
-        f32(1e-8),
+        0.01,  # the hyperparameters as given: profile v2 forms its scalars from them
+        0.9,
+        0.999,
+        1e-8,
         0.0,
         False,
         False,
@@ -905,8 +905,8 @@ assert opt.numeric_mode_used() == "fast"
 worst = 0.0
 for t in range(1, 31):
     g = array.array("f", [r.gauss(0, 1) for _ in range(37)])
-    want, _, m, v, _, _ = ref.adam_step(want, [list(g)], m, v, t, f32(0.01), f32(0.9),
-                                        f32(0.999), f32(1e-8), f32(0.1), False, False, f32(1.0))
+    want, _, m, v, _, _ = ref.adam_step(want, [list(g)], m, v, t, 0.01, 0.9, 0.999, 1e-8, 0.1,
+                                        False, False, 1.0)
     opt.step(g, max_norm=1.0)
     worst = max(worst, max(abs(a - b) / max(abs(b), 1e-3) for a, b in zip(p, want[0])))
 print(worst)
