@@ -112,8 +112,13 @@ print(json.dumps(out))
 def test_adamw_ranges_run_on_the_workers_with_the_bits_and_refusals_of_one_thread():
     got = {}
     for threads in (1, 2):
-        out = run_python(ADAM_ONLY, env={"MOJOLEARN_NUM_THREADS": str(threads)}, timeout=300)
-        got[threads] = json.loads(out.strip().splitlines()[-1])
+        # The worker claims ranges only once it is scheduled: on a loaded 2-core host the
+        # caller has been seen to finish all 50 steps' ranges first, so up to 3 processes.
+        for _ in range(3):
+            out = run_python(ADAM_ONLY, env={"MOJOLEARN_NUM_THREADS": str(threads)}, timeout=300)
+            got[threads] = json.loads(out.strip().splitlines()[-1])
+            if threads == 1 or got[threads]["worker_parts"] > 0:
+                break
     assert got[1].pop("worker_parts") == 0
     assert got[2].pop("worker_parts") > 0, "no AdamW range ran on a worker"
     assert got[1]["refused"] is not None and "output 'params' is not finite" in got[1]["refused"]
