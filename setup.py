@@ -4,7 +4,7 @@
 `..._cpu_fast.so` and, when MOJOLEARN_VENDORS asks for them, `..._cuda_*.so` / `..._hip_*.so`.
 On x86_64 each cpu mode also gets a `_v4` module (`..._cpu_identical_v4.so`,
 `..._cpu_fast_v4.so`), built for x86-64-v4 (AVX-512), which the package loads instead of the
-portable one on CPUs that have AVX-512 (python/mojolearn/_backend.py). Identical-mode bits never
+portable one on CPUs that have AVX-512 (python/mojolearn/_runtime/backend.py). Identical-mode bits never
 depend on the SIMD width, so both identical modules give the same bits; v4 is only faster.
 The names carry no CPython tag: the binding has no libpython dependency, so one build imports
 under every CPython 3.10+.

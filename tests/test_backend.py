@@ -3,7 +3,8 @@
 import os
 
 import pytest
-from mojolearn import _abi, _backend
+from mojolearn._runtime import abi as _abi
+from mojolearn._runtime import backend as _backend
 
 from tests.helpers import run_python
 
@@ -72,7 +73,7 @@ def test_missing_vendor_binding_named():
 
 # Swaps neural_gemm's first two address names in the Python declaration, then loads.
 _REORDERED_ABI = (
-    "from mojolearn import _abi, _backend\n"
+    "from mojolearn._runtime import abi as _abi\nfrom mojolearn._runtime import backend as _backend\n"
     "addrs, params = _abi.LAYOUT['neural_gemm']\n"
     "_abi.LAYOUT['neural_gemm'] = ((addrs[1], addrs[0]) + addrs[2:], params)\n"
     "try:\n"
@@ -84,7 +85,10 @@ _REORDERED_ABI = (
 
 def test_reordered_abi_declaration_fails_the_import_naming_the_entry():
     out = run_python(_REORDERED_ABI)
-    assert "entry 'neural_gemm': address 0 is 'a' in the binding but 'b' in mojolearn._abi" in out
+    assert (
+        "entry 'neural_gemm': address 0 is 'a' in the binding but 'b' in mojolearn._runtime.abi"
+        in out
+    )
 
 
 def test_abi_tables_agree_and_differences_are_named():

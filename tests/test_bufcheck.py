@@ -5,7 +5,11 @@ import array
 import struct
 
 import pytest
-from mojolearn import Array, _array, _bufcheck, _buffer, _intake
+from mojolearn import Array
+from mojolearn._buffers import alloc as _buffer
+from mojolearn._buffers import array as _array
+from mojolearn._buffers import formats as _bufcheck
+from mojolearn._buffers import intake as _intake
 
 
 def test_probe_reports_layout():

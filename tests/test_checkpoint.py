@@ -9,8 +9,9 @@ import random
 
 import mojolearn as ml
 import pytest
-from mojolearn import _mlp_state as S
-from mojolearn import _rng, checkpoint
+from mojolearn import checkpoint
+from mojolearn._mlp import rng as _rng
+from mojolearn._mlp import state as S
 
 from tests.reliability._mutate import nodes
 

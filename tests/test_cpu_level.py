@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 import pytest
-from mojolearn import _backend
+from mojolearn._runtime import backend as _backend
 
 from tests.helpers import run_python
 from tests.test_gemm import FAST_BOUND, matrix
@@ -42,7 +42,8 @@ def _skip_unless_v4(mode="fast"):
 
 
 _LOAD = """
-from mojolearn import _abi, _backend
+from mojolearn._runtime import abi as _abi
+from mojolearn._runtime import backend as _backend
 {patch}
 b = _backend.binding()
 assert _abi.first_difference(_abi.parse(b.raw.abi_layout())) is None
@@ -85,7 +86,7 @@ def test_auto_without_avx512_loads_the_portable_binding():
 
 def test_v4_refused_where_it_cannot_run():
     code = (
-        "from mojolearn import _backend\n{patch}\n"
+        "from mojolearn._runtime import backend as _backend\n{patch}\n"
         "try:\n    _backend.binding()\nexcept ImportError as e:\n    print('refused:', e)\n"
     )
     no_avx512 = run_python(
@@ -121,7 +122,7 @@ def test_v4_refused_where_it_cannot_run():
 
 def test_bad_level_refused_naming_the_variable():
     out = run_python(
-        "from mojolearn import _backend\ntry:\n    _backend.binding()\n"
+        "from mojolearn._runtime import backend as _backend\ntry:\n    _backend.binding()\n"
         "except ValueError as e:\n    print(e)",
         env={"MOJOLEARN_NUMERIC_MODE": "fast", "MOJOLEARN_CPU_LEVEL": "avx512"},
     )
@@ -207,7 +208,8 @@ SHAPES = [
 _PRODUCTS = """
 import array, sys
 import mojolearn
-from mojolearn import Array, _backend
+from mojolearn import Array
+from mojolearn._runtime import backend as _backend
 print(_backend.binding().name)
 for path, ashape, bshape, ta, tb in {jobs!r}:
     raw = array.array('f'); raw.frombytes(open(path + '.a', 'rb').read())

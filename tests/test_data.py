@@ -12,9 +12,10 @@ import random
 import struct
 
 import pytest
-from mojolearn import _data, _history
-from mojolearn._progress import Progress
-from mojolearn._rng import SplitMix64
+from mojolearn._mlp.rng import SplitMix64
+from mojolearn.cli import data as _data
+from mojolearn.cli import history as _history
+from mojolearn.cli.progress import Progress
 
 
 def _is_f32(x):

@@ -168,7 +168,7 @@ def test_export_refusals():
     with pytest.raises(BufferError, match="copy must be None, True or False"):
         a.__dlpack__(copy="yes")
     # An unconsumed capsule frees its export: nothing is kept once it goes.
-    from mojolearn import _dlpack
+    from mojolearn._buffers import dlpack as _dlpack
 
     before = len(_dlpack._LIVE)
     capsule = a.__dlpack__()

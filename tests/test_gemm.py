@@ -17,7 +17,8 @@ import struct
 
 import mojolearn
 import pytest
-from mojolearn import Array, _backend
+from mojolearn import Array
+from mojolearn._runtime import backend as _backend
 
 from tests.helpers import PKG_PARENT, run_python
 from tests.reference import gemm as R

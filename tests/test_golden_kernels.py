@@ -11,7 +11,7 @@ import sys
 
 import mojolearn
 import pytest
-from mojolearn import _backend
+from mojolearn._runtime import backend as _backend
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))

@@ -10,7 +10,9 @@ import random
 
 import mojolearn as ml
 import pytest
-from mojolearn import _batches, _intake, _rng
+from mojolearn._buffers import intake as _intake
+from mojolearn._mlp import batches as _batches
+from mojolearn._mlp import rng as _rng
 
 
 def _values(rng, rows, cols):
@@ -321,7 +323,7 @@ def test_optimizers_read_gradients_in_the_binding_with_the_bits_of_arrays(
 def test_the_step_entries_refuse_inconsistent_calls_by_name():
     # rows 0 (take them from X) needs X as an object and a result template; the template must
     # be a one-item float32 array.array. Nothing runs: the session stays at step 0.
-    from mojolearn import _backend
+    from mojolearn._runtime import backend as _backend
 
     binding = _backend.binding().raw
 

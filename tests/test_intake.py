@@ -8,7 +8,7 @@ import pathlib
 
 import mojolearn as ml
 import pytest
-from mojolearn import _intake
+from mojolearn._buffers import intake as _intake
 
 PKG = pathlib.Path(ml.__file__).parent
 
@@ -127,18 +127,25 @@ def test_torch_refusals_are_named():
 
 
 def _package_imports(name):
-    tree = ast.parse((PKG / name).read_text())
+    """The package modules a `_buffers` module imports, as paths relative to the package."""
+    tree = ast.parse((PKG / "_buffers" / name).read_text())
     found = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            found.add(node.module or next(a.name for a in node.names))
-            if node.module is None:
-                found.update(a.name for a in node.names)
+        if isinstance(node, ast.ImportFrom) and node.level >= 1:
+            base = ("_buffers/" if node.level == 1 else "") + (node.module or "").replace(".", "/")
+            if node.module is None or node.module in ("_runtime",):
+                found.update(f"{base.rstrip('/')}/{a.name}".lstrip("/") for a in node.names)
+            else:
+                found.add(base)
     return found
 
 
 def test_the_buffer_layer_has_no_import_circle():
-    assert _package_imports("_bufcheck.py") == set()  # a leaf
-    assert _package_imports("_reader.py") == {"_backend"}
-    assert _package_imports("_array.py") <= {"_reader", "_bufcheck", "_dlpack"}
-    assert "_intake" not in _package_imports("_dlpack.py")
+    assert _package_imports("formats.py") == set()  # a leaf
+    assert _package_imports("reader.py") <= {"_runtime/backend"}
+    assert _package_imports("array.py") <= {
+        "_buffers/reader",
+        "_buffers/formats",
+        "_buffers/dlpack",
+    }
+    assert "_buffers/intake" not in _package_imports("dlpack.py")

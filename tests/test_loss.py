@@ -15,7 +15,8 @@ import random
 
 import mojolearn
 import pytest
-from mojolearn import Array, _backend
+from mojolearn import Array
+from mojolearn._runtime import backend as _backend
 from mojolearn.loss import cross_entropy
 
 from tests.helpers import run_python
@@ -169,7 +170,8 @@ def test_identical_within_bound_of_binary64(seed):
 _FAST_SCRIPT = """
 import array, json
 import mojolearn
-from mojolearn import Array, _backend
+from mojolearn import Array
+from mojolearn._runtime import backend as _backend
 from mojolearn.loss import cross_entropy
 assert _backend.binding().mode == "fast"
 with open({path!r}) as fh:

@@ -4,10 +4,10 @@ on fresh random inputs (the seed is printed on failure), and every entry refusal
 import random
 
 import pytest
-from mojolearn import _backend
-from mojolearn._array import Array
-from mojolearn._buffer import zeros
-from mojolearn._layers import SMALL
+from mojolearn._buffers.alloc import zeros
+from mojolearn._buffers.array import Array
+from mojolearn._mlp.spec import SMALL
+from mojolearn._runtime import backend as _backend
 
 from tests.reference import mlp as R
 from tests.reference.f32 import f32, hex_list

@@ -12,7 +12,8 @@ import sys
 
 import mojolearn as ml
 import pytest
-from mojolearn import _layers, _rng
+from mojolearn._mlp import rng as _rng
+from mojolearn._mlp import spec as _layers
 
 from tests.helpers import PKG_PARENT
 from tests.reference import mlp as R

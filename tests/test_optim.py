@@ -12,7 +12,8 @@ import threading
 
 import mojolearn
 import pytest
-from mojolearn import Array, _backend
+from mojolearn import Array
+from mojolearn._runtime import backend as _backend
 from mojolearn.optim import SGD, Adam, AdamW, clip_grad_norm_
 
 from tests.reference import optim as ref

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import mojolearn
 import pytest
-from mojolearn import _files
+from mojolearn._runtime import files as _files
 from mojolearn.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,14 +108,14 @@ def test_install_hints_name_no_package_that_is_another_project():
         text = path.read_text(encoding="utf-8")
         assert "mojolearn[" not in text, f"{path.name} names mojolearn[...]"
         for match in re.finditer(r"pip install ([^`'\"()\n]+)", text):
-            hints.append(path.name)
+            hints.append(path.relative_to(PACKAGE).as_posix())
             for arg in match.group(1).split():
                 local = arg.startswith(".")  # a path in the source tree: `.`, `'.[plot]'`
                 arg = arg.rstrip(".,;:")
                 assert local or arg.lower() in allowed, (
                     f"{path.name}: `pip install {match.group(1)}` names {arg!r}"
                 )
-    assert {"cli.py", "distributed.py"} <= set(hints)  # the --plot and MPI hints are seen
+    assert {"cli/__init__.py", "distributed.py"} <= set(hints)  # the --plot and MPI hints are seen
 
 
 MATPLOTLIB_BLOCKER = """
@@ -204,7 +204,7 @@ def test_gitignore_covers_a_runs_outputs(tmp_path):
         f"runs/{lock_name}",
         tmp_name,
     ]
-    kept = ["tests/golden/new.ckpt", "python/mojolearn/cli.py", "README.md"]
+    kept = ["tests/golden/new.ckpt", "python/mojolearn/cli/__init__.py", "README.md"]
     ignored = _ignored(git, outputs + kept)
     assert [n for n in outputs if n not in ignored] == []
     assert [n for n in kept if n in ignored] == []  # checkpoints in general stay committable

@@ -15,7 +15,7 @@ import random
 import struct
 
 import pytest
-from mojolearn import _backend
+from mojolearn._runtime import backend as _backend
 
 from tests.helpers import run_python
 from tests.reference.f32 import from_bits, hexf, ulp_distance
@@ -174,7 +174,7 @@ def test_entry_refuses_bad_calls():
 
 _FAST_SCRIPT = """
 import array, math, random
-from mojolearn import _backend
+from mojolearn._runtime import backend as _backend
 b = _backend.binding()
 assert b.mode == "fast", b.mode
 rng = random.Random({seed})

@@ -48,7 +48,10 @@ import statistics
 
 import mojolearn as ml
 import pytest
-from mojolearn import Array, _backend, _mlp_state, _rng, checkpoint
+from mojolearn import Array, checkpoint
+from mojolearn._mlp import rng as _rng
+from mojolearn._mlp import state as _mlp_state
+from mojolearn._runtime import backend as _backend
 
 from tests.helpers import run_python
 from tests.test_cli import assert_one_line_error, done_record, ok, run_cli
@@ -73,7 +76,8 @@ needs_identical = pytest.mark.skipif(not IDENTICAL, reason="this process runs fa
 # subprocesses, hence a string.
 TO_V1 = """
 import json as _json
-from mojolearn import _mlp_state as _S, checkpoint as _C
+from mojolearn import checkpoint as _C
+from mojolearn._mlp import state as _S
 
 def to_v1(data):
     env = _json.loads(data)
@@ -246,7 +250,10 @@ def _product_jobs(folder):
 BITS = """
 import array, json
 import mojolearn as ml
-from mojolearn import Array, _backend, _rng, _threads
+from mojolearn import Array
+from mojolearn._runtime import backend as _backend
+from mojolearn._mlp import rng as _rng
+from mojolearn._runtime import threads as _threads
 b = _backend.binding()
 out = {"binding": [b.name, b.target_cpu, b.mode], "products": {}, "logits": {}, "hashes": {}}
 for i, (path, m, n, k, ta, tb) in enumerate(JOBS):

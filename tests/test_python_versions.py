@@ -14,7 +14,7 @@ from tests.helpers import PKG_PARENT
 
 SCRIPT = """
 import sys, mojolearn
-from mojolearn import _rng
+from mojolearn._mlp import rng as _rng
 t = mojolearn.SmallMLPTrainer(*_rng.init_small_mlp(3), data_schedule={"v": 1})
 for X, y in _rng.batches(4, 8, 5):
     t.train_step(X, y)

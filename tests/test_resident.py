@@ -12,11 +12,14 @@ import threading
 
 import mojolearn as ml
 import pytest
-from mojolearn import _backend, _mlp_core, _mlp_resident, _rng
-from mojolearn import _mlp_state as S
-from mojolearn._array import Array
-from mojolearn._buffer import zeros
-from mojolearn._layers import SMALL
+from mojolearn._buffers.alloc import zeros
+from mojolearn._buffers.array import Array
+from mojolearn._mlp import core as _mlp_core
+from mojolearn._mlp import rng as _rng
+from mojolearn._mlp import session as _mlp_resident
+from mojolearn._mlp import state as S
+from mojolearn._mlp.spec import SMALL
+from mojolearn._runtime import backend as _backend
 
 HYPER = dict(lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01)
 CAPACITY = _mlp_resident.CAPACITY_ROWS

@@ -8,7 +8,8 @@ import os
 
 import mojolearn as ml
 import pytest
-from mojolearn import _backend, _rng
+from mojolearn._mlp import rng as _rng
+from mojolearn._runtime import backend as _backend
 
 from tests.helpers import run_python
 
@@ -18,7 +19,7 @@ GOLDEN = os.path.join(ROOT, "tests", "golden", "small_mlp_identical.json")
 RESUME = """
 import json, sys
 import mojolearn as ml
-from mojolearn import _rng
+from mojolearn._mlp import rng as _rng
 t = ml.SmallMLPTrainer.from_checkpoint(sys.argv[1] if len(sys.argv) > 1 else {path!r})
 sched = t.state_dict()["data_schedule"]
 batches = _rng.batches(sched["seed"], sched["batch"], {total})
@@ -59,7 +60,7 @@ def test_exact_resume_in_new_process(tmp_path, seed, n):
 NUMPY_FREE = """
 import json, os, sys, tempfile
 import mojolearn as ml
-from mojolearn import _rng
+from mojolearn._mlp import rng as _rng
 assert "numpy" not in sys.modules
 t = ml.SmallMLPTrainer(*_rng.init_small_mlp(3), data_schedule={{"seed": 4, "batch": 16}})
 batches = _rng.batches(4, 16, 6)

@@ -10,7 +10,7 @@ import struct
 import mojolearn
 import pytest
 from mojolearn import ConstantLR, WarmupCosineLR, WarmupLinearLR
-from mojolearn._portable import cospi, round_f32
+from mojolearn._runtime.portable import cospi, round_f32
 
 from tests.reference.f32 import f32, hexf
 

@@ -9,8 +9,8 @@ import math
 
 import mojolearn as ml
 import pytest
-from mojolearn import _rng
-from mojolearn._array import Array
+from mojolearn._buffers.array import Array
+from mojolearn._mlp import rng as _rng
 
 
 def make(seed):

@@ -1,4 +1,4 @@
-"""MOJOLEARN_NUM_THREADS in the trainers' steps (mojolearn/_threads.py, training/pool.mojo):
+"""MOJOLEARN_NUM_THREADS in the trainers' steps (mojolearn/_runtime/threads.py, training/pool.mojo):
 every thread count gives one thread's bits, in both numeric modes, with the workers really
 taking part; a forked child (no workers) still trains, to the same bits."""
 
@@ -13,8 +13,9 @@ from .helpers import run_python
 CODE = """
 import json, os
 import mojolearn as ml
-from mojolearn import _rng, _threads
-from mojolearn._array import Array
+from mojolearn._mlp import rng as _rng
+from mojolearn._runtime import threads as _threads
+from mojolearn._buffers.array import Array
 ml.set_numeric_mode({mode!r})
 out = {{}}
 for sizes, rows in (([64, 128, 10], 160), ([54, 256, 256, 7], 40), ([30, 200, 3], 300)):
@@ -28,7 +29,7 @@ for sizes, rows in (([64, 128, 10], 160), ([54, 256, 256, 7], 40), ([30, 200, 3]
                          Array(ys[:rows], "<i4"), return_input_grad=True)
     out[str(sizes)] = [tr.state_hash(), step["input_grad"].tolist()[0][:5]]
 pool = _threads.pool()
-out["worker_parts"] = ml._backend.binding().raw.pool_worker_parts([pool], []) if pool else 0
+out["worker_parts"] = ml._runtime.backend.binding().raw.pool_worker_parts([pool], []) if pool else 0
 {after}
 print(json.dumps(out))
 """
@@ -76,8 +77,9 @@ def test_a_forked_child_trains_without_the_parents_workers():
 ADAM_ONLY = """
 import json
 import mojolearn as ml
-from mojolearn import _rng, _threads
-from mojolearn._array import Array
+from mojolearn._mlp import rng as _rng
+from mojolearn._runtime import threads as _threads
+from mojolearn._buffers.array import Array
 sizes, rows = [4096, 8, 2], 4
 rng = _rng.SplitMix64(11)
 xs = [rng.uniform() * 2 - 1 for _ in range(50 * rows * sizes[0])]
@@ -87,11 +89,11 @@ tr = ml.MLPTrainer(sizes, seed=3, data_schedule={"test": 1})
 tr.train_steps(X, y, 50)
 out = {"hash": tr.state_hash()}
 pool = _threads.pool()
-out["worker_parts"] = ml._backend.binding().raw.pool_worker_parts([pool], []) if pool else 0
+out["worker_parts"] = ml._runtime.backend.binding().raw.pool_worker_parts([pool], []) if pool else 0
 # The last bias is in the last range: lr * weight_decay = 8 makes the decay factor -7, so
 # only that element (5e38 / 10) overflows (the logits, losses and gradients stay finite), and
 # the step must be refused from the part that found it, naming it, with nothing changed.
-w = [Array(t, "<f4") for t in ml._layers.LayerSizes(sizes).init(3)]
+w = [Array(t, "<f4") for t in ml._mlp.spec.LayerSizes(sizes).init(3)]
 shapes = [(8, 4096), (8,), (2, 8), (2,)]
 w = [Array(a.tolist(), "<f4", s) for a, s in zip(w, shapes)]
 b2 = w[3].tolist()
@@ -134,10 +136,10 @@ def test_adamw_ranges_run_on_the_workers_with_the_bits_and_refusals_of_one_threa
 ARENA = """
 import json
 import mojolearn as ml
-from mojolearn import _rng
-from mojolearn._array import Array
+from mojolearn._mlp import rng as _rng
+from mojolearn._buffers.array import Array
 ml.set_numeric_mode({mode!r})
-raw = ml._backend.binding().raw
+raw = ml._runtime.backend.binding().raw
 sizes, rows = [64, 128, 10], 256
 rng = _rng.SplitMix64(21)
 xs = [rng.uniform() * 2 - 1 for _ in range(4 * rows * sizes[0])]

@@ -7,7 +7,7 @@ import random
 
 import mojolearn as ml
 import pytest
-from mojolearn import _rng
+from mojolearn._mlp import rng as _rng
 
 torch = pytest.importorskip("torch")
 

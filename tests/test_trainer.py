@@ -10,8 +10,10 @@ import threading
 
 import mojolearn as ml
 import pytest
-from mojolearn import _backend, _mlp_core, _rng
-from mojolearn._array import Array
+from mojolearn._buffers.array import Array
+from mojolearn._mlp import core as _mlp_core
+from mojolearn._mlp import rng as _rng
+from mojolearn._runtime import backend as _backend
 
 from tests.helpers import run_python
 from tests.reference import mlp as R
@@ -596,7 +598,7 @@ def test_load_state_dict_refusals_change_nothing():
 
 FAST_RUN = """
 import mojolearn as ml
-from mojolearn import _rng
+from mojolearn._mlp import rng as _rng
 t = ml.SmallMLPTrainer(*_rng.init_small_mlp(3), data_schedule={'s': 1})
 for X, y in _rng.batches(4, 32, 20):
     t.train_step(X, y)
@@ -614,7 +616,7 @@ def test_fast_mode_same_bits_twice():
 
 def test_data_schedule_property_validates_and_changes_nothing_else():
     import mojolearn
-    from mojolearn import _rng
+    from mojolearn._mlp import rng as _rng
 
     t = mojolearn.SmallMLPTrainer(*_rng.init_small_mlp(5), data_schedule={"epoch": 0})
     ((X, y),) = list(_rng.batches(6, 4, 1))

@@ -12,7 +12,7 @@ import sys
 
 import mojolearn as ml
 import pytest
-from mojolearn import _rng
+from mojolearn._mlp import rng as _rng
 
 from .helpers import PKG_PARENT
 
@@ -180,7 +180,7 @@ def test_every_other_public_attribute_is_read_only(kind):
 _DP_CHILD = """
 import os, sys
 import mojolearn as ml
-from mojolearn import _rng
+from mojolearn._mlp import rng as _rng
 from mojolearn.distributed import DataParallel, _OneProcess
 
 mode = sys.argv[1]

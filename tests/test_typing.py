@@ -159,13 +159,13 @@ def test_the_package_is_marked_typed():
 
 def test_annotations_import_nothing_at_run_time():
     # `from __future__ import annotations` and TYPE_CHECKING-only imports: neither `typing`
-    # nor `mojolearn._types` is loaded by importing the public modules or by training.
+    # nor `mojolearn._buffers.types` is loaded by importing the public modules or by training.
     out = run_python(
         "import sys, mojolearn, mojolearn.training, mojolearn.distributed\n"
         "t = mojolearn.MLPTrainer([8, 16, 3], seed=0, data_schedule={'seed': 0})\n"
         "t.train_step(mojolearn.zeros((4, 8)), mojolearn.zeros((4,), '<i4'))\n"
         "w = mojolearn.zeros((2,))\n"
         "mojolearn.AdamW([w], lr_schedule=mojolearn.ConstantLR(0.1)).step([w.copy()])\n"
-        "print(sorted(m for m in ('typing', 'mojolearn._types') if m in sys.modules))\n"
+        "print(sorted(m for m in ('typing', 'mojolearn._buffers.types') if m in sys.modules))\n"
     )
     assert out.strip() == "[]"

@@ -25,7 +25,7 @@ SOURCE = os.path.join(ROOT, "python")
 
 
 def _pyproject_version():
-    """Read independently of mojolearn._version: tomllib, else the [project] table by hand."""
+    """Read independently of mojolearn._runtime.version: tomllib, else the [project] table by hand."""
     with open(PYPROJECT, "rb") as f:
         data = f.read()
     try:
@@ -105,9 +105,9 @@ def test_info_json_prints_version(tmp_path):
 def test_import_does_not_look_the_version_up():
     code = (
         "import sys\nbefore = 'importlib.metadata' in sys.modules\nimport mojolearn\n"
-        "print('mojolearn._version' in sys.modules,"
+        "print('mojolearn._runtime.version' in sys.modules,"
         " 'importlib.metadata' in sys.modules and not before)\n"
-        "mojolearn.__version__\nprint('mojolearn._version' in sys.modules)\n"
+        "mojolearn.__version__\nprint('mojolearn._runtime.version' in sys.modules)\n"
     )
     assert _run(code, PKG_PARENT).split() == ["False", "False", "True"]
 
@@ -122,10 +122,14 @@ def test_source_tree_without_metadata_reads_pyproject(prefix):
 def _carried(tmp_path, pyproject):
     """A carried build's layout (build/device/mojolearn), the Python files alone."""
     pkg = tmp_path / "device" / "mojolearn"
-    pkg.mkdir(parents=True)
-    for name in os.listdir(os.path.join(SOURCE, "mojolearn")):
-        if name.endswith(".py"):
-            shutil.copy(os.path.join(SOURCE, "mojolearn", name), pkg)
+    shutil.copytree(
+        os.path.join(SOURCE, "mojolearn"),
+        pkg,
+        ignore=lambda d, names: (
+            [n for n in names if not (n.endswith(".py") or os.path.isdir(os.path.join(d, n)))]
+            + ["data", "_mojo_libs", "__pycache__"]
+        ),
+    )
     if pyproject is not None:
         (tmp_path / "device" / "pyproject.toml").write_text(pyproject)
     return str(tmp_path / "device")

@@ -18,7 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = r"""
 import json, sys, time
 import mojolearn as ml
-from mojolearn import _rng
+from mojolearn._mlp import rng as _rng
 from mojolearn import distributed as D
 sizes, batch, steps, m = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 t = ml.MLPTrainer(sizes, seed=0, data_schedule={"bench": 1})

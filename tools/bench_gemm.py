@@ -90,7 +90,7 @@ def worker_mojolearn(quick):
             lambda: mojolearn.matmul(a, b, transpose_a=ta, transpose_b=tb), quick
         )
     out["_mode"] = mojolearn.numeric_mode_used()
-    from mojolearn import _backend
+    from mojolearn._runtime import backend as _backend
 
     b = _backend.binding()
     out["_binding"] = f"{b.name} ({b.target_cpu})"

@@ -69,7 +69,7 @@ def _time_interleaved(fns, calls, rounds):
 
 def main():
     import mojolearn as ml
-    from mojolearn import _rng
+    from mojolearn._mlp import rng as _rng
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=15)

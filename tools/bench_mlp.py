@@ -67,8 +67,8 @@ def problem(sizes, batch):
         return weights, xs.tolist(), ys.tolist()
     if importlib.util.find_spec("mojolearn") is None:  # run from a checkout, not installed
         sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
-    from mojolearn import _rng
-    from mojolearn._layers import LayerSizes
+    from mojolearn._mlp import rng as _rng
+    from mojolearn._mlp.spec import LayerSizes
 
     weights = [w.tolist() for w in LayerSizes(sizes).init(1)]
     rng = _rng.SplitMix64(7)
@@ -92,7 +92,7 @@ def timed(fn, steps_per_call, rounds, budget_s):
 
 def ours(sizes, batch, rounds, budget):
     import mojolearn as ml
-    from mojolearn._array import Array
+    from mojolearn._buffers.array import Array
 
     weights, xs, ys = problem(sizes, batch)
     shapes = []

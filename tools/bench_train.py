@@ -65,8 +65,8 @@ def _stack(batches, k):
 def measure_ours(mode, rounds, budget, inputs):
     """(vendor, {batch: {column: µs/step}}) for this process's numeric mode."""
     import mojolearn as ml
-    from mojolearn import _rng
-    from mojolearn._array import Array
+    from mojolearn._buffers.array import Array
+    from mojolearn._mlp import rng as _rng
 
     ml.set_numeric_mode(mode)
     out = {}

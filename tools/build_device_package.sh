@@ -7,8 +7,10 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
 rm -rf build/device
 MOJOLEARN_VENDORS=cpu,cuda "$PY" setup.py -q build_ext --build-lib build/device --build-temp build/device-tmp
-cp -r python/mojolearn/*.py python/mojolearn/data build/device/mojolearn/
-# No pip metadata goes with the carried package: mojolearn/_version.py reads the version from
+# The Python files of the package and its wings (every folder with an __init__.py), and the data.
+(cd python && find mojolearn -name '*.py' -not -path '*/__pycache__/*' -exec cp --parents {} ../build/device/ \;)
+cp -r python/mojolearn/data build/device/mojolearn/
+# No pip metadata goes with the carried package: mojolearn/_runtime/version.py reads the version from
 # this copy of pyproject.toml (the one place it is written), as it was when this build was made.
 cp pyproject.toml build/device/
 rm -rf build/device-tmp

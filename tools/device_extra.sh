@@ -14,9 +14,9 @@ MOJOLEARN_VENDOR=cuda timeout 60 "$PY" - <<'PY' || status=1
 import time
 t0 = time.perf_counter()
 import mojolearn as ml
-from mojolearn import _rng
+from mojolearn._mlp import rng as _rng
 t1 = time.perf_counter()
-raw = ml._backend._import(ml.vendor_used(), ml.numeric_mode_used())
+raw = ml._runtime.backend._import(ml.vendor_used(), ml.numeric_mode_used())
 print(f"import {t1 - t0:.3f} s; vendor {ml.vendor_used()}; devices {raw.device_count()}")
 X, y = next(iter(_rng.batches(2, 32, 1)))
 for i in range(3):

@@ -63,7 +63,7 @@ def _stateless(module, spec, batches, params):
     """`mlp_train_step` of one binding module: len(batches) training steps from `params`
     (zero moments, t = 1), then a gradient pass with the input gradient on the first batch
     from the new state; every output as bytes."""
-    from mojolearn._array import _CODES
+    from mojolearn._buffers.array import _CODES
 
     rows = len(batches[0][1])
     k = len(batches)
@@ -111,7 +111,8 @@ def stateless_matches_cpu(cases):
     """The stateless fused entry of the loaded binding against the cpu binding's, byte for
     byte, on every MLP golden case."""
     import mojolearn
-    from mojolearn import _backend, _layers
+    from mojolearn._mlp import spec as _layers
+    from mojolearn._runtime import backend as _backend
 
     loaded = _backend.binding().raw
     cpu = _backend._import("cpu", mojolearn.numeric_mode_used())

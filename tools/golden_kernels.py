@@ -3,7 +3,7 @@
 `tools/make_golden.py` writes them to tests/golden/kernels_identical.json (canonical JSON:
 hex float32 inputs and outputs, the SHA-256 of each case's canonical outputs, a format
 version); `tests/test_golden_kernels.py` recomputes every case with the binding and compares
-the hex. Inputs come from the project's SplitMix64 (mojolearn._rng) so the file is
+the hex. Inputs come from the project's SplitMix64 (mojolearn._mlp.rng) so the file is
 reproducible; they include ±0, subnormals, large and tiny magnitudes.
 """
 
@@ -154,7 +154,7 @@ def _math_cases(rng):
 
 def build(profile):
     """The golden document (bytes) from the pure-Python reference."""
-    from mojolearn._rng import SplitMix64
+    from mojolearn._mlp.rng import SplitMix64
 
     rng = SplitMix64(20261129)
     cases = _gemm_cases(rng) + _loss_cases(rng) + _optim_cases(rng) + _math_cases(rng)

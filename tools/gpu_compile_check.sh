@@ -118,7 +118,7 @@ else
 fi
 # On this GPU-less host: the cuda binding imports, vendor auto-selection falls back to cpu, and a
 # forced cuda step fails with a RuntimeError that changes nothing.
-cp python/mojolearn/*.py "$out/mojolearn/"
+(cd python && find mojolearn -name '*.py' -not -path '*/__pycache__/*' -exec cp --parents {} "$out" \;)
 check=$(cd / && PYTHONPATH="$out" timeout 120 "$PY" -c "
 import mojolearn
 assert mojolearn.vendor_used() == 'cpu', mojolearn.vendor_used()

@@ -74,9 +74,10 @@ def _reference_steps(p, batches, cfg, *dims):
 
 
 def reference_hashes(batch):
-    from mojolearn import _mlp_state as S
-    from mojolearn import _rng, checkpoint
-    from mojolearn._array import Array
+    from mojolearn import checkpoint
+    from mojolearn._buffers.array import Array
+    from mojolearn._mlp import rng as _rng
+    from mojolearn._mlp import state as S
 
     cfg = S.check_config(1e-3, (0.9, 0.999), 1e-8, 0.01)
     p0 = [x for w in _rng.init_small_mlp(INIT_SEED) for x in w._mv.tolist()]
@@ -107,7 +108,7 @@ def reference_hashes(batch):
 
 def binding_hashes(batch):
     import mojolearn as ml
-    from mojolearn import _rng
+    from mojolearn._mlp import rng as _rng
 
     ml.set_numeric_mode("identical")
     trainer = ml.SmallMLPTrainer(*_rng.init_small_mlp(INIT_SEED), data_schedule=schedule(batch))
@@ -120,15 +121,16 @@ def binding_hashes(batch):
 
 
 def _mlp_data(sizes, batch, steps):
-    from mojolearn import _rng
+    from mojolearn._mlp import rng as _rng
 
     return _rng.batches(DATA_SEED, batch, max(steps), features=sizes[0], classes=sizes[-1])
 
 
 def reference_mlp_hashes(sizes, batch, steps):
-    from mojolearn import _layers, checkpoint
-    from mojolearn import _mlp_state as S
-    from mojolearn._array import Array
+    from mojolearn import checkpoint
+    from mojolearn._buffers.array import Array
+    from mojolearn._mlp import spec as _layers
+    from mojolearn._mlp import state as S
 
     from tests.reference import mlp as R
 
@@ -168,7 +170,7 @@ def binding_mlp_hashes(sizes, batch, steps):
 
 
 def build_mlp():
-    from mojolearn import _mlp_state as S
+    from mojolearn._mlp import state as S
     from mojolearn.checkpoint import PROFILE
 
     cases = []
@@ -193,7 +195,7 @@ def build_mlp():
 
 
 def build():
-    from mojolearn import _mlp_state as S
+    from mojolearn._mlp import state as S
     from mojolearn.checkpoint import PROFILE
 
     cases = []

@@ -50,7 +50,7 @@ def _state_bytes(trainer):
 
 def check(batch, steps, seed):
     import mojolearn as ml
-    from mojolearn import _rng
+    from mojolearn._mlp import rng as _rng
 
     init = _rng.init_small_mlp(seed)
     fused = ml.SmallMLPTrainer(*init, data_schedule={"seed": seed}, lr=1e-2)

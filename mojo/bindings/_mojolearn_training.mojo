@@ -1,6 +1,6 @@
 """The mojolearn training binding: one Python extension module per (vendor, numeric mode).
 
-Layout table: every entry's ordered address names and param names. `mojolearn/_abi.py`
+Layout table: every entry's ordered address names and param names. `mojolearn/_runtime/abi.py`
 declares the same table; `_backend` compares the two when it loads this module and refuses
 to run on any difference (a silent reorder would be a wrong answer, not a crash).
 """

@@ -224,7 +224,7 @@ def mlp_steps(d: MLPDims, x: F32P, y: I32P, p: F32P, m: F32P, v: F32P, losses: F
 # (GEMM NT, bias, ReLU on every layer but the last), mean cross-entropy, backward from the
 # last layer (dW_l = G_lᵀ·A_{l-1} GEMM TN, db_l = sum_rows(G_l), G_{l-1} = (G_l·W_l) masked by
 # A_{l-1} > 0, dX = G_1·W_1), AdamW. For [I, H, O] these are `mlp_steps`' operations in its
-# order, so both give the same bits; mojolearn/_mlp_ops.py makes the same calls one by one.
+# order, so both give the same bits; mojolearn/_mlp/ops.py makes the same calls one by one.
 
 
 def total_params(sizes: List[Int]) -> Int:

@@ -3,7 +3,7 @@ the calling thread, each split GEMM cut into N parts of its outputs (rows or col
 never along k, and each split AdamW update into N ranges of its elements, so every thread
 count gives the same bits in both numeric modes.
 
-The threads are Python threads (mojolearn/_threads.py) parked in `serve` with the GIL released;
+The threads are Python threads (mojolearn/_runtime/threads.py) parked in `serve` with the GIL released;
 the pool is a calloc'd block of Int64 words, its address the handle. A split GEMM publishes
 its task, and every thread, the caller included, claims parts from an atomic counter until none
 is left; the caller then waits for the parts others claimed. A worker that is asleep (or was

@@ -18,9 +18,9 @@ from __future__ import annotations
 import ctypes as _ctypes
 import os as _os
 
-from ._array import Array
-from ._backend import numeric_mode_used, set_numeric_mode, vendor_used
-from ._buffer import empty, zeros
+from ._buffers.alloc import empty, zeros
+from ._buffers.array import Array
+from ._runtime.backend import numeric_mode_used, set_numeric_mode, vendor_used
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from . import training as training
-    from ._dlpack import from_dlpack as from_dlpack
-    from ._rng import init_small_mlp as init_small_mlp
+    from ._buffers.dlpack import from_dlpack as from_dlpack
+    from ._mlp.rng import init_small_mlp as init_small_mlp
     from .linalg import matmul as matmul
     from .loss import cross_entropy as cross_entropy
     from .mlp_trainer import MLPTrainer as MLPTrainer
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     __version__: str
 
 # __version__ is read on first access (module __getattr__ below), from pyproject.toml through
-# the installed metadata: see _version.py.
+# the installed metadata: see _runtime/version.py.
 
 
 def _preload_runtime() -> None:
@@ -79,8 +79,8 @@ _LAZY = {
     "WarmupCosineLR": "schedules",
     "SmallMLPTrainer": "trainer",
     "MLPTrainer": "mlp_trainer",
-    "init_small_mlp": "_rng",
-    "from_dlpack": "_dlpack",
+    "init_small_mlp": "_mlp.rng",
+    "from_dlpack": "_buffers.dlpack",
     "training": "training",
 }
 
@@ -88,7 +88,7 @@ _LAZY = {
 def __getattr__(name: str) -> Any:
     value: Any
     if name == "__version__":
-        from ._version import version
+        from ._runtime.version import version
 
         value = globals()["__version__"] = version()
         return value

@@ -36,7 +36,7 @@ Format `mojolearn.small-mlp-checkpoint.v1` (the reference's v1 layout):
   from the target's name) in the real target's folder with the old file's permission bits,
   fsync it, `os.replace` it over the target and fsync the folder; a failed save leaves the old
   file and no temporary; temporaries of dead processes (a `kill -9` mid-save) are removed by the
-  next save to that target. EINTR is retried at every call (`mojolearn._files`).
+  next save to that target. EINTR is retried at every call (`mojolearn._runtime.files`).
 """
 
 from __future__ import annotations
@@ -46,21 +46,21 @@ import json
 import os
 import stat as _stat
 
-from . import _files
-from . import _mlp_state as S
-from ._array import frombytes
-from ._files import TMP_SUFFIX, clean_stale_temporaries  # noqa: F401 (API)
-from ._files import write_atomic as write_atomic  # API, and the trainers' save_checkpoint
-from ._layers import MAX_PARAMS, SMALL, LayerSizes
+from ._buffers.array import frombytes
+from ._mlp import state as S
+from ._mlp.spec import MAX_PARAMS, SMALL, LayerSizes
+from ._runtime import files as _files
+from ._runtime.files import TMP_SUFFIX, clean_stale_temporaries  # noqa: F401 (API)
+from ._runtime.files import write_atomic as write_atomic  # API, and the trainers' save_checkpoint
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any, NoReturn, TypeVar
 
-    from ._array import Array
-    from ._mlp_core import MLPCore
-    from ._types import DType
+    from ._buffers.array import Array
+    from ._buffers.types import DType
+    from ._mlp.core import MLPCore
 
     _Trainer = TypeVar("_Trainer", bound=MLPCore)
     _Path = str | bytes | os.PathLike[str] | os.PathLike[bytes]

@@ -28,8 +28,8 @@ from __future__ import annotations
 import array as _pyarray
 import sys
 
-from . import _backend
-from ._mlp_core import MLPCore
+from ._mlp.core import MLPCore
+from ._runtime import backend as _backend
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from mpi4py import MPI
 
-    from ._types import BufferLike, StepLoss
+    from ._buffers.types import BufferLike, StepLoss
     from .mlp_trainer import MLPTrainer
     from .trainer import SmallMLPTrainer
 

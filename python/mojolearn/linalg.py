@@ -15,11 +15,12 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from . import _backend, _threads
-from ._array import Array, _result_view
-from ._buffer import ZERO_F32 as _ZERO_F32
-from ._intake import f32
-from ._threads import num_threads
+from ._buffers.alloc import ZERO_F32 as _ZERO_F32
+from ._buffers.array import Array, _result_view
+from ._buffers.intake import f32
+from ._runtime import backend as _backend
+from ._runtime import threads as _threads
+from ._runtime.threads import num_threads
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from concurrent.futures import Future
     from typing import Any
 
-    from ._types import BufferLike
+    from ._buffers.types import BufferLike
 
     # A `neural_gemm` entry: (addresses [a, b, c], parameters [m, n, k, ta, tb, 0, row0, row1]).
     _Entry = Callable[[list[int], list[int]], object]

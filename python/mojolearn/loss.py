@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import math
 
-from . import _backend
-from ._buffer import zeros
-from ._intake import _I32_MAX, _I32_MIN, f32, i32
+from ._buffers.alloc import zeros
+from ._buffers.intake import _I32_MAX, _I32_MIN, f32, i32
+from ._runtime import backend as _backend
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from typing import Literal, overload
 
-    from ._array import Array
-    from ._types import BufferLike
+    from ._buffers.array import Array
+    from ._buffers.types import BufferLike
 
 _REDUCTIONS = {"none": 0, "sum": 1, "mean": 2}
 # The binding's "ignore nothing" value: no int32 target equals it.

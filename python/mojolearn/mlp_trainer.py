@@ -11,10 +11,10 @@ SmallMLPTrainer's bits from the same `w`.
 
 from __future__ import annotations
 
-from . import _mlp_state as S
 from . import checkpoint as _ckpt
-from ._layers import LayerSizes
-from ._mlp_core import MLPCore, _binding
+from ._mlp import state as S
+from ._mlp.core import MLPCore, _binding
+from ._mlp.spec import LayerSizes
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     import torch
 
-    from ._types import BufferLike
+    from ._buffers.types import BufferLike
 
 _API = "MLPTrainer"
 

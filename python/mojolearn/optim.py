@@ -41,19 +41,19 @@ import numbers
 import threading
 import weakref
 
-from . import _backend
-from ._array import Array
-from ._bufcheck import dtype_name
-from ._buffer import zeros
-from ._intake import borrowed_f32, f32_shared, probe
-from ._portable import round_f32
+from ._buffers.alloc import zeros
+from ._buffers.array import Array
+from ._buffers.formats import dtype_name
+from ._buffers.intake import borrowed_f32, f32_shared, probe
+from ._runtime import backend as _backend
+from ._runtime.portable import round_f32
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
     from typing import Any, NoReturn, TypeVar
 
-    from ._types import Buffers, LRSchedule, PyArray
+    from ._buffers.types import Buffers, LRSchedule, PyArray
 
     _F = TypeVar("_F", bound=Callable[..., Any])
     _Opt = TypeVar("_Opt", bound="_Optimizer")

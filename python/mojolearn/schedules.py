@@ -13,7 +13,7 @@ Each takes `(peak_lr, warmup_steps=0, total_steps=None, min_lr=0.0)`:
 exceed `warmup_steps`.
 
 Values are computed in Python double with `+ - * /` only (the cosine is
-`mojolearn._portable.cospi`, never `math.cos`) from the float32-rounded `peak_lr` and `min_lr`,
+`mojolearn._runtime.portable.cospi`, never `math.cos`) from the float32-rounded `peak_lr` and `min_lr`,
 then rounded to float32, so every platform gets the same bits. Note: torch's
 `torch.optim.lr_scheduler.ConstantLR` multiplies the lr by a factor for a number of steps; this
 `ConstantLR` is a warmup-then-constant schedule (see DEVIATIONS.md).
@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from ._portable import cospi, round_f32
+from ._runtime.portable import cospi, round_f32
 
 
 def _nonneg_lr(name: str, value: object) -> float:

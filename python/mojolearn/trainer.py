@@ -11,16 +11,14 @@ Everything else — state, validation, transactions, the other steps, checkpoint
 
 from __future__ import annotations
 
-from . import _backend
-from . import _mlp_state as S
 from . import checkpoint as _ckpt
-from ._array import Array, _new_object, _result_view
-from ._batches import batch as _batch
-from ._batches import targets as _targets
-from ._batches import y_input as _y_input
-from ._buffer import zeros
-from ._layers import SMALL
-from ._mlp_core import (
+from ._buffers.alloc import zeros
+from ._buffers.array import Array, _new_object, _result_view
+from ._mlp import state as S
+from ._mlp.batches import batch as _batch
+from ._mlp.batches import targets as _targets
+from ._mlp.batches import y_input as _y_input
+from ._mlp.core import (
     _FUSED_KEY,
     _MODE_TRAIN,
     _OFF,
@@ -29,7 +27,9 @@ from ._mlp_core import (
     _binding,
     _env_get,
 )
-from ._mlp_core import _translate as _core_translate
+from ._mlp.core import _translate as _core_translate
+from ._mlp.spec import SMALL
+from ._runtime import backend as _backend
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from ._types import BufferLike, TrainStepResult
+    from ._buffers.types import BufferLike, TrainStepResult
 
 _IN, _HID, _OUT = S.ARCHITECTURE
 _MAX_ROWS = 256

@@ -8,7 +8,7 @@ import os
 import sys
 
 import mojolearn as ml
-from mojolearn import _rng
+from mojolearn._mlp import rng as _rng
 from mojolearn.distributed import DataParallel, _OneProcess
 
 

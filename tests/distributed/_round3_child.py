@@ -45,7 +45,7 @@ def _refusal(call):
 
 def agree(out, ckpt):
     import mojolearn as ml
-    from mojolearn import _rng
+    from mojolearn._mlp import rng as _rng
     from mojolearn.distributed import DataParallel, _OneProcess
     from mpi4py import MPI
 
@@ -135,7 +135,7 @@ def end(phase):
     """Rank 1 fails at `phase`; rank 0 steps on as if nothing happened."""
     import time
 
-    from mojolearn import _rng
+    from mojolearn._mlp import rng as _rng
     from mojolearn.distributed import DataParallel
 
     t = _trainer()

@@ -12,7 +12,7 @@ import time
 
 import mojolearn as ml
 import pytest
-from mojolearn import _rng
+from mojolearn._mlp import rng as _rng
 from mojolearn.distributed import DataParallel
 
 from ..helpers import PKG_PARENT
@@ -164,7 +164,7 @@ def test_a_rank_killed_mid_run_ends_the_job_promptly_and_the_checkpoint_loads(tm
     script = (
         "import os, signal, sys\n"
         "import mojolearn as ml\n"
-        "from mojolearn import _rng\n"
+        "from mojolearn._mlp import rng as _rng\n"
         "from mojolearn.distributed import DataParallel\n"
         "t = ml.MLPTrainer([8, 24, 3], seed=1, data_schedule={'a': 1})\n"
         "dp = DataParallel(t, microbatches=2)\n"

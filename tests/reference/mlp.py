@@ -1,5 +1,5 @@
 """Pure-Python mirror of a whole identical-mode MLP step, profile v2, any layer sizes
-(`mojo/training/mlp.mojo`, `mojolearn/_mlp_ops.py`, docs/ARITHMETIC.md "The MLP step").
+(`mojo/training/mlp.mojo`, `mojolearn/_mlp/ops.py`, docs/ARITHMETIC.md "The MLP step").
 
 Layers l = 1..L, sizes [n0, n1, ..., nL]: forward A0 = X, Z_l = A_{l-1}·W_lᵀ + b_l, A_l = relu(Z_l)
 for l < L, logits = Z_L; mean cross-entropy (tests/reference/loss.py) gives G_L = dlogits;

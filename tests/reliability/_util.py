@@ -8,8 +8,8 @@ import os
 import struct
 import time
 
-from mojolearn import _mlp_state as S
-from mojolearn._array import Array
+from mojolearn._buffers.array import Array
+from mojolearn._mlp import state as S
 
 LONG = os.environ.get("MOJOLEARN_LONG_TESTS") == "1"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

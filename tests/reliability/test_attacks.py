@@ -219,7 +219,13 @@ def test_record_corpus_times():
 
 # -- R4 ---------------------------------------------------------------------------------------
 
-LOADER_MODULES = ("checkpoint.py", "_mlp_state.py", "_array.py", "_buffer.py", "_bufcheck.py")
+LOADER_MODULES = (
+    "checkpoint.py",
+    "_mlp/state.py",
+    "_buffers/array.py",
+    "_buffers/alloc.py",
+    "_buffers/formats.py",
+)
 _FORBIDDEN_MODULES = {"pickle", "cPickle", "_pickle", "marshal", "shelve", "dill", "copyreg"}
 _FORBIDDEN_CALLS = {"eval", "exec", "compile", "__import__", "execfile", "input"}
 

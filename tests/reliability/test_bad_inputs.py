@@ -9,8 +9,10 @@ import os
 
 import mojolearn as ml
 import pytest
-from mojolearn import _files, _rng, checkpoint, cli, optim, schedules
-from mojolearn import _mlp_state as S
+from mojolearn import checkpoint, cli, optim, schedules
+from mojolearn._mlp import rng as _rng
+from mojolearn._mlp import state as S
+from mojolearn._runtime import files as _files
 
 from ._util import record
 

@@ -18,7 +18,7 @@ import time
 
 import pytest
 from mojolearn import checkpoint
-from mojolearn._array import Array
+from mojolearn._buffers.array import Array
 
 from . import _mutate
 from ._util import LONG, Stopwatch, new_seed, random_state, record

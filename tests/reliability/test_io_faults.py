@@ -11,7 +11,8 @@ import os
 
 import mojolearn as ml
 import pytest
-from mojolearn import _rng, checkpoint
+from mojolearn import checkpoint
+from mojolearn._mlp import rng as _rng
 
 from ._util import record
 

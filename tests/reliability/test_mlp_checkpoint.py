@@ -197,8 +197,8 @@ def test_special_paths_are_refused_for_mlp_saves_too(tmp_path):
 def _random_mlp_state(rng):
     """A random state MLPTrainer accepts: 1 to 3 layers of widths 1..6, random float32 bit
     patterns for weights and moments (v >= 0), a random valid config and schedule."""
-    from mojolearn import _layers
-    from mojolearn import _mlp_state as S
+    from mojolearn._mlp import spec as _layers
+    from mojolearn._mlp import state as S
 
     from ._util import f32_bits, random_state
 

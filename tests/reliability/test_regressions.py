@@ -9,7 +9,8 @@ import sys
 
 import mojolearn as ml
 import pytest
-from mojolearn import _files, checkpoint
+from mojolearn import checkpoint
+from mojolearn._runtime import files as _files
 
 from ._util import random_state
 from .attacks import generate

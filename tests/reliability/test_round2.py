@@ -13,7 +13,10 @@ import threading
 
 import mojolearn as ml
 import pytest
-from mojolearn import _data, _files, _rng, checkpoint, optim
+from mojolearn import checkpoint, optim
+from mojolearn._mlp import rng as _rng
+from mojolearn._runtime import files as _files
+from mojolearn.cli import data as _data
 
 from ..helpers import PKG_PARENT
 from ._util import LONG, record
@@ -442,7 +445,7 @@ def test_5_a_second_run_on_the_same_checkpoint_is_refused_by_name(tmp_path):
 
 
 def test_5_history_rewrites_use_unique_temporaries(tmp_path, monkeypatch):
-    from mojolearn import _history
+    from mojolearn.cli import history as _history
 
     names = []
     real_open = os.open

@@ -11,7 +11,9 @@ import time
 
 import mojolearn as ml
 import pytest
-from mojolearn import _data, _history, _layers
+from mojolearn._mlp import spec as _layers
+from mojolearn.cli import data as _data
+from mojolearn.cli import history as _history
 
 from ._util import ROOT
 from .test_round2 import _cli, _one_line  # the CLI as a user runs it, and one-line refusals

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import mojolearn as ml
 import pytest
-from mojolearn import _rng
+from mojolearn._mlp import rng as _rng
 
 from ..helpers import PKG_PARENT
 from ._util import ROOT, record
@@ -270,7 +270,7 @@ def test_2_torch_inputs_read_for_reading_are_copied_and_optimizer_tensors_are_no
     `cross_entropy` operands are copied (with the GIL held); an optimizer reads its
     parameters and gradients in place, so its aliasing check still sees their memory."""
     torch = pytest.importorskip("torch")
-    from mojolearn import _intake
+    from mojolearn._buffers import intake as _intake
 
     t = torch.arange(12.0).reshape(3, 4)
     keep, address, shape = _intake.borrowed_f32(t, pin=True)
@@ -441,7 +441,7 @@ def _r15_main(mode):
     """mode "first": each sequence with the refused object first, on a type cache emptied
     before it (as a fresh process has it: `_reader._kinds` is the per-type state); "after":
     each with the accepted object first, then the refused one."""
-    from mojolearn import _reader
+    from mojolearn._buffers import reader as _reader
 
     for seq, (refused, accepted) in _sequences().items():
         if mode == "first":

@@ -10,10 +10,11 @@ import random
 
 import mojolearn as ml
 import pytest
-from mojolearn import _mlp_core as core_mod
-from mojolearn import _mlp_state as S
-from mojolearn import _rng, checkpoint, optim
+from mojolearn import checkpoint, optim
 from mojolearn import trainer as trainer_mod
+from mojolearn._mlp import core as core_mod
+from mojolearn._mlp import rng as _rng
+from mojolearn._mlp import state as S
 
 from ._util import LONG, new_seed, record
 

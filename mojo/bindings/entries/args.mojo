@@ -1,7 +1,7 @@
 """Unpacking of a binding call's `(addresses, params)` and the error convention.
 
 Every entry takes its addresses and params in the exact order of its layout (the table in
-`_mojolearn_training.mojo`, mirrored by `mojolearn/_abi.py`). Errors are raised as
+`_mojolearn_training.mojo`, mirrored by `mojolearn/_runtime/abi.py`). Errors are raised as
 `Error("ValueError: <entry>: ...")` / `Error("RuntimeError: ...")`; the Python side maps the
 prefix to the exception type (a bound Mojo function can only raise plain `Exception`).
 """

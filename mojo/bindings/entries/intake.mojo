@@ -2,7 +2,7 @@
 whose type has the DLPack C exchange API (torch), read through the CPython C API
 (`PyObject_GetBuffer` / `PyBuffer_Release`, `PyCapsule_GetPointer`).
 
-Two callers. `intake_read` (for `mojolearn/_reader.py`, which says what its results mean)
+Two callers. `intake_read` (for `mojolearn/_buffers/reader.py`, which says what its results mean)
 reads one argument and releases its view before returning: the address stays valid while the
 caller holds the object (or the capsule, whose producer keeps its memory alive), exactly as a
 released `memoryview`'s would. The hot entries (`mlp_resident_step/_steps`, `matmul`) call

@@ -1,4 +1,4 @@
-"""Binding entries of the worker pool (training/pool.mojo): mojolearn/_threads.py opens one
+"""Binding entries of the worker pool (training/pool.mojo): mojolearn/_runtime/threads.py opens one
 pool per process, parks its worker threads in `pool_serve`, and hands the pool to sessions."""
 from std.ffi import external_call
 from std.python import PythonObject

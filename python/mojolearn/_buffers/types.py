@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, Union, runtime_checkable
 
-from ._array import Array
+from .array import Array
 
 if TYPE_CHECKING:
     from typing import TypeAlias

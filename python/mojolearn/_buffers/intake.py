@@ -23,9 +23,9 @@ meanwhile.
 
 import math
 
-from . import _reader
-from ._array import _CODES, Array, dtype_of
-from ._bufcheck import dtype_name, is_integer, is_native_f32, split_format
+from . import reader as _reader
+from .array import _CODES, Array, dtype_of
+from .formats import dtype_name, is_integer, is_native_f32, split_format
 
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
 _CPU = 1
@@ -57,7 +57,7 @@ def probe(obj):
                 f"are supported, got {ndim} dimensions"
             )
     if hasattr(obj, "__dlpack__"):
-        from ._dlpack import from_dlpack
+        from .dlpack import from_dlpack
 
         return from_dlpack(obj)._probe()  # raises its refusal; a success is an Array's layout
     raise TypeError(
@@ -187,7 +187,7 @@ def _borrow(obj, layout, name):
         return obj
     try:
         if _reader.is_dlpack_only(obj):
-            from ._dlpack import from_dlpack
+            from .dlpack import from_dlpack
 
             return from_dlpack(obj)
         return Array.from_buffer(obj)

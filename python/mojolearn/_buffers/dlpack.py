@@ -25,8 +25,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run ti
 if TYPE_CHECKING:
     from typing import Any
 
-    from ._array import Array
-    from ._types import DType, SupportsDLPack
+    from .array import Array
+    from .types import DType, SupportsDLPack
 
 _CPU = 1
 _DEVICE_NAMES = {
@@ -250,7 +250,7 @@ def from_dlpack(obj: SupportsDLPack) -> Array:
         >>> a.shape, a.dtype
         ((2, 3), '<f4')
     """
-    from ._array import _CODES, Array
+    from .array import _CODES, Array
 
     if not hasattr(obj, "__dlpack__"):
         raise TypeError(

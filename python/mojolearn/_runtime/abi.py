@@ -77,7 +77,7 @@ LAYOUT = {
     ),
     "mlp_resident_apply": (("session", "grads"), ("t",)),
     "mlp_resident_use_pool": (("session", "pool"), ()),
-    # The worker pool of MOJOLEARN_NUM_THREADS (mojolearn/_threads.py).
+    # The worker pool of MOJOLEARN_NUM_THREADS (mojolearn/_runtime/threads.py).
     "pool_open": ((), ("workers",)),
     "pool_serve": (("pool",), ()),
     "pool_stop": (("pool",), ()),
@@ -140,9 +140,11 @@ def first_difference(binding_table, declared=None):
     declared = LAYOUT if declared is None else declared
     for name in sorted(set(declared) | set(binding_table)):
         if name not in binding_table:
-            return f"entry {name!r} is declared in mojolearn._abi but missing from the binding"
+            return (
+                f"entry {name!r} is declared in mojolearn._runtime.abi but missing from the binding"
+            )
         if name not in declared:
-            return f"entry {name!r} is in the binding but not declared in mojolearn._abi"
+            return f"entry {name!r} is in the binding but not declared in mojolearn._runtime.abi"
         for kind, ours, theirs in zip(("address", "param"), declared[name], binding_table[name]):
             for i in range(max(len(ours), len(theirs))):
                 a = theirs[i] if i < len(theirs) else "<none>"
@@ -150,6 +152,6 @@ def first_difference(binding_table, declared=None):
                 if a != b:
                     return (
                         f"entry {name!r}: {kind} {i} is {a!r} in the binding but {b!r} "
-                        f"in mojolearn._abi"
+                        f"in mojolearn._runtime.abi"
                     )
     return None

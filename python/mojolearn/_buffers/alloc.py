@@ -6,8 +6,8 @@ from __future__ import annotations
 import array as _pyarray
 import math
 
-from ._array import _CODES, Array, _check_dtype, _check_shape
-from ._intake import as_f32_c
+from .array import _CODES, Array, _check_dtype, _check_shape
+from .intake import as_f32_c
 
 # One float32 +0.0: repeated (`ZERO_F32 * n`), the fastest zeroed float32 allocation; the
 # binding's step and matmul entries make their result buffers from it the same way.
@@ -17,7 +17,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run ti
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ._types import BufferLike, DType
+    from .types import BufferLike, DType
 
 
 def empty(shape: int | Sequence[int], dtype: DType = "<f4") -> Array:
@@ -75,7 +75,7 @@ def le_bytes(obj: BufferLike, kind: object = None) -> bytes:
 
 def all_finite(obj: BufferLike, name: str = "array") -> bool:
     """True when every value of a float32 buffer is finite (scanned in the binding)."""
-    from . import _backend
+    from .._runtime import backend as _backend
 
     arr, _ = as_f32_c(obj, name=name)
     if arr._size == 0:

@@ -25,7 +25,7 @@ Only `_backend` is imported here: `_array` and `_intake` both build on this modu
 import sys
 from collections import namedtuple
 
-from . import _backend
+from .._runtime import backend as _backend
 
 Layout = namedtuple(
     "Layout", "format itemsize shape ndim c_contiguous readonly nbytes address device keep"

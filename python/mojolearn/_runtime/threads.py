@@ -12,7 +12,7 @@ import atexit
 import os
 import threading
 
-from . import _backend
+from . import backend as _backend
 
 ENV = "MOJOLEARN_NUM_THREADS"
 MAX_THREADS = 256

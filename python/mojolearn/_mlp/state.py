@@ -12,10 +12,10 @@ import numbers
 import operator
 import struct
 
-from ._array import Array
-from ._bufcheck import dtype_name, is_int32, is_native_f32
-from ._intake import as_f32_c, as_i32_c, probe
-from ._layers import SMALL
+from .._buffers.array import Array
+from .._buffers.formats import dtype_name, is_int32, is_native_f32
+from .._buffers.intake import as_f32_c, as_i32_c, probe
+from .spec import SMALL
 
 NAMES, SHAPES, OFFSETS, TOTAL = SMALL.names, SMALL.shapes, SMALL.offsets, SMALL.total
 ARCHITECTURE = list(SMALL.sizes)

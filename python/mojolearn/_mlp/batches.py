@@ -4,10 +4,10 @@ step's first try (the binding reads the objects itself), `x_input` / `y_input` f
 addresses of what it declined (through `_intake`: borrowed, copied or refused), `batch` /
 `owned_batch` / `targets` for Arrays (the per-operation path)."""
 
-from ._array import Array
-from ._bufcheck import dtype_name, is_integer, is_native_f32
-from ._buffer import all_finite
-from ._intake import as_f32_c, as_i32_c, borrowed_f32, labels, probe
+from .._buffers.alloc import all_finite
+from .._buffers.array import Array
+from .._buffers.formats import dtype_name, is_integer, is_native_f32
+from .._buffers.intake import as_f32_c, as_i32_c, borrowed_f32, labels, probe
 
 
 def quick(X, targets, inputs, max_rows, k=1):

@@ -24,20 +24,21 @@ from __future__ import annotations
 import os
 import threading
 
-from . import _backend, _batches
-from . import _mlp_state as S
-from . import checkpoint as _ckpt
-from ._array import Array, _new_object, _result_view
-from ._buffer import ZERO_F32, empty, zeros
-from ._mlp_resident import CAPACITY_ROWS, MAX_CAPACITY_ROWS, Session
+from .. import checkpoint as _ckpt
+from .._buffers.alloc import ZERO_F32, empty, zeros
+from .._buffers.array import Array, _new_object, _result_view
+from .._runtime import backend as _backend
+from . import batches as _batches
+from . import state as S
+from .session import CAPACITY_ROWS, MAX_CAPACITY_ROWS, Session
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any, Final, Literal, TypeAlias, TypeVar, overload
 
-    from ._layers import LayerSizes
-    from ._types import BufferLike, PyArray, TrainStepResult, TrainStepsResult
+    from .._buffers.types import BufferLike, PyArray, TrainStepResult, TrainStepsResult
+    from .spec import LayerSizes
 
     _Trainer = TypeVar("_Trainer", bound="MLPCore")
     # [losses (k) | logits | grads | input_grad] and its views: logits, gradients (None in
@@ -939,7 +940,7 @@ class MLPCore:
     ) -> _Ops:
         """The per-operation calls on a host copy of the state; returns
         (new _State or None, losses Array (k,), logits, flat grads, dx). Caller holds the lock."""
-        from . import _mlp_ops
+        from . import ops as _mlp_ops
 
         spec = self._spec
         st = self._st

@@ -14,7 +14,7 @@ import json
 import os
 import stat as _stat
 
-from . import _files
+from .._runtime import files as _files
 
 SUFFIX = ".history.jsonl"
 

@@ -21,7 +21,7 @@ import importlib.util
 import os
 import threading
 
-from . import _abi
+from . import abi as _abi
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:

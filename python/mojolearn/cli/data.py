@@ -31,9 +31,9 @@ import os
 import re
 import stat as _stat
 
-from ._files import kind, read_at_most, shown
-from ._portable import round_f32
-from ._rng import SplitMix64
+from .._mlp.rng import SplitMix64
+from .._runtime.files import kind, read_at_most, shown
+from .._runtime.portable import round_f32
 
 FEATURES = 8
 _INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)  # an integer label (not "+-1", not "²")
@@ -46,7 +46,9 @@ SPLIT_SEED = 20240611
 TEST_FRACTION_DIVISOR = 5  # n_class // 5 rows of each class are held out
 
 BUNDLED_NAME = "wine"
-BUNDLED_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "wine_data.csv")
+BUNDLED_FILE = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "wine_data.csv"
+)
 DIGITS_NAME = "digits"
 DIGITS_FILE = os.path.join(os.path.dirname(BUNDLED_FILE), "digits.csv.gz")
 # The 13 wine attributes in file order; the 8 we keep (see `BUNDLED_COLUMNS`).

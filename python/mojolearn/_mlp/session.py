@@ -14,10 +14,11 @@ as plain ints; the trainer calls them directly.
 
 import weakref
 
-from . import _backend, _threads
-from . import _mlp_state as S
-from ._buffer import zeros
-from ._layers import SMALL
+from .._buffers.alloc import zeros
+from .._runtime import backend as _backend
+from .._runtime import threads as _threads
+from . import state as S
+from .spec import SMALL
 
 CAPACITY_ROWS = 256  # rows per step the session's scratch holds (SmallMLPTrainer's batch limit)
 MAX_CAPACITY_ROWS = 1 << 20  # the most rows a session's scratch can hold (the binding's bound)

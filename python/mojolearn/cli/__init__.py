@@ -18,9 +18,11 @@ import shlex
 import signal
 import sys
 
-from . import _data, _files, _history
-from ._portable import round_f32
-from ._progress import Progress, printable
+from .._runtime import files as _files
+from .._runtime.portable import round_f32
+from . import data as _data
+from . import history as _history
+from .progress import Progress, printable
 
 _shown = _files.shown
 
@@ -97,7 +99,7 @@ def _layers_arg(text):
         raise argparse.ArgumentTypeError(
             f"expected comma-separated integers such as 64,128,10, got {text!r}"
         ) from None
-    from ._layers import LayerSizes
+    from .._mlp.spec import LayerSizes
 
     try:
         LayerSizes(sizes, "layer sizes")
@@ -297,7 +299,7 @@ def build_parser():
 
 
 def _trainer_class():
-    from .trainer import SmallMLPTrainer
+    from ..trainer import SmallMLPTrainer
 
     return SmallMLPTrainer
 
@@ -306,10 +308,10 @@ def _new_trainer(opts, schedule):
     """SmallMLPTrainer (no --layers) or MLPTrainer, seeded weights, the run's options."""
     hyper = dict(data_schedule=schedule, lr=opts["lr"], weight_decay=opts["weight_decay"])
     if opts["layers"] is None:
-        from ._rng import init_small_mlp
+        from .._mlp.rng import init_small_mlp
 
         return _trainer_class()(*init_small_mlp(opts["seed"]), **hyper)
-    from .mlp_trainer import MLPTrainer
+    from ..mlp_trainer import MLPTrainer
 
     return MLPTrainer(opts["layers"], seed=opts["seed"], **hyper)
 
@@ -317,20 +319,20 @@ def _new_trainer(opts, schedule):
 def _trainer_for(state):
     """The trainer (class by the state's schema) holding a checked checkpoint state."""
     if state["schema"] == _mlp_schema():
-        from .mlp_trainer import MLPTrainer
+        from ..mlp_trainer import MLPTrainer
 
         return MLPTrainer._from_state(state)
     return _trainer_class()._from_state(state)
 
 
 def _mlp_schema():
-    from ._mlp_state import MLP_SCHEMA
+    from .._mlp.state import MLP_SCHEMA
 
     return MLP_SCHEMA
 
 
 def _checkpoint_module():
-    from . import checkpoint
+    from .. import checkpoint
 
     return checkpoint
 
@@ -523,7 +525,7 @@ def _resolve_options(args, stored):
 
 
 def _requested_mode():
-    from ._backend import requested_mode
+    from .._runtime.backend import requested_mode
 
     try:
         return requested_mode()
@@ -535,7 +537,8 @@ def _check_environment():
     """A bad MOJOLEARN_NUMERIC_MODE, MOJOLEARN_NUM_THREADS, MOJOLEARN_CPU_LEVEL or
     MOJOLEARN_VENDOR is a usage error of every command, raised before anything is read: never
     a verdict on a file (`verify`) or a refusal of one (`train --resume`)."""
-    from . import _backend, _threads
+    from .._runtime import backend as _backend
+    from .._runtime import threads as _threads
 
     _requested_mode()
     try:
@@ -597,7 +600,7 @@ def _evaluate(trainer, dataset):
     row-weighted mean of the chunks' losses (a report, not part of the state)."""
     if not dataset.n_test:
         return None, None
-    from ._array import Array
+    from .._buffers.array import Array
 
     total, correct = 0.0, 0
     rows = dataset.test_rows
@@ -720,7 +723,7 @@ class _Group:
     def __init__(self, microbatches):
         self.comm, self.mpi = None, None
         if microbatches is not None:
-            from .distributed import _guard_job, _world
+            from ..distributed import _guard_job, _world
 
             self.comm, self.mpi = _world(None)
             if self.mpi is not None:
@@ -747,7 +750,7 @@ class _Group:
         """Under mpiexec, end every process of the job now with `code` (MPI_Abort): this one
         stops while the others may wait for it in a collective. Nothing in one process."""
         if _Group.job is not None:
-            from .distributed import _abort
+            from ..distributed import _abort
 
             _abort(code)
 
@@ -819,7 +822,7 @@ def _setup_run(args, group):
             raise UsageError(str(exc)) from None
     dp = None
     if m is not None:
-        from .distributed import DataParallel
+        from ..distributed import DataParallel
 
         dp = DataParallel(trainer, m, group.comm)
     if stored is None:
@@ -847,7 +850,7 @@ def _train_loop(args, run, out):
     """Steps until the end or a signal, saving every --checkpoint-every steps and at the end;
     returns (the signal that stopped it or 0, the last step, its loss). A step refused as
     non-finite (the run diverged) is one line naming the step and the checkpoint kept."""
-    from ._array import Array
+    from .._buffers.array import Array
 
     trainer, dataset, history, ckpt = run.trainer, run.dataset, run.history, run.ckpt
     opts, stream, end = run.opts, run.stream, run.end
@@ -1028,12 +1031,12 @@ def _plot(records, path, title, final_test=None):
 def cmd_info(args, out):
     import mojolearn
 
-    from . import _backend
+    from .._runtime import backend as _backend
 
     if args.mode:
         mojolearn.set_numeric_mode(args.mode)
     b = _backend.binding()
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package root
     built = sorted(
         n.split(".")[0][len("_mojolearn_training_") :]
         for n in os.listdir(here)
@@ -1116,7 +1119,7 @@ def _next_step_check(path, state):
     batch of unit-scale rows; ValueError when it does not. The file is not changed."""
     import mojolearn
 
-    from ._array import Array
+    from .._buffers.array import Array
 
     try:
         mojolearn.set_numeric_mode(state["numeric_mode"])

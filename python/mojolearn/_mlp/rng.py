@@ -35,7 +35,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run ti
 if TYPE_CHECKING:
     from typing import Any, SupportsIndex
 
-    from ._array import Array
+    from .._buffers.array import Array
 
 _MASK = (1 << 64) - 1
 _GAMMA = 0x9E3779B97F4A7C15
@@ -111,7 +111,7 @@ def init_small_mlp(seed: SupportsIndex) -> tuple[Array, Array, Array, Array]:
         ...     *mojolearn.init_small_mlp(0), data_schedule={"seed": 0}
         ... )
     """
-    from ._layers import SMALL
+    from .spec import SMALL
 
     return tuple(SMALL.init(seed))
 
@@ -121,7 +121,7 @@ def batches(
 ) -> list[tuple[Array, Array]]:
     """`count` batches [(X (rows, features) float32 Array, targets (rows,) int32 Array), ...]
     with X uniform in [-1, 1) and targets uniform in [0, classes)."""
-    from ._array import _CODES, Array
+    from .._buffers.array import _CODES, Array
 
     for name, value, lo in (
         ("rows", rows, 1),

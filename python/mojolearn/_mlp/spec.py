@@ -16,8 +16,8 @@ import array as _pyarray
 import math
 import operator
 
-from ._portable import round_f32
-from ._rng import SplitMix64, _check_seed
+from .._runtime.portable import round_f32
+from .rng import SplitMix64, _check_seed
 
 MAX_LAYERS = 16
 MAX_WIDTH = 65536
@@ -128,7 +128,7 @@ class LayerSizes:
         with `seed`; layer by layer, weight then bias, each row-major, drawn from torch's
         `nn.Linear` default U(-b, b), b = 1 / math.sqrt(fan_in) in double; value =
         (2 * uniform() - 1) * b in double, rounded once to float32 (docs/ARITHMETIC.md)."""
-        from ._array import Array
+        from .._buffers.array import Array
 
         rng = SplitMix64(_check_seed(seed))
         out = []

@@ -10,8 +10,8 @@ A/B partner of SmallMLPTrainer's fused step (`tools/mlp_step_check.py`), the rea
 spelling of it, and MLPTrainer's step.
 """
 
-from ._buffer import empty
-from .loss import _IGNORE_NOTHING
+from .._buffers.alloc import empty
+from ..loss import _IGNORE_NOTHING
 
 _MEAN = 2
 

@@ -16,8 +16,8 @@ import sys
 if sys.byteorder != "little":  # every CPU and GPU target we build for is little-endian
     raise ImportError("mojolearn supports little-endian hosts only")
 
-from . import _reader
-from ._bufcheck import dtype_name, split_format
+from . import reader as _reader
+from .formats import dtype_name, split_format
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     # Absolute, typing-only: `_types` imports this module, and nothing imports `_types` at
     # run time (tests/test_intake.py's import-circle check reads relative imports).
-    from mojolearn._types import BufferLike, DType, PyArray, View
+    from mojolearn._buffers.types import BufferLike, DType, PyArray, View
 
     _Code: TypeAlias = Literal["f", "i", "l", "d", "q"]
 
@@ -196,7 +196,7 @@ class Array:
             mv = memoryview(obj)  # type: ignore[arg-type]  # DLPack-only: TypeError, below
         except TypeError:
             if hasattr(obj, "__dlpack__"):  # a torch tensor, a JAX array: DLPack, zero-copy
-                from ._dlpack import from_dlpack
+                from .dlpack import from_dlpack
 
                 return from_dlpack(obj)  # type: ignore[arg-type]  # has __dlpack__
             raise TypeError(
@@ -315,7 +315,7 @@ class Array:
     ) -> object:
         """DLPack export (a capsule sharing this Array's memory; `copy=True` exports a copy):
         `numpy.from_dlpack(a)`, `torch.from_dlpack(a)`."""
-        from . import _dlpack
+        from . import dlpack as _dlpack
 
         return _dlpack.export(self, stream, max_version, dl_device, copy)
 

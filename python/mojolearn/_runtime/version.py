@@ -4,7 +4,7 @@ Edit only pyproject.toml. An installed package reports what pip recorded from it
 distribution's metadata); a package run without metadata reads the pyproject.toml it came
 with: the source tree's (python/../pyproject.toml, when python/ is on PYTHONPATH) or the copy
 tools/build_device_package.sh puts beside a carried build (build/device/pyproject.toml).
-Copying the file, rather than generating a _version.py from it, keeps a single reader and
+Copying the file, rather than generating a _runtime/version.py from it, keeps a single reader and
 nothing that could go stale in the source tree. tests/test_version.py checks that all of these
 agree with pyproject.toml.
 
@@ -19,7 +19,7 @@ import re
 
 UNKNOWN = "0+unknown"
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
+_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package root
 # The carried build's copy first (the folder on sys.path), then the source tree's.
 CANDIDATES = (
     os.path.join(os.path.dirname(_HERE), "pyproject.toml"),

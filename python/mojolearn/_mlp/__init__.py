@@ -1,0 +1,2 @@
+"""The trainers' machinery: layer sizes, state, the resident session, the per-operation path,
+batch intake, the trainer core."""
