@@ -252,3 +252,53 @@ class MLPTrainer(MLPCore):
                 if l < len(sizes) - 2:
                     modules.append(torch.nn.ReLU())
         return torch.nn.Sequential(*modules)
+
+    # ------------------------------------------------------------ safetensors
+
+    @classmethod
+    def from_safetensors(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        data_schedule: dict[str, Any] | None = None,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.01,
+    ) -> MLPTrainer:
+        """A trainer with the weights of a safetensors file (needs safetensors; no torch).
+
+        The file is `save_safetensors` output or any file of torch's names for an
+        `nn.Sequential` of Linear and ReLU layers (`0.weight`, `0.bias`, `2.weight`, ...,
+        e.g. `safetensors.torch.save_file(model.state_dict(), path)`): the layer sizes come
+        from the shapes and, when the metadata has `layer_sizes`, must agree with it. Like
+        `from_torch`, the trainer starts at step 0 with fresh AdamW moments.
+
+        Args:
+            path: the safetensors file.
+            data_schedule: as in the constructor; None means {"source": "safetensors"}.
+            lr, betas, eps, weight_decay: as in the constructor.
+
+        Returns:
+            The new trainer.
+
+        Raises:
+            ImportError: the safetensors package is not installed (`pip install safetensors`).
+            ValueError: a file that is not safetensors, missing or extra tensors, a tensor
+                that is not float32, of the wrong shape or not finite, layer sizes that
+                disagree with the metadata (each named), and what the constructor refuses;
+                nothing is built.
+            OSError: the file cannot be read.
+        """
+        from . import _export
+
+        sizes, weights = _export.load_safetensors(path, f"{_API}.from_safetensors")
+        return cls(
+            sizes,
+            weights,
+            data_schedule=data_schedule or {"source": "safetensors"},
+            lr=lr,
+            betas=betas,
+            eps=eps,
+            weight_decay=weight_decay,
+        )

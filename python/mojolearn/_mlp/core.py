@@ -1025,3 +1025,53 @@ class MLPCore:
             f"{type(self).__name__}({list(self._spec.sizes)}, step={self._step}, "
             f"lr={self._config['lr']}, mode={self._mode!r})"
         )
+
+    # ------------------------------------------------------------ export
+
+    def save_safetensors(self, path: str | os.PathLike[str]) -> None:
+        """Write the current weights to a safetensors file, atomically (needs safetensors).
+
+        The tensors carry the names, dtype and shapes of `MLPTrainer.to_torch().state_dict()`
+        (`0.weight`, `0.bias`, `2.weight`, ...: float32, (out, in) and (out,)), so a torch
+        model of these layer sizes loads `safetensors.torch.load_file(path)`; the metadata
+        holds `layer_sizes`, `arithmetic_profile`, `numeric_mode`, `step` and `state_hash`.
+        Weights only: a checkpoint holds the whole resumable state.
+
+        Args:
+            path: the file (replaced if it exists; a reader sees the old file or the new one).
+
+        Raises:
+            ImportError: the safetensors package is not installed (`pip install safetensors`).
+            ValueError: `path` names something other than a regular file; nothing is written.
+            OSError: the file cannot be written.
+
+        Example:
+            >>> trainer.save_safetensors("model.safetensors")
+            >>> MLPTrainer.from_safetensors("model.safetensors").layer_sizes
+        """
+        from . import _export
+
+        _export.save_safetensors(path, self.state_dict(), self._API)
+
+    def export_onnx(self, path: str | os.PathLike[str]) -> None:
+        """Write the network, for inference, as an ONNX model, atomically (needs onnx).
+
+        Input `input`: float32 [batch, inputs] (any batch); output `logits`: float32 [batch,
+        classes]; one `Gemm` per layer with a `Relu` between two, at ONNX opset 13. The model
+        passes `onnx.checker.check_model` and carries the safetensors metadata.
+
+        Args:
+            path: the file (replaced if it exists; a reader sees the old file or the new one).
+
+        Raises:
+            ImportError: the onnx package is not installed (`pip install onnx`).
+            ValueError: `path` names something other than a regular file; nothing is written.
+            OSError: the file cannot be written.
+
+        Example:
+            >>> trainer.export_onnx("model.onnx")
+            >>> onnxruntime.InferenceSession("model.onnx").run(None, {"input": X})[0]
+        """
+        from . import _export
+
+        _export.export_onnx(path, self.state_dict(), self._API)
