@@ -13,7 +13,10 @@ import sys
 
 import mojolearn as ml
 import pytest
-from mojolearn import _export, _files, _rng, checkpoint
+from mojolearn import checkpoint
+from mojolearn._mlp import export as _export
+from mojolearn._mlp import rng as _rng
+from mojolearn._runtime import files as _files
 
 from tests.helpers import PKG_PARENT, run_python
 
@@ -121,7 +124,7 @@ def test_safetensors_needs_neither_numpy_nor_torch(tmp_path):
     path = str(tmp_path / "w.safetensors")
     out = run_python(
         f"import sys; sys.path.insert(0, {PKG_PARENT!r}); import mojolearn as ml\n"
-        f"from mojolearn import _rng\n"
+        f"from mojolearn._mlp import rng as _rng\n"
         f"t = ml.MLPTrainer([6, 9, 3], seed=4, data_schedule={{'a': 1}})\n"
         f"X, y = _rng.batches(5, 7, 1, 6, 3)[0]; t.train_step(X, y)\n"
         f"t.save_safetensors({path!r})\n"
@@ -531,6 +534,6 @@ def test_import_mojolearn_does_not_import_the_export_packages():
     out = run_python(
         f"import sys; sys.path.insert(0, {PKG_PARENT!r}); import mojolearn as ml\n"
         f"ml.MLPTrainer([4, 3], seed=1, data_schedule={{'a': 1}}).state_hash()\n"
-        f"print(*(m in sys.modules for m in ('safetensors', 'onnx', 'onnxruntime', 'mojolearn._export')))"
+        f"print(*(m in sys.modules for m in ('safetensors', 'onnx', 'onnxruntime', 'mojolearn._mlp.export')))"
     )
     assert out.split() == ["False"] * 4

@@ -290,7 +290,7 @@ class MLPTrainer(MLPCore):
                 nothing is built.
             OSError: the file cannot be read.
         """
-        from . import _export
+        from ._mlp import export as _export
 
         sizes, weights = _export.load_safetensors(path, f"{_API}.from_safetensors")
         return cls(

@@ -1049,7 +1049,7 @@ class MLPCore:
             >>> trainer.save_safetensors("model.safetensors")
             >>> MLPTrainer.from_safetensors("model.safetensors").layer_sizes
         """
-        from . import _export
+        from . import export as _export
 
         _export.save_safetensors(path, self.state_dict(), self._API)
 
@@ -1072,6 +1072,6 @@ class MLPCore:
             >>> trainer.export_onnx("model.onnx")
             >>> onnxruntime.InferenceSession("model.onnx").run(None, {"input": X})[0]
         """
-        from . import _export
+        from . import export as _export
 
         _export.export_onnx(path, self.state_dict(), self._API)

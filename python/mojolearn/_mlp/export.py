@@ -36,10 +36,10 @@ import importlib
 import json
 import math
 
-from . import _files
-from . import checkpoint as _ckpt
-from ._array import frombytes
-from ._layers import MAX_LAYERS, MAX_PARAMS, LayerSizes
+from .. import checkpoint as _ckpt
+from .._buffers.array import frombytes
+from .._runtime import files as _files
+from .spec import MAX_LAYERS, MAX_PARAMS, LayerSizes
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from types import ModuleType
     from typing import Any
 
-    from ._array import Array
+    from .._buffers.array import Array
 
 OPSET = 13
 IR_VERSION = 7  # the IR version of opset 13 (onnx.helper.VERSION_TABLE), not onnx's newest
@@ -83,7 +83,7 @@ def _weights(state: dict[str, Any]) -> tuple[LayerSizes, list[Array]]:
 
 def metadata(state: dict[str, Any]) -> dict[str, str]:
     """The text metadata of an export of a `state_dict()`."""
-    from ._version import version
+    from .._runtime.version import version
 
     return {
         "format": "pt",
