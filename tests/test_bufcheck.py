@@ -10,6 +10,7 @@ from mojolearn._buffers import alloc as _buffer
 from mojolearn._buffers import array as _array
 from mojolearn._buffers import formats as _bufcheck
 from mojolearn._buffers import intake as _intake
+from mojolearn._mlp import batches as _batches
 
 
 def test_probe_reports_layout():
@@ -135,17 +136,17 @@ def test_frombytes_and_le_bytes_round_trip():
 
 
 def test_all_finite_runs_in_the_binding():
-    assert _buffer.all_finite(Array([1.0, -2.0, 3.4e38]))
+    assert _batches.all_finite(Array([1.0, -2.0, 3.4e38]))
     for bad in (float("nan"), float("inf"), float("-inf")):
         values = [0.0] * 37
         values[29] = bad  # past the SIMD blocks: the scalar tail is checked too
-        assert not _buffer.all_finite(Array(values))
+        assert not _batches.all_finite(Array(values))
         values = [0.0] * 37
         values[3] = bad
-        assert not _buffer.all_finite(Array(values))
-    assert _buffer.all_finite(Array([]))
+        assert not _batches.all_finite(Array(values))
+    assert _batches.all_finite(Array([]))
     with pytest.raises(TypeError, match="float32"):
-        _buffer.all_finite(array.array("d", [1.0]))
+        _batches.all_finite(array.array("d", [1.0]))
 
 
 def test_as_i32_c_refuses_non_native_byte_order():

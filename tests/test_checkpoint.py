@@ -11,6 +11,7 @@ import mojolearn as ml
 import pytest
 from mojolearn import checkpoint
 from mojolearn._mlp import rng as _rng
+from mojolearn._mlp import spec as _spec
 from mojolearn._mlp import state as S
 
 from tests.reliability._mutate import nodes
@@ -19,7 +20,7 @@ SCHEDULE = {"dataset_sha256": "ab" * 32, "seed": 11, "cursor": 96}
 
 
 def trained(seed=1, steps=3):
-    t = ml.SmallMLPTrainer(*_rng.init_small_mlp(seed), data_schedule=SCHEDULE)
+    t = ml.SmallMLPTrainer(*_spec.init_small_mlp(seed), data_schedule=SCHEDULE)
     for X, y in _rng.batches(seed + 1, 8, steps):
         t.train_step(X, y)
     return t

@@ -16,6 +16,7 @@ import pytest
 from mojolearn import checkpoint
 from mojolearn._mlp import export as _export
 from mojolearn._mlp import rng as _rng
+from mojolearn._mlp import spec as _spec
 from mojolearn._runtime import files as _files
 
 from tests.helpers import PKG_PARENT, run_python
@@ -24,7 +25,7 @@ from tests.helpers import PKG_PARENT, run_python
 # (one Linear layer) and a deeper one.
 SMALL = (
     "small-8-16-3",
-    lambda s: ml.SmallMLPTrainer(*_rng.init_small_mlp(s), data_schedule={"a": 1}),
+    lambda s: ml.SmallMLPTrainer(*_spec.init_small_mlp(s), data_schedule={"a": 1}),
 )
 SHAPES = [
     SMALL,
@@ -124,7 +125,7 @@ def test_safetensors_needs_neither_numpy_nor_torch(tmp_path):
     path = str(tmp_path / "w.safetensors")
     out = run_python(
         f"import sys; sys.path.insert(0, {PKG_PARENT!r}); import mojolearn as ml\n"
-        f"from mojolearn._mlp import rng as _rng\n"
+        f"from mojolearn._mlp import rng as _rng\nfrom mojolearn._mlp import spec as _spec\n"
         f"t = ml.MLPTrainer([6, 9, 3], seed=4, data_schedule={{'a': 1}})\n"
         f"X, y = _rng.batches(5, 7, 1, 6, 3)[0]; t.train_step(X, y)\n"
         f"t.save_safetensors({path!r})\n"

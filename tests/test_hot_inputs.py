@@ -12,7 +12,7 @@ import mojolearn as ml
 import pytest
 from mojolearn._buffers import intake as _intake
 from mojolearn._mlp import batches as _batches
-from mojolearn._mlp import rng as _rng
+from mojolearn._mlp import spec as _spec
 
 
 def _values(rng, rows, cols):
@@ -75,7 +75,7 @@ def no_intake(monkeypatch):
 
 
 TRAINERS = {
-    "small": lambda: ml.SmallMLPTrainer(*_rng.init_small_mlp(5), data_schedule={"a": 1}),
+    "small": lambda: ml.SmallMLPTrainer(*_spec.init_small_mlp(5), data_schedule={"a": 1}),
     "mlp": lambda: ml.MLPTrainer([8, 10, 7, 3], seed=5, data_schedule={"a": 1}),
 }
 

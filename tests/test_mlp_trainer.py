@@ -12,8 +12,8 @@ import sys
 
 import mojolearn as ml
 import pytest
-from mojolearn._mlp import rng as _rng
 from mojolearn._mlp import spec as _layers
+from mojolearn._mlp import spec as _spec
 
 from tests.helpers import PKG_PARENT
 from tests.reference import mlp as R
@@ -121,7 +121,7 @@ def test_train_step_equals_train_steps_equals_grads_then_apply(seed, sizes):
 
 def test_the_8_16_3_case_is_small_mlp_trainer(seed):
     rng = random.Random(seed)
-    w = _rng.init_small_mlp(seed % (1 << 64))
+    w = _spec.init_small_mlp(seed % (1 << 64))
     small = ml.SmallMLPTrainer(*w, data_schedule={"s": 1}, lr=0.02)
     general = ml.MLPTrainer([8, 16, 3], weights=list(w), data_schedule={"s": 1}, lr=0.02)
     for _ in range(4):
@@ -141,7 +141,7 @@ def test_the_8_16_3_case_is_small_mlp_trainer(seed):
     assert sa["optimizer"]["v"].tobytes() == sb["optimizer"]["v"].tobytes()
     # The seeded init of [8, 16, 3] is init_small_mlp's.
     seeded = ml.MLPTrainer([8, 16, 3], seed=7, data_schedule={"s": 1}).weights_
-    assert [x.tobytes() for x in seeded.values()] == [x.tobytes() for x in _rng.init_small_mlp(7)]
+    assert [x.tobytes() for x in seeded.values()] == [x.tobytes() for x in _spec.init_small_mlp(7)]
 
 
 _INIT = """
@@ -400,7 +400,7 @@ def test_step_refusals_change_nothing(seed):
         ),
         (
             lambda: t.load_state_dict(
-                ml.SmallMLPTrainer(*_rng.init_small_mlp(0), data_schedule={"a": 1}).state_dict()
+                ml.SmallMLPTrainer(*_spec.init_small_mlp(0), data_schedule={"a": 1}).state_dict()
             ),
             ValueError,
             r"schema must be 'mojolearn.mlp-trainer.v1'",

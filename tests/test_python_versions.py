@@ -15,7 +15,8 @@ from tests.helpers import PKG_PARENT
 SCRIPT = """
 import sys, mojolearn
 from mojolearn._mlp import rng as _rng
-t = mojolearn.SmallMLPTrainer(*_rng.init_small_mlp(3), data_schedule={"v": 1})
+from mojolearn._mlp import spec as _spec
+t = mojolearn.SmallMLPTrainer(*_spec.init_small_mlp(3), data_schedule={"v": 1})
 for X, y in _rng.batches(4, 8, 5):
     t.train_step(X, y)
 a = mojolearn.Array([[1.0, 2.0], [3.0, 4.0]])

@@ -17,6 +17,7 @@ from mojolearn._buffers.array import Array
 from mojolearn._mlp import core as _mlp_core
 from mojolearn._mlp import rng as _rng
 from mojolearn._mlp import session as _mlp_resident
+from mojolearn._mlp import spec as _spec
 from mojolearn._mlp import state as S
 from mojolearn._mlp.spec import SMALL
 from mojolearn._runtime import backend as _backend
@@ -34,7 +35,7 @@ def b():
 
 
 def rand_state(seed):
-    p = S.flat(_rng.init_small_mlp(seed % (1 << 64)))
+    p = S.flat(_spec.init_small_mlp(seed % (1 << 64)))
     return p, zeros((S.TOTAL,)), zeros((S.TOTAL,))
 
 
@@ -366,7 +367,7 @@ def test_session_closes_automatically():
     del s
     gc.collect()
     assert not fin.alive
-    t = ml.SmallMLPTrainer(*_rng.init_small_mlp(3), data_schedule={"s": 1})
+    t = ml.SmallMLPTrainer(*_spec.init_small_mlp(3), data_schedule={"s": 1})
     fin = t._session._finalizer
     old = t._session._finalizer
     t.load_state_dict(t.state_dict())  # reopens: the old session is closed at once
@@ -390,7 +391,7 @@ def test_trainer_paths_agree(seed, monkeypatch):
     on one stream of batches (the resident session under all but the last)."""
     k, rows = 3, 7
     batches = _rng.batches(seed % (1 << 64), rows, k)
-    init = _rng.init_small_mlp(seed % (1 << 64))
+    init = _spec.init_small_mlp(seed % (1 << 64))
     mk = lambda: ml.SmallMLPTrainer(*init, data_schedule={"s": 1}, lr=1e-2)  # noqa: E731
     a, c, d = mk(), mk(), mk()
     ra = [a.train_step(X, y) for X, y in batches]
@@ -414,7 +415,7 @@ def test_trainer_paths_agree(seed, monkeypatch):
 
 
 def test_failure_after_the_binding_returned_is_rolled_back(monkeypatch):
-    t = ml.SmallMLPTrainer(*_rng.init_small_mlp(5), data_schedule={"s": 1})
+    t = ml.SmallMLPTrainer(*_spec.init_small_mlp(5), data_schedule={"s": 1})
     ((X, y),) = _rng.batches(6, 4, 1)
     t.train_step(X, y)
     before = t.state_hash(), t.step_
@@ -435,7 +436,7 @@ def test_failure_after_the_binding_returned_is_rolled_back(monkeypatch):
 def test_parallel_trainers_match_serial(seed):
     """Independent trainers in two threads (the binding releases the GIL during big steps)
     give the bits of the same trainers run one after the other."""
-    init = _rng.init_small_mlp(seed % (1 << 64))
+    init = _spec.init_small_mlp(seed % (1 << 64))
     batches = _rng.batches((seed + 1) % (1 << 64), 64, 6)
     Xs = Array(memoryview(b"".join(X.tobytes() for X, _ in batches)).cast("f"), "<f4", (384, 8))
     ys = Array([c for _, y in batches for c in y.tolist()], "<i4")

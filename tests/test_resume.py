@@ -9,6 +9,7 @@ import os
 import mojolearn as ml
 import pytest
 from mojolearn._mlp import rng as _rng
+from mojolearn._mlp import spec as _spec
 from mojolearn._runtime import backend as _backend
 
 from tests.helpers import run_python
@@ -20,6 +21,7 @@ RESUME = """
 import json, sys
 import mojolearn as ml
 from mojolearn._mlp import rng as _rng
+from mojolearn._mlp import spec as _spec
 t = ml.SmallMLPTrainer.from_checkpoint(sys.argv[1] if len(sys.argv) > 1 else {path!r})
 sched = t.state_dict()["data_schedule"]
 batches = _rng.batches(sched["seed"], sched["batch"], {total})
@@ -44,9 +46,9 @@ def test_exact_resume_in_new_process(tmp_path, seed, n):
     seed %= 1 << 32
     sched = {"seed": seed, "batch": 8, "generator": "mojolearn._rng.batches"}
     batches = _rng.batches(seed, 8, n)
-    full = ml.SmallMLPTrainer(*_rng.init_small_mlp(seed), data_schedule=sched, lr=5e-3)
+    full = ml.SmallMLPTrainer(*_spec.init_small_mlp(seed), data_schedule=sched, lr=5e-3)
     losses = [full.train_step(X, y)["loss"] for X, y in batches]
-    half = ml.SmallMLPTrainer(*_rng.init_small_mlp(seed), data_schedule=sched, lr=5e-3)
+    half = ml.SmallMLPTrainer(*_spec.init_small_mlp(seed), data_schedule=sched, lr=5e-3)
     first = [half.train_step(X, y)["loss"] for X, y in batches[: n // 2]]
     path = tmp_path / "half.json"
     half.save_checkpoint(path)
@@ -61,8 +63,9 @@ NUMPY_FREE = """
 import json, os, sys, tempfile
 import mojolearn as ml
 from mojolearn._mlp import rng as _rng
+from mojolearn._mlp import spec as _spec
 assert "numpy" not in sys.modules
-t = ml.SmallMLPTrainer(*_rng.init_small_mlp(3), data_schedule={{"seed": 4, "batch": 16}})
+t = ml.SmallMLPTrainer(*_spec.init_small_mlp(3), data_schedule={{"seed": 4, "batch": 16}})
 batches = _rng.batches(4, 16, 6)
 for X, y in batches[:3]:
     t.train_step(X, y)
@@ -111,7 +114,7 @@ def test_golden_state_hashes_binding():
     for case in _golden()["cases"]:
         batch = case["batch"]
         sched = {"batch": batch, "generator": "mojolearn._rng.batches", "seed": 2}
-        t = ml.SmallMLPTrainer(*_rng.init_small_mlp(1), data_schedule=sched)
+        t = ml.SmallMLPTrainer(*_spec.init_small_mlp(1), data_schedule=sched)
         got = {}
         for X, y in _rng.batches(2, batch, 100):
             step = t.train_step(X, y)["step"]

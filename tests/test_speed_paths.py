@@ -11,11 +11,12 @@ import mojolearn as ml
 import pytest
 from mojolearn._buffers.array import Array
 from mojolearn._mlp import rng as _rng
+from mojolearn._mlp import spec as _spec
 
 
 def make(seed):
     return ml.SmallMLPTrainer(
-        *_rng.init_small_mlp(seed % (1 << 64)), data_schedule={"s": 1}, lr=1e-2
+        *_spec.init_small_mlp(seed % (1 << 64)), data_schedule={"s": 1}, lr=1e-2
     )
 
 

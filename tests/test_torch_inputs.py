@@ -7,7 +7,7 @@ import random
 
 import mojolearn as ml
 import pytest
-from mojolearn._mlp import rng as _rng
+from mojolearn._mlp import spec as _spec
 
 torch = pytest.importorskip("torch")
 
@@ -19,7 +19,7 @@ def _arrays(X, y):
 @pytest.mark.parametrize(
     "make",
     [
-        lambda: ml.SmallMLPTrainer(*_rng.init_small_mlp(3), data_schedule={"a": 1}),
+        lambda: ml.SmallMLPTrainer(*_spec.init_small_mlp(3), data_schedule={"a": 1}),
         lambda: ml.MLPTrainer([8, 12, 12, 3], seed=3, data_schedule={"a": 1}),
     ],
 )

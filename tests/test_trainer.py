@@ -13,6 +13,7 @@ import pytest
 from mojolearn._buffers.array import Array
 from mojolearn._mlp import core as _mlp_core
 from mojolearn._mlp import rng as _rng
+from mojolearn._mlp import spec as _spec
 from mojolearn._runtime import backend as _backend
 
 from tests.helpers import run_python
@@ -24,7 +25,7 @@ SCHEDULE = {"dataset": "toy", "seed": 7, "cursor": 0}
 
 
 def make(seed=1, **kw):
-    return ml.SmallMLPTrainer(*_rng.init_small_mlp(seed % (1 << 64)), data_schedule=SCHEDULE, **kw)
+    return ml.SmallMLPTrainer(*_spec.init_small_mlp(seed % (1 << 64)), data_schedule=SCHEDULE, **kw)
 
 
 def data(seed, rows=8, count=1):
@@ -46,7 +47,7 @@ def snapshot(t):
 
 
 def test_constructor_copies_and_accepts_buffers():
-    w1, b1, w2, b2 = _rng.init_small_mlp(3)
+    w1, b1, w2, b2 = _spec.init_small_mlp(3)
     src = array.array("f", w1.tobytes())
     t = ml.SmallMLPTrainer(
         memoryview(src).cast("B").cast("f", (16, 8)), b1, w2, b2, data_schedule=SCHEDULE
@@ -65,7 +66,7 @@ def test_constructor_copies_and_accepts_buffers():
 
 def test_constructor_numpy():
     np = pytest.importorskip("numpy")
-    w = [np.asarray(a) for a in _rng.init_small_mlp(4)]
+    w = [np.asarray(a) for a in _spec.init_small_mlp(4)]
     t = ml.SmallMLPTrainer(*w, data_schedule=SCHEDULE)
     w[0][0, 0] = 7.0
     assert t.weights_["weight1"][0, 0] != 7.0
@@ -87,7 +88,7 @@ def test_constructor_numpy():
     ],
 )
 def test_constructor_refuses_parameters(index, value, exc, match):
-    w = list(_rng.init_small_mlp(1))
+    w = list(_spec.init_small_mlp(1))
     w[index] = value
     with pytest.raises(exc, match=match):
         ml.SmallMLPTrainer(*w, data_schedule=SCHEDULE)
@@ -154,21 +155,21 @@ def _deep(n):
     ],
 )
 def test_data_schedule_bounds(schedule, match):
-    w = _rng.init_small_mlp(1)
+    w = _spec.init_small_mlp(1)
     with pytest.raises(ValueError, match=match):
         ml.SmallMLPTrainer(*w, data_schedule=schedule)
 
 
 def test_data_schedule_stored_as_copy():
     sched = {"seed": 3, "order": [1, 2], "nested": {"k": None, "b": True, "f": 0.5}}
-    t = ml.SmallMLPTrainer(*_rng.init_small_mlp(1), data_schedule=sched)
+    t = ml.SmallMLPTrainer(*_spec.init_small_mlp(1), data_schedule=sched)
     sched["order"].append(3)
     assert t.state_dict()["data_schedule"] == {
         "seed": 3,
         "order": [1, 2],
         "nested": {"k": None, "b": True, "f": 0.5},
     }
-    ml.SmallMLPTrainer(*_rng.init_small_mlp(1), data_schedule=_deep(7))  # depth 8 is allowed
+    ml.SmallMLPTrainer(*_spec.init_small_mlp(1), data_schedule=_deep(7))  # depth 8 is allowed
 
 
 # ---------------------------------------------------------------- the step API
@@ -239,7 +240,7 @@ def test_matches_reference(seed):
     cfg = t.state_dict()["config"]
     p = [
         v
-        for w in _rng.init_small_mlp(seed % (1 << 64))
+        for w in _spec.init_small_mlp(seed % (1 << 64))
         for v in w.tolist()
         for v in (v if isinstance(v, list) else [v])
     ]
@@ -599,7 +600,8 @@ def test_load_state_dict_refusals_change_nothing():
 FAST_RUN = """
 import mojolearn as ml
 from mojolearn._mlp import rng as _rng
-t = ml.SmallMLPTrainer(*_rng.init_small_mlp(3), data_schedule={'s': 1})
+from mojolearn._mlp import spec as _spec
+t = ml.SmallMLPTrainer(*_spec.init_small_mlp(3), data_schedule={'s': 1})
 for X, y in _rng.batches(4, 32, 20):
     t.train_step(X, y)
 print(ml.numeric_mode_used(), t.numeric_mode_used(), t.state_dict()['numeric_mode'], t.state_hash())
@@ -617,8 +619,9 @@ def test_fast_mode_same_bits_twice():
 def test_data_schedule_property_validates_and_changes_nothing_else():
     import mojolearn
     from mojolearn._mlp import rng as _rng
+    from mojolearn._mlp import spec as _spec
 
-    t = mojolearn.SmallMLPTrainer(*_rng.init_small_mlp(5), data_schedule={"epoch": 0})
+    t = mojolearn.SmallMLPTrainer(*_spec.init_small_mlp(5), data_schedule={"epoch": 0})
     ((X, y),) = list(_rng.batches(6, 4, 1))
     t.train_step(X, y)
     before = t.state_dict()

@@ -12,7 +12,7 @@ import sys
 
 import mojolearn as ml
 import pytest
-from mojolearn._mlp import rng as _rng
+from mojolearn._mlp import spec as _spec
 
 from .helpers import PKG_PARENT
 
@@ -21,7 +21,7 @@ SIZES = {"small": [8, 16, 3], "mlp": [8, 10, 7, 3]}
 
 def _make(kind):
     if kind == "small":
-        return ml.SmallMLPTrainer(*_rng.init_small_mlp(5), data_schedule={"a": 1})
+        return ml.SmallMLPTrainer(*_spec.init_small_mlp(5), data_schedule={"a": 1})
     return ml.MLPTrainer(SIZES["mlp"], seed=5, data_schedule={"a": 1})
 
 
@@ -96,7 +96,7 @@ def test_bad_value_refused_as_constructor_and_changes_nothing(kind, key, value, 
     api = "SmallMLPTrainer" if kind == "small" else "MLPTrainer"
     with pytest.raises(ValueError) as built:
         if kind == "small":
-            ml.SmallMLPTrainer(*_rng.init_small_mlp(5), data_schedule={"a": 1}, **{key: value})
+            ml.SmallMLPTrainer(*_spec.init_small_mlp(5), data_schedule={"a": 1}, **{key: value})
         else:
             ml.MLPTrainer(SIZES["mlp"], seed=5, data_schedule={"a": 1}, **{key: value})
     assert str(built.value) == f"{api}: {message}"
@@ -181,6 +181,7 @@ _DP_CHILD = """
 import os, sys
 import mojolearn as ml
 from mojolearn._mlp import rng as _rng
+from mojolearn._mlp import spec as _spec
 from mojolearn.distributed import DataParallel, _OneProcess
 
 mode = sys.argv[1]

@@ -69,7 +69,7 @@ def _time_interleaved(fns, calls, rounds):
 
 def main():
     import mojolearn as ml
-    from mojolearn._mlp import rng as _rng
+    from mojolearn._mlp import spec as _spec
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=15)
@@ -93,7 +93,7 @@ def main():
                     W = _matrix(kind, 8, 16)
                     fn = lambda X=X, W=W: ml.matmul(X, W)
                 elif what.startswith("AdamW"):
-                    params = [ml.Array(w.tolist(), "<f4", w.shape) for w in _rng.init_small_mlp(0)]
+                    params = [ml.Array(w.tolist(), "<f4", w.shape) for w in _spec.init_small_mlp(0)]
                     grads = [
                         _matrix(kind, *(s if len(s) == 2 else (1, s[0])))
                         for s in ((16, 8), (16,), (3, 16), (3,))
@@ -102,7 +102,7 @@ def main():
                     shaped = [_reshape(g, p.shape) for g, p in zip(grads, params)]
                     fn = lambda opt=opt, g=shaped: opt.step(g)
                 else:
-                    t = ml.SmallMLPTrainer(*_rng.init_small_mlp(0), data_schedule={"bench": 1})
+                    t = ml.SmallMLPTrainer(*_spec.init_small_mlp(0), data_schedule={"bench": 1})
                     fn = lambda t=t, X=X, y=y: t.train_step(X, y)
                 fn()
                 fns[kind] = fn

@@ -67,13 +67,14 @@ def measure_ours(mode, rounds, budget, inputs):
     import mojolearn as ml
     from mojolearn._buffers.array import Array
     from mojolearn._mlp import rng as _rng
+    from mojolearn._mlp import spec as _spec
 
     ml.set_numeric_mode(mode)
     out = {}
     for batch in BATCHES:
         batches = _rng.batches(11 + batch, batch, 8)
         trainer = ml.SmallMLPTrainer(
-            *_rng.init_small_mlp(3), data_schedule={"bench": batch}, lr=1e-3
+            *_spec.init_small_mlp(3), data_schedule={"bench": batch}, lr=1e-3
         )
         X, y = batches[0]
         if inputs == "numpy":

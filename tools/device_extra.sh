@@ -15,12 +15,13 @@ import time
 t0 = time.perf_counter()
 import mojolearn as ml
 from mojolearn._mlp import rng as _rng
+from mojolearn._mlp import spec as _spec
 t1 = time.perf_counter()
 raw = ml._runtime.backend._import(ml.vendor_used(), ml.numeric_mode_used())
 print(f"import {t1 - t0:.3f} s; vendor {ml.vendor_used()}; devices {raw.device_count()}")
 X, y = next(iter(_rng.batches(2, 32, 1)))
 for i in range(3):
-    t = ml.SmallMLPTrainer(*_rng.init_small_mlp(1), data_schedule={"v": 1})
+    t = ml.SmallMLPTrainer(*_spec.init_small_mlp(1), data_schedule={"v": 1})
     a = time.perf_counter(); t.train_step(X, y); b = time.perf_counter()
     for _ in range(20):
         t.train_step(X, y)

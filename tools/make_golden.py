@@ -77,10 +77,11 @@ def reference_hashes(batch):
     from mojolearn import checkpoint
     from mojolearn._buffers.array import Array
     from mojolearn._mlp import rng as _rng
+    from mojolearn._mlp import spec as _spec
     from mojolearn._mlp import state as S
 
     cfg = S.check_config(1e-3, (0.9, 0.999), 1e-8, 0.01)
-    p0 = [x for w in _rng.init_small_mlp(INIT_SEED) for x in w._mv.tolist()]
+    p0 = [x for w in _spec.init_small_mlp(INIT_SEED) for x in w._mv.tolist()]
     out = {}
     batches = _rng.batches(DATA_SEED, batch, max(CHECKPOINTS))
     for step, p, m, v in _reference_steps(p0, batches, cfg):
@@ -109,9 +110,10 @@ def reference_hashes(batch):
 def binding_hashes(batch):
     import mojolearn as ml
     from mojolearn._mlp import rng as _rng
+    from mojolearn._mlp import spec as _spec
 
     ml.set_numeric_mode("identical")
-    trainer = ml.SmallMLPTrainer(*_rng.init_small_mlp(INIT_SEED), data_schedule=schedule(batch))
+    trainer = ml.SmallMLPTrainer(*_spec.init_small_mlp(INIT_SEED), data_schedule=schedule(batch))
     out = {}
     for X, y in _rng.batches(DATA_SEED, batch, max(CHECKPOINTS)):
         step = trainer.train_step(X, y)["step"]

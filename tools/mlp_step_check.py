@@ -51,8 +51,9 @@ def _state_bytes(trainer):
 def check(batch, steps, seed):
     import mojolearn as ml
     from mojolearn._mlp import rng as _rng
+    from mojolearn._mlp import spec as _spec
 
-    init = _rng.init_small_mlp(seed)
+    init = _spec.init_small_mlp(seed)
     fused = ml.SmallMLPTrainer(*init, data_schedule={"seed": seed}, lr=1e-2)
     perop = ml.SmallMLPTrainer(*init, data_schedule={"seed": seed}, lr=1e-2)
     data = _rng.batches(seed + 1, batch, min(steps, 16))

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from . import training as training
-    from ._buffers.dlpack import from_dlpack as from_dlpack
-    from ._mlp.rng import init_small_mlp as init_small_mlp
+    from ._buffers.array import from_dlpack as from_dlpack
+    from ._mlp.spec import init_small_mlp as init_small_mlp
     from .linalg import matmul as matmul
     from .loss import cross_entropy as cross_entropy
     from .mlp_trainer import MLPTrainer as MLPTrainer
@@ -79,8 +79,8 @@ _LAZY = {
     "WarmupCosineLR": "schedules",
     "SmallMLPTrainer": "trainer",
     "MLPTrainer": "mlp_trainer",
-    "init_small_mlp": "_mlp.rng",
-    "from_dlpack": "_buffers.dlpack",
+    "init_small_mlp": "_mlp.spec",
+    "from_dlpack": "_buffers.array",
     "training": "training",
 }
 

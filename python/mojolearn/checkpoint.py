@@ -1,473 +1,58 @@
-"""SmallMLPTrainer checkpoint files: canonical JSON envelope, atomic save, bounded loader.
+"""Checkpoint files: read, check and write them without a trainer.
 
-Format `mojolearn.small-mlp-checkpoint.v1` (the reference's v1 layout):
-
-- The file MUST be the canonical JSON of the envelope (keys sorted, separators `,` and `:`,
-  ASCII only, no NaN/Infinity) followed by exactly one `\\n`, and MUST NOT exceed 32768 bytes.
-- The envelope MUST hold exactly `schema` (= "mojolearn.small-mlp-checkpoint.v1"), `payload`,
-  `payload_sha256` and MAY hold `arithmetic_profile`; files written by mojolearn always hold
-  it ("mojolearn.portable-fp32.v2"; files written before it hold "mojolearn.portable-fp32.v1":
-  read as before, and an identical-mode one resumes only with `allow_profile_change`, see
-  `check_resumable`). A missing profile means the reference's default
-  ("mojolearn.neural-training.fp32.v1").
-- `payload_sha256` MUST be the lowercase hex SHA-256 of the payload's canonical JSON. That hash
-  is also the state hash (`SmallMLPTrainer.state_hash()`).
-- The payload MUST hold exactly: schema ("mojolearn.small-mlp-trainer.v1"), architecture
-  [8, 16, 3], numeric_mode ("identical" | "fast"), parameter_order [weight1, bias1, weight2,
-  bias2], weights {name: tensor}, optimizer {kind "AdamW", step (int, 0..2**31-1), m, v
-  (tensors of 195 in parameter order), flags (int32 tensor of 4)}, config {lr, beta1, beta2,
-  eps, weight_decay} (JSON floats: the values as given; float32 values in a v1 file),
-  data_schedule (a bounded JSON object).
-- A tensor MUST be {"dtype": "<f4" | "<i4", "shape": [...], "hex": ...}: the C-order
-  little-endian bytes as lowercase hex, exactly 8 hex digits per value (what the writer
-  emits: one state has exactly one file, so `dumps(loads(f)) == f` byte for byte).
-- Readers MUST refuse duplicate keys, unknown or missing fields, bad or upper-case hex, wrong
-  lengths, non-finite floats, numbers the writer would not have written (an `architecture`
-  entry 3.0, a `config` value that is not a JSON float, or in a v1 file not a float32), a hash mismatch
-  and (unless asked to migrate) a different profile, with ValueError, before any trainer
-  state changes. Nothing is evaluated; there is no pickle.
-- `load(path)` `stat`s the path before opening it: anything but a regular file (a FIFO, which
-  would block, a folder, a device, a socket) and anything over the size bound is a ValueError
-  without reading; a symlink to a regular file is followed. A missing or unreadable path is
-  the OSError the system gives.
-- Writers MUST refuse a path that exists and is not a regular file (a folder, a FIFO, a device
-  such as /dev/null) before making anything, and follow a symlink to the file it names (the
-  link stays). They write a temporary `.<h>.<pid>.<random>.mojolearn-tmp` (fixed length; `<h>`
-  from the target's name) in the real target's folder with the old file's permission bits,
-  fsync it, `os.replace` it over the target and fsync the folder; a failed save leaves the old
-  file and no temporary; temporaries of dead processes (a `kill -9` mid-save) are removed by the
-  next save to that target. EINTR is retried at every call (`mojolearn._runtime.files`).
+The public face of the codec in `mojolearn._mlp.codec`, whose docstring is the file format's
+specification (canonical JSON envelope, SHA-256 of the payload, arithmetic profile, size
+bounds, atomic writes). `trainer_from_bytes` stays importable here: trainers pickled before
+the package was cut into wings name it.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import stat as _stat
+from ._mlp.codec import (
+    FILE_SCHEMA,
+    MAX_BYTES,
+    MLP_FILE_SCHEMA,
+    MLP_MAX_BYTES,
+    PROFILE,
+    PROFILE_V1,
+    REFERENCE_PROFILE,
+    check_resumable,
+    dumps,
+    encode_state,
+    encode_tensor,
+    load,
+    load_resumable,
+    load_with_envelope,
+    loads,
+    read_bounded,
+    state_hash,
+    verify,
+    write_atomic,
+)
+from ._mlp.core import trainer_from_bytes
+from ._runtime.files import TMP_SUFFIX, clean_stale_temporaries
 
-from ._buffers.array import frombytes
-from ._mlp import state as S
-from ._mlp.spec import MAX_PARAMS, SMALL, LayerSizes
-from ._runtime import files as _files
-from ._runtime.files import TMP_SUFFIX, clean_stale_temporaries  # noqa: F401 (API)
-from ._runtime.files import write_atomic as write_atomic  # API, and the trainers' save_checkpoint
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
-if TYPE_CHECKING:
-    from collections.abc import Sequence
-    from typing import Any, NoReturn, TypeVar
-
-    from ._buffers.array import Array
-    from ._buffers.types import DType
-    from ._mlp.core import MLPCore
-
-    _Trainer = TypeVar("_Trainer", bound=MLPCore)
-    _Path = str | bytes | os.PathLike[str] | os.PathLike[bytes]
-
-FILE_SCHEMA = "mojolearn.small-mlp-checkpoint.v1"
-MLP_FILE_SCHEMA = "mojolearn.mlp-checkpoint.v1"
-PROFILE = "mojolearn.portable-fp32.v2"
-# Files written before profile v2 (every one until 0.x's fma change): readable, and resumable
-# in fast mode; an identical-mode v1 state resumes only when asked (`check_resumable`).
-PROFILE_V1 = "mojolearn.portable-fp32.v1"
-REFERENCE_PROFILE = "mojolearn.neural-training.fp32.v1"
-MAX_BYTES = 32768
-# The largest admissible MLP (2**26 parameters): params, m and v at 8 hex digits a value, plus
-# 1 MiB for everything else (names, shapes, config, the 2 KiB data_schedule).
-MLP_MAX_BYTES = 3 * 8 * MAX_PARAMS + (1 << 20)
-_TAIL = 64  # the canonical envelope ends with its schema: `"schema":"<name>"}\n`
-_ENVELOPE = frozenset(("schema", "payload", "payload_sha256"))
-_TENSOR = frozenset(("dtype", "shape", "hex"))
-
-
-# ---------------------------------------------------------------- encoding
-
-
-def encode_tensor(arr: Array) -> dict[str, Any]:
-    return {"dtype": arr.dtype, "shape": list(arr.shape), "hex": arr.tobytes().hex()}
-
-
-def encode_state(state: dict[str, Any]) -> dict[str, Any]:
-    """The payload (JSON-ready dict) of a `state_dict()` holding mojolearn Arrays."""
-    payload = dict(state)
-    payload["weights"] = {n: encode_tensor(w) for n, w in state["weights"].items()}
-    opt = dict(state["optimizer"])
-    for key in ("m", "v", "flags"):
-        if key in opt:  # MLPTrainer states have no flags
-            opt[key] = encode_tensor(opt[key])
-    payload["optimizer"] = opt
-    payload["config"] = dict(state["config"])
-    return payload
-
-
-def state_hash(payload: dict[str, Any]) -> str:
-    """SHA-256 (hex) of the payload's canonical JSON: the state hash."""
-    return hashlib.sha256(S.canonical(payload)).hexdigest()
-
-
-def dumps(state: dict[str, Any], profile: str = PROFILE) -> bytes:
-    """The checkpoint file bytes of a `state_dict()` (SmallMLPTrainer's or MLPTrainer's: the
-    file schema follows the state's). ValueError when over the size bound."""
-    payload = encode_state(state)
-    schema = MLP_FILE_SCHEMA if payload.get("schema") == S.MLP_SCHEMA else FILE_SCHEMA
-    envelope = {"schema": schema, "payload": payload, "payload_sha256": state_hash(payload)}
-    if profile != REFERENCE_PROFILE:
-        envelope["arithmetic_profile"] = profile
-    data: bytes = S.canonical(envelope) + b"\n"
-    bound = _bound(schema, None)
-    if len(data) > bound:
-        raise ValueError(
-            f"checkpoint: {len(data)} bytes exceed the {bound}-byte bound "
-            f"(the data_schedule is the only part that can grow)"
-        )
-    return data
-
-
-def _bound(schema: str | None, max_bytes: int | None) -> int:
-    if max_bytes is not None:
-        if isinstance(max_bytes, bool) or type(max_bytes) is not int or max_bytes < 1:
-            raise ValueError(f"checkpoint: max_bytes must be a positive int, got {max_bytes!r}")
-        return max_bytes
-    return MAX_BYTES if schema == FILE_SCHEMA else MLP_MAX_BYTES
-
-
-# ---------------------------------------------------------------- decoding
-
-
-class _Refusal(ValueError):
-    """Raised by the JSON hooks, so the parser's wrapper does not relabel it."""
-
-
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = {}
-    for key, value in pairs:
-        if key in out:
-            raise _Refusal(f"checkpoint: duplicate key {key!r}")
-        out[key] = value
-    return out
-
-
-def _no_constant(name: str) -> NoReturn:
-    raise _Refusal(f"checkpoint: {name} is not allowed (finite numbers only)")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if value != value or value in (float("inf"), float("-inf")):
-        raise _Refusal(f"checkpoint: number {text[:40]} is out of range (finite numbers only)")
-    return value
-
-
-def _decode_tensor(desc: Any, shape: Sequence[int], dtype: DType, name: str) -> Array:
-    if type(desc) is not dict or set(desc) != _TENSOR:
-        raise ValueError(
-            f"checkpoint: tensor {name} must be an object with exactly dtype, shape, hex"
-        )
-    if desc["dtype"] != dtype:
-        raise ValueError(
-            f"checkpoint: tensor {name} dtype must be {dtype!r}, got {desc['dtype']!r}"
-        )
-    if desc["shape"] != list(shape) or any(type(d) is not int for d in desc["shape"]):
-        raise ValueError(
-            f"checkpoint: tensor {name} shape must be {list(shape)}, got {desc['shape']!r}"
-        )
-    text = desc["hex"]
-    count = 1
-    for d in shape:
-        count *= d
-    if type(text) is not str or len(text) != 8 * count:
-        got = len(text) if type(text) is str else type(text).__name__
-        raise ValueError(f"checkpoint: tensor {name} needs {8 * count} hex digits, got {got}")
-    if not all(c in "0123456789abcdef" for c in text):
-        kind = "upper-case" if all(c in "0123456789abcdefABCDEF" for c in text) else "not"
-        raise ValueError(f"checkpoint: tensor {name} is {kind} hexadecimal (lowercase hex only)")
-    return frombytes(bytes.fromhex(text), dtype, tuple(shape))
-
-
-def _spec_of(payload: dict[str, Any]) -> LayerSizes:
-    """The layer spec an MLPTrainer payload declares (refused unless JSON ints in bounds)."""
-    arch = payload.get("architecture")
-    if type(arch) is not list or any(type(x) is not int for x in arch):
-        raise ValueError(
-            f"checkpoint: architecture must be a list of JSON integers, got {arch!r}"[:200]
-        )
-    try:
-        return LayerSizes(arch, "checkpoint")
-    except TypeError as exc:  # pragma: no cover - JSON integers are ints
-        raise ValueError(str(exc)) from None
-
-
-def _decode_payload(payload: Any, small: bool = True, profile: str = PROFILE) -> dict[str, Any]:
-    """The state of a payload: SmallMLPTrainer's (`small`) or MLPTrainer's, every tensor's
-    length checked against the declared architecture before it is decoded; `profile` the
-    envelope's (a v1 writer rounded its config to float32)."""
-    if type(payload) is not dict:
-        raise ValueError("checkpoint: payload must be an object")
-    missing, unknown = S.STATE_KEYS - set(payload), set(payload) - S.STATE_KEYS
-    if missing or unknown:
-        raise ValueError(
-            f"checkpoint: payload has missing fields {sorted(missing)} / unknown "
-            f"fields {sorted(unknown)}"
-        )
-    spec = SMALL if small else _spec_of(payload)
-    opt_keys = S.OPTIMIZER_KEYS if small else S.MLP_OPTIMIZER_KEYS
-    state = dict(payload)
-    weights = payload["weights"]
-    if type(weights) is not dict or set(weights) != set(spec.names):
-        raise ValueError(f"checkpoint: weights must hold exactly {list(spec.names)}"[:300])
-    state["weights"] = {
-        n: _decode_tensor(weights[n], s, "<f4", n) for n, s in zip(spec.names, spec.shapes)
-    }
-    opt = payload["optimizer"]
-    if type(opt) is not dict or set(opt) != opt_keys:
-        raise ValueError(f"checkpoint: optimizer must hold exactly {sorted(opt_keys)}")
-    opt = dict(opt)
-    opt["m"] = _decode_tensor(opt["m"], (spec.total,), "<f4", "m")
-    opt["v"] = _decode_tensor(opt["v"], (spec.total,), "<f4", "v")
-    if small:
-        opt["flags"] = _decode_tensor(opt["flags"], (4,), "<i4", "flags")
-    state["optimizer"] = opt
-    if type(payload["config"]) is dict and any(
-        type(x) not in (int, float) for x in payload["config"].values()
-    ):
-        raise ValueError("checkpoint: config values must be numbers")
-    # Every semantic rule (finite values, v >= 0, ranges, schedule bounds) is the trainer's.
-    S.validate_state(
-        state,
-        None,
-        spec,
-        "SmallMLPTrainer" if small else "MLPTrainer",
-        S.SCHEMA if small else S.MLP_SCHEMA,
-    )
-    # The trainer would keep 3.0 or rounded config values, so its state (and hash) would no
-    # longer be this file's: refuse what the writer cannot have written.
-    if type(payload["architecture"]) is list and any(
-        type(x) is not int for x in payload["architecture"]
-    ):
-        raise ValueError(
-            f"checkpoint: architecture entries must be JSON integers, got "
-            f"{payload['architecture']!r}"[:200]
-        )
-    if type(payload["config"]) is dict:
-        for key, x in payload["config"].items():
-            if profile == PROFILE_V1 and (type(x) is not float or S.round_f32(x) != x):
-                raise ValueError(
-                    f"checkpoint: config {key} must be a float32 value written as "
-                    f"a JSON float, got {x!r}"
-                )
-            if type(x) is not float:
-                raise ValueError(f"checkpoint: config {key} must be a JSON float, got {x!r}")
-    return state
-
-
-def loads(
-    data: bytes,
-    allow_profile_change: bool = False,
-    schema: str | None = FILE_SCHEMA,
-    max_bytes: int | None = None,
-) -> dict[str, Any]:
-    """The state (`state_dict()` form) held by checkpoint bytes. Raises ValueError only.
-
-    `schema`: the file schema to accept (FILE_SCHEMA for SmallMLPTrainer, MLP_FILE_SCHEMA for
-    MLPTrainer, None for either). `max_bytes`: the bound applied before parsing (default: the
-    schema's, MAX_BYTES or MLP_MAX_BYTES); a small-schema file is never over MAX_BYTES.
-    `allow_profile_change=True` accepts a file written under another arithmetic profile (the
-    reference's default included): a migration after which bits follow our arithmetic."""
-    return _loads(data, allow_profile_change, schema, max_bytes)[0]
-
-
-def _loads(
-    data: bytes,
-    allow_profile_change: bool = False,
-    schema: str | None = FILE_SCHEMA,
-    max_bytes: int | None = None,
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """`loads`, and the parsed envelope."""
-    # Nesting just under the parser's limit parses, and the checks after it (re-encoding,
-    # hashing, decoding) recurse deeper still: a RecursionError anywhere is the same refusal.
-    try:
-        return _parse(data, allow_profile_change, schema, max_bytes)
-    except RecursionError:
-        raise ValueError("checkpoint: JSON nests too deeply") from None
-
-
-def _parse(
-    data: bytes, allow_profile_change: bool, schema: str | None, max_bytes: int | None
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    if not isinstance(data, (bytes, bytearray)):
-        raise ValueError(f"checkpoint: expected bytes, got {type(data).__name__}")
-    bound = _bound(schema, max_bytes)
-    if len(data) > bound:
-        raise ValueError(f"checkpoint: {len(data)} bytes exceed the {bound}-byte bound")
-    if not data.endswith(b"\n") or data.endswith(b"\n\n") or data.count(b"\n") != 1:
-        raise ValueError(
-            "checkpoint: the file must be one line of JSON ended by exactly one newline"
-        )
-    try:
-        envelope = json.loads(
-            data[:-1].decode("ascii"),
-            object_pairs_hook=_unique,
-            parse_constant=_no_constant,
-            parse_float=_finite_float,
-        )
-    except _Refusal as exc:
-        raise ValueError(str(exc)) from None
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise ValueError(f"checkpoint: not valid ASCII JSON ({exc})") from None
-    if type(envelope) is not dict:
-        raise ValueError("checkpoint: the envelope must be a JSON object")
-    keys = set(envelope) - {"arithmetic_profile"}
-    if keys != _ENVELOPE:
-        raise ValueError(
-            f"checkpoint: envelope fields must be {sorted(_ENVELOPE)} and optionally "
-            f"arithmetic_profile, got {sorted(envelope)}"
-        )
-    wanted = (FILE_SCHEMA, MLP_FILE_SCHEMA) if schema is None else (schema,)
-    if envelope["schema"] not in wanted:
-        names = " or ".join(repr(w) for w in wanted)
-        raise ValueError(f"checkpoint: schema must be {names}, got {envelope['schema']!r}"[:300])
-    small = envelope["schema"] == FILE_SCHEMA
-    if small and len(data) > MAX_BYTES:
-        raise ValueError(f"checkpoint: {len(data)} bytes exceed the {MAX_BYTES}-byte bound")
-    if S.canonical(envelope) + b"\n" != bytes(data):
-        raise ValueError(
-            "checkpoint: the file is not canonical JSON (sorted keys, no spaces, ASCII)"
-        )
-    payload = envelope["payload"]
-    if (
-        type(envelope["payload_sha256"]) is not str
-        or state_hash(payload) != envelope["payload_sha256"]
-    ):
-        raise ValueError(
-            "checkpoint: payload_sha256 does not match the payload (corrupted or edited)"
-        )
-    profile = envelope.get("arithmetic_profile", REFERENCE_PROFILE)
-    if type(profile) is not str:
-        raise ValueError("checkpoint: arithmetic_profile must be a string")
-    if profile not in (PROFILE, PROFILE_V1) and not allow_profile_change:
-        named = (
-            "none (the reference's default " + REFERENCE_PROFILE + ")"
-            if "arithmetic_profile" not in envelope
-            else repr(profile)
-        )
-        raise ValueError(
-            f"checkpoint: arithmetic profile is {named}, this mojolearn computes "
-            f"{PROFILE!r}; resuming would not reproduce the original run's bits. "
-            f"Pass allow_profile_change=True to migrate (bits then follow {PROFILE!r})"
-        )
-    return _decode_payload(payload, small, profile), envelope
-
-
-def check_resumable(
-    state: dict[str, Any], envelope: dict[str, Any], allow_profile_change: bool
-) -> None:
-    """Refuse to resume an identical-mode state written under profile v1: its next steps
-    cannot give the bits of the run that wrote it (v2 computes its dot products with fma and
-    its optimizer scalars in binary64). `allow_profile_change=True` continues it under v2."""
-    profile = envelope.get("arithmetic_profile", REFERENCE_PROFILE)
-    if profile == PROFILE_V1 and state["numeric_mode"] == "identical" and not allow_profile_change:
-        raise ValueError(
-            f"checkpoint: written in identical mode under arithmetic profile {PROFILE_V1!r}; "
-            f"this mojolearn computes {PROFILE!r}, so resuming cannot reproduce the run that "
-            f"wrote it. Pass allow_profile_change=True (CLI: --allow-profile-change) to "
-            f"continue it under {PROFILE!r}"
-        )
-
-
-# ---------------------------------------------------------------- files
-
-
-def _check_regular(st: os.stat_result, path: _Path, bound: int) -> None:
-    if not _stat.S_ISREG(st.st_mode):
-        raise ValueError(
-            f"checkpoint: {_files.shown(path)!r} is {_files.kind(st.st_mode)}, not a regular file"
-        )
-    if st.st_size > bound:
-        raise ValueError(
-            f"checkpoint: {_files.shown(path)!r} is larger than {bound} bytes ({st.st_size} bytes)"
-        )
-
-
-def read_bounded(
-    path: _Path, max_bytes: int = MAX_BYTES, schema: str | None = FILE_SCHEMA
-) -> bytes:
-    """The file's bytes, reading at most the bound + 1 (the bound applies before parsing).
-
-    The path is `stat`ed first (symlinks followed) and anything but a regular file is refused
-    without opening it, so a FIFO never blocks; the open is non-blocking and re-checked with
-    `fstat`, so a file swapped for a FIFO between the two is refused too. Unless `schema` is
-    the small one, the file's last bytes are read first: a file that does not end by naming
-    MLP_FILE_SCHEMA is held to the small bound (MAX_BYTES), so no large file is read whole
-    unless it claims to be an MLP checkpoint."""
-    path = _files.fspath(path)
-    _check_regular(os.stat(path), path, max_bytes)
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    try:
-        st = os.fstat(fd)
-        bound = max_bytes
-        if schema != FILE_SCHEMA and st.st_size > MAX_BYTES:
-            tail = os.pread(fd, _TAIL, max(0, st.st_size - _TAIL))
-            if not tail.endswith(b'"schema":"' + MLP_FILE_SCHEMA.encode() + b'"}\n'):
-                bound = MAX_BYTES
-        _check_regular(st, path, bound)
-        data: bytes = _files.read_at_most(fd, bound)
-    finally:
-        os.close(fd)
-    if len(data) > bound:
-        raise ValueError(f"checkpoint: {_files.shown(path)!r} is larger than {bound} bytes")
-    return data
-
-
-def load(
-    path: _Path,
-    allow_profile_change: bool = False,
-    schema: str | None = FILE_SCHEMA,
-    max_bytes: int | None = None,
-) -> dict[str, Any]:
-    """The state held by the checkpoint file at `path` (see `loads` for the arguments)."""
-    return load_with_envelope(path, allow_profile_change, schema, max_bytes)[0]
-
-
-def load_resumable(
-    path: _Path,
-    allow_profile_change: bool = False,
-    schema: str | None = FILE_SCHEMA,
-    max_bytes: int | None = None,
-) -> dict[str, Any]:
-    """`load`, then `check_resumable`: the state a trainer or `train --resume` continues."""
-    state, envelope = load_with_envelope(path, allow_profile_change, schema, max_bytes)
-    check_resumable(state, envelope, allow_profile_change)
-    return state
-
-
-def load_with_envelope(
-    path: _Path,
-    allow_profile_change: bool = False,
-    schema: str | None = FILE_SCHEMA,
-    max_bytes: int | None = None,
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """`load`, and the parsed envelope (its schema and arithmetic profile)."""
-    bound = _bound(schema, max_bytes)
-    return _loads(read_bounded(path, bound, schema), allow_profile_change, schema, bound)
-
-
-def trainer_from_bytes(cls: type[_Trainer], data: bytes) -> _Trainer:
-    """A `cls` trainer from checkpoint bytes, checked as a file is (how trainers unpickle)."""
-    return cls._from_state(loads(data, schema=cls._FILE_SCHEMA))
-
-
-def verify(
-    path: _Path, allow_profile_change: bool = False, max_bytes: int | None = None
-) -> dict[str, Any]:
-    """Check a checkpoint file of either schema fully; return {step, schema, profile,
-    numeric_mode, state_hash} (and `architecture`)."""
-    state, envelope = load_with_envelope(path, allow_profile_change, None, max_bytes)
-    return {
-        "step": state["optimizer"]["step"],
-        "schema": envelope["schema"],
-        "profile": envelope.get("arithmetic_profile", REFERENCE_PROFILE),
-        "numeric_mode": state["numeric_mode"],
-        "state_hash": envelope["payload_sha256"],
-        "architecture": state["architecture"],
-    }
+__all__ = [
+    "FILE_SCHEMA",
+    "MAX_BYTES",
+    "MLP_FILE_SCHEMA",
+    "MLP_MAX_BYTES",
+    "PROFILE",
+    "PROFILE_V1",
+    "REFERENCE_PROFILE",
+    "TMP_SUFFIX",
+    "check_resumable",
+    "clean_stale_temporaries",
+    "dumps",
+    "encode_state",
+    "encode_tensor",
+    "load",
+    "load_resumable",
+    "load_with_envelope",
+    "loads",
+    "read_bounded",
+    "state_hash",
+    "trainer_from_bytes",
+    "verify",
+    "write_atomic",
+]

@@ -12,6 +12,7 @@ import math
 from ._buffers.alloc import zeros
 from ._buffers.intake import _I32_MAX, _I32_MIN, f32, i32
 from ._runtime import backend as _backend
+from ._runtime.abi import IGNORE_NOTHING
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -21,8 +22,6 @@ if TYPE_CHECKING:
     from ._buffers.types import BufferLike
 
 _REDUCTIONS = {"none": 0, "sum": 1, "mean": 2}
-# The binding's "ignore nothing" value: no int32 target equals it.
-_IGNORE_NOTHING = _I32_MIN - 1
 
 
 if TYPE_CHECKING:
@@ -134,7 +133,7 @@ def cross_entropy(
         )
     losses = zeros((rows,))
     dlogits = zeros((rows, classes)) if return_grad else None
-    ignore = ignore_index if _I32_MIN <= ignore_index <= _I32_MAX else _IGNORE_NOTHING
+    ignore = ignore_index if _I32_MIN <= ignore_index <= _I32_MAX else IGNORE_NOTHING
     result = _backend.binding().cross_entropy(
         [z_at, t_at, losses._addr, (dlogits if return_grad else losses)._addr],  # type: ignore[union-attr]
         [rows, classes, ignore, float(label_smoothing), code, 1 if return_grad else 0],

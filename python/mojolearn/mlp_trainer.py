@@ -11,7 +11,7 @@ SmallMLPTrainer's bits from the same `w`.
 
 from __future__ import annotations
 
-from . import checkpoint as _ckpt
+from ._mlp import codec as _ckpt
 from ._mlp import state as S
 from ._mlp.core import MLPCore, _binding
 from ._mlp.spec import LayerSizes

@@ -11,9 +11,9 @@ Everything else — state, validation, transactions, the other steps, checkpoint
 
 from __future__ import annotations
 
-from . import checkpoint as _ckpt
 from ._buffers.alloc import zeros
 from ._buffers.array import Array, _new_object, _result_view
+from ._mlp import codec as _ckpt
 from ._mlp import state as S
 from ._mlp.batches import batch as _batch
 from ._mlp.batches import targets as _targets
@@ -164,7 +164,8 @@ class SmallMLPTrainer(MLPCore):
         """One AdamW step on a batch: mean cross-entropy, its gradients, the update.
 
         The step either completes or changes nothing (a refused batch, a non-finite result,
-        an interrupt).
+        an interrupt). Its body is long and unrolled, hot on purpose: at batch 1 every Python
+        call saved is ~3 % of the step (`tools/bench_train.py`), so it is one frame.
 
         Args:
             X: float32 (n, 8), 1 <= n <= 256, C-contiguous or not (a strided one is

@@ -9,12 +9,13 @@ import sys
 
 import mojolearn as ml
 from mojolearn._mlp import rng as _rng
+from mojolearn._mlp import spec as _spec
 from mojolearn.distributed import DataParallel, _OneProcess
 
 
 def make(kind):
     if kind == "small":
-        return ml.SmallMLPTrainer(*_rng.init_small_mlp(5), data_schedule={"run": "dp"})
+        return ml.SmallMLPTrainer(*_spec.init_small_mlp(5), data_schedule={"run": "dp"})
     return ml.MLPTrainer([8, 24, 16, 3], seed=5, data_schedule={"run": "dp"})
 
 

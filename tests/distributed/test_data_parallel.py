@@ -13,6 +13,7 @@ import time
 import mojolearn as ml
 import pytest
 from mojolearn._mlp import rng as _rng
+from mojolearn._mlp import spec as _spec
 from mojolearn.distributed import DataParallel
 
 from ..helpers import PKG_PARENT
@@ -63,7 +64,7 @@ def _alone(*args):
 @pytest.mark.parametrize(
     "make",
     [
-        lambda: ml.SmallMLPTrainer(*_rng.init_small_mlp(2), data_schedule={"a": 1}),
+        lambda: ml.SmallMLPTrainer(*_spec.init_small_mlp(2), data_schedule={"a": 1}),
         lambda: ml.MLPTrainer([8, 12, 5, 3], seed=2, data_schedule={"a": 1}),
     ],
 )
@@ -138,7 +139,7 @@ def test_one_to_four_processes_give_the_bits_of_one(kind):
 
 def test_one_microbatch_under_two_processes_is_plain_train_step():
     _mpi_or_skip()
-    t = ml.SmallMLPTrainer(*_rng.init_small_mlp(5), data_schedule={"run": "dp"})
+    t = ml.SmallMLPTrainer(*_spec.init_small_mlp(5), data_schedule={"run": "dp"})
     for X, y in _rng.batches(11, 32, 30):
         t.train_step(X, y)
     assert _run(2, "small", "1", "30", "global") == (30, t.state_hash())
@@ -164,7 +165,7 @@ def test_a_rank_killed_mid_run_ends_the_job_promptly_and_the_checkpoint_loads(tm
     script = (
         "import os, signal, sys\n"
         "import mojolearn as ml\n"
-        "from mojolearn._mlp import rng as _rng\n"
+        "from mojolearn._mlp import rng as _rng\nfrom mojolearn._mlp import spec as _spec\n"
         "from mojolearn.distributed import DataParallel\n"
         "t = ml.MLPTrainer([8, 24, 3], seed=1, data_schedule={'a': 1})\n"
         "dp = DataParallel(t, microbatches=2)\n"

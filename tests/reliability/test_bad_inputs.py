@@ -10,7 +10,7 @@ import os
 import mojolearn as ml
 import pytest
 from mojolearn import checkpoint, cli, optim, schedules
-from mojolearn._mlp import rng as _rng
+from mojolearn._mlp import spec as _spec
 from mojolearn._mlp import state as S
 from mojolearn._runtime import files as _files
 
@@ -41,7 +41,7 @@ class Env:
     """Fresh objects for one row; `inputs` are the buffers whose bytes must not change."""
 
     def __init__(self):
-        w = _rng.init_small_mlp(3)
+        w = _spec.init_small_mlp(3)
         self.trainer = ml.SmallMLPTrainer(*w, data_schedule={"seed": 3})
         self.X, self.y = A([0.5] * 32, 4, 8), A([0, 1, 2, 1], dtype="<i4")
         self.trainer.train_step(self.X, self.y)

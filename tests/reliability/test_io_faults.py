@@ -13,6 +13,7 @@ import mojolearn as ml
 import pytest
 from mojolearn import checkpoint
 from mojolearn._mlp import rng as _rng
+from mojolearn._mlp import spec as _spec
 
 from ._util import record
 
@@ -49,7 +50,7 @@ def kind(request):
 
 def _trainer(seed, kind="small"):
     if kind == "small":
-        t = ml.SmallMLPTrainer(*_rng.init_small_mlp(seed), data_schedule={"seed": seed})
+        t = ml.SmallMLPTrainer(*_spec.init_small_mlp(seed), data_schedule={"seed": seed})
     else:
         t = ml.MLPTrainer([8, 24, 24, 3], seed=seed, data_schedule={"seed": seed})
     X, y = next(iter(_rng.batches(seed, 8, 1)))

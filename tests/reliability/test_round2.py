@@ -15,6 +15,7 @@ import mojolearn as ml
 import pytest
 from mojolearn import checkpoint, optim
 from mojolearn._mlp import rng as _rng
+from mojolearn._mlp import spec as _spec
 from mojolearn._runtime import files as _files
 from mojolearn.cli import data as _data
 
@@ -23,7 +24,7 @@ from ._util import LONG, record
 
 
 def _trainer(seed=0, steps=1):
-    t = ml.SmallMLPTrainer(*_rng.init_small_mlp(seed), data_schedule={"seed": seed})
+    t = ml.SmallMLPTrainer(*_spec.init_small_mlp(seed), data_schedule={"seed": seed})
     for X, y in _rng.batches(seed, 8, steps) if steps else ():
         t.train_step(X, y)
     return t
@@ -523,7 +524,7 @@ def test_7_zero_size_numpy_arrays_behave_as_arrays_of_the_same_shape():
 
 def test_9_numpy_bools_are_not_numbers():
     np = pytest.importorskip("numpy")
-    w = _rng.init_small_mlp(0)
+    w = _spec.init_small_mlp(0)
     for key in ("lr", "eps", "weight_decay"):
         with pytest.raises(ValueError, match=f"{key} must be a real number, got .*True"):
             ml.SmallMLPTrainer(*w, data_schedule={"a": 1}, **{key: np.True_})

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import mojolearn as ml
 import pytest
-from mojolearn._mlp import rng as _rng
+from mojolearn._mlp import spec as _spec
 
 from ..helpers import PKG_PARENT
 from ._util import ROOT, record
@@ -549,7 +549,7 @@ def test_15_a_tensor_whose_storage_is_gone_is_refused_by_name():
         ml.from_dlpack(t)
     with pytest.raises(ValueError, match=r"from_dlpack: .*null data"):
         ml.Array.from_buffer(t)
-    small = ml.SmallMLPTrainer(*_rng.init_small_mlp(0), data_schedule={"a": 1})
+    small = ml.SmallMLPTrainer(*_spec.init_small_mlp(0), data_schedule={"a": 1})
     for net in (_net(), small):
         with pytest.raises(ValueError, match=r"X: the tensor's memory is gone .*null data"):
             net.train_step(t, torch.zeros(32, dtype=torch.int64))
@@ -562,7 +562,7 @@ def test_15_a_tensor_whose_storage_is_gone_is_refused_by_name():
 
 
 def _trainers():
-    return [_net(), ml.SmallMLPTrainer(*_rng.init_small_mlp(0), data_schedule={"a": 1})]
+    return [_net(), ml.SmallMLPTrainer(*_spec.init_small_mlp(0), data_schedule={"a": 1})]
 
 
 def test_16_an_int_for_x_or_targets_is_a_type_error_naming_it():

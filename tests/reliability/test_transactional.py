@@ -13,7 +13,7 @@ import pytest
 from mojolearn import checkpoint, optim
 from mojolearn import trainer as trainer_mod
 from mojolearn._mlp import core as core_mod
-from mojolearn._mlp import rng as _rng
+from mojolearn._mlp import spec as _spec
 from mojolearn._mlp import state as S
 
 from ._util import LONG, new_seed, record
@@ -171,7 +171,7 @@ def _trainer_trial(rng, t, monkeypatch):
 def test_trainer_steps_are_transactional(monkeypatch):
     seed = new_seed()
     rng = random.Random(seed)
-    t = ml.SmallMLPTrainer(*_rng.init_small_mlp(seed % 1000), data_schedule={"seed": 1})
+    t = ml.SmallMLPTrainer(*_spec.init_small_mlp(seed % 1000), data_schedule={"seed": 1})
     X, y = _batch(rng, 8)
     t.train_step(X, y)
     failed = 0

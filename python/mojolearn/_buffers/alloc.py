@@ -7,7 +7,6 @@ import array as _pyarray
 import math
 
 from .array import _CODES, Array, _check_dtype, _check_shape
-from .intake import as_f32_c
 
 # One float32 +0.0: repeated (`ZERO_F32 * n`), the fastest zeroed float32 allocation; the
 # binding's step and matmul entries make their result buffers from it the same way.
@@ -71,13 +70,3 @@ def le_bytes(obj: BufferLike, kind: object = None) -> bytes:
         if not mv.c_contiguous:
             raise ValueError("le_bytes needs a C-contiguous buffer")
         return mv.tobytes()
-
-
-def all_finite(obj: BufferLike, name: str = "array") -> bool:
-    """True when every value of a float32 buffer is finite (scanned in the binding)."""
-    from .._runtime import backend as _backend
-
-    arr, _ = as_f32_c(obj, name=name)
-    if arr._size == 0:
-        return True
-    return _backend.binding().all_finite([arr._addr], [arr._size]) == 1  # type: ignore[no-any-return]

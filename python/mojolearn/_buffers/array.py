@@ -16,6 +16,7 @@ import sys
 if sys.byteorder != "little":  # every CPU and GPU target we build for is little-endian
     raise ImportError("mojolearn supports little-endian hosts only")
 
+from . import dlpack as _dlpack
 from . import reader as _reader
 from .formats import dtype_name, split_format
 
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
     # Absolute, typing-only: `_types` imports this module, and nothing imports `_types` at
     # run time (tests/test_intake.py's import-circle check reads relative imports).
-    from mojolearn._buffers.types import BufferLike, DType, PyArray, View
+    from mojolearn._buffers.types import BufferLike, DType, PyArray, SupportsDLPack, View
 
     _Code: TypeAlias = Literal["f", "i", "l", "d", "q"]
 
@@ -196,8 +197,6 @@ class Array:
             mv = memoryview(obj)  # type: ignore[arg-type]  # DLPack-only: TypeError, below
         except TypeError:
             if hasattr(obj, "__dlpack__"):  # a torch tensor, a JAX array: DLPack, zero-copy
-                from .dlpack import from_dlpack
-
                 return from_dlpack(obj)  # type: ignore[arg-type]  # has __dlpack__
             raise TypeError(
                 f"Array.from_buffer needs a buffer-protocol or DLPack object, got "
@@ -315,8 +314,6 @@ class Array:
     ) -> object:
         """DLPack export (a capsule sharing this Array's memory; `copy=True` exports a copy):
         `numpy.from_dlpack(a)`, `torch.from_dlpack(a)`."""
-        from . import dlpack as _dlpack
-
         return _dlpack.export(self, stream, max_version, dl_device, copy)
 
     def __dlpack_device__(self) -> tuple[int, int]:
@@ -502,6 +499,39 @@ def _result_view(owner: PyArray, shape: tuple[int, ...], addr: int, size: int) -
     a._size = size
     a._readonly = False
     a._addr = addr
+    return a
+
+
+def from_dlpack(obj: SupportsDLPack) -> Array:
+    """An Array sharing a DLPack producer's CPU memory, without copying.
+
+    Args:
+        obj: a NumPy array, a CPU torch tensor, a JAX array: anything with `__dlpack__`,
+            C-contiguous, float32, float64, int32 or int64.
+
+    Returns:
+        An Array viewing `obj`'s memory and keeping it alive (writes go through).
+
+    Raises:
+        TypeError: `obj` has no `__dlpack__`, or refuses to export (a torch parameter that
+            requires grad: pass `p.detach()`).
+        ValueError: a non-CPU device, a strided layout or another dtype.
+
+    Example:
+        >>> a = mojolearn.from_dlpack(torch.zeros(2, 3))
+        >>> a.shape, a.dtype
+        ((2, 3), '<f4')
+    """
+    raw, keeper, shape, dtype, size, readonly, address = _dlpack.import_parts(obj)
+    mv = memoryview(raw).cast("B").cast(_CODES[dtype])
+    a = Array.__new__(Array)
+    a._mv_, a._owner, a._shape, a._dtype = (
+        (mv.toreadonly() if readonly else mv),
+        keeper,
+        shape,
+        dtype,
+    )
+    a._size, a._readonly, a._addr = size, readonly, address
     return a
 
 

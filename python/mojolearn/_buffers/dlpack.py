@@ -8,8 +8,9 @@ until the consumer calls the deleter (or, never consumed, until the capsule goes
 `numpy.from_dlpack(a)` and `torch.from_dlpack(a)` share `a`'s memory and stay valid after
 the last name of `a` is deleted.
 
-Import (`from_dlpack`): an Array viewing the producer's memory, which it keeps alive (the
-producer's deleter runs when the Array and every view of it are gone). Non-CPU devices,
+Import (`import_parts`, wrapped by `array.from_dlpack`): an Array viewing the producer's
+memory, which it keeps alive (the producer's deleter runs when the Array and every view of it
+are gone). Non-CPU devices,
 strided layouts and other dtypes are refused with a message that says which.
 
 The structs follow dlpack.h (v1.0): ctypes is used only here, once per exchange, never on a
@@ -230,28 +231,12 @@ def _describe(dtype: _DataType) -> str:
     return f"{name}{dtype.bits}" + (f"x{dtype.lanes}" if dtype.lanes != 1 else "")
 
 
-def from_dlpack(obj: SupportsDLPack) -> Array:
-    """An Array sharing a DLPack producer's CPU memory, without copying.
-
-    Args:
-        obj: a NumPy array, a CPU torch tensor, a JAX array: anything with `__dlpack__`,
-            C-contiguous, float32, float64, int32 or int64.
-
-    Returns:
-        An Array viewing `obj`'s memory and keeping it alive (writes go through).
-
-    Raises:
-        TypeError: `obj` has no `__dlpack__`, or refuses to export (a torch parameter that
-            requires grad: pass `p.detach()`).
-        ValueError: a non-CPU device, a strided layout or another dtype.
-
-    Example:
-        >>> a = mojolearn.from_dlpack(torch.zeros(2, 3))
-        >>> a.shape, a.dtype
-        ((2, 3), '<f4')
-    """
-    from .array import _CODES, Array
-
+def import_parts(
+    obj: SupportsDLPack,
+) -> tuple[Any, _Producer, tuple[int, ...], DType, int, bool, int]:
+    """A DLPack producer's CPU memory in raw parts, for `array.from_dlpack` to wrap:
+    (the ctypes buffer, its keep-alive, shape, dtype, size, read-only, address). Raises the
+    refusals that `mojolearn.from_dlpack` documents."""
     if not hasattr(obj, "__dlpack__"):
         raise TypeError(
             f"from_dlpack: {type(obj).__name__} does not export DLPack (no __dlpack__ method)"
@@ -321,11 +306,5 @@ def from_dlpack(obj: SupportsDLPack) -> Array:
     data = (t.data or 0) + t.byte_offset
     itemsize = int(dtype[2])
     raw = (ctypes.c_char * (size * itemsize)).from_address(data) if size else b""
-    mv = memoryview(raw).cast("B").cast(_CODES[dtype])
-    if readonly:
-        mv = mv.toreadonly()
     keeper.raw = raw
-    a = Array.__new__(Array)
-    a._mv_, a._owner, a._shape, a._dtype = mv, keeper, shape, dtype
-    a._size, a._readonly, a._addr = size, readonly, data if size else 0
-    return a
+    return raw, keeper, shape, dtype, size, readonly, data if size else 0

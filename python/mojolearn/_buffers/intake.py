@@ -57,7 +57,7 @@ def probe(obj):
                 f"are supported, got {ndim} dimensions"
             )
     if hasattr(obj, "__dlpack__"):
-        from .dlpack import from_dlpack
+        from .array import from_dlpack
 
         return from_dlpack(obj)._probe()  # raises its refusal; a success is an Array's layout
     raise TypeError(
@@ -187,7 +187,7 @@ def _borrow(obj, layout, name):
         return obj
     try:
         if _reader.is_dlpack_only(obj):
-            from .dlpack import from_dlpack
+            from .array import from_dlpack
 
             return from_dlpack(obj)
         return Array.from_buffer(obj)

@@ -19,13 +19,13 @@ How a type exports (`_kind`) is learnt once per type, from the type alone (its b
 torch, `__dlpack__`), never from an object's state: a first object that is refused (a
 datetime64 array, a deleted JAX array) decides nothing for the next one.
 
-Only `_backend` is imported here: `_array` and `_intake` both build on this module.
+Nothing of the package is imported here (`array` and `intake` build on this module): the
+binding's entry is handed in by `_runtime.backend` when it is imported (`provide`), since the
+buffers sit below the runtime.
 """
 
 import sys
 from collections import namedtuple
-
-from .._runtime import backend as _backend
 
 Layout = namedtuple(
     "Layout", "format itemsize shape ndim c_contiguous readonly nbytes address device keep"
@@ -46,15 +46,22 @@ def spec(kind, ndim=None, writable=False):
 
 
 _raw = None
+_loader = None  # what gives the binding's intake_read: `_runtime.backend.reader`, via provide()
 # _EXCHANGE: a torch tensor whose type has the DLPack C exchange API (torch >= 2.10), read by
 # the binding itself; _TORCH: an older torch's, exported through its C exporter.
 _BUFFER, _EXCHANGE, _TORCH, _DLPACK, _NONE = 0, 1, 2, 3, 4
 _kinds = {}  # type -> how it exports (types are few; the dict never grows past them)
 
 
+def provide(loader):
+    """Hand in the function that loads the binding's intake_read (called once, at import)."""
+    global _loader
+    _loader = loader
+
+
 def _entry():
     global _raw
-    _raw = _backend.reader()
+    _raw = _loader()
     return _raw
 
 

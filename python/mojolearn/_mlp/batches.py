@@ -4,10 +4,10 @@ step's first try (the binding reads the objects itself), `x_input` / `y_input` f
 addresses of what it declined (through `_intake`: borrowed, copied or refused), `batch` /
 `owned_batch` / `targets` for Arrays (the per-operation path)."""
 
-from .._buffers.alloc import all_finite
 from .._buffers.array import Array
 from .._buffers.formats import dtype_name, is_integer, is_native_f32
 from .._buffers.intake import as_f32_c, as_i32_c, borrowed_f32, labels, probe
+from .._runtime import backend as _backend
 
 
 def quick(X, targets, inputs, max_rows, k=1):
@@ -134,3 +134,11 @@ def targets(values, rows, classes, api, check_range=True):
             f"{api}: targets must be classes 0..{classes - 1}; targets[{bad}] = {values[bad]}"
         )
     return y
+
+
+def all_finite(obj, name="array"):
+    """True when every value of a float32 buffer is finite (scanned in the binding)."""
+    arr, _ = as_f32_c(obj, name=name)
+    if arr._size == 0:
+        return True
+    return _backend.binding().all_finite([arr._addr], [arr._size]) == 1

@@ -24,11 +24,11 @@ from __future__ import annotations
 import os
 import threading
 
-from .. import checkpoint as _ckpt
 from .._buffers.alloc import ZERO_F32, empty, zeros
 from .._buffers.array import Array, _new_object, _result_view
 from .._runtime import backend as _backend
 from . import batches as _batches
+from . import codec as _ckpt
 from . import state as S
 from .session import CAPACITY_ROWS, MAX_CAPACITY_ROWS, Session
 
@@ -85,6 +85,11 @@ class _State:
 
     def __init__(self, params: Array, m: Array, v: Array, flags: Array | None, step: int) -> None:
         self.params, self.m, self.v, self.flags, self.step = params, m, v, flags, step
+
+
+def trainer_from_bytes(cls: type[_Trainer], data: bytes) -> _Trainer:
+    """A `cls` trainer from checkpoint bytes, checked as a file is (how trainers unpickle)."""
+    return cls._from_state(_ckpt.loads(data, schema=cls._FILE_SCHEMA))
 
 
 def _translate(exc: BaseException, api: str) -> BaseException:
@@ -465,7 +470,7 @@ class MLPCore:
         return self.__copy__()
 
     def __reduce__(self) -> tuple[Callable[..., MLPCore], tuple[type[MLPCore], bytes]]:
-        return _ckpt.trainer_from_bytes, (type(self), _ckpt.dumps(self.state_dict()))
+        return trainer_from_bytes, (type(self), _ckpt.dumps(self.state_dict()))
 
     # ------------------------------------------------------------ steps
     #

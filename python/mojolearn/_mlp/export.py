@@ -36,9 +36,9 @@ import importlib
 import json
 import math
 
-from .. import checkpoint as _ckpt
 from .._buffers.array import frombytes
 from .._runtime import files as _files
+from . import codec as _ckpt
 from .spec import MAX_LAYERS, MAX_PARAMS, LayerSizes
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time

@@ -11,7 +11,7 @@ spelling of it, and MLPTrainer's step.
 """
 
 from .._buffers.alloc import empty
-from ..loss import _IGNORE_NOTHING
+from .._runtime.abi import IGNORE_NOTHING
 
 _MEAN = 2
 
@@ -54,7 +54,7 @@ def steps(b, spec, x, y, rows, mode, k, st, new, losses, logits, grads, dx, want
             return
         losses._mv[i] = b.cross_entropy(
             [logits._addr, ya, row_losses._addr, dl._addr],
-            [rows, spec.classes, _IGNORE_NOTHING, 0.0, _MEAN, 1],
+            [rows, spec.classes, IGNORE_NOTHING, 0.0, _MEAN, 1],
         )
         upstream = dl._addr
         for l in range(layers - 1, -1, -1):

@@ -89,33 +89,6 @@ class SplitMix64:
             items[i], items[j] = items[j], items[i]
 
 
-def init_small_mlp(seed: SupportsIndex) -> tuple[Array, Array, Array, Array]:
-    """The initial weights of the 8→16→3 network, the same bits everywhere.
-
-    The [8, 16, 3] case of `MLPTrainer`'s initialisation: SplitMix64 from `seed`, torch's
-    default `nn.Linear` bounds, layer by layer, weight then bias.
-
-    Args:
-        seed: an int in [0, 2**64).
-
-    Returns:
-        (weight1 (16, 8), bias1 (16,), weight2 (3, 16), bias2 (3,)), float32 Arrays: the
-        arguments of `SmallMLPTrainer`.
-
-    Raises:
-        TypeError: `seed` is not an int.
-        ValueError: `seed` is outside [0, 2**64).
-
-    Example:
-        >>> trainer = mojolearn.SmallMLPTrainer(
-        ...     *mojolearn.init_small_mlp(0), data_schedule={"seed": 0}
-        ... )
-    """
-    from .spec import SMALL
-
-    return tuple(SMALL.init(seed))
-
-
 def batches(
     seed: SupportsIndex, rows: int, count: int = 1, features: int = 8, classes: int = 3
 ) -> list[tuple[Array, Array]]:

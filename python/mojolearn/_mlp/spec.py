@@ -12,12 +12,20 @@ Bounds, refused before anything is allocated: at most MAX_LAYERS layers, every w
 MAX_BATCH_BYTES, which admits 4096 rows of [784, 256, 10] (about 26 MB) and ~40,000.
 """
 
+from __future__ import annotations
+
 import array as _pyarray
 import math
 import operator
 
 from .._runtime.portable import round_f32
 from .rng import SplitMix64, _check_seed
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import SupportsIndex
+
+    from .._buffers.array import Array
 
 MAX_LAYERS = 16
 MAX_WIDTH = 65536
@@ -151,3 +159,28 @@ class LayerSizes:
 
 
 SMALL = LayerSizes([8, 16, 3], "SmallMLPTrainer")
+
+
+def init_small_mlp(seed: SupportsIndex) -> tuple[Array, Array, Array, Array]:
+    """The initial weights of the 8→16→3 network, the same bits everywhere.
+
+    The [8, 16, 3] case of `MLPTrainer`'s initialisation: SplitMix64 from `seed`, torch's
+    default `nn.Linear` bounds, layer by layer, weight then bias.
+
+    Args:
+        seed: an int in [0, 2**64).
+
+    Returns:
+        (weight1 (16, 8), bias1 (16,), weight2 (3, 16), bias2 (3,)), float32 Arrays: the
+        arguments of `SmallMLPTrainer`.
+
+    Raises:
+        TypeError: `seed` is not an int.
+        ValueError: `seed` is outside [0, 2**64).
+
+    Example:
+        >>> trainer = mojolearn.SmallMLPTrainer(
+        ...     *mojolearn.init_small_mlp(0), data_schedule={"seed": 0}
+        ... )
+    """
+    return tuple(SMALL.init(seed))

@@ -120,6 +120,9 @@ LAYOUT = {
 # Entries `_backend.Binding` exposes unwrapped: they raise plain Exception("<Type>: ...") and
 # their callers translate it (the wrapper's extra Python frame costs ~0.06 µs, a noticeable part
 # of a batch-1 training step).
+# cross_entropy's ignore_index when nothing is ignored: no int32 target equals it.
+IGNORE_NOTHING = -(2**31) - 1
+
 RAW_ENTRIES = frozenset({"mlp_resident_step", "mlp_resident_steps", "intake_read"})
 
 

@@ -308,7 +308,7 @@ def _new_trainer(opts, schedule):
     """SmallMLPTrainer (no --layers) or MLPTrainer, seeded weights, the run's options."""
     hyper = dict(data_schedule=schedule, lr=opts["lr"], weight_decay=opts["weight_decay"])
     if opts["layers"] is None:
-        from .._mlp.rng import init_small_mlp
+        from .._mlp.spec import init_small_mlp
 
         return _trainer_class()(*init_small_mlp(opts["seed"]), **hyper)
     from ..mlp_trainer import MLPTrainer

@@ -1,0 +1,100 @@
+"""Lines of code per wing: the package (python/mojolearn) and the kernels (mojo/).
+
+Counts non-blank lines that are not comments and not docstrings (tinygrad's sz.py idea), so a
+budget forbids bloat, not explanation. `--check` exits 1 when a wing is over its budget.
+
+    python tools/sz.py            the table
+    python tools/sz.py --check    the table, then fail above BUDGET
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import pathlib
+import sys
+import tokenize
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PKG = ROOT / "python" / "mojolearn"
+# Set after the cut into wings (issue 28), with room for the features planned next; raising one
+# is a decision to write down in the commit that does it.
+BUDGET = {
+    "mojolearn (public modules)": 3400,
+    "mojolearn/_buffers": 1900,
+    "mojolearn/_runtime": 1100,
+    "mojolearn/_mlp": 2600,
+    "mojolearn/_optim": 900,
+    "mojolearn/cli": 2600,
+    "mojo/training": 7000,
+    "mojo/bindings": 3200,
+}
+
+
+def python_lines(path: pathlib.Path) -> int:
+    source = path.read_text(encoding="utf-8")
+    doc_lines: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            value = body[0].value
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                doc_lines.update(range(body[0].lineno, (body[0].end_lineno or 0) + 1))
+    code_lines: set[int] = set()
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type in (
+            tokenize.COMMENT,
+            tokenize.NL,
+            tokenize.NEWLINE,
+            tokenize.INDENT,
+            tokenize.DEDENT,
+            tokenize.ENDMARKER,
+        ):
+            continue
+        code_lines.update(range(tok.start[0], tok.end[0] + 1))
+    return len(code_lines - doc_lines)
+
+
+def mojo_lines(path: pathlib.Path) -> int:
+    count, in_doc = 0, False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        s = line.strip()
+        if s.count('"""') == 1:
+            in_doc = not in_doc
+            continue
+        if in_doc or not s or s.startswith("#") or (s.startswith('"""') and s.endswith('"""')):
+            continue
+        count += 1
+    return count
+
+
+def wings() -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG)
+        wing = f"mojolearn/{rel.parts[0]}" if len(rel.parts) > 1 else "mojolearn (public modules)"
+        sizes[wing] = sizes.get(wing, 0) + python_lines(path)
+    for folder in ("training", "bindings"):
+        total = sum(mojo_lines(p) for p in sorted((ROOT / "mojo" / folder).rglob("*.mojo")))
+        sizes[f"mojo/{folder}"] = total
+    return sizes
+
+
+def main(argv: list[str]) -> int:
+    sizes = wings()
+    over = []
+    print(f"{'wing':<30} {'lines':>7} {'budget':>7}")
+    for wing, n in sizes.items():
+        budget = BUDGET.get(wing)
+        print(f"{wing:<30} {n:>7} {budget if budget is not None else '-':>7}")
+        if budget is None or n > budget:
+            over.append(wing)
+    print(f"{'total':<30} {sum(sizes.values()):>7}")
+    if "--check" in argv and over:
+        print("over budget (or no budget set): " + ", ".join(over))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
