@@ -57,6 +57,10 @@ MAX_FILE_BYTES = 4 * MAX_PARAMS + (1 << 20)
 _METADATA = "__metadata__"
 
 
+# What to install for each optional package, spelled out (tests read every hint the package prints).
+_INSTALL = {"safetensors": "pip install safetensors", "onnx": "pip install onnx"}
+
+
 def _require(package: str, what: str) -> ModuleType:
     """The optional package `package`, imported; ImportError saying what to install if absent."""
     try:
@@ -65,7 +69,7 @@ def _require(package: str, what: str) -> ModuleType:
         # Installed but broken (e.g. onnx without its NumPy) is not "not installed": say so.
         why = "is not installed" if exc.name == package else f"could not be imported ({exc})"
         raise ImportError(
-            f"{what} needs the {package} package, which {why}: pip install {package}"
+            f"{what} needs the {package} package, which {why}: {_INSTALL[package]}"
         ) from exc
 
 
