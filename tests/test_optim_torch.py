@@ -1,5 +1,7 @@
 """Parity with torch.optim (runs when torch is installed; CI installs the CPU build).
 
+Also: `clip_grad_norm_` for every norm_type against torch's.
+
 100 steps of Adam, AdamW and SGD on random least-squares problems. Both optimizers get the
 same gradient each step (computed from torch's parameters), so the gap measures the update
 arithmetic, not the problem's sensitivity (Adam near an optimum amplifies 1-ulp differences
@@ -8,6 +10,8 @@ parameter scale). The differences are the documented deviations: float32 bias co
 `b*m + (1-b)*g` instead of torch's lerp, float32 hyperparameter scalars, and the
 sum-of-squares norm (DEVIATIONS.md).
 """
+
+import math
 
 import pytest
 
@@ -98,3 +102,36 @@ def test_clip_grad_norm_matches_torch(seed):
     assert abs(got - want) <= 1e-6 * want
     for g, t in zip(gs, ts):
         np.testing.assert_allclose(g, t.grad.numpy(), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("p", (math.inf, 1, 2, 3, 1.5))
+def test_clip_grad_norm_p_norms_match_torch(p, seed):
+    """Within 4e-6 relative of torch's float32 norm and scaled gradients (measured over 400
+    seeds: inf and 1 exact, 2 1.1e-6, 3 6.1e-7, 1.5 9.6e-7)."""
+    rs = np.random.default_rng(seed % 2**32)
+    gs = [rs.standard_normal(s).astype(np.float32) * 3 for s in ((5, 7), (11,), (1,), (64, 33))]
+    ts = [torch.zeros(g.shape) for g in gs]
+    for t, g in zip(ts, gs):
+        t.grad = torch.from_numpy(g.copy())
+    want = float(torch.nn.utils.clip_grad_norm_(ts, 2.0, norm_type=p))
+    got = mojolearn.clip_grad_norm_(gs, 2.0, norm_type=p)
+    assert abs(got - want) <= 4e-6 * want, (seed, p, got, want)
+    for g, t in zip(gs, ts):
+        np.testing.assert_allclose(g, t.grad.numpy(), rtol=4e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("p", (math.inf, 1, 2, 3, 1.5))
+def test_clip_grad_norm_non_finite_gradients_match_torch_without_the_check(p, seed):
+    """error_if_nonfinite=False gives torch's norm (inf or NaN) and torch's gradients after."""
+    rs = np.random.default_rng(seed % 2**32)
+    for bad in (np.inf, -np.inf, np.nan):
+        gs = [rs.standard_normal(s).astype(np.float32) for s in ((4, 3), (5,))]
+        gs[1][rs.integers(5)] = bad
+        ts = [torch.zeros(g.shape) for g in gs]
+        for t, g in zip(ts, gs):
+            t.grad = torch.from_numpy(g.copy())
+        want = float(torch.nn.utils.clip_grad_norm_(ts, 1.0, norm_type=p))
+        got = mojolearn.clip_grad_norm_(gs, 1.0, norm_type=p, error_if_nonfinite=False)
+        assert got == want or (math.isnan(got) and math.isnan(want)), (p, bad, got, want)
+        for g, t in zip(gs, ts):
+            np.testing.assert_array_equal(g, t.grad.numpy())  # NaN where torch has NaN

@@ -1134,20 +1134,47 @@ class SGD(_Optimizer):
         self._setup(ctor, params, hyper)
 
 
+def _norm_type(value: object) -> float:
+    """`norm_type` as the binding takes it: +inf, or a finite p >= 1 rounded to float32 (the
+    per-element `p · log32(|g|)` and the root use the rounded value; 1 and 2 pick their own
+    sums by it)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"clip_grad_norm_: norm_type must be a real number (a p >= 1, or float('inf') "
+            f"for the max-abs norm), got {type(value).__name__}"
+        )
+    p = float(value)
+    if p == math.inf:
+        return p
+    r = round_f32(p) if math.isfinite(p) else p
+    if not (p >= 1.0 and math.isfinite(r)):  # NaN fails the comparison
+        why = " (it rounds to inf in float32)" if math.isfinite(p) and p >= 1.0 else ""
+        raise ValueError(
+            f"Invalid norm_type: {value!r}{why}; expected a p-norm order p >= 1 (finite) or "
+            f"float('inf')"
+        )
+    return r
+
+
 def clip_grad_norm_(
     grads: Buffers, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = True
 ) -> float:
     """`torch.nn.utils.clip_grad_norm_` over float32 buffers, in place.
 
-    The global L2 norm over all gradients in order (per tensor a sequential sum of g*g, then a
-    sequential sum over tensors, then sqrt); `coef = min(max_norm / (norm + 1e-6), 1)`; every
-    gradient is multiplied by `coef` in place.
+    The global p-norm over all gradients, as torch's (the p-norm of the per-tensor p-norms, in
+    exact arithmetic), in a fixed order (docs/ARITHMETIC.md): p = 2 (the default) per tensor a
+    sequential sum of g*g, then a sequential sum over tensors, then sqrt; p = 1 the same with
+    |g|; another finite p with |g|^p = exp32(p * log32(|g|)) and the root exp32(log32(total) /
+    p), the project's own float32 exp and log; p = inf the max |g|. Then
+    `coef = min(max_norm / (norm + 1e-6), 1)` and every gradient is multiplied by `coef` in
+    place. In identical mode the result is the same bits on every machine.
 
     Args:
         grads: writable float32 buffers (one, or a list).
         max_norm: > 0 (0 is a ValueError, as in the reference; torch would scale every
             gradient to zero).
-        norm_type: 2.0 only.
+        norm_type: the order p of the norm: a real number >= 1 (rounded to float32), or
+            `float('inf')` for the max-abs norm.
         error_if_nonfinite: True (our default; torch's is False) refuses a non-finite
             gradient or norm with ValueError before anything is written. False behaves as
             torch: the norm is computed as is (inf or NaN) and the gradients are scaled by the
@@ -1157,27 +1184,29 @@ def clip_grad_norm_(
         The pre-clip norm (0.0 for no gradients).
 
     Raises:
-        TypeError: a gradient that is not a writable float32 buffer.
-        ValueError: a bad `max_norm` or `norm_type`, a non-finite norm (see
-            `error_if_nonfinite`).
+        TypeError: a gradient that is not a writable float32 buffer, a `norm_type` that is
+            not a real number.
+        ValueError: a bad `max_norm` or `norm_type` (below 1, NaN, -inf), a non-finite norm
+            (see `error_if_nonfinite`).
+
+    Example:
+        >>> g = [mojolearn.Array([3.0, -4.0]), mojolearn.Array([1.0])]
+        >>> mojolearn.clip_grad_norm_(g, 1.0, norm_type=float("inf"))
+        4.0
     """
     max_norm = _f32_hyper("max_norm", max_norm, lo_open=True)
-    if (
-        isinstance(norm_type, bool)
-        or not isinstance(norm_type, numbers.Real)
-        or float(norm_type) != 2.0
-    ):
-        raise ValueError(f"clip_grad_norm_: only norm_type=2.0 is supported, got {norm_type!r}")
+    p = _norm_type(norm_type)
     _bool("error_if_nonfinite", error_if_nonfinite)
     tensors = _tensor_list(grads, "grads")
     views = [_f32_view(g, f"grads[{j}]", writable=True) for j, g in enumerate(tensors)]
     if not views:
         return 0.0
-    table = []
+    table: Any = []  # the list, then the int64 array of it
     for _, addr, shape in views:
         table += (addr, math.prod(shape))
     table = _addresses(table)
+    norm: float
     norm, _ = _binding().optim_clip_grad_norm(
-        [table.buffer_info()[0]], [len(views), max_norm, int(error_if_nonfinite)]
+        [table.buffer_info()[0]], [len(views), max_norm, int(error_if_nonfinite), p]
     )
     return norm
