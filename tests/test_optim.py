@@ -722,6 +722,37 @@ def test_adam_load_state_dict_refuses_a_negative_second_moment(seed):
     assert opt.state_dict()["exp_avg_sq"].tobytes() == sd["exp_avg_sq"].tobytes()
 
 
+# -- params as an iterator (model.parameters()) --------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", sorted(CLASSES))
+def test_params_may_be_an_iterator_read_once(kind, seed):
+    """A generator of tensors (what model.parameters() is) is taken exactly as the list it
+    yields, read once; get_params() and set_params() keep those tensors, not the generator."""
+    r = random.Random(seed)
+    params, grads = small_problem(r, n_tensors=3)
+    twins = [array.array("f", p) for p in params]
+    reads = []
+
+    def once():
+        for p in params:
+            reads.append(p)
+            yield p
+
+    gen = once()
+    opt, plain = CLASSES[kind](gen, lr=0.1), CLASSES[kind](list(twins), lr=0.1)
+    assert reads == params and next(gen, None) is None
+    assert all(a is b for a, b in zip(opt.get_params()["params"], params))
+    for step in range(4):
+        if step == 2:  # rebuilt from the kept list (an exhausted generator would be empty)
+            opt.set_params(lr=0.05)
+            plain.set_params(lr=0.05)
+        opt.step(grads)
+        plain.step(grads)
+        assert hexes(params) == hexes(twins), (kind, step)
+    assert len(reads) == 3
+
+
 # -- clip_grad_norm_ -----------------------------------------------------------------------------
 
 

@@ -38,10 +38,12 @@ from __future__ import annotations
 import array as _pyarray
 import math
 import numbers
+import sys
 import threading
 import weakref
+from collections.abc import Iterator as _Iterator
 
-from . import _backend
+from . import _backend, _reader
 from ._array import Array
 from ._bufcheck import dtype_name
 from ._buffer import zeros
@@ -166,6 +168,23 @@ def _is_buffer(obj: object) -> bool:
         return True
     except (TypeError, ValueError):
         return False
+
+
+def _leaf_view(obj: object, name: str) -> object:
+    """A torch tensor that requires grad as the optimizer can update it: a leaf (a model's
+    parameter) as `obj.detach()`, which shares its storage, so the step writes the parameter in
+    place as torch.optim does under `no_grad`; a non-leaf (the result of an operation) is
+    refused, as torch.optim refuses it. Anything else is returned as it is."""
+    if getattr(obj, "requires_grad", False) is not True or not _reader.is_torch(obj):
+        return obj
+    t: Any = obj
+    if not t.is_leaf:
+        raise ValueError(
+            f"{name}: can't optimize a non-leaf tensor (it requires grad and is the result of "
+            f"an operation, grad_fn={type(t.grad_fn).__name__}); pass the leaf tensors that "
+            f"hold the values, such as model.parameters()"
+        )
+    return t.detach()
 
 
 def _f32_tensor(obj: object, name: str, writable: bool) -> tuple[Array, tuple[int, ...]]:
@@ -322,12 +341,16 @@ class _Optimizer:
     def _setup(self, ctor: dict[str, Any], params: Buffers, hyper: dict[str, Any]) -> None:
         self._ctor = ctor
         tensors = _tensor_list(params, "params")
+        if isinstance(params, _Iterator):
+            # model.parameters() is a generator: keep the list it gave, so that get_params()
+            # and set_params() see the tensors, not an exhausted generator.
+            ctor["params"] = tensors
         if not tensors:
             raise ValueError("params is an empty list; the optimizer needs at least one tensor")
         self._params, self._shapes, self._sizes, self._offsets = [], [], [], []
         off = 0
         for j, obj in enumerate(tensors):
-            arr, shape = _f32_tensor(obj, f"params[{j}]", writable=True)
+            arr, shape = _f32_tensor(_leaf_view(obj, f"params[{j}]"), f"params[{j}]", True)
             self._params.append(arr)
             self._shapes.append(shape)
             self._sizes.append(arr._size)
@@ -342,6 +365,8 @@ class _Optimizer:
         # The one lock of this object: `set_params` keeps it (see there).
         self._lock = getattr(self, "_lock", None) or threading.RLock()
         self._objects = tensors
+        # torch tensors this optimizer writes in place, whose version counters it then bumps.
+        self._torch_params = [t for t in tensors if _reader.is_torch(t)]
         self._n_total = off
         self._hyper = hyper
         self._lr = hyper["lr"]
@@ -594,6 +619,7 @@ class _Optimizer:
             ],
         )
         self._lr = lr
+        self._wrote_params()
         self.total_norm_ = norm if clip else None
         self.clip_coef_ = coef if clip else None
         return norm if clip else None
@@ -601,6 +627,15 @@ class _Optimizer:
     def _sync_params_to_host(self) -> None:
         for arr, off, n in zip(self._params, self._offsets, self._sizes):
             _copy(arr._addr, self._pdev.at(off), n)  # type: ignore[union-attr]  # callers check
+        self._wrote_params()
+
+    def _wrote_params(self) -> None:
+        """Bump the torch parameters' version counters, as a torch in-place op would (torch's
+        `increment_version` is for exactly this: memory written through a data pointer): a
+        graph that saved a parameter before the step then refuses a second backward pass
+        instead of silently using the new values."""
+        if self._torch_params:
+            sys.modules["torch"].autograd.graph.increment_version(self._torch_params)
 
     @_locked
     def step(self, grads: Buffers, max_norm: float | None = None) -> float | None:
@@ -961,8 +996,11 @@ class Adam(_Optimizer):
         """Check the arguments and allocate the moments (zeros).
 
         Args:
-            params: the float32 parameter buffers (one, or a list), updated in place; each
-                its own memory.
+            params: the float32 parameter buffers (one, a list, or any iterable such as
+                a torch `model.parameters()`, read once), updated in place; each its own
+                memory. A torch leaf tensor that requires grad is written through
+                `p.detach()` (the same memory), and its version counter is bumped, as a torch
+                in-place update does.
             lr: the learning rate, >= 0 (float32); a schedule replaces it every step.
             betas: (beta1, beta2), each in [0, 1).
             eps: > 0, added to the denominator.
@@ -978,7 +1016,7 @@ class Adam(_Optimizer):
         Raises:
             TypeError: a parameter that is not a float32 buffer, a wrongly typed argument.
             ValueError: an argument out of range (named as torch names it), empty or
-                overlapping `params`.
+                overlapping `params`, a torch tensor that requires grad and is not a leaf.
         """
         _refuse_kwargs(type(self).__name__, kwargs)
         ctor = dict(
@@ -1029,8 +1067,11 @@ class AdamW(Adam):
         """Check the arguments and allocate the moments (zeros).
 
         Args:
-            params: the float32 parameter buffers (one, or a list), updated in place; each
-                its own memory.
+            params: the float32 parameter buffers (one, a list, or any iterable such as
+                a torch `model.parameters()`, read once), updated in place; each its own
+                memory. A torch leaf tensor that requires grad is written through
+                `p.detach()` (the same memory), and its version counter is bumped, as a torch
+                in-place update does.
             lr: the learning rate, >= 0 (float32); a schedule replaces it every step.
             betas: (beta1, beta2), each in [0, 1).
             eps: > 0, added to the denominator.
@@ -1046,7 +1087,7 @@ class AdamW(Adam):
         Raises:
             TypeError: a parameter that is not a float32 buffer, a wrongly typed argument.
             ValueError: an argument out of range (named as torch names it), empty or
-                overlapping `params`.
+                overlapping `params`, a torch tensor that requires grad and is not a leaf.
         """
         super().__init__(
             params,
@@ -1086,8 +1127,11 @@ class SGD(_Optimizer):
         """Check the arguments and allocate the momentum buffers (zeros).
 
         Args:
-            params: the float32 parameter buffers (one, or a list), updated in place; each
-                its own memory.
+            params: the float32 parameter buffers (one, a list, or any iterable such as
+                a torch `model.parameters()`, read once), updated in place; each its own
+                memory. A torch leaf tensor that requires grad is written through
+                `p.detach()` (the same memory), and its version counter is bumped, as a torch
+                in-place update does.
             lr: the learning rate, >= 0 (float32); a schedule replaces it every step.
             momentum: >= 0 (0: plain SGD).
             dampening: scales the gradient's share of the momentum update.
@@ -1104,7 +1148,7 @@ class SGD(_Optimizer):
         Raises:
             TypeError: a parameter that is not a float32 buffer, a wrongly typed argument.
             ValueError: an argument out of range (named as torch names it), empty or
-                overlapping `params`.
+                overlapping `params`, a torch tensor that requires grad and is not a leaf.
         """
         _refuse_kwargs(type(self).__name__, kwargs)
         ctor = dict(
