@@ -723,6 +723,37 @@ def test_adam_load_state_dict_refuses_a_negative_second_moment(seed):
     assert opt.state_dict()["exp_avg_sq"].tobytes() == sd["exp_avg_sq"].tobytes()
 
 
+# -- params as an iterator (model.parameters()) --------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", sorted(CLASSES))
+def test_params_may_be_an_iterator_read_once(kind, seed):
+    """A generator of tensors (what model.parameters() is) is taken exactly as the list it
+    yields, read once; get_params() and set_params() keep those tensors, not the generator."""
+    r = random.Random(seed)
+    params, grads = small_problem(r, n_tensors=3)
+    twins = [array.array("f", p) for p in params]
+    reads = []
+
+    def once():
+        for p in params:
+            reads.append(p)
+            yield p
+
+    gen = once()
+    opt, plain = CLASSES[kind](gen, lr=0.1), CLASSES[kind](list(twins), lr=0.1)
+    assert reads == params and next(gen, None) is None
+    assert all(a is b for a, b in zip(opt.get_params()["params"], params))
+    for step in range(4):
+        if step == 2:  # rebuilt from the kept list (an exhausted generator would be empty)
+            opt.set_params(lr=0.05)
+            plain.set_params(lr=0.05)
+        opt.step(grads)
+        plain.step(grads)
+        assert hexes(params) == hexes(twins), (kind, step)
+    assert len(reads) == 3
+
+
 # -- clip_grad_norm_ -----------------------------------------------------------------------------
 
 
@@ -737,6 +768,63 @@ def test_clip_grad_norm_matches_the_reference(seed):
     assert clip_grad_norm_([], 1.0) == 0.0
 
 
+NORM_TYPES = (1, 1.1, 1.5, 2.0, 3, 7.25, math.inf)
+
+
+@pytest.mark.parametrize("p", NORM_TYPES)
+def test_clip_grad_norm_p_norms_match_the_reference(p, seed):
+    """Every norm_type gives the bits of docs/ARITHMETIC.md's order (`ref.global_p_norm`, p
+    rounded once to float32: 1.1 is not), for the norm and every scaled gradient, with
+    subnormals and signed zeros among the values."""
+    r = random.Random(seed)
+    for max_norm in (1.0, 1e6):  # a clipping coefficient, and 1
+        grads = [tensor(r, n, 3.0) for n in (0, 5, 17, 40)]
+        want_norm = ref.global_p_norm(lists(grads), f32(p))
+        coef = ref.clip_coefficient(max_norm, want_norm)
+        want = [[f32(x * coef) for x in g] for g in grads]
+        got = clip_grad_norm_(grads, max_norm, norm_type=p)
+        assert hexf(got) == hexf(want_norm), (seed, p, got, want_norm)
+        assert hexes(grads) == hexes(want), (seed, p)
+
+
+def test_clip_grad_norm_p_two_is_the_default_bit_for_bit(seed):
+    r = random.Random(seed)
+    grads = [tensor(r, n, 3.0) for n in (3, 33)]
+    copy = [array.array("f", g) for g in grads]
+    assert ref.global_p_norm(lists(grads), 2.0) == ref.global_norm(lists(grads))
+    assert hexf(clip_grad_norm_(grads, 0.5)) == hexf(clip_grad_norm_(copy, 0.5, norm_type=2))
+    assert hexes(grads) == hexes(copy)
+
+
+@pytest.mark.parametrize("p", NORM_TYPES)
+def test_clip_grad_norm_non_finite_gradients_for_every_norm_type(p, seed):
+    r = random.Random(seed)
+    grads = [tensor(r, 6), tensor(r, 3)]
+    grads[1][2] = math.nan
+    before = hexes(grads)
+    with pytest.raises(ValueError, match="gradient 1 is not finite at index 2"):
+        clip_grad_norm_(grads, 1.0, norm_type=p)  # our default: refused, nothing written
+    assert hexes(grads) == before
+    # error_if_nonfinite=False is torch's behaviour: an infinity gives an infinite norm and a
+    # coefficient of 0 (finite values become ±0, the infinity NaN); a NaN makes everything NaN.
+    grads[1][2] = -math.inf
+    assert clip_grad_norm_(grads, 1.0, norm_type=p, error_if_nonfinite=False) == math.inf
+    assert all(x == 0.0 for x in grads[0]) and math.isnan(grads[1][2])
+    grads = [tensor(r, 9), array.array("f", [1.0, math.nan])]
+    assert math.isnan(clip_grad_norm_(grads, 1.0, norm_type=p, error_if_nonfinite=False))
+    assert all(math.isnan(x) for g in grads for x in g)
+
+
+def test_clip_grad_norm_refuses_an_overflowing_sum_by_name():
+    g = [array.array("f", [3e38, -3e38])]
+    before = hexes(g)
+    for p, what in ((1, r"the sum of \|g\|"), (2, "the sum of squares"), (3, r"\|g\|\^p")):
+        with pytest.raises(ValueError, match=f"norm is not finite.*{what} overflows float32"):
+            clip_grad_norm_(g, 1.0, norm_type=p)
+        assert hexes(g) == before
+    assert clip_grad_norm_(g, 1.0, norm_type=math.inf) == f32(3e38)  # a max cannot overflow
+
+
 def test_clip_grad_norm_refusals_change_nothing(seed):
     r = random.Random(seed)
     grads = [tensor(r, 6), tensor(r, 3)]
@@ -745,8 +833,15 @@ def test_clip_grad_norm_refusals_change_nothing(seed):
     for kwargs, exc, match in [
         (dict(max_norm=1.0), ValueError, "gradient 1 is not finite"),
         (dict(max_norm=-1.0), ValueError, "max_norm"),
-        (dict(max_norm=1.0, norm_type=1.0), ValueError, "norm_type"),
-        (dict(max_norm=1.0, norm_type=math.inf), ValueError, "norm_type"),
+        (dict(max_norm=1.0, norm_type=0.5), ValueError, r"Invalid norm_type: 0\.5; expected"),
+        (dict(max_norm=1.0, norm_type=0), ValueError, "Invalid norm_type: 0;"),
+        (dict(max_norm=1.0, norm_type=-2.0), ValueError, "Invalid norm_type"),
+        (dict(max_norm=1.0, norm_type=math.nan), ValueError, "Invalid norm_type: nan"),
+        (dict(max_norm=1.0, norm_type=-math.inf), ValueError, "Invalid norm_type: -inf"),
+        (dict(max_norm=1.0, norm_type=1e39), ValueError, "norm_type: 1e.39 .it rounds to inf"),
+        (dict(max_norm=1.0, norm_type="inf"), TypeError, "norm_type must be a real number"),
+        (dict(max_norm=1.0, norm_type=True), TypeError, "norm_type must be a real number"),
+        (dict(max_norm=1.0, norm_type=None), TypeError, "norm_type must be a real number"),
         (dict(max_norm=1.0, error_if_nonfinite=0), TypeError, "error_if_nonfinite"),
     ]:
         with pytest.raises(exc, match=match):
@@ -775,7 +870,8 @@ def _addr(a):
     [
         ("optim_step", 4, 15),
         ("optim_step", 5, 14),
-        ("optim_clip_grad_norm", 0, 3),
+        ("optim_clip_grad_norm", 0, 4),
+        ("optim_clip_grad_norm", 1, 3),
         ("optim_tree_sum", 2, 1),
         ("optim_resident_alloc", 1, 1),
         ("optim_resident_free", 1, 1),
@@ -887,7 +983,13 @@ def test_tree_sum_and_copy_write_nothing_outside_and_refuse_bad_calls(seed):
     with pytest.raises(ValueError, match="optim_resident_alloc: n"):
         b.optim_resident_alloc([], [-1])
     with pytest.raises(ValueError, match="optim_clip_grad_norm: tensor 0 has a negative size"):
-        b.optim_clip_grad_norm([_addr(array.array("q", [_addr(srcs[0]), -3]))], [1, 1.0, 1])
+        b.optim_clip_grad_norm([_addr(array.array("q", [_addr(srcs[0]), -3]))], [1, 1.0, 1, 2.0])
+    g = tensor(r, 4)
+    before = hexes([g])
+    for p in (0.5, 0.0, -math.inf, math.nan):
+        with pytest.raises(ValueError, match="optim_clip_grad_norm: norm_type"):
+            b.optim_clip_grad_norm([_addr(array.array("q", [_addr(g), 4]))], [1, 1.0, 1, p])
+    assert hexes([g]) == before
 
 
 # -- fast mode ---------------------------------------------------------------------------------
@@ -927,6 +1029,42 @@ def test_fast_mode_stays_within_the_stated_bound_of_identical(seed):
     )
     assert out.returncode == 0, out.stderr
     assert float(out.stdout.strip()) < 1e-4, f"seed {seed}: {out.stdout}"
+
+
+_FAST_NORMS = r"""
+import array, math, random, sys
+sys.path.insert(0, sys.argv[1])
+from mojolearn._runtime import backend as _backend
+from mojolearn.optim import clip_grad_norm_
+from tests.reference import optim as ref
+from tests.reference.f32 import f32
+assert _backend.numeric_mode_used() == "fast"
+r = random.Random(int(sys.argv[2]))
+worst = 0.0
+for _ in range(20):
+    for p in (1, 1.5, 2.0, 3, 7.25, math.inf):
+        grads = [array.array("f", [r.gauss(0, 3) for _ in range(n)]) for n in (37, 5, 100)]
+        want = ref.global_p_norm([list(g) for g in grads], f32(p))
+        got = clip_grad_norm_(grads, 1e9, norm_type=p)
+        assert p != math.inf or got == want, (got, want)  # a max is exact in every mode
+        worst = max(worst, abs(got - want) / want)
+print(worst)
+"""
+
+
+def test_fast_mode_norms_stay_within_the_stated_bound_of_identical(seed):
+    """Fast mode sums in SIMD lanes and may contract exp32/log32: every p-norm stays within
+    1e-5 relative of the identical-mode reference (measured 6e-7); the max-abs norm is exact."""
+    env = dict(os.environ, MOJOLEARN_NUMERIC_MODE="fast")
+    out = subprocess.run(
+        [sys.executable, "-c", _FAST_NORMS, ROOT, str(seed)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout.strip()) < 1e-5, f"seed {seed}: {out.stdout}"
 
 
 # ---------------------------------------------------------------- review regressions

@@ -78,12 +78,15 @@ def test_matmul_cross_entropy_and_clipping_take_torch_tensors():
 
 
 def test_refusals_name_the_tensor_problem():
+    # A leaf that requires grad (a model's parameter) is updated through p.detach(); the result
+    # of an operation is not a parameter (tests/test_optim_torch.py trains a model).
+    with pytest.raises(ValueError, match=r"params\[0\]: can't optimize a non-leaf tensor"):
+        ml.AdamW([torch.ones(3, requires_grad=True) + 1])
     with pytest.raises(
         TypeError,
-        match=r"params\[0\]: from_dlpack: Tensor refused to export "
-        r".*require gradient.*p.detach\(\)",
+        match=r"grads\[0\]: from_dlpack: Tensor refused to export .*require gradient.*p.detach",
     ):
-        ml.AdamW([torch.ones(3, requires_grad=True)])
+        ml.AdamW([torch.ones(3, requires_grad=True)]).step([torch.ones(3, requires_grad=True)])
     with pytest.raises(TypeError, match=r"X must be float32, got float64"):
         ml.MLPTrainer([4, 2], data_schedule={"a": 1}).train_step(
             torch.ones(2, 4, dtype=torch.float64), torch.tensor([0, 1])

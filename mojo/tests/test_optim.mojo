@@ -1,7 +1,8 @@
 # Optimizer math: Adam/AdamW and SGD SIMD updates against plain scalar loops written from
 # docs/ARITHMETIC.md (bit patterns, zero tolerance), on random sizes that leave SIMD tails,
 # random hyperparameters including 0, tiny eps and subnormal gradients; bias corrections,
-# sum of squares, clip coefficient and the balanced tree sum against scalar references.
+# sum of squares, the p-norms (1, 2, other p, inf), clip coefficient and the balanced tree sum
+# against scalar references.
 # Run: mojo run -I mojo --fp-mode contract=off mojo/tests/test_optim.mojo
 from std.math import sqrt
 from std.memory import bitcast
@@ -10,9 +11,12 @@ from std.testing import TestSuite, assert_equal, assert_true
 from std.time import perf_counter_ns
 
 from training.config import F32P, I64P
-from training.optim import (adam_scalars, adam_update, adam_update_into, bias_correction,
-                            bias_corrections, clip_coefficient, pow_by_squaring, sgd_update,
-                            sum_squares, tree_sum)
+from std.utils.numerics import inf, isnan, nan
+from training.optim import (NORM_ABS, NORM_POWER, GradNorm, adam_scalars, adam_update,
+                            adam_update_into, bias_correction, bias_corrections,
+                            clip_coefficient, max_abs, pow_by_squaring, sgd_update, sum_squares,
+                            sum_terms, tree_sum)
+from training.portable_math import exp32_scalar, log32_scalar
 
 
 def fresh_seed() -> Int:
@@ -301,6 +305,95 @@ def test_sum_squares_is_sequential() raises:
             var sq: Float32 = g[i] * g[i]
             acc = acc + sq
         assert_equal(bits(sum_squares(ptr(g), n)), bits(acc), String("seed ", s, " n ", n))
+
+
+def ref_norm(tensors: List[List[Float32]], p: Float32) -> Float32:
+    """The p-norm of docs/ARITHMETIC.md, one scalar operation at a time: per tensor a sum of
+    terms ascending from +0, the sums added in tensor order from +0, then one root (inf: the
+    max |g|)."""
+    var total = Float32(0.0)
+    for j in range(len(tensors)):
+        var s = Float32(0.0)
+        for i in range(len(tensors[j])):
+            var x = abs(tensors[j][i])
+            if p == inf[DType.float32]():
+                if x > s:
+                    s = x
+            elif p == Float32(1.0):
+                s = s + x
+            elif p == Float32(2.0):
+                var sq: Float32 = x * x
+                s = s + sq
+            else:
+                var y: Float32 = p * log32_scalar(x)
+                s = s + exp32_scalar(y)
+        if p == inf[DType.float32]():
+            if s > total:
+                total = s
+        else:
+            total = total + s
+    if p == inf[DType.float32]() or p == Float32(1.0):
+        return total
+    if p == Float32(2.0):
+        return sqrt(total)
+    var l: Float32 = log32_scalar(total) / p
+    return exp32_scalar(l)
+
+
+def test_grad_norm_matches_the_scalar_order() raises:
+    var s = fresh_seed()
+    for p in [Float32(1.0), Float32(1.5), Float32(2.0), Float32(3.0), Float32(7.25),
+              inf[DType.float32]()]:
+        for _ in range(20):
+            var tensors = List[List[Float32]]()
+            var acc = GradNorm(p)
+            for _ in range(Int(random_ui64(0, 4))):
+                var g = List[Float32](length=Int(random_ui64(0, 40)), fill=0)
+                fill(g, 10.0)
+                acc.add(ptr(g), len(g))
+                tensors.append(g^)
+            assert_equal(bits(acc.value()), bits(ref_norm(tensors, p)),
+                         String("seed ", s, " p ", p))
+
+
+def test_sum_terms_and_max_abs_per_tensor() raises:
+    var s = fresh_seed()
+    for n in range(0, 40):
+        var g = List[Float32](length=n, fill=0)
+        fill(g, 10.0)
+        var one = List[List[Float32]]()
+        one.append(g.copy())
+        assert_equal(bits(sum_terms[NORM_ABS](ptr(g), n)), bits(ref_norm(one, 1.0)),
+                     String("seed ", s, " n ", n))
+        assert_equal(bits(max_abs(ptr(g), n)), bits(ref_norm(one, inf[DType.float32]())),
+                     String("seed ", s, " n ", n))
+        var y = List[List[Float32]]()
+        y.append(g.copy())
+        var t = Float32(0.0)
+        for i in range(n):
+            var e: Float32 = exp32_scalar(Float32(2.5) * log32_scalar(abs(g[i])))
+            t = t + e
+        assert_equal(bits(sum_terms[NORM_POWER](ptr(g), n, Float32(2.5))), bits(t),
+                     String("seed ", s, " n ", n))
+
+
+def test_norms_of_non_finite_gradients() raises:
+    # A NaN anywhere makes every norm NaN (max_abs too, in any position); an inf makes it inf.
+    for n in [1, 7, 8, 9, 33]:
+        for at in range(n):
+            var g = List[Float32](length=n, fill=Float32(0.5))
+            g[at] = nan[DType.float32]()
+            for p in [Float32(1.0), Float32(2.0), Float32(3.0), inf[DType.float32]()]:
+                var acc = GradNorm(p)
+                acc.add(ptr(g), n)
+                assert_true(isnan(acc.value()), String("n ", n, " at ", at, " p ", p))
+            g[at] = -inf[DType.float32]()
+            for p in [Float32(1.0), Float32(2.0), Float32(3.0), inf[DType.float32]()]:
+                var acc = GradNorm(p)
+                acc.add(ptr(g), n)
+                assert_equal(acc.value(), inf[DType.float32](), String("n ", n, " p ", p))
+    var none = GradNorm(Float32(3.0))
+    assert_equal(bits(none.value()), bits(Float32(0.0)))
 
 
 def test_clip_coefficient_clamps() raises:

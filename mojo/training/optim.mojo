@@ -1,5 +1,6 @@
-"""Optimizer math: Adam / AdamW / SGD elementwise updates, bias corrections, the global L2
-gradient norm and clip coefficient, and the balanced-tree microbatch combination.
+"""Optimizer math: Adam / AdamW / SGD elementwise updates, bias corrections, the global
+gradient p-norm (L2 in a step; 1, any finite p and infinity in `clip_grad_norm_`) and clip
+coefficient, and the balanced-tree microbatch combination.
 
 Specs: https://pytorch.org/docs/stable/generated/torch.optim.Adam.html, `AdamW`, `SGD`, and
 `torch.nn.utils.clip_grad_norm_`. The operation order is ours, fixed by docs/ARITHMETIC.md
@@ -14,6 +15,9 @@ Public signatures (the fused MLP step imports the first two; keep them stable):
     sgd_update(p, g, buf, n, lr, momentum, dampening, weight_decay, nesterov, maximize,
                buf_initialized)                                   in place on p, buf; reads g
     sum_squares(g, n) -> Float32                                 sequential, ascending, from +0
+    sum_terms[kind](g, n, p) -> Float32                          Σ |g|, g·g or |g|^p, as sum_squares
+    max_abs(g, n) -> Float32                                     max |g| (exact; NaN wins)
+    GradNorm(p): add(g, n) per tensor in order, then value()     the global p-norm, p in [1, inf]
     clip_coefficient(max_norm, norm) -> Float32                  min(max_norm / (norm + 1e-6), 1)
     scale_inplace(g, n, c)                                       g = g * c
     tree_sum(srcs, count, dst, n)                                balanced tree over `count` sources
@@ -32,16 +36,20 @@ Per element, in this order (identical mode: one IEEE binary32 operation each, no
            tensor, else buf = mu * buf + (1 - dampening) * g; nesterov g = g + mu * buf, else
            g = buf; then p = p - lr * g
 Every update is elementwise, so SIMD across elements gives the scalar loop's bits. Only the
-reductions (`sum_squares`) differ between modes: sequential in identical, SIMD lanes in fast.
+sums of the norms (`sum_terms`) differ between modes: sequential in identical, SIMD lanes in
+fast (`max_abs` is exact either way). |g|^p is `exp32(p · log32(|g|))`, the project's own
+float32 exp and log (training/portable_math.mojo), never a libm `pow`.
 The square roots go through `training.fp.sqrt_rn`: correctly rounded on the host and, when a
 GPU kernel (the fused MLP step) calls this code, on the device too.
 """
 from std.memory import bitcast
 from std.sys import simd_width_of
+from std.utils.numerics import inf
 
 from training.checks import is_finite32
 from training.config import F32P, I64P, IDENTICAL
 from training.fp import sqrt64_rn, sqrt_rn
+from training.portable_math import exp32, exp32_scalar, log32, log32_scalar
 
 comptime W = 8  # lanes of the fast-mode reductions (their bits depend on it)
 # Lanes of the elementwise updates (any width gives the scalar loop's bits): the target's
@@ -287,27 +295,114 @@ def sgd_update(p: F32P, g: F32P, buf: F32P, n: Int, lr: Float64, momentum: Float
 # Gradient norm, clipping
 
 
-def sum_squares(g: F32P, n: Int) -> Float32:
-    """Σ g[i]·g[i]. Identical: `acc = +0; acc = acc + g*g`, i ascending. Fast: SIMD lanes."""
+# How an element enters a p-norm's sum (p = infinity takes `max_abs` instead).
+comptime NORM_ABS = 1  # |g|                      p = 1
+comptime NORM_SQUARE = 2  # g·g                   p = 2
+comptime NORM_POWER = 3  # exp32(p·log32(|g|))    any other finite p > 1
+
+
+@always_inline
+def _norm_term[kind: Int, w: Int](x: SIMD[DType.float32, w], p: Float32) -> SIMD[DType.float32, w]:
+    comptime if kind == NORM_ABS:
+        return abs(x)
+    elif kind == NORM_SQUARE:
+        return x * x
+    else:
+        # |g|^p with the project's exp32/log32 (no libm pow): log32(+0) = -inf, p·(-inf) = -inf
+        # and exp32(-inf) = +0, so a zero needs no branch; a NaN stays NaN.
+        return exp32[w](p * log32[w](abs(x)))
+
+
+def sum_terms[kind: Int](g: F32P, n: Int, p: Float32 = Float32(2.0)) -> Float32:
+    """Σ term(g[i]) with term |g|, g·g or |g|^p (`kind`). Identical: `acc = +0; acc = acc +
+    term(g[i])`, i ascending (the terms of W elements are formed together, each lane the scalar
+    form's bits, then added one by one). Fast: W lanes, then their sum, then the tail."""
     comptime if IDENTICAL:
         var acc = Float32(0.0)
-        for i in range(n):
-            var x = g[unsafe_offset=i]
-            acc = acc + x * x
+        var i = 0
+        while i + W <= n:
+            var t = _norm_term[kind, W](g.unsafe_load[width=W](i), p)
+            comptime for k in range(W):
+                acc = acc + t[k]
+            i += W
+        while i < n:
+            acc = acc + _norm_term[kind, 1](SIMD[DType.float32, 1](g[unsafe_offset=i]), p)[0]
+            i += 1
         return acc
     else:
         var lanes = SIMD[DType.float32, W](0.0)
         var i = 0
         while i + W <= n:
-            var x = g.unsafe_load[width=W](i)
-            lanes = lanes + x * x
+            lanes = lanes + _norm_term[kind, W](g.unsafe_load[width=W](i), p)
             i += W
         var acc = lanes.reduce_add()
         while i < n:
-            var x = g[unsafe_offset=i]
-            acc = acc + x * x
+            acc = acc + _norm_term[kind, 1](SIMD[DType.float32, 1](g[unsafe_offset=i]), p)[0]
             i += 1
         return acc
+
+
+def sum_squares(g: F32P, n: Int) -> Float32:
+    """Σ g[i]·g[i]. Identical: `acc = +0; acc = acc + g*g`, i ascending. Fast: SIMD lanes."""
+    return sum_terms[NORM_SQUARE](g, n)
+
+
+comptime MAGNITUDE = UInt32(0x7FFFFFFF)
+
+
+def max_abs(g: F32P, n: Int) -> Float32:
+    """max |g[i]| from +0, taken on the bit patterns: |x|'s bits order as its value does and
+    every NaN's lie above +inf's, so a NaN anywhere gives a NaN (as torch's max). Exact: every
+    order, width and mode gives the same bits."""
+    var lanes = SIMD[DType.uint32, W](0)
+    var i = 0
+    while i + W <= n:
+        lanes = max(lanes, bitcast[DType.uint32, W](g.unsafe_load[width=W](i)) & MAGNITUDE)
+        i += W
+    var m = lanes.reduce_max()
+    while i < n:
+        m = max(m, bitcast[DType.uint32, 1](g[unsafe_offset=i]) & MAGNITUDE)
+        i += 1
+    return bitcast[DType.float32, 1](m)
+
+
+struct GradNorm(ImplicitlyCopyable):
+    """The global p-norm of tensors taken in order: `add(g, n)` for each, then `value()`.
+
+    p = +inf: the max of the tensors' `max_abs`. Finite p: `total = +0; total = total + s_j`
+    over tensors in order, s_j = `sum_terms` of tensor j; then the root: `total` (p = 1),
+    `sqrt(total)` (p = 2), else `exp32(log32(total) / p)`. This is torch's p-norm of the
+    per-tensor p-norms in exact arithmetic, with one root instead of one per tensor.
+    """
+
+    var p: Float32
+    var total: Float32
+
+    def __init__(out self, p: Float32):
+        """Start an empty norm of order `p` (+inf, or a finite p >= 1)."""
+        self.p = p
+        self.total = Float32(0.0)
+
+    def add(mut self, g: F32P, n: Int):
+        """Take in the `n` values at `g`, the next tensor in order."""
+        if self.p == inf[DType.float32]():
+            var m = max_abs(g, n)
+            self.total = bitcast[DType.float32, 1](max(bitcast[DType.uint32, 1](self.total),
+                                                       bitcast[DType.uint32, 1](m)))
+        elif self.p == Float32(1.0):
+            self.total = self.total + sum_terms[NORM_ABS](g, n)
+        elif self.p == Float32(2.0):
+            self.total = self.total + sum_terms[NORM_SQUARE](g, n)
+        else:
+            self.total = self.total + sum_terms[NORM_POWER](g, n, self.p)
+
+    def value(self) -> Float32:
+        """The norm of everything added so far (+0 for nothing)."""
+        if self.p == inf[DType.float32]() or self.p == Float32(1.0):
+            return self.total
+        if self.p == Float32(2.0):
+            return sqrt_rn[1](self.total)[0]
+        return exp32_scalar(log32_scalar(self.total) / self.p)
 
 
 def scale_inplace(g: F32P, n: Int, c: Float32):

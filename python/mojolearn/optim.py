@@ -38,9 +38,12 @@ from __future__ import annotations
 import array as _pyarray
 import math
 import numbers
+import sys
 import threading
 import weakref
+from collections.abc import Iterator as _Iterator
 
+from ._buffers import reader as _reader
 from ._buffers.alloc import zeros
 from ._buffers.array import Array
 from ._buffers.formats import dtype_name
@@ -166,6 +169,23 @@ def _is_buffer(obj: object) -> bool:
         return True
     except (TypeError, ValueError):
         return False
+
+
+def _leaf_view(obj: object, name: str) -> object:
+    """A torch tensor that requires grad as the optimizer can update it: a leaf (a model's
+    parameter) as `obj.detach()`, which shares its storage, so the step writes the parameter in
+    place as torch.optim does under `no_grad`; a non-leaf (the result of an operation) is
+    refused, as torch.optim refuses it. Anything else is returned as it is."""
+    if getattr(obj, "requires_grad", False) is not True or not _reader.is_torch(obj):
+        return obj
+    t: Any = obj
+    if not t.is_leaf:
+        raise ValueError(
+            f"{name}: can't optimize a non-leaf tensor (it requires grad and is the result of "
+            f"an operation, grad_fn={type(t.grad_fn).__name__}); pass the leaf tensors that "
+            f"hold the values, such as model.parameters()"
+        )
+    return t.detach()
 
 
 def _f32_tensor(obj: object, name: str, writable: bool) -> tuple[Array, tuple[int, ...]]:
@@ -322,12 +342,16 @@ class _Optimizer:
     def _setup(self, ctor: dict[str, Any], params: Buffers, hyper: dict[str, Any]) -> None:
         self._ctor = ctor
         tensors = _tensor_list(params, "params")
+        if isinstance(params, _Iterator):
+            # model.parameters() is a generator: keep the list it gave, so that get_params()
+            # and set_params() see the tensors, not an exhausted generator.
+            ctor["params"] = tensors
         if not tensors:
             raise ValueError("params is an empty list; the optimizer needs at least one tensor")
         self._params, self._shapes, self._sizes, self._offsets = [], [], [], []
         off = 0
         for j, obj in enumerate(tensors):
-            arr, shape = _f32_tensor(obj, f"params[{j}]", writable=True)
+            arr, shape = _f32_tensor(_leaf_view(obj, f"params[{j}]"), f"params[{j}]", True)
             self._params.append(arr)
             self._shapes.append(shape)
             self._sizes.append(arr._size)
@@ -342,6 +366,8 @@ class _Optimizer:
         # The one lock of this object: `set_params` keeps it (see there).
         self._lock = getattr(self, "_lock", None) or threading.RLock()
         self._objects = tensors
+        # torch tensors this optimizer writes in place, whose version counters it then bumps.
+        self._torch_params = [t for t in tensors if _reader.is_torch(t)]
         self._n_total = off
         self._hyper = hyper
         self._lr = hyper["lr"]
@@ -594,6 +620,7 @@ class _Optimizer:
             ],
         )
         self._lr = lr
+        self._wrote_params()
         self.total_norm_ = norm if clip else None
         self.clip_coef_ = coef if clip else None
         return norm if clip else None
@@ -601,6 +628,15 @@ class _Optimizer:
     def _sync_params_to_host(self) -> None:
         for arr, off, n in zip(self._params, self._offsets, self._sizes):
             _copy(arr._addr, self._pdev.at(off), n)  # type: ignore[union-attr]  # callers check
+        self._wrote_params()
+
+    def _wrote_params(self) -> None:
+        """Bump the torch parameters' version counters, as a torch in-place op would (torch's
+        `increment_version` is for exactly this: memory written through a data pointer): a
+        graph that saved a parameter before the step then refuses a second backward pass
+        instead of silently using the new values."""
+        if self._torch_params:
+            sys.modules["torch"].autograd.graph.increment_version(self._torch_params)
 
     @_locked
     def step(self, grads: Buffers, max_norm: float | None = None) -> float | None:
@@ -961,8 +997,11 @@ class Adam(_Optimizer):
         """Check the arguments and allocate the moments (zeros).
 
         Args:
-            params: the float32 parameter buffers (one, or a list), updated in place; each
-                its own memory.
+            params: the float32 parameter buffers (one, a list, or any iterable such as
+                a torch `model.parameters()`, read once), updated in place; each its own
+                memory. A torch leaf tensor that requires grad is written through
+                `p.detach()` (the same memory), and its version counter is bumped, as a torch
+                in-place update does.
             lr: the learning rate, >= 0 (float32); a schedule replaces it every step.
             betas: (beta1, beta2), each in [0, 1).
             eps: > 0, added to the denominator.
@@ -978,7 +1017,7 @@ class Adam(_Optimizer):
         Raises:
             TypeError: a parameter that is not a float32 buffer, a wrongly typed argument.
             ValueError: an argument out of range (named as torch names it), empty or
-                overlapping `params`.
+                overlapping `params`, a torch tensor that requires grad and is not a leaf.
         """
         _refuse_kwargs(type(self).__name__, kwargs)
         ctor = dict(
@@ -1029,8 +1068,11 @@ class AdamW(Adam):
         """Check the arguments and allocate the moments (zeros).
 
         Args:
-            params: the float32 parameter buffers (one, or a list), updated in place; each
-                its own memory.
+            params: the float32 parameter buffers (one, a list, or any iterable such as
+                a torch `model.parameters()`, read once), updated in place; each its own
+                memory. A torch leaf tensor that requires grad is written through
+                `p.detach()` (the same memory), and its version counter is bumped, as a torch
+                in-place update does.
             lr: the learning rate, >= 0 (float32); a schedule replaces it every step.
             betas: (beta1, beta2), each in [0, 1).
             eps: > 0, added to the denominator.
@@ -1046,7 +1088,7 @@ class AdamW(Adam):
         Raises:
             TypeError: a parameter that is not a float32 buffer, a wrongly typed argument.
             ValueError: an argument out of range (named as torch names it), empty or
-                overlapping `params`.
+                overlapping `params`, a torch tensor that requires grad and is not a leaf.
         """
         super().__init__(
             params,
@@ -1086,8 +1128,11 @@ class SGD(_Optimizer):
         """Check the arguments and allocate the momentum buffers (zeros).
 
         Args:
-            params: the float32 parameter buffers (one, or a list), updated in place; each
-                its own memory.
+            params: the float32 parameter buffers (one, a list, or any iterable such as
+                a torch `model.parameters()`, read once), updated in place; each its own
+                memory. A torch leaf tensor that requires grad is written through
+                `p.detach()` (the same memory), and its version counter is bumped, as a torch
+                in-place update does.
             lr: the learning rate, >= 0 (float32); a schedule replaces it every step.
             momentum: >= 0 (0: plain SGD).
             dampening: scales the gradient's share of the momentum update.
@@ -1104,7 +1149,7 @@ class SGD(_Optimizer):
         Raises:
             TypeError: a parameter that is not a float32 buffer, a wrongly typed argument.
             ValueError: an argument out of range (named as torch names it), empty or
-                overlapping `params`.
+                overlapping `params`, a torch tensor that requires grad and is not a leaf.
         """
         _refuse_kwargs(type(self).__name__, kwargs)
         ctor = dict(
@@ -1134,20 +1179,47 @@ class SGD(_Optimizer):
         self._setup(ctor, params, hyper)
 
 
+def _norm_type(value: object) -> float:
+    """`norm_type` as the binding takes it: +inf, or a finite p >= 1 rounded to float32 (the
+    per-element `p · log32(|g|)` and the root use the rounded value; 1 and 2 pick their own
+    sums by it)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"clip_grad_norm_: norm_type must be a real number (a p >= 1, or float('inf') "
+            f"for the max-abs norm), got {type(value).__name__}"
+        )
+    p = float(value)
+    if p == math.inf:
+        return p
+    r = round_f32(p) if math.isfinite(p) else p
+    if not (p >= 1.0 and math.isfinite(r)):  # NaN fails the comparison
+        why = " (it rounds to inf in float32)" if math.isfinite(p) and p >= 1.0 else ""
+        raise ValueError(
+            f"Invalid norm_type: {value!r}{why}; expected a p-norm order p >= 1 (finite) or "
+            f"float('inf')"
+        )
+    return r
+
+
 def clip_grad_norm_(
     grads: Buffers, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = True
 ) -> float:
     """`torch.nn.utils.clip_grad_norm_` over float32 buffers, in place.
 
-    The global L2 norm over all gradients in order (per tensor a sequential sum of g*g, then a
-    sequential sum over tensors, then sqrt); `coef = min(max_norm / (norm + 1e-6), 1)`; every
-    gradient is multiplied by `coef` in place.
+    The global p-norm over all gradients, as torch's (the p-norm of the per-tensor p-norms, in
+    exact arithmetic), in a fixed order (docs/ARITHMETIC.md): p = 2 (the default) per tensor a
+    sequential sum of g*g, then a sequential sum over tensors, then sqrt; p = 1 the same with
+    |g|; another finite p with |g|^p = exp32(p * log32(|g|)) and the root exp32(log32(total) /
+    p), the project's own float32 exp and log; p = inf the max |g|. Then
+    `coef = min(max_norm / (norm + 1e-6), 1)` and every gradient is multiplied by `coef` in
+    place. In identical mode the result is the same bits on every machine.
 
     Args:
         grads: writable float32 buffers (one, or a list).
         max_norm: > 0 (0 is a ValueError, as in the reference; torch would scale every
             gradient to zero).
-        norm_type: 2.0 only.
+        norm_type: the order p of the norm: a real number >= 1 (rounded to float32), or
+            `float('inf')` for the max-abs norm.
         error_if_nonfinite: True (our default; torch's is False) refuses a non-finite
             gradient or norm with ValueError before anything is written. False behaves as
             torch: the norm is computed as is (inf or NaN) and the gradients are scaled by the
@@ -1157,27 +1229,29 @@ def clip_grad_norm_(
         The pre-clip norm (0.0 for no gradients).
 
     Raises:
-        TypeError: a gradient that is not a writable float32 buffer.
-        ValueError: a bad `max_norm` or `norm_type`, a non-finite norm (see
-            `error_if_nonfinite`).
+        TypeError: a gradient that is not a writable float32 buffer, a `norm_type` that is
+            not a real number.
+        ValueError: a bad `max_norm` or `norm_type` (below 1, NaN, -inf), a non-finite norm
+            (see `error_if_nonfinite`).
+
+    Example:
+        >>> g = [mojolearn.Array([3.0, -4.0]), mojolearn.Array([1.0])]
+        >>> mojolearn.clip_grad_norm_(g, 1.0, norm_type=float("inf"))
+        4.0
     """
     max_norm = _f32_hyper("max_norm", max_norm, lo_open=True)
-    if (
-        isinstance(norm_type, bool)
-        or not isinstance(norm_type, numbers.Real)
-        or float(norm_type) != 2.0
-    ):
-        raise ValueError(f"clip_grad_norm_: only norm_type=2.0 is supported, got {norm_type!r}")
+    p = _norm_type(norm_type)
     _bool("error_if_nonfinite", error_if_nonfinite)
     tensors = _tensor_list(grads, "grads")
     views = [_f32_view(g, f"grads[{j}]", writable=True) for j, g in enumerate(tensors)]
     if not views:
         return 0.0
-    table = []
+    table: Any = []  # the list, then the int64 array of it
     for _, addr, shape in views:
         table += (addr, math.prod(shape))
     table = _addresses(table)
+    norm: float
     norm, _ = _binding().optim_clip_grad_norm(
-        [table.buffer_info()[0]], [len(views), max_norm, int(error_if_nonfinite)]
+        [table.buffer_info()[0]], [len(views), max_norm, int(error_if_nonfinite), p]
     )
     return norm

@@ -9,14 +9,16 @@ floats, not rounded to float32 first) and each is rounded once to float32 by `f3
 element's arithmetic are `f32` of the given value. Per element every value is a Python float
 holding a float32, and each binary32 operation is one double operation rounded by `f32`, which
 is the correctly rounded float32 result, in the same order as profile v1. The gradient norm,
-the clip coefficient and the tree sum are profile v1's, unchanged. Tensors are lists of
-floats, a step works on lists of tensors. Refusals mirror the binding: a non-finite gradient or
+the clip coefficient and the tree sum are profile v1's, unchanged; the other p-norms of
+`clip_grad_norm_` (`global_p_norm`) use the portable exp32/log32 of `portable_math`. Tensors
+are lists of floats, a step works on lists of tensors. Refusals mirror the binding: a non-finite gradient or
 norm raises ValueError, a non-finite result RuntimeError, and nothing is returned.
 """
 
 import math
 
 from tests.reference.f32 import f32
+from tests.reference.portable_math import exp32, log32
 
 CLIP_EPS = f32(1e-6)
 
@@ -55,6 +57,34 @@ def global_norm(grads):
     for g in grads:
         total = f32(total + sum_squares(g))
     return f32(math.sqrt(total)) if total != math.inf else math.inf
+
+
+def global_p_norm(grads, p):
+    """The global p-norm of `clip_grad_norm_` (p a float32 value >= 1, or inf): p = inf the max
+    |g| over everything (a NaN anywhere gives NaN); otherwise per tensor `s = +0; s = s +
+    term(g)`, ascending, the sums added in tensor order from +0, then the root. term: |g|
+    (p = 1), g*g (p = 2), exp32(p * log32(|g|)) (other p); root: none, sqrt,
+    exp32(log32(total) / p). p = 2 is `global_norm`, bit for bit."""
+    if p == math.inf:
+        flat = [abs(x) for g in grads for x in g]
+        return math.nan if any(map(math.isnan, flat)) else max(flat, default=0.0)
+    total = 0.0
+    for g in grads:
+        s = 0.0
+        for x in g:
+            if p == 1.0:
+                t = abs(x)
+            elif p == 2.0:
+                t = f32(x * x)
+            else:
+                t = exp32(f32(p * log32(abs(x))))
+            s = f32(s + t)
+        total = f32(total + s)
+    if p == 1.0:
+        return total
+    if p == 2.0:
+        return f32(math.sqrt(total)) if total != math.inf else math.inf
+    return exp32(f32(log32(total) / p))
 
 
 def clip_coefficient(max_norm, norm):

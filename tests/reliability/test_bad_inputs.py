@@ -704,9 +704,21 @@ ROWS = [
     ),
     (
         "clip_grad_norm_/norm_type",
-        lambda e: ml.clip_grad_norm_(e.grads, 1.0, norm_type=1.0),
+        lambda e: ml.clip_grad_norm_(e.grads, 1.0, norm_type=0.5),
         ValueError,
-        r"only norm_type=2.0",
+        r"Invalid norm_type: 0.5; expected a p-norm order p >= 1",
+    ),
+    (
+        "clip_grad_norm_/norm_type NaN",
+        lambda e: ml.clip_grad_norm_(e.grads, 1.0, norm_type=NAN),
+        ValueError,
+        r"Invalid norm_type: nan",
+    ),
+    (
+        "clip_grad_norm_/norm_type str",
+        lambda e: ml.clip_grad_norm_(e.grads, 1.0, norm_type="inf"),
+        TypeError,
+        r"norm_type must be a real number",
     ),
     (
         "clip_grad_norm_/read-only",

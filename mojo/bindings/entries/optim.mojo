@@ -17,22 +17,22 @@ of zero-filled binding-owned float32 memory, `optim_resident_free` releases it a
 `optim_copy` moves floats between any two buffers.
 """
 from std.ffi import external_call
-from std.math import sqrt
 from std.python import Python, PythonObject
+from std.utils.numerics import inf
 
 from entries.args import Args, Layout
 from training.checks import first_nonfinite, is_finite32
 from training.config import F32P, I32P, I64P
 from training.copy import copy_floats
-from training.optim import (adam_scalars, adam_update_into,
+from training.optim import (GradNorm, adam_scalars, adam_update_into,
                             clip_coefficient, scale_inplace, sgd_scalars, sgd_update_into,
-                            sum_squares, tree_sum)
+                            tree_sum)
 
 comptime OPTIM_STEP = Layout(
     "optim_step", "table,exp_avg,exp_avg_sq,buf_initialized,scratch,step",
     "kind,n_tensors,n_total,t,lr,beta1,beta2,eps,weight_decay,momentum,dampening,nesterov,maximize,clip,max_norm")
 comptime OPTIM_CLIP_GRAD_NORM = Layout("optim_clip_grad_norm", "table",
-                                       "n_tensors,max_norm,error_if_nonfinite")
+                                       "n_tensors,max_norm,error_if_nonfinite,norm_type")
 comptime OPTIM_TREE_SUM = Layout("optim_tree_sum", "srcs,dst", "count,n")
 comptime OPTIM_RESIDENT_ALLOC = Layout("optim_resident_alloc", "", "n")
 comptime OPTIM_RESIDENT_FREE = Layout("optim_resident_free", "buf", "")
@@ -122,10 +122,10 @@ def _run_step(table: I64P, sizes: List[Int], m: F32P, v: F32P, flags: I32P, scra
     var norm = Float32(0.0)
     var coef = Float32(1.0)
     if plan.clip:
-        var total = Float32(0.0)
+        var acc = GradNorm(Float32(2.0))
         for j in range(n_tensors):
-            total = total + sum_squares(_f32_at(table, 3 * j + 1), sizes[j])
-        norm = sqrt(total)
+            acc.add(_f32_at(table, 3 * j + 1), sizes[j])
+        norm = acc.value()
         if not is_finite32(norm):
             return StepOutcome(BAD_NORM, -1, -1, norm, 1)
         coef = clip_coefficient(plan.max_norm, norm)
@@ -241,16 +241,29 @@ def optim_step(addrs: PythonObject, params: PythonObject) raises -> PythonObject
     return Python.list(PythonObject(Float64(out.norm)), PythonObject(Float64(out.coef)))
 
 
+def _overflow_of(p: Float32) -> StaticString:
+    """What overflowed when a finite gradient's p-norm is not finite."""
+    if p == Float32(1.0):
+        return "the sum of |g|"
+    if p == Float32(2.0):
+        return "the sum of squares"
+    return "the sum of |g|^p"
+
+
 def optim_clip_grad_norm(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
-    """clip_grad_norm_: global L2 norm, clamped coefficient, gradients scaled in place;
-    returns [norm, coef]. With error_if_nonfinite a non-finite gradient or norm is refused
-    before anything is written; without, non-finite values flow through as torch's do."""
+    """clip_grad_norm_: the global p-norm (`GradNorm`: p = +inf or a finite p >= 1, already
+    rounded to float32), clamped coefficient, gradients scaled in place; returns [norm, coef].
+    With error_if_nonfinite a non-finite gradient or norm is refused before anything is
+    written; without, non-finite values flow through as torch's do."""
     var args = Args(OPTIM_CLIP_GRAD_NORM, addrs, params)
     comptime E = OPTIM_CLIP_GRAD_NORM.name
     var n_tensors = args.int(0, "n_tensors", 0, MAX_TENSORS)
     var max_norm = args.f32param(1)
     var strict = args.flag(2, "error_if_nonfinite")
+    var p = args.f32param(3)
     _hyper(E, "max_norm", max_norm, 0, Float32.MAX_FINITE)
+    if p != inf[DType.float32]():
+        _hyper(E, "norm_type", p, 1, Float32.MAX_FINITE)
     var table = I64P(unsafe_from_address=args.addrs[0])
     var sizes = _read_sizes(E, table, n_tensors, 2, 1)
     if strict:
@@ -258,13 +271,13 @@ def optim_clip_grad_norm(addrs: PythonObject, params: PythonObject) raises -> Py
             var bad = first_nonfinite(_f32_at(table, 2 * j), sizes[j])
             if bad >= 0:
                 raise Error("ValueError: ", E, ": gradient ", j, " is not finite at index ", bad)
-    var total = Float32(0.0)
+    var acc = GradNorm(p)
     for j in range(n_tensors):
-        total = total + sum_squares(_f32_at(table, 2 * j), sizes[j])
-    var norm = sqrt(total)
+        acc.add(_f32_at(table, 2 * j), sizes[j])
+    var norm = acc.value()
     if strict and not is_finite32(norm):
         raise Error("ValueError: ", E, ": the global gradient norm is not finite (", norm,
-                    "): the sum of squares overflows float32")
+                    "): ", _overflow_of(p), " overflows float32")
     var coef = clip_coefficient(max_norm, norm)
     for j in range(n_tensors):
         scale_inplace(_f32_at(table, 2 * j), sizes[j], coef)

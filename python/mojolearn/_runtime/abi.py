@@ -102,7 +102,10 @@ LAYOUT = {
             "max_norm",
         ),
     ),
-    "optim_clip_grad_norm": (("table",), ("n_tensors", "max_norm", "error_if_nonfinite")),
+    "optim_clip_grad_norm": (
+        ("table",),
+        ("n_tensors", "max_norm", "error_if_nonfinite", "norm_type"),
+    ),
     "optim_tree_sum": (("srcs", "dst"), ("count", "n")),
     "optim_resident_alloc": ((), ("n",)),
     "optim_resident_free": (("buf",), ()),
