@@ -354,17 +354,36 @@ def test_a_non_finite_x_is_refused_naming_its_flat_index(kind, rows):
     assert t.state_hash() == before
 
 
-def test_the_softmax_entry_refuses_bad_calls():
+@pytest.mark.parametrize("entry,dtype", [("softmax", "<f4"), ("argmax", "<i4")])
+def test_the_entries_refuse_bad_calls_before_writing(entry, dtype):
+    call = getattr(_backend.binding(), entry)
+    z = ml.Array([[0.0, 1.0], [2.0, float("-inf")]])
+    out = ml.zeros((2, 2) if entry == "softmax" else (2,), dtype)
+    with pytest.raises(ValueError, match=rf"{entry}: logits must be finite \(flat index 3 is -inf"):
+        call([z._addr, out._addr], [2, 2])
+    assert set(out._mv.tolist()) == {0}
+    with pytest.raises(ValueError, match=f"{entry}: rows must be an integer in"):
+        call([z._addr, out._addr], [0, 2])
+    with pytest.raises(ValueError, match=f"{entry}: classes must be an integer in"):
+        call([z._addr, out._addr], [1, 0])
+    with pytest.raises(ValueError, match=f"{entry}: expected 2 params, got 1"):
+        call([z._addr, out._addr], [1])
+
+
+def test_the_entries_on_random_logits(seed):
+    # softmax within 1e-6 of binary64 and argmax the first maximum, for 1 to 20 classes.
+    rng = random.Random(seed)
     b = _backend.binding()
-    z = ml.Array([[0.0, float("nan")]])
-    p = ml.zeros((1, 2))
-    with pytest.raises(ValueError, match=r"softmax: logits must be finite \(flat index 1 is nan"):
-        b.softmax([z._addr, p._addr], [1, 2])
-    assert p.tolist() == [[0.0, 0.0]]
-    with pytest.raises(ValueError, match="softmax: rows must be an integer in"):
-        b.softmax([z._addr, p._addr], [0, 2])
-    with pytest.raises(ValueError, match="softmax: expected 2 params, got 1"):
-        b.softmax([z._addr, p._addr], [1])
+    for classes in range(1, 21):
+        rows = rng.randrange(1, 9)
+        values = [[rng.choice([rng.gauss(0, 4), 1.5]) for _ in range(classes)] for _ in range(rows)]
+        z, p, labels = ml.Array(values), ml.zeros((rows, classes)), ml.zeros((rows,), "<i4")
+        b.softmax([z._addr, p._addr], [rows, classes])
+        b.argmax([z._addr, labels._addr], [rows, classes])
+        assert labels.tolist() == [first_argmax(r) for r in z.tolist()], seed
+        for zr, pr in zip(z.tolist(), p.tolist()):
+            e = [math.exp(v - max(zr)) for v in zr]
+            assert all(abs(a - v / math.fsum(e)) <= 1e-6 for a, v in zip(pr, e)), seed
 
 
 @both

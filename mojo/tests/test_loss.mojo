@@ -1,7 +1,7 @@
 """Checks the cross-entropy kernels against a plain scalar reference written here from the
 formulas in training/loss.mojo's header (List-based, one row at a time): mean_cross_entropy
-and every reduction of cross_entropy, with ignore_index and label smoothing, and softmax_rows
-(also against the gradient's p_j), on random shapes and logits (extreme ±80 rows, equal logits
+and every reduction of cross_entropy, with ignore_index and label smoothing, softmax_rows
+(also against the gradient's p_j) and argmax_rows, on random shapes and logits (extreme ±80 rows, equal logits
 included). Comparison is on float32 bits.
 
 Run: mojo run -I mojo --fp-mode contract=off mojo/tests/test_loss.mojo
@@ -11,7 +11,7 @@ from std.testing import TestSuite, assert_equal, assert_true
 
 from training.config import F32P, I32P
 from training.loss import (IGNORE_NOTHING, REDUCTION_MEAN, REDUCTION_NONE, REDUCTION_SUM,
-                           count_kept, cross_entropy, first_bad_target, mean_cross_entropy,
+                           argmax_rows, count_kept, cross_entropy, first_bad_target, mean_cross_entropy,
                            softmax_rows)
 from training.portable_math import exp32_scalar, log32_scalar
 
@@ -226,6 +226,28 @@ def test_softmax_rows_matches_reference_and_the_gradient() raises:
                 if j != Int(t[r]) and _bits(got) != _bits(grad[r * classes + j]):
                     raise Error(String("probs[", r, ",", j, "] ", got, " != dlogits ",
                                        grad[r * classes + j], " seed=", seed))
+
+
+def test_argmax_rows_picks_the_first_maximum() raises:
+    var seed = _seed()
+    var rng = Rng(seed)
+    for _ in range(200):
+        var rows = 1 + rng.below(20)
+        var classes = 1 + rng.below(25)
+        var z = List[Float32]()
+        var t = List[Int32]()
+        _fill(rng, z, t, rows, classes, IGNORE_NOTHING)  # equal-logit rows test the ties
+        var labels = List[Int32](length=rows, fill=-1)
+        argmax_rows(F32P(unsafe_from_address=Int(z.unsafe_ptr())), rows, classes,
+                    I32P(unsafe_from_address=Int(labels.unsafe_ptr())))
+        for r in range(rows):
+            var mx = z[r * classes]
+            for j in range(classes):
+                mx = max(mx, z[r * classes + j])
+            var want = 0
+            while z[r * classes + want] != mx:
+                want += 1
+            assert_equal(Int(labels[r]), want, String("row ", r, " seed=", seed))
 
 
 def test_first_bad_target_and_count() raises:

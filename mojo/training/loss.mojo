@@ -16,6 +16,8 @@ Dimensions: n rows, C classes; logits z (n, C) row-major, targets y (n) int32, p
     first_bad_target(targets, rows, classes, ignore_index) -> Int   (-1 when all valid)
     softmax_rows(logits, rows, classes, probs)
         probs = p_j of the gradient below for every row (the trainers' `predict_proba`).
+    argmax_rows(logits, rows, classes, labels)
+        labels (int32) = each row's first index of its maximum (the trainers' `predict`).
 
 Identical mode, every target (ARITHMETIC.md "Cross-entropy"); per kept row, j ascending:
     mx   = max_j z_j                         (first-wins scan; max is exact)
@@ -236,3 +238,18 @@ def softmax_rows(logits: F32P, rows: Int, classes: Int, probs: F32P):
         while j < classes:
             p[unsafe_offset=j] = p[unsafe_offset=j] / s
             j += 1
+
+
+def argmax_rows(logits: F32P, rows: Int, classes: Int, labels: I32P):
+    """labels[r] = the index of row r's maximum, scanned as `_row_max` scans (j ascending,
+    replaced only when strictly greater): the lowest index wins a tie, as torch.argmax. Rows
+    >= 1, 1 <= classes < 2^31, logits finite (the entry checks them)."""
+    for r in range(rows):
+        var z = logits.unsafe_offset(r * classes)
+        var best = 0
+        var mx = z[unsafe_offset=0]
+        for j in range(1, classes):
+            if z[unsafe_offset=j] > mx:
+                mx = z[unsafe_offset=j]
+                best = j
+        labels[unsafe_offset=r] = Int32(best)
