@@ -20,6 +20,15 @@ def _gemm(b, a, bb, c, m, n, k, ta, tb):
     b.neural_gemm([a, bb, c], [m, n, k, ta, tb, 0, 0, m])
 
 
+def mean_loss(b, z, y, rows, classes, row_losses, dlogits=0):
+    """The mean cross-entropy of `rows` rows of logits `z` against int32 targets `y` (addresses),
+    the kernel a step's loss is; with a `dlogits` address, its gradient too."""
+    return b.cross_entropy(
+        [z, y, row_losses, dlogits or row_losses],
+        [rows, classes, IGNORE_NOTHING, 0.0, _MEAN, 1 if dlogits else 0],
+    )
+
+
 def steps(b, spec, x, y, rows, mode, k, st, new, losses, logits, grads, dx, want_dx, hyper):
     """Run `k` steps (mode 2) or one forward (0) / gradient (1) pass of the network `spec`,
     writing the outputs like `mlp_train_step`: in mode 2 `new` receives the updated
@@ -52,9 +61,8 @@ def steps(b, spec, x, y, rows, mode, k, st, new, losses, logits, grads, dx, want
             src = out
         if mode == 0:
             return
-        losses._mv[i] = b.cross_entropy(
-            [logits._addr, ya, row_losses._addr, dl._addr],
-            [rows, spec.classes, IGNORE_NOTHING, 0.0, _MEAN, 1],
+        losses._mv[i] = mean_loss(
+            b, logits._addr, ya, rows, spec.classes, row_losses._addr, dl._addr
         )
         upstream = dl._addr
         for l in range(layers - 1, -1, -1):
