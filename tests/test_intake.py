@@ -18,7 +18,7 @@ def _kinds():
     out = [
         array.array("f", values),
         memoryview(array.array("f", values)).cast("B").cast("f", (3, 4)),
-        ml.Array(values, "<f4", (3, 4)),
+        ml.Array.from_list(values, "<f4").reshape((3, 4)),
         memoryview(array.array("f", values))[::2],
         memoryview(array.array("f", values)).toreadonly(),
         array.array("d", values),

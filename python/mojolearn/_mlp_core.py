@@ -27,7 +27,7 @@ import threading
 from . import _backend, _batches
 from . import _mlp_state as S
 from . import checkpoint as _ckpt
-from ._array import Array, _new_object, _result_view
+from ._array import Array, _new_object, _result_view, frombytes
 from ._buffer import ZERO_F32, empty, zeros
 from ._mlp_resident import CAPACITY_ROWS, MAX_CAPACITY_ROWS, Session
 
@@ -898,7 +898,7 @@ class MLPCore:
         with self._lock:
             raw = b"".join(self.predict_logits(x).tobytes() for x in batches)
         classes = self._spec.classes
-        return Array(memoryview(raw).cast("f"), "<f4", (len(raw) // (4 * classes), classes))
+        return frombytes(raw, "<f4", (len(raw) // (4 * classes), classes))
 
     # ------------------------------------------------------------ per-operation path
 

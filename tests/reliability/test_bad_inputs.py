@@ -18,7 +18,7 @@ NAN, INF = math.nan, math.inf
 
 
 def A(values, *shape, dtype="<f4"):
-    arr = ml.Array(list(values), dtype)
+    arr = ml.Array.from_list(list(values), dtype)
     return arr.reshape(*shape) if shape else arr
 
 
@@ -786,22 +786,35 @@ ROWS = [
         r"lr_at\(t\): t must be an int",
     ),
     # -- Array
-    ("Array/dtype", lambda e: ml.Array([1.0], "<f2"), TypeError, r"dtype must be one of"),
+    ("Array/dtype", lambda e: ml.Array((1,), "<f2"), TypeError, r"dtype must be one of"),
+    ("Array.from_list/dtype", lambda e: ml.Array.from_list([1.0], "<f2"), TypeError, r"dtype"),
     (
-        "Array/shape mismatch",
-        lambda e: ml.Array([1.0, 2.0, 3.0], shape=(2, 2)),
+        "Array.from_list/ragged",
+        lambda e: ml.Array.from_list([[1.0, 2.0], [3.0]]),
         ValueError,
-        r"shape \(2, 2\) does not hold 3 values",
+        r"nested lists must be rectangular",
+    ),
+    (
+        "Array/values",
+        lambda e: ml.Array([1.5, 2.0]),
+        TypeError,
+        r"shape must be an int or a sequence of ints, got \[1\.5, 2\.0\]; .*Array\.from_list",
     ),
     (
         "Array/shape negative",
-        lambda e: ml.Array([1.0], shape=(-1,)),
+        lambda e: ml.Array((2, -1)),
         ValueError,
         r"shape must hold non-negative ints",
     ),
     (
         "Array/values type",
         lambda e: ml.Array(object()),
+        TypeError,
+        r"shape must be an int or a sequence of ints, got <object.*Array\.from_list",
+    ),
+    (
+        "Array.from_buffer/values type",
+        lambda e: ml.Array.from_buffer(object()),
         TypeError,
         r"buffer-protocol or DLPack object",
     ),
