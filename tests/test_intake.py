@@ -137,8 +137,22 @@ def _package_imports(name):
     return found
 
 
+def _typing_only_imports(name):
+    """Relative imports inside `if TYPE_CHECKING:` blocks (not made at run time)."""
+    tree = ast.parse((PKG / name).read_text())
+    found = set()
+    for node in tree.body:
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for stmt in node.body:
+                if isinstance(stmt, ast.ImportFrom) and stmt.level == 1:
+                    found.add(stmt.module)
+    return found
+
+
 def test_the_buffer_layer_has_no_import_circle():
     assert _package_imports("_bufcheck.py") == set()  # a leaf
     assert _package_imports("_reader.py") == {"_backend"}
-    assert _package_imports("_array.py") <= {"_reader", "_bufcheck", "_dlpack"}
+    assert _package_imports("_array.py") <= {"_reader", "_bufcheck", "_dlpack", "_take"}
+    assert _package_imports("_take.py") <= {"_backend", "_reader", "_bufcheck", "_array"}
+    assert "_array" not in _package_imports("_take.py") - _typing_only_imports("_take.py")
     assert "_intake" not in _package_imports("_dlpack.py")

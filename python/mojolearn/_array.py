@@ -17,7 +17,7 @@ import sys
 if sys.byteorder != "little":  # every CPU and GPU target we build for is little-endian
     raise ImportError("mojolearn supports little-endian hosts only")
 
-from . import _reader
+from . import _reader, _take
 from ._bufcheck import dtype_name, split_format
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -415,6 +415,40 @@ class Array:
         out._mv_, out._owner, out._shape, out._dtype = mv, self, shape, self._dtype
         out._size, out._readonly, out._addr = math.prod(shape), self._readonly, addr
         return out
+
+    # -- gathering -----------------------------------------------------------------------
+
+    def take(self, indices: Sequence[SupportsIndex] | BufferLike, axis: int = 0) -> Array:
+        """Gather entries along an axis into a new Array, in one binding call.
+
+        As `numpy.take(a, indices, axis)` for 1-D indices: the result's `axis` holds the
+        entries at `indices`, in their order (repeats allowed); a negative index counts from
+        the end, as in Python. Bytes are copied as they are, for every dtype. This Array is
+        not changed.
+
+        Args:
+            indices: a list, tuple or range of ints, or a 1-D integer buffer (an int32 or
+                int64 Array, NumPy array, torch tensor, array.array or memoryview: read in
+                place when C-contiguous).
+            axis: the axis to gather along (negative: from the end).
+
+        Returns:
+            A new owned C-contiguous Array of this dtype, shaped as this one with
+            `shape[axis]` replaced by `len(indices)`: `(len(indices), *shape[1:])` for axis 0.
+
+        Raises:
+            IndexError: an index outside [-shape[axis], shape[axis]) (the message names its
+                position in `indices` and its value).
+            TypeError: indices that are not integers (bools included: a mask is not a list
+                of positions), or an axis that is not an int.
+            ValueError: indices that are not 1-D, or an axis out of range.
+
+        Example:
+            >>> a = mojolearn.Array.from_list([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+            >>> a.take([2, 0, -1]).tolist()
+            [[5.0, 6.0], [1.0, 2.0], [5.0, 6.0]]
+        """
+        return _take.take(self, indices, axis, _CODES[self._dtype])
 
     # -- indexing ------------------------------------------------------------------------
 
