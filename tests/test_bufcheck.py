@@ -25,7 +25,7 @@ def test_probe_reports_layout():
     )
     pb = _intake.probe(bytes(8))
     assert pb.readonly and pb.format == "B"
-    pb = _intake.probe(Array([[1.0, 2.0], [3.0, 4.0]]))
+    pb = _intake.probe(Array.from_list([[1.0, 2.0], [3.0, 4.0]]))
     assert pb.shape == (2, 2) and pb.nbytes == 16 and pb.c_contiguous
 
 
@@ -136,15 +136,15 @@ def test_frombytes_and_le_bytes_round_trip():
 
 
 def test_all_finite_runs_in_the_binding():
-    assert _batches.all_finite(Array([1.0, -2.0, 3.4e38]))
+    assert _batches.all_finite(Array.from_list([1.0, -2.0, 3.4e38]))
     for bad in (float("nan"), float("inf"), float("-inf")):
         values = [0.0] * 37
         values[29] = bad  # past the SIMD blocks: the scalar tail is checked too
-        assert not _batches.all_finite(Array(values))
+        assert not _batches.all_finite(Array.from_list(values))
         values = [0.0] * 37
         values[3] = bad
-        assert not _batches.all_finite(Array(values))
-    assert _batches.all_finite(Array([]))
+        assert not _batches.all_finite(Array.from_list(values))
+    assert _batches.all_finite(Array.from_list([]))
     with pytest.raises(TypeError, match="float32"):
         _batches.all_finite(array.array("d", [1.0]))
 

@@ -213,9 +213,9 @@ from mojolearn._runtime import backend as _backend
 print(_backend.binding().name)
 for path, ashape, bshape, ta, tb in {jobs!r}:
     raw = array.array('f'); raw.frombytes(open(path + '.a', 'rb').read())
-    a = Array(raw, '<f4', ashape)
+    a = Array.from_buffer(raw).reshape(ashape)
     raw = array.array('f'); raw.frombytes(open(path + '.b', 'rb').read())
-    b = Array(raw, '<f4', bshape)
+    b = Array.from_buffer(raw).reshape(bshape)
     for _ in range(2):
         print(mojolearn.matmul(a, b, transpose_a=ta, transpose_b=tb).tobytes().hex())
 """

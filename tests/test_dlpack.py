@@ -20,7 +20,7 @@ def _torch():
 
 def test_numpy_from_dlpack_shares_an_arrays_memory_and_outlives_it():
     np = _np()
-    a = ml.Array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    a = ml.Array.from_list([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
     n = np.from_dlpack(a)
     assert n.shape == (2, 3) and n.dtype == np.float32
     n[0, 1] = 9.0
@@ -31,13 +31,13 @@ def test_numpy_from_dlpack_shares_an_arrays_memory_and_outlives_it():
     gc.collect()
     n[1, 0] = 11.0  # the exported memory stays alive with its consumer
     assert n.tolist() == [[1.0, 9.0, 3.0], [11.0, 5.0, -7.5]]
-    ints = ml.Array([5, 6, 7], "<i8")
+    ints = ml.Array.from_list([5, 6, 7], "<i8")
     assert np.from_dlpack(ints).dtype == np.int64 and np.from_dlpack(ints).tolist() == [5, 6, 7]
 
 
 def test_torch_from_dlpack_shares_an_arrays_memory_and_outlives_it():
     torch = _torch()
-    a = ml.Array([0.5, 1.5, 2.5, 3.5], "<f4", (2, 2))
+    a = ml.Array.from_list([0.5, 1.5, 2.5, 3.5], "<f4").reshape((2, 2))
     t = torch.from_dlpack(a)
     assert t.dtype == torch.float32 and tuple(t.shape) == (2, 2)
     t[1, 1] = 42.0
@@ -110,7 +110,7 @@ def test_read_only_buffers_stay_read_only():
 
 def test_copy_true_exports_an_independent_copy():
     np = _np()
-    a = ml.Array([1.0, 2.0])
+    a = ml.Array.from_list([1.0, 2.0])
     c = np.from_dlpack(a, copy=True)
     c[0] = 50.0
     assert a[0] == 1.0
@@ -159,7 +159,7 @@ def test_non_cpu_and_non_dlpack_objects_are_refused_by_name():
 
 
 def test_export_refusals():
-    a = ml.Array([1.0])
+    a = ml.Array.from_list([1.0])
     assert a.__dlpack_device__() == (1, 0)
     with pytest.raises(BufferError, match="stream must be None"):
         a.__dlpack__(stream=1)

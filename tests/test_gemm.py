@@ -60,7 +60,9 @@ def random_f32(rng):
 
 
 def matrix(rng, rows, cols):
-    return Array([random_f32(rng) for _ in range(rows * cols)], "<f4", (rows, cols))
+    return Array.from_list([random_f32(rng) for _ in range(rows * cols)], "<f4").reshape(
+        (rows, cols)
+    )
 
 
 def operands(rng, m, n, k, ta, tb):
@@ -118,7 +120,9 @@ def test_large_product_sampled_outputs(seed, ta, tb):
 
 def guarded_c(values):
     """C inside a buffer of guard words; returns (buffer, address of C)."""
-    buf = Array([from_bits(SENTINEL)] * GUARD + list(values) + [from_bits(SENTINEL)] * GUARD, "<f4")
+    buf = Array.from_list(
+        [from_bits(SENTINEL)] * GUARD + list(values) + [from_bits(SENTINEL)] * GUARD, "<f4"
+    )
     return buf, buf._addr + 4 * GUARD
 
 
@@ -181,7 +185,7 @@ def test_matmul_entry_declines_what_needs_the_checked_way():
     # None (nothing done) for an operand of another dtype or layout, one exporting no memory,
     # an empty or mismatched product, or one big enough to split: `mojolearn.matmul` then
     # takes the checked way, which copies, refuses by name, or splits.
-    good = _as_memoryview(mojolearn.Array([1.0] * 12, "<f4", (3, 4)))
+    good = _as_memoryview(mojolearn.Array.from_list([1.0] * 12, "<f4").reshape((3, 4)))
     b = mojolearn.zeros((4, 2))
     doubles = memoryview(array.array("d", [1.0] * 12)).cast("B").cast("d", (3, 4))
     for a in (doubles, good[::2], good.cast("B").cast("f"), b"x" * 48, object()):
@@ -266,7 +270,7 @@ import mojolearn
 from mojolearn import Array
 def load(path, shape):
     raw = array.array('f'); raw.frombytes(open(path, 'rb').read())
-    return Array(raw, '<f4', shape)
+    return Array.from_buffer(raw).reshape(shape)
 a = load({a!r}, {ashape!r}); b = load({b!r}, {bshape!r})
 for ta, tb in {cases!r}:
     for _ in range(2):
@@ -343,7 +347,7 @@ def test_matmul_refuses_wrong_dtype_naming_the_operand():
     with pytest.raises(TypeError, match=r"\ba\b.*float32.*float64"):
         mojolearn.matmul(memoryview(f64).cast("B").cast("d", (2, 2)), good)
     with pytest.raises(TypeError, match=r"\bb\b.*float32"):
-        mojolearn.matmul(good, Array([1, 2, 3, 4], "<i4", (2, 2)))
+        mojolearn.matmul(good, Array.from_list([1, 2, 3, 4], "<i4").reshape((2, 2)))
     with pytest.raises(TypeError, match=r"\ba\b"):
         mojolearn.matmul([[1.0, 2.0], [3.0, 4.0]], good)
 
@@ -385,12 +389,12 @@ def test_invalid_thread_count_is_refused(value):
 
 
 def test_nonfinite_product_raises_naming_entry_and_output():
-    big = Array([3e38, 3e38], "<f4", (1, 2))
+    big = Array.from_list([3e38, 3e38], "<f4").reshape((1, 2))
     with pytest.raises(RuntimeError, match=r"matmul.*'c'"):
-        mojolearn.matmul(big, Array([2.0, 2.0], "<f4", (2, 1)))
-    nan = Array([float("nan"), 1.0], "<f4", (1, 2))
+        mojolearn.matmul(big, Array.from_list([2.0, 2.0], "<f4").reshape((2, 1)))
+    nan = Array.from_list([float("nan"), 1.0], "<f4").reshape((1, 2))
     with pytest.raises(RuntimeError, match=r"matmul.*'c'"):
-        mojolearn.matmul(nan, Array([1.0, 1.0], "<f4", (2, 1)))
+        mojolearn.matmul(nan, Array.from_list([1.0, 1.0], "<f4").reshape((2, 1)))
 
 
 def _entry_call(params, n_addrs=3):
@@ -438,7 +442,7 @@ def test_concurrent_products_of_different_sizes_share_one_pool():
 import threading, mojolearn
 from mojolearn import Array
 def mat(r, c, s):
-    return Array([[((i * 7 + j * 3 + s) % 13) / 8 - 0.75 for j in range(c)] for i in range(r)])
+    return Array.from_list([[((i * 7 + j * 3 + s) % 13) / 8 - 0.75 for j in range(c)] for i in range(r)])
 cases = [(mat(100, 60, s), mat(60, 100, s)) for s in range(2)] + [(mat(400, 300, 5), mat(300, 300, 6))]
 want = [mojolearn.matmul(a, b).tobytes() for a, b in cases]
 errors = []

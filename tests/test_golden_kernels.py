@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def _arr(hexes, shape):
-    return mojolearn.Array(G.unhex(hexes), "<f4", shape)
+    return mojolearn.Array.from_list(G.unhex(hexes), "<f4").reshape(shape)
 
 
 def _check(case, outputs):
@@ -67,12 +67,17 @@ def test_optimizer_golden(name):
     case = CASES[name]
     sizes = case["sizes"]
     flat = G.unhex(case["inputs"]["params"])
-    params = [mojolearn.Array(flat[: sizes[0]]), mojolearn.Array(flat[sizes[0] :])]
+    params = [
+        mojolearn.Array.from_list(flat[: sizes[0]]),
+        mojolearn.Array.from_list(flat[sizes[0] :]),
+    ]
     cls = mojolearn.Adam if name.startswith("Adam_") else mojolearn.AdamW
     opt = cls(params, lr=case["lr"], weight_decay=case["weight_decay"])
     for g in case["inputs"]["grads"]:
         gf = G.unhex(g)
-        opt.step([mojolearn.Array(gf[: sizes[0]]), mojolearn.Array(gf[sizes[0] :])])
+        opt.step(
+            [mojolearn.Array.from_list(gf[: sizes[0]]), mojolearn.Array.from_list(gf[sizes[0] :])]
+        )
     _check(
         case,
         {

@@ -93,20 +93,28 @@ def test_steps_read_the_objects_in_the_binding_with_the_bits_of_arrays(
         xs, ys = _values(rng, rows, 8)
         ra = a.train_step(make_x(xs, rows, 8), make_y(ys), return_input_grad=True)
         rb = b.train_step(
-            ml.Array(xs, "<f4", (rows, 8)), ml.Array(ys, "<i4"), return_input_grad=True
+            ml.Array.from_list(xs, "<f4").reshape((rows, 8)),
+            ml.Array.from_list(ys, "<i4"),
+            return_input_grad=True,
         )
         assert ra["loss"] == rb["loss"]
         assert ra["input_grad"].tobytes() == rb["input_grad"].tobytes()
         assert ra["logits"].tobytes() == rb["logits"].tobytes()
     xs, ys = _values(rng, 12, 8)
     ra = a.train_steps(make_x(xs, 12, 8), make_y(ys), 3)
-    rb = b.train_steps(ml.Array(xs, "<f4", (12, 8)), ml.Array(ys, "<i4"), 3)
+    rb = b.train_steps(
+        ml.Array.from_list(xs, "<f4").reshape((12, 8)), ml.Array.from_list(ys, "<i4"), 3
+    )
     assert ra["losses"] == rb["losses"]
     la, ga = a.loss_and_grads(make_x(xs, 12, 8), make_y(ys))
-    lb, gb = b.loss_and_grads(ml.Array(xs, "<f4", (12, 8)), ml.Array(ys, "<i4"))
+    lb, gb = b.loss_and_grads(
+        ml.Array.from_list(xs, "<f4").reshape((12, 8)), ml.Array.from_list(ys, "<i4")
+    )
     assert la == lb and [g.tobytes() for g in ga] == [g.tobytes() for g in gb]
     pa = a.predict_logits(make_x(xs, 12, 8))
-    assert pa.tobytes() == b.predict_logits(ml.Array(xs, "<f4", (12, 8))).tobytes()
+    assert (
+        pa.tobytes() == b.predict_logits(ml.Array.from_list(xs, "<f4").reshape((12, 8))).tobytes()
+    )
     assert a.state_hash() == b.state_hash()
 
 
@@ -124,7 +132,10 @@ def test_matmul_reads_the_objects_in_the_binding_with_the_bits_of_arrays(
     no_intake()
     got = ml.matmul(make_x(av, *ash), make_x(bv, *bsh), transpose_a=ta, transpose_b=tb)
     want = ml.matmul(
-        ml.Array(av, "<f4", ash), ml.Array(bv, "<f4", bsh), transpose_a=ta, transpose_b=tb
+        ml.Array.from_list(av, "<f4").reshape(ash),
+        ml.Array.from_list(bv, "<f4").reshape(bsh),
+        transpose_a=ta,
+        transpose_b=tb,
     )
     assert got.shape == (m, n) and got.tobytes() == want.tobytes()
 
@@ -133,11 +144,11 @@ def _declined_inputs(rng):
     """(name, X, targets, the Array X, the Array targets): inputs the binding declines and the
     intake copies or converts."""
     xs, ys = _values(rng, 4, 8)
-    ax, ay = ml.Array(xs, "<f4", (4, 8)), ml.Array(ys, "<i4")
+    ax, ay = ml.Array.from_list(xs, "<f4").reshape((4, 8)), ml.Array.from_list(ys, "<i4")
     cases = [
         ("int8 targets", ax, array.array("b", ys), ax, ay),
         ("uint16 targets", _memoryview(xs, 4, 8), array.array("H", ys), ax, ay),
-        ("int64 Array targets", _memoryview(xs, 4, 8), ml.Array(ys, "<i8"), ax, ay),
+        ("int64 Array targets", _memoryview(xs, 4, 8), ml.Array.from_list(ys, "<i8"), ax, ay),
     ]
     try:
         import numpy as np
@@ -218,7 +229,7 @@ def test_a_negative_view_is_read_as_its_memory_as_numpy_from_dlpack_reads_it():
     np = pytest.importorskip("numpy")
     neg = torch._neg_view(torch.full((2, 2), 3.0))
     assert neg.is_neg() and neg[0, 0].item() == -3.0
-    seen = ml.matmul(neg, ml.Array([1.0, 0.0, 0.0, 1.0], "<f4", (2, 2)))
+    seen = ml.matmul(neg, ml.Array.from_list([1.0, 0.0, 0.0, 1.0], "<f4").reshape((2, 2)))
     assert seen.tolist() == np.from_dlpack(neg).tolist() == [[3.0, 3.0], [3.0, 3.0]]
 
 
@@ -231,7 +242,9 @@ def test_a_batch_bigger_than_the_session_grows_it_through_the_checked_way(seed):
     assert a._session.capacity < 300 <= a.max_rows
     xs, ys = _values(rng, 300, 8)
     ra = a.train_step(_memoryview(xs, 300, 8), array.array("i", ys))
-    rb = b.train_step(ml.Array(xs, "<f4", (300, 8)), ml.Array(ys, "<i4"))
+    rb = b.train_step(
+        ml.Array.from_list(xs, "<f4").reshape((300, 8)), ml.Array.from_list(ys, "<i4")
+    )
     assert ra["loss"] == rb["loss"] and a.state_hash() == b.state_hash()
     assert a._session.capacity >= 300
 
@@ -292,8 +305,8 @@ def test_optimizers_read_gradients_in_the_binding_with_the_bits_of_arrays(
         return [[rng.uniform(-1, 1) for _ in range(math.prod(s))] for s in SHAPES]
 
     p0 = values()
-    a = [ml.Array(v, "<f4", s) for v, s in zip(p0, SHAPES)]
-    b = [ml.Array(v, "<f4", s) for v, s in zip(p0, SHAPES)]
+    a = [ml.Array.from_list(v, "<f4").reshape(s) for v, s in zip(p0, SHAPES)]
+    b = [ml.Array.from_list(v, "<f4").reshape(s) for v, s in zip(p0, SHAPES)]
     oa, ob = getattr(ml, opt)(a, lr=0.05), getattr(ml, opt)(b, lr=0.05)
     steps = [values() for _ in range(3)]
 
@@ -303,7 +316,7 @@ def test_optimizers_read_gradients_in_the_binding_with_the_bits_of_arrays(
     monkeypatch.setattr(optim, "_f32_tensor", fail)
     for k, g in enumerate(steps):
         theirs = [_as_kind(v, s, kind) for v, s in zip(g, SHAPES)]
-        arrays = [ml.Array(v, "<f4", s) for v, s in zip(g, SHAPES)]
+        arrays = [ml.Array.from_list(v, "<f4").reshape(s) for v, s in zip(g, SHAPES)]
         max_norm = 0.5 if k % 2 else None
         assert oa.step(theirs, max_norm=max_norm) == ob.step(arrays, max_norm=max_norm)
         assert [_flat(t, kind) for t in theirs] == [
@@ -311,7 +324,7 @@ def test_optimizers_read_gradients_in_the_binding_with_the_bits_of_arrays(
         ]
     assert [x.tobytes() for x in a] == [x.tobytes() for x in b]
     theirs = [_as_kind(v, s, kind) for v, s in zip(steps[0], SHAPES)]
-    arrays = [ml.Array(v, "<f4", s) for v, s in zip(steps[0], SHAPES)]
+    arrays = [ml.Array.from_list(v, "<f4").reshape(s) for v, s in zip(steps[0], SHAPES)]
     assert ml.clip_grad_norm_(theirs, 0.25) == ml.clip_grad_norm_(arrays, 0.25)
     assert [_flat(t, kind) for t in theirs] == [
         sum(x.tolist(), []) if x.ndim == 2 else x.tolist() for x in arrays
@@ -340,7 +353,7 @@ def test_the_step_entries_refuse_inconsistent_calls_by_name():
     raw = Translated()
     t = TRAINERS["mlp"]()
     h = t._session.handle
-    X, y = ml.Array([0.5] * 16, "<f4", (2, 8)), ml.Array([0, 1], "<i4")
+    X, y = ml.Array.from_list([0.5] * 16, "<f4").reshape((2, 8)), ml.Array.from_list([0, 1], "<i4")
     out = array.array("f", bytes(4 * 4096))
     # An int without the rows (X) or the itemsize (targets) that say what it holds is a user's
     # int, not an address: declined (None, nothing done), for the Python side to refuse.

@@ -46,8 +46,10 @@ def make(kind, seed):
 
 
 def batch(rng, rows, sizes):
-    X = ml.Array([[f32(rng.uniform(-3, 3)) for _ in range(sizes[0])] for _ in range(rows)])
-    y = ml.Array([rng.randrange(sizes[-1]) for _ in range(rows)], "<i4")
+    X = ml.Array.from_list(
+        [[f32(rng.uniform(-3, 3)) for _ in range(sizes[0])] for _ in range(rows)]
+    )
+    y = ml.Array.from_list([rng.randrange(sizes[-1]) for _ in range(rows)], "<i4")
     return X, y
 
 
@@ -74,9 +76,9 @@ def test_predict_is_the_argmax_of_predict_logits(seed, kind):
 
 def test_ties_go_to_the_lowest_class():
     # W = 0: every logit is its bias, so the classes tie exactly where the biases do.
-    X = ml.Array([[1.0, -2.0, 3.0], [0.5, 0.25, 0.0]])
+    X = ml.Array.from_list([[1.0, -2.0, 3.0], [0.5, 0.25, 0.0]])
     for bias, want in [([0.0, 1.0, 1.0], 1), ([2.0, 2.0, 2.0, 2.0], 0), ([-0.0, 0.0], 0)]:
-        weights = [ml.zeros((len(bias), 3)), ml.Array(bias)]
+        weights = [ml.zeros((len(bias), 3)), ml.Array.from_list(bias)]
         t = ml.MLPTrainer([3, len(bias)], weights, data_schedule={"a": 1})
         assert t.predict(X).tolist() == [want, want]
 
@@ -84,9 +86,9 @@ def test_ties_go_to_the_lowest_class():
 def test_ties_agree_with_torch_argmax():
     torch = pytest.importorskip("torch")
     t = ml.MLPTrainer(
-        [3, 4], [ml.zeros((4, 3)), ml.Array([0.5, 3.0, 3.0, 3.0])], data_schedule={"a": 1}
+        [3, 4], [ml.zeros((4, 3)), ml.Array.from_list([0.5, 3.0, 3.0, 3.0])], data_schedule={"a": 1}
     )
-    X = ml.Array([[1.0, 2.0, 3.0]] * 3)
+    X = ml.Array.from_list([[1.0, 2.0, 3.0]] * 3)
     logits = torch.tensor(t.predict_logits(X).tolist())
     assert t.predict(X).tolist() == torch.argmax(logits, dim=1).tolist() == [1, 1, 1]
 
@@ -122,8 +124,8 @@ def test_softmax_entry_has_the_cross_entropy_gradients_bits(seed):
     # Off the target, d(sum of row losses)/dz_j = p_j - 0: the probabilities' bits.
     rng = random.Random(seed)
     rows, classes = 30, 11
-    z = ml.Array([[rng.gauss(0, 4) for _ in range(classes)] for _ in range(rows)])
-    y = ml.Array([rng.randrange(classes) for _ in range(rows)], "<i4")
+    z = ml.Array.from_list([[rng.gauss(0, 4) for _ in range(classes)] for _ in range(rows)])
+    y = ml.Array.from_list([rng.randrange(classes) for _ in range(rows)], "<i4")
     p = ml.zeros((rows, classes))
     _backend.binding().softmax([z._addr, p._addr], [rows, classes])
     _, g = ml.cross_entropy(z, y, reduction="sum", return_grad=True)
@@ -164,7 +166,7 @@ def assert_close_lists(a, b, what):
 def skewed(rng, rows, sizes):
     """X and labels that leave the last class without rows (support 0, recall 0/0)."""
     X, _ = batch(rng, rows, sizes)
-    y = ml.Array([rng.randrange(sizes[-1] - 1) for _ in range(rows)], "<i4")
+    y = ml.Array.from_list([rng.randrange(sizes[-1] - 1) for _ in range(rows)], "<i4")
     return X, y
 
 
@@ -190,8 +192,10 @@ def test_evaluate_matches_the_pure_python_reference(seed, kind):
 
 def test_evaluate_zero_divisions_give_zero():
     # Biases 0, 5, 0 with W = 0: class 1 is always predicted, classes 0 and 2 never.
-    t = ml.MLPTrainer([2, 3], [ml.zeros((3, 2)), ml.Array([0.0, 5.0, 0.0])], data_schedule={"a": 1})
-    out = t.evaluate(ml.zeros((4, 2)), ml.Array([0, 0, 1, 0], "<i4"))
+    t = ml.MLPTrainer(
+        [2, 3], [ml.zeros((3, 2)), ml.Array.from_list([0.0, 5.0, 0.0])], data_schedule={"a": 1}
+    )
+    out = t.evaluate(ml.zeros((4, 2)), ml.Array.from_list([0, 0, 1, 0], "<i4"))
     assert out["per_class"] == {
         "precision": [0.0, 0.25, 0.0],
         "recall": [0.0, 1.0, 0.0],
@@ -238,7 +242,7 @@ def chunked(t, n):
     rows, step = X.tolist(), t.max_rows
     logits = []
     for i in range(0, n, step):
-        logits += t.predict_logits(ml.Array(rows[i : i + step])).tolist()
+        logits += t.predict_logits(ml.Array.from_list(rows[i : i + step])).tolist()
     return X, y, logits
 
 
@@ -251,7 +255,7 @@ def test_more_rows_than_max_rows_give_each_chunks_results(seed, kind):
     n = 2 * t.max_rows + 41
     X, y, logits = chunked(t, n)
     assert t.predict(X).tolist() == [first_argmax(r) for r in logits]
-    z, probs = ml.Array(logits), ml.zeros((n, t.layer_sizes[-1]))
+    z, probs = ml.Array.from_list(logits), ml.zeros((n, t.layer_sizes[-1]))
     _backend.binding().softmax([z._addr, probs._addr], list(probs.shape))
     assert hexes(t.predict_proba(X)._mv.tolist()) == hexes(probs._mv.tolist())
     out = t.evaluate(X, y)
@@ -260,7 +264,9 @@ def test_more_rows_than_max_rows_give_each_chunks_results(seed, kind):
     # Each row alone has the same bits.
     rows = X.tolist()
     for i in random.Random(seed).sample(range(n), 5):
-        assert hexes(t.predict_logits(ml.Array([rows[i]])).tolist()[0]) == hexes(logits[i])
+        assert hexes(t.predict_logits(ml.Array.from_list([rows[i]])).tolist()[0]) == hexes(
+            logits[i]
+        )
 
 
 def test_any_input_kind_gives_the_same_results(seed):
@@ -270,7 +276,7 @@ def test_any_input_kind_gives_the_same_results(seed):
     raw = array.array("f", X._mv.tolist())
     kinds = [
         (memoryview(raw).cast("B").cast("f", X.shape), array.array("q", y.tolist())),
-        (ml.Array(raw, shape=X.shape), memoryview(array.array("b", y.tolist()))),
+        (ml.Array.from_buffer(raw).reshape(X.shape), memoryview(array.array("b", y.tolist()))),
     ]
     for x_in, y_in in kinds:
         assert t.predict(x_in).tolist() == want[0]
@@ -312,9 +318,9 @@ REFUSALS = [
      "y must be an integer buffer of shape (3,), got list"),
     ("evaluate", lambda i: ml.zeros((3, i)), ml.zeros((4,), "<i4"), ValueError,
      "y must have shape (3,) to match X, got (4,)"),
-    ("evaluate", lambda i: ml.zeros((3, i)), ml.Array([0, -1, 0], "<i4"), ValueError,
+    ("evaluate", lambda i: ml.zeros((3, i)), ml.Array.from_list([0, -1, 0], "<i4"), ValueError,
      "y must be classes 0..{c}; y[1] = -1"),
-    ("evaluate", lambda i: ml.zeros((3, i)), ml.Array([0, 0, 99], "<i4"), ValueError,
+    ("evaluate", lambda i: ml.zeros((3, i)), ml.Array.from_list([0, 0, 99], "<i4"), ValueError,
      "y must be classes 0..{c}; y[2] = 99"),
     ("evaluate", lambda i: ml.zeros((3, i), "<f8"), ml.zeros((3,), "<i4"), TypeError,
      "X must be float32, got float64"),
@@ -357,7 +363,7 @@ def test_a_non_finite_x_is_refused_naming_its_flat_index(kind, rows):
 @pytest.mark.parametrize("entry,dtype", [("softmax", "<f4"), ("argmax", "<i4")])
 def test_the_entries_refuse_bad_calls_before_writing(entry, dtype):
     call = getattr(_backend.binding(), entry)
-    z = ml.Array([[0.0, 1.0], [2.0, float("-inf")]])
+    z = ml.Array.from_list([[0.0, 1.0], [2.0, float("-inf")]])
     out = ml.zeros((2, 2) if entry == "softmax" else (2,), dtype)
     with pytest.raises(ValueError, match=rf"{entry}: logits must be finite \(flat index 3 is -inf"):
         call([z._addr, out._addr], [2, 2])
@@ -377,7 +383,11 @@ def test_the_entries_on_random_logits(seed):
     for classes in range(1, 21):
         rows = rng.randrange(1, 9)
         values = [[rng.choice([rng.gauss(0, 4), 1.5]) for _ in range(classes)] for _ in range(rows)]
-        z, p, labels = ml.Array(values), ml.zeros((rows, classes)), ml.zeros((rows,), "<i4")
+        z, p, labels = (
+            ml.Array.from_list(values),
+            ml.zeros((rows, classes)),
+            ml.zeros((rows,), "<i4"),
+        )
         b.softmax([z._addr, p._addr], [rows, classes])
         b.argmax([z._addr, labels._addr], [rows, classes])
         assert labels.tolist() == [first_argmax(r) for r in z.tolist()], seed
@@ -428,8 +438,8 @@ def test_no_numpy_is_needed():
     out = run_python(
         "import sys, mojolearn as ml\n"
         "t = ml.SmallMLPTrainer(*ml.init_small_mlp(2), data_schedule={'s': 1})\n"
-        "X = ml.Array([[float(i % 7 - 3) / (j + 1) for j in range(8)] for i in range(300)])\n"
-        "y = ml.Array([i % 3 for i in range(300)], '<i4')\n"
+        "X = ml.Array.from_list([[float(i % 7 - 3) / (j + 1) for j in range(8)] for i in range(300)])\n"
+        "y = ml.Array.from_list([i % 3 for i in range(300)], '<i4')\n"
         "p = t.predict(X); q = t.predict_proba(X); e = t.evaluate(X, y)\n"
         "print(p.shape, q.shape, sum(e['per_class']['support']), 'numpy' in sys.modules)\n",
         block_numpy=True,

@@ -62,7 +62,7 @@ def _case(rng):
 
 def _arrays(logits, targets):
     rows, classes = len(logits), len(logits[0])
-    z = Array([v for row in logits for v in row], "<f4", (rows, classes))
+    z = Array.from_list([v for row in logits for v in row], "<f4").reshape((rows, classes))
     t = array.array("q", targets)
     return z, t
 
@@ -178,7 +178,7 @@ with open({path!r}) as fh:
     cases = json.load(fh)
 out = []
 for logits, targets, ignore, reduction, eps in cases:
-    z = Array([v for row in logits for v in row], "<f4", (len(logits), len(logits[0])))
+    z = Array.from_list([v for row in logits for v in row], "<f4").reshape(len(logits), -1)
     loss, grad = mojolearn.cross_entropy(z, array.array("q", targets), ignore, reduction, eps,
                                          True)
     loss = loss.tolist() if reduction == "none" else loss
@@ -226,10 +226,10 @@ def test_torch_parity(seed):
 
 
 def test_return_types_and_integer_targets():
-    z = Array([0.5, -1.0, 2.0, 0.0, 0.0, 0.0], "<f4", (2, 3))
+    z = Array.from_list([0.5, -1.0, 2.0, 0.0, 0.0, 0.0], "<f4").reshape((2, 3))
     mean = mojolearn.cross_entropy(z, array.array("b", [2, 0]))
     assert type(mean) is float
-    total = mojolearn.cross_entropy(z, Array([2, 0], "<i4"), reduction="sum")
+    total = mojolearn.cross_entropy(z, Array.from_list([2, 0], "<i4"), reduction="sum")
     assert hexf(mean) == hexf(f32(total / 2.0))
     per_row = mojolearn.cross_entropy(z, array.array("Q", [2, 0]), reduction="none")
     assert type(per_row) is Array and per_row.shape == (2,)
@@ -241,7 +241,7 @@ def test_return_types_and_integer_targets():
 
 
 def test_ignore_index_rows_and_out_of_int32_ignore_index():
-    z = Array([1.0, 2.0, 3.0, 4.0], "<f4", (2, 2))
+    z = Array.from_list([1.0, 2.0, 3.0, 4.0], "<f4").reshape((2, 2))
     per_row, grad = mojolearn.cross_entropy(
         z, array.array("i", [1, 7]), ignore_index=7, reduction="none", return_grad=True
     )
@@ -259,8 +259,8 @@ def test_ignore_index_rows_and_out_of_int32_ignore_index():
 
 
 def _valid():
-    z = Array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], "<f4", (2, 3))
-    return z, Array([0, 2], "<i4")
+    z = Array.from_list([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], "<f4").reshape((2, 3))
+    return z, Array.from_list([0, 2], "<i4")
 
 
 @pytest.mark.parametrize(
@@ -291,15 +291,15 @@ def test_refuses_bad_buffers():
     with pytest.raises(TypeError, match="logits"):
         mojolearn.cross_entropy([[0.0, 1.0]], t)
     with pytest.raises(ValueError, match="logits must have 2 dimensions"):
-        mojolearn.cross_entropy(Array([0.0] * 6, "<f4"), t)
+        mojolearn.cross_entropy(Array.from_list([0.0] * 6, "<f4"), t)
     with pytest.raises(ValueError, match="logits must have at least one row"):
-        mojolearn.cross_entropy(Array([], "<f4", (0, 3)), array.array("i"))
+        mojolearn.cross_entropy(Array.from_list([], "<f4").reshape((0, 3)), array.array("i"))
     with pytest.raises(ValueError, match="logits must have at least one row and one class"):
-        mojolearn.cross_entropy(Array([], "<f4", (2, 0)), t)
+        mojolearn.cross_entropy(Array.from_list([], "<f4").reshape((2, 0)), t)
     with pytest.raises(TypeError, match="targets must hold integers"):
         mojolearn.cross_entropy(z, array.array("f", [0.0, 1.0]))
     with pytest.raises(ValueError, match="targets must have 1 dimension"):
-        mojolearn.cross_entropy(z, Array([0, 1], "<i4", (1, 2)))
+        mojolearn.cross_entropy(z, Array.from_list([0, 1], "<i4").reshape((1, 2)))
     with pytest.raises(ValueError, match=r"targets must have shape \(2,\)"):
         mojolearn.cross_entropy(z, array.array("i", [0, 1, 2]))
     with pytest.raises(ValueError, match="targets holds"):
@@ -327,16 +327,16 @@ def test_refuses_bad_targets_for_every_reduction(targets, match):
 
 def test_refuses_non_finite_results_naming_entry_and_output():
     # A target logit of -inf (allowed on other classes) gives an infinite loss.
-    z = Array([0.0, -math.inf, 1.0, -math.inf], "<f4", (2, 2))
+    z = Array.from_list([0.0, -math.inf, 1.0, -math.inf], "<f4").reshape((2, 2))
     ok = mojolearn.cross_entropy(z, array.array("i", [0, 0]), return_grad=True)
     assert math.isfinite(ok[0])
     with pytest.raises(RuntimeError, match="cross_entropy: output 'losses' is not finite"):
         mojolearn.cross_entropy(z, array.array("i", [0, 1]))
     # z − max overflows to -inf: the loss of that row is +inf.
-    z = Array([3e38, -3e38], "<f4", (1, 2))
+    z = Array.from_list([3e38, -3e38], "<f4").reshape((1, 2))
     with pytest.raises(RuntimeError, match="cross_entropy: output 'losses'"):
         mojolearn.cross_entropy(z, array.array("i", [1]), reduction="none")
-    z = Array([math.nan, 0.0], "<f4", (1, 2))
+    z = Array.from_list([math.nan, 0.0], "<f4").reshape((1, 2))
     with pytest.raises(RuntimeError, match="cross_entropy: output"):
         mojolearn.cross_entropy(z, array.array("i", [1]))
 
@@ -367,7 +367,7 @@ def _entry_call(z, t, losses_addr, dlogits_addr, params):
 )
 def test_entry_refuses_bad_params_and_writes_nothing(params, match):
     z, t = _valid()
-    out = Array([7.0] * 8, "<f4")
+    out = Array.from_list([7.0] * 8, "<f4")
     with pytest.raises(ValueError, match=match):
         _entry_call(z, t, out._addr, out._addr, params)
     assert out.tolist() == [7.0] * 8
@@ -376,7 +376,7 @@ def test_entry_refuses_bad_params_and_writes_nothing(params, match):
 def test_entry_refuses_bad_addresses():
     z, t = _valid()
     b = _backend.binding()
-    out = Array([0.0] * 8, "<f4")
+    out = Array.from_list([0.0] * 8, "<f4")
     with pytest.raises(ValueError, match="cross_entropy: expected 4 addresses, got 3"):
         b.cross_entropy([z._addr, t._addr, out._addr], [2, 3, -100, 0.0, 2, 0])
     with pytest.raises(ValueError, match="cross_entropy: address 3 is null"):
@@ -389,11 +389,13 @@ def test_entry_writes_only_inside_its_outputs(seed):
     guard = f32(-12345.5)
     for reduction in range(3):
         rows, classes = rng.randint(1, 40), rng.randint(1, 12)
-        z = Array([f32(rng.gauss(0, 5)) for _ in range(rows * classes)], "<f4", (rows, classes))
-        t = Array([rng.randrange(classes) for _ in range(rows)], "<i4")
+        z = Array.from_list([f32(rng.gauss(0, 5)) for _ in range(rows * classes)], "<f4").reshape(
+            (rows, classes)
+        )
+        t = Array.from_list([rng.randrange(classes) for _ in range(rows)], "<i4")
         pad = 16
-        losses = Array([guard] * (rows + 2 * pad), "<f4")
-        dlogits = Array([guard] * (rows * classes + 2 * pad), "<f4")
+        losses = Array.from_list([guard] * (rows + 2 * pad), "<f4")
+        dlogits = Array.from_list([guard] * (rows * classes + 2 * pad), "<f4")
         _entry_call(
             z,
             t,
@@ -415,7 +417,7 @@ def test_entry_writes_only_inside_its_outputs(seed):
 def test_none_reduction_is_not_refused_when_only_the_sum_overflows():
     # Two rows whose finite losses (~3.4e38 each) add up past float32's range: 'none' returns
     # them; 'sum' and 'mean' refuse the overflowing sum.
-    logits = Array([[1.7e38, -1.7e38], [1.7e38, -1.7e38]])
+    logits = Array.from_list([[1.7e38, -1.7e38], [1.7e38, -1.7e38]])
     targets = array.array("i", [1, 1])
     per_row = cross_entropy(logits, targets, reduction="none")
     assert all(math.isfinite(v) and v > 1e38 for v in per_row.tolist())

@@ -23,7 +23,7 @@ def b():
 
 
 def f32s(rng, n, lo=-1.0, hi=1.0):
-    return Array([f32(rng.uniform(lo, hi)) for _ in range(n)], "<f4", (n,))
+    return Array.from_list([f32(rng.uniform(lo, hi)) for _ in range(n)], "<f4").reshape((n,))
 
 
 def hexes(arr):
@@ -50,7 +50,7 @@ def test_bias_activation(seed, rows, cols, relu):
 def test_relu_backward(seed):
     rng = random.Random(seed)
     rows, cols = 11, 16
-    act = Array([max(0.0, f32(rng.uniform(-1, 1))) for _ in range(rows * cols)], "<f4")
+    act = Array.from_list([max(0.0, f32(rng.uniform(-1, 1))) for _ in range(rows * cols)], "<f4")
     g = f32s(rng, rows * cols, -3, 3)
     out = zeros((rows * cols,))
     b().mlp_relu_backward([act._addr, g._addr, out._addr], [rows, cols])
@@ -97,7 +97,7 @@ def test_adamw(seed):
 
 def _problem(rng, rows, k=1):
     x = f32s(rng, k * rows * 8)
-    y = Array([rng.randrange(3) for _ in range(k * rows)], "<i4", (k * rows,))
+    y = Array.from_list([rng.randrange(3) for _ in range(k * rows)], "<i4").reshape((k * rows,))
     p = f32s(rng, 195, -0.5, 0.5)
     m = f32s(rng, 195, -0.01, 0.01)
     v = f32s(rng, 195, 0, 1e-3)
@@ -195,7 +195,7 @@ def test_train_step_refusals(seed):
         _call(x, y, p, m, v, 4, 2, hyper=[0.0, 0.9, 0.999, 1e-8, 0.01])
     with pytest.raises(ValueError, match="need lr > 0"):
         _call(x, y, p, m, v, 4, 2, hyper=[1e-3, 1.0, 0.999, 1e-8, 0.01])
-    bad_y = Array([0, 1, 3, 0], "<i4", (4,))
+    bad_y = Array.from_list([0, 1, 3, 0], "<i4").reshape((4,))
     with pytest.raises(ValueError, match=r"targets\[2\] = 3 is not a class"):
         _call(x, bad_y, p, m, v, 4, 2)
     with pytest.raises(ValueError, match="expected 13 addresses"):
@@ -207,8 +207,8 @@ def test_train_step_refusals(seed):
 
 
 def test_train_step_refuses_nonfinite_result():
-    x, y = zeros((8,)), Array([0], "<i4", (1,))
-    big = Array([3.0e38] * 195, "<f4", (195,))  # logits overflow to inf
+    x, y = zeros((8,)), Array.from_list([0], "<i4").reshape((1,))
+    big = Array.from_list([3.0e38] * 195, "<f4").reshape((195,))  # logits overflow to inf
     with pytest.raises(RuntimeError, match="mlp_train_step: output 'logits' is not finite"):
         _call(x, y, big, zeros((195,)), zeros((195,)), 1, 2)
 
@@ -221,7 +221,7 @@ def test_piece_refusals():
         b().mlp_relu_backward([a._addr] * 3, [-1, 2])
     with pytest.raises(ValueError, match="expected 2 addresses"):
         b().mlp_sum_rows([a._addr], [2, 2])
-    big = Array([3.0e38] * 4, "<f4", (4,))
+    big = Array.from_list([3.0e38] * 4, "<f4").reshape((4,))
     with pytest.raises(RuntimeError, match="mlp_sum_rows: output 'out' is not finite"):
         b().mlp_sum_rows([big._addr, a._addr], [4, 1])
     with pytest.raises(RuntimeError, match="mlp_bias_activation: output 'out' is not finite"):

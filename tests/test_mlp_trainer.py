@@ -52,7 +52,7 @@ def batch(rng, rows, inputs, classes):
 
 
 def arrays(X, y):
-    return ml.Array(X, "<f4"), ml.Array(y, "<i4")
+    return ml.Array.from_list(X, "<f4"), ml.Array.from_list(y, "<i4")
 
 
 def trainer(sizes, seed, **kw):
@@ -112,8 +112,8 @@ def test_train_step_equals_train_steps_equals_grads_then_apply(seed, sizes):
         a.train_step(X, y)
         loss, grads = c.loss_and_grads(X, y)
         c.apply_gradients(grads)
-    stacked_x = ml.Array([row for X, _ in data for row in X.tolist()], "<f4")
-    stacked_y = ml.Array([v for _, y in data for v in y.tolist()], "<i4")
+    stacked_x = ml.Array.from_list([row for X, _ in data for row in X.tolist()], "<f4")
+    stacked_y = ml.Array.from_list([v for _, y in data for v in y.tolist()], "<i4")
     out = b.train_steps(stacked_x, stacked_y, 3)
     assert out["step"] == 3 and len(out["losses"]) == 3
     assert a.state_hash() == b.state_hash() == c.state_hash()
@@ -180,7 +180,7 @@ import mojolearn as ml
 state, batches = pickle.loads(sys.stdin.buffer.read())
 t = ml.MLPTrainer._from_state(state)
 for X, y in batches:
-    t.train_step(ml.Array(X, "<f4"), ml.Array(y, "<i4"))
+    t.train_step(ml.Array.from_list(X, "<f4"), ml.Array.from_list(y, "<i4"))
 print(t.state_hash())
 """
 
@@ -314,7 +314,9 @@ def _snapshot(t):
         (
             "weights NaN",
             lambda: ml.MLPTrainer(
-                [1, 2], [ml.Array([[float("nan")], [0.0]]), ml.zeros((2,))], data_schedule={"a": 1}
+                [1, 2],
+                [ml.Array.from_list([[float("nan")], [0.0]]), ml.zeros((2,))],
+                data_schedule={"a": 1},
             ),
             ValueError,
             r"weight1 must be finite",
@@ -358,22 +360,22 @@ def test_step_refusals_change_nothing(seed):
     bad = [
         (lambda: t.train_step(ml.zeros((5, 3)), y), ValueError, r"X must have shape \(batch, 4\)"),
         (
-            lambda: t.train_step(ml.Array([[1.0] * 4] * 5, "<f8"), y),
+            lambda: t.train_step(ml.Array.from_list([[1.0] * 4] * 5, "<f8"), y),
             TypeError,
             r"X must be float32",
         ),
         (
-            lambda: t.train_step(X, ml.Array([0, 1, 2, 3, 0], "<i4")),
+            lambda: t.train_step(X, ml.Array.from_list([0, 1, 2, 3, 0], "<i4")),
             ValueError,
             r"targets\[3\] = 3",
         ),
         (
-            lambda: t.train_step(X, ml.Array([0, 1], "<i4")),
+            lambda: t.train_step(X, ml.Array.from_list([0, 1], "<i4")),
             ValueError,
             r"targets must have shape \(5,\)",
         ),
         (
-            lambda: t.train_step(ml.Array([[float("inf")] * 4] * 5), y),
+            lambda: t.train_step(ml.Array.from_list([[float("inf")] * 4] * 5), y),
             ValueError,
             r"X must be finite",
         ),
@@ -416,11 +418,11 @@ def test_step_refusals_change_nothing(seed):
 
 def test_a_non_finite_step_is_refused_whole():
     t = ml.MLPTrainer(
-        [2, 3], [ml.Array([[3e38, 3e38]] * 3), ml.zeros((3,))], data_schedule={"a": 1}
+        [2, 3], [ml.Array.from_list([[3e38, 3e38]] * 3), ml.zeros((3,))], data_schedule={"a": 1}
     )
     before = _snapshot(t)
     with pytest.raises(RuntimeError, match="MLPTrainer: the step produced a non-finite result"):
-        t.train_step(ml.Array([[2.0, 2.0]]), ml.Array([1], "<i4"))
+        t.train_step(ml.Array.from_list([[2.0, 2.0]]), ml.Array.from_list([1], "<i4"))
     assert _snapshot(t) == before
 
 
@@ -434,11 +436,11 @@ def test_batch_memory_bound_admits_4096_rows_of_784_256_10():
 def test_predictions_and_sessions_agree(seed):
     rng = random.Random(seed)
     t = trainer([5, 8, 4], 4)
-    parts = [ml.Array(batch(rng, n, 5, 4)[0], "<f4") for n in (1, 3, 7)]
+    parts = [ml.Array.from_list(batch(rng, n, 5, 4)[0], "<f4") for n in (1, 3, 7)]
     joined = t.predict_logits_sessions(parts)
     assert joined.shape == (11, 4)
     assert joined.tobytes() == b"".join(t.predict_logits(p).tobytes() for p in parts)
-    whole = ml.Array([r for p in parts for r in p.tolist()], "<f4")
+    whole = ml.Array.from_list([r for p in parts for r in p.tolist()], "<f4")
     assert t.predict_logits(whole).tobytes() == joined.tobytes()
 
 
@@ -494,8 +496,8 @@ import mojolearn as ml
 sizes, seed = json.loads(sys.argv[1]), int(sys.argv[2])
 rng = random.Random(seed)
 t = ml.MLPTrainer(sizes, seed=seed % 1000, data_schedule={"a": 1})
-X = ml.Array([[rng.uniform(-2, 2) for _ in range(sizes[0])] for _ in range(32)], "<f4")
-y = ml.Array([rng.randrange(sizes[-1]) for _ in range(32)], "<i4")
+X = ml.Array.from_list([[rng.uniform(-2, 2) for _ in range(sizes[0])] for _ in range(32)], "<f4")
+y = ml.Array.from_list([rng.randrange(sizes[-1]) for _ in range(32)], "<i4")
 loss, grads = t.loss_and_grads(X, y)
 print(json.dumps({"loss": loss, "grads": [v for g in grads for v in g._mv.tolist()],
                   "logits": t.predict_logits(X)._mv.tolist()}))
@@ -539,11 +541,15 @@ def test_a_step_that_overflows_the_parameters_is_refused_naming_them(make):
     # (the step is lr-sized), and the step is refused, naming them, with nothing changed.
     t = make(3.0e38)
     before = t.state_hash()
-    X = ml.Array([0.5] * 16, "<f4", (2, 8))
-    y = ml.Array([0, 2], "<i4")
+    X = ml.Array.from_list([0.5] * 16, "<f4").reshape((2, 8))
+    y = ml.Array.from_list([0, 2], "<i4")
     with pytest.raises(RuntimeError, match=r"output 'params' is not finite at index \d+"):
         t.train_step(X, y)
     # Two steps: the first's infinite params make the second's logits the first bad output.
     with pytest.raises(RuntimeError, match=r"output 'logits' is not finite"):
-        t.train_steps(ml.Array([0.5] * 32, "<f4", (4, 8)), ml.Array([0, 2] * 2, "<i4"), 2)
+        t.train_steps(
+            ml.Array.from_list([0.5] * 32, "<f4").reshape((4, 8)),
+            ml.Array.from_list([0, 2] * 2, "<i4"),
+            2,
+        )
     assert t.state_hash() == before and t.step_ == 0

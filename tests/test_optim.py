@@ -1071,22 +1071,22 @@ def test_fast_mode_norms_stay_within_the_stated_bound_of_identical(seed):
 
 
 def test_gradients_overlapping_each_other_or_hidden_params_are_refused():
-    base = Array([0.5] * 8)
-    g = Array([0.25] * 4)
-    opt = SGD([Array([1.0] * 4), Array([2.0] * 4)], lr=0.1)
+    base = Array.from_list([0.5] * 8)
+    g = Array.from_list([0.25] * 4)
+    opt = SGD([Array.from_list([1.0] * 4), Array.from_list([2.0] * 4)], lr=0.1)
     with pytest.raises(ValueError, match="share memory"):
         opt.step([g, g], max_norm=1.0)  # would be scaled twice
     assert g.tolist() == [0.25] * 4 and opt.t == 0
     # a parameter inside grads[0], with grads[1] between them in address order
     p1 = base.reshape(2, 4)[1]
-    opt = SGD([Array([1.0] * 8), p1], lr=0.1)
+    opt = SGD([Array.from_list([1.0] * 8), p1], lr=0.1)
     with pytest.raises(ValueError, match="share memory"):
-        opt.step([base, Array([0.0] * 4)])
+        opt.step([base, Array.from_list([0.0] * 4)])
     assert p1.tolist() == [0.5] * 4 and opt.t == 0
 
 
 def test_step_counts_beyond_float64_exactness_are_refused():
-    opt = Adam([Array([1.0, 2.0])])
+    opt = Adam([Array.from_list([1.0, 2.0])])
     state = opt.state_dict()
     for t in (2**53, 2**63, -1):
         with pytest.raises(ValueError, match=r"state\['t'\] must be an int in \[0, "):
@@ -1094,21 +1094,21 @@ def test_step_counts_beyond_float64_exactness_are_refused():
     assert opt.t == 0
     opt.load_state_dict({**state, "t": 2**53 - 1})
     with pytest.raises(ValueError, match="step counter is exhausted"):
-        opt.step([Array([0.1, 0.1])])
+        opt.step([Array.from_list([0.1, 0.1])])
     assert opt.t == 2**53 - 1
 
 
 def test_concurrent_steps_and_state_swaps_are_serialized():
     # Steps release the GIL inside the binding; state reads and buffer swaps from another thread
     # must see whole steps only and never free memory a step is writing.
-    grads = [Array([0.01 * (i % 7) for i in range(1000)])]
-    serial_params = [Array([0.5] * 1000)]
+    grads = [Array.from_list([0.01 * (i % 7) for i in range(1000)])]
+    serial_params = [Array.from_list([0.5] * 1000)]
     serial = AdamW(serial_params, lr=1e-3)
     expected = {0: (serial_params[0].tobytes(), serial.exp_avg.tobytes())}
     for t in range(1, 101):
         serial.step(grads)
         expected[t] = (serial_params[0].tobytes(), serial.exp_avg.tobytes())
-    params = [Array([0.5] * 1000)]
+    params = [Array.from_list([0.5] * 1000)]
     opt = AdamW(params, lr=1e-3)
     errors = []
 

@@ -156,7 +156,7 @@ def test_adamw_trains_a_torch_models_parameters_in_place(seed):
     ptrs = [p.data_ptr() for p in params]
     versions = [p._version for p in params]
     start = [p.detach().clone() for p in params]
-    arrays = [mojolearn.Array(p.tolist(), "<f4") for p in params]
+    arrays = [mojolearn.Array.from_list(p.tolist(), "<f4") for p in params]
     opt = mojolearn.AdamW(ours.parameters(), **kwargs)
     plain = mojolearn.AdamW(arrays, **kwargs)
     ref = torch.optim.AdamW(theirs.parameters(), foreach=False, **kwargs)
@@ -167,7 +167,7 @@ def test_adamw_trains_a_torch_models_parameters_in_place(seed):
         for model in (ours, theirs):
             model.zero_grad()
             torch.nn.functional.cross_entropy(model(X), y).backward()
-        plain.step([mojolearn.Array(p.grad.tolist(), "<f4") for p in params])
+        plain.step([mojolearn.Array.from_list(p.grad.tolist(), "<f4") for p in params])
         opt.step([p.grad for p in ours.parameters()])
         ref.step()
         with torch.no_grad():

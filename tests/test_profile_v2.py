@@ -259,9 +259,9 @@ out = {"binding": [b.name, b.target_cpu, b.mode], "products": {}, "logits": {}, 
 for i, (path, m, n, k, ta, tb) in enumerate(JOBS):
     raw = array.array("f")
     raw.frombytes(open(path, "rb").read())
-    a = Array(raw[: m * k], "<f4", (k, m) if ta else (m, k))
-    bb = Array(raw[m * k : m * k + k * n], "<f4", (n, k) if tb else (k, n))
-    c = Array(raw[m * k + k * n :], "<f4", (m, n))
+    a = Array.from_buffer(raw[: m * k]).reshape((k, m) if ta else (m, k))
+    bb = Array.from_buffer(raw[m * k : m * k + k * n]).reshape((n, k) if tb else (k, n))
+    c = Array.from_buffer(raw[m * k + k * n :]).reshape(m, n)
     name = f"#{i} {m}x{n}x{k} ta={ta} tb={tb}"
     product = ml.matmul(a, bb, transpose_a=bool(ta), transpose_b=bool(tb))
     out["products"][name] = product.tobytes().hex()
@@ -272,21 +272,21 @@ for i, (path, m, n, k, ta, tb) in enumerate(JOBS):
 for sizes, rows in (([64, 128, 10], 32), ([784, 256, 10], 16), ([16, 32, 32, 32, 4], 33)):
     tr = ml.MLPTrainer(sizes, seed=3, data_schedule={"test": "bits"})
     r = _rng.SplitMix64(7)
-    X = Array([r.uniform() * 2 - 1 for _ in range(rows * sizes[0])], "<f4", (rows, sizes[0]))
+    X = Array.from_list([r.uniform() * 2 - 1 for _ in range(rows * sizes[0])], "<f4").reshape(rows, -1)
     out["logits"][str(sizes)] = tr.predict_logits(X).tobytes().hex()
 if b.mode == "identical":
     for sizes, rows, steps in ([8, 16, 3], 7, 5), ([64, 128, 10], 32, 5), ([784, 256, 10], 64, 3):
         r = _rng.SplitMix64(sum(sizes))
         xs = [r.uniform() * 2 - 1 for _ in range(steps * rows * sizes[0])]
         ys = [r.randbelow(sizes[-1]) for _ in range(steps * rows)]
-        X, y = Array(xs, "<f4", (steps * rows, sizes[0])), Array(ys, "<i4")
+        X, y = Array.from_list(xs, "<f4").reshape(steps * rows, -1), Array.from_list(ys, "<i4")
         if sizes == [8, 16, 3]:
             w = ml.MLPTrainer(sizes, seed=4, data_schedule={"test": "bits"}).weights_
             tr = ml.SmallMLPTrainer(*(w[n] for n in ("weight1", "bias1", "weight2", "bias2")),
                                     data_schedule={"test": "bits"})
             for i in range(steps):
-                tr.train_step(Array(xs[i * rows * 8 : (i + 1) * rows * 8], "<f4", (rows, 8)),
-                              Array(ys[i * rows : (i + 1) * rows], "<i4"))
+                tr.train_step(Array.from_list(xs[i * rows * 8 : (i + 1) * rows * 8], "<f4").reshape(rows, 8),
+                              Array.from_list(ys[i * rows : (i + 1) * rows], "<i4"))
         else:
             tr = ml.MLPTrainer(sizes, seed=4, data_schedule={"test": "bits"})
             tr.train_steps(X, y, steps)
@@ -391,8 +391,8 @@ def _v1_batches():
     (all 12 rows): MLPTrainer([6, 5, 3], seed=9, data_schedule={"fixture": "profile v1",
     "mode": mode}), train_steps(X, y, 3), save_checkpoint, train_steps(X, y, 1)."""
     rng = _rng.SplitMix64(4)
-    X = Array(_uniform(rng, 12 * 6), "<f4", (12, 6))
-    return X, Array([rng.randbelow(3) for _ in range(12)], "<i4")
+    X = Array.from_list(_uniform(rng, 12 * 6), "<f4").reshape((12, 6))
+    return X, Array.from_list([rng.randbelow(3) for _ in range(12)], "<i4")
 
 
 def _envelope(path):
@@ -420,16 +420,16 @@ def _small_trainer(steps=3):
     tr = _small(2, {"test": "v1"})
     rng = _rng.SplitMix64(3)
     for _ in range(steps):
-        X = Array(_uniform(rng, 5 * 8), "<f4", (5, 8))
-        tr.train_step(X, Array([rng.randbelow(3) for _ in range(5)], "<i4"))
+        X = Array.from_list(_uniform(rng, 5 * 8), "<f4").reshape((5, 8))
+        tr.train_step(X, Array.from_list([rng.randbelow(3) for _ in range(5)], "<i4"))
     return tr
 
 
 def _mlp_trainer(steps=3):
     tr = ml.MLPTrainer([5, 7, 3], seed=2, data_schedule={"test": "v1"})
     rng = _rng.SplitMix64(3)
-    X = Array(_uniform(rng, steps * 4 * 5), "<f4", (steps * 4, 5))
-    tr.train_steps(X, Array([rng.randbelow(3) for _ in range(steps * 4)], "<i4"), steps)
+    X = Array.from_list(_uniform(rng, steps * 4 * 5), "<f4").reshape((steps * 4, 5))
+    tr.train_steps(X, Array.from_list([rng.randbelow(3) for _ in range(steps * 4)], "<i4"), steps)
     return tr
 
 
@@ -503,8 +503,8 @@ def test_allow_profile_change_resumes_a_v1_state_under_v2(v1_files, tmp_path):
             assert tr.state_hash() != V1_MLP_STEP4_HASH
         else:
             rng = _rng.SplitMix64(8)
-            X = Array(_uniform(rng, 6 * sizes[0]), "<f4", (6, sizes[0]))
-            tr.train_step(X, Array([rng.randbelow(sizes[-1]) for _ in range(6)], "<i4"))
+            X = Array.from_list(_uniform(rng, 6 * sizes[0]), "<f4").reshape((6, sizes[0]))
+            tr.train_step(X, Array.from_list([rng.randbelow(sizes[-1]) for _ in range(6)], "<i4"))
         assert tr.step_ == env["payload"]["optimizer"]["step"] + 1, name
         # Saved again it is a v2 file, which resumes without being asked.
         again = tmp_path / "again.ckpt"
@@ -524,12 +524,12 @@ import mojolearn as ml
 from mojolearn import Array
 ml.set_numeric_mode("fast")
 tr = ml.MLPTrainer.from_checkpoint(PATH)
-X = Array([0.5, -1.0, 0.25, 2.0, -0.75, 1.5], "<f4", (1, 6))
-tr.train_step(X, Array([2], "<i4"))
+X = Array.from_list([[0.5, -1.0, 0.25, 2.0, -0.75, 1.5]], "<f4")
+tr.train_step(X, Array.from_list([2], "<i4"))
 w = ml.MLPTrainer([8, 16, 3], seed=1, data_schedule={"test": "fast v1"}).weights_
 small = ml.SmallMLPTrainer(w["weight1"], w["bias1"], w["weight2"], w["bias2"],
                            data_schedule={"test": "fast v1"})
-small.train_step(Array([0.5] * 16, "<f4", (2, 8)), Array([0, 1], "<i4"))
+small.train_step(Array.from_list([0.5] * 16, "<f4").reshape(2, 8), Array.from_list([0, 1], "<i4"))
 small.save_checkpoint(FOLDER + "/small.v2")
 with open(FOLDER + "/small.v1", "wb") as f:
     f.write(to_v1(open(FOLDER + "/small.v2", "rb").read()))

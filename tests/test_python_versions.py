@@ -19,7 +19,7 @@ from mojolearn._mlp import spec as _spec
 t = mojolearn.SmallMLPTrainer(*_spec.init_small_mlp(3), data_schedule={"v": 1})
 for X, y in _rng.batches(4, 8, 5):
     t.train_step(X, y)
-a = mojolearn.Array([[1.0, 2.0], [3.0, 4.0]])
+a = mojolearn.Array.from_list([[1.0, 2.0], [3.0, 4.0]])
 mv = memoryview(a).shape if sys.version_info >= (3, 12) else None
 print(mojolearn.numeric_mode_used(), t.state_hash(), mv)
 """

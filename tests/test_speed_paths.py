@@ -24,7 +24,7 @@ def label_forms(y):
     values = y.tolist()
     forms = [
         y,
-        Array(values, "<i8"),
+        Array.from_list(values, "<i8"),
         array.array("q", values),
         array.array("i", values),
         array.array("b", values),
@@ -87,7 +87,7 @@ def test_refusals_are_the_same_on_every_path(seed):
     t = make(seed)
     t.train_step(X, y)
     before = t.state_hash(), t.step_
-    nan_x = Array(X.tolist(), "<f4")
+    nan_x = Array.from_list(X.tolist(), "<f4")
     nan_x[1, 3] = math.inf
     bad = [0, 1, 5, 2]
     cases = [
@@ -100,8 +100,8 @@ def test_refusals_are_the_same_on_every_path(seed):
         ),
     ]
     for form in (
-        Array(bad, "<i4"),
-        Array(bad, "<i8"),
+        Array.from_list(bad, "<i4"),
+        Array.from_list(bad, "<i8"),
         array.array("q", bad),
         array.array("b", bad),
         memoryview(array.array("i", bad)),
@@ -111,15 +111,25 @@ def test_refusals_are_the_same_on_every_path(seed):
         (ValueError, r"targets\[0\] = -1", X, array.array("q", [-1, 0, 0, 0])),
         (ValueError, "classes 0..2", X, array.array("Q", [1 << 63, 0, 0, 0])),
         (ValueError, r"targets must have shape \(4,\)", X, array.array("q", [0, 0, 0])),
-        (ValueError, r"targets must have shape \(4,\)", X, Array([0, 0, 0, 0, 0], "<i8")),
+        (ValueError, r"targets must have shape \(4,\)", X, Array.from_list([0, 0, 0, 0, 0], "<i8")),
         (TypeError, "targets must hold integers", X, array.array("d", [0, 0, 0, 0])),
-        (ValueError, r"X must have shape \(batch, 8\)", Array([0.0] * 28, "<f4", (4, 7)), y),
-        (TypeError, "X must be float32, got float64", Array([0.0] * 32, "<f8", (4, 8)), y),
+        (
+            ValueError,
+            r"X must have shape \(batch, 8\)",
+            Array.from_list([0.0] * 28, "<f4").reshape((4, 7)),
+            y,
+        ),
+        (
+            TypeError,
+            "X must be float32, got float64",
+            Array.from_list([0.0] * 32, "<f8").reshape((4, 8)),
+            y,
+        ),
         (
             ValueError,
             "1 to 256 rows",
-            Array([0.0] * 257 * 8, "<f4", (257, 8)),
-            Array([0] * 257, "<i4"),
+            Array.from_list([0.0] * 257 * 8, "<f4").reshape((257, 8)),
+            Array.from_list([0] * 257, "<i4"),
         ),
     ]
     np = None
@@ -149,7 +159,9 @@ def test_refusals_are_the_same_on_every_path(seed):
     with pytest.raises(ValueError, match="X must be finite"):
         t.predict_logits(nan_x)
     with pytest.raises(ValueError, match=r"targets\[6\] = 3"):
-        t.train_steps(Array(X.tolist() * 2, "<f4"), array.array("q", y.tolist() + [0, 0, 3, 0]), 2)
+        t.train_steps(
+            Array.from_list(X.tolist() * 2, "<f4"), array.array("q", y.tolist() + [0, 0, 3, 0]), 2
+        )
     assert (t.state_hash(), t.step_) == before
 
 

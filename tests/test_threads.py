@@ -23,10 +23,10 @@ for sizes, rows in (([64, 128, 10], 160), ([54, 256, 256, 7], 40), ([30, 200, 3]
     rng = _rng.SplitMix64(sum(sizes) + rows)
     xs = [rng.uniform() * 2 - 1 for _ in range(3 * rows * sizes[0])]
     ys = [rng.randbelow(sizes[-1]) for _ in range(3 * rows)]
-    X, y = Array(xs, "<f4", (3 * rows, sizes[0])), Array(ys, "<i4")
+    X, y = Array.from_list(xs, "<f4").reshape(3 * rows, sizes[0]), Array.from_list(ys, "<i4")
     tr.train_steps(X, y, 3)
-    step = tr.train_step(Array(xs[:rows * sizes[0]], "<f4", (rows, sizes[0])),
-                         Array(ys[:rows], "<i4"), return_input_grad=True)
+    step = tr.train_step(Array.from_list(xs[:rows * sizes[0]], "<f4").reshape(rows, sizes[0]),
+                         Array.from_list(ys[:rows], "<i4"), return_input_grad=True)
     out[str(sizes)] = [tr.state_hash(), step["input_grad"].tolist()[0][:5]]
 pool = _threads.pool()
 out["worker_parts"] = ml._runtime.backend.binding().raw.pool_worker_parts([pool], []) if pool else 0
@@ -84,7 +84,7 @@ sizes, rows = [4096, 8, 2], 4
 rng = _rng.SplitMix64(11)
 xs = [rng.uniform() * 2 - 1 for _ in range(50 * rows * sizes[0])]
 ys = [rng.randbelow(2) for _ in range(50 * rows)]
-X, y = Array(xs, "<f4", (50 * rows, sizes[0])), Array(ys, "<i4")
+X, y = Array.from_list(xs, "<f4").reshape(50 * rows, sizes[0]), Array.from_list(ys, "<i4")
 tr = ml.MLPTrainer(sizes, seed=3, data_schedule={"test": 1})
 tr.train_steps(X, y, 50)
 out = {"hash": tr.state_hash()}
@@ -93,16 +93,17 @@ out["worker_parts"] = ml._runtime.backend.binding().raw.pool_worker_parts([pool]
 # The last bias is in the last range: lr * weight_decay = 8 makes the decay factor -7, so
 # only that element (5e38 / 10) overflows (the logits, losses and gradients stay finite), and
 # the step must be refused from the part that found it, naming it, with nothing changed.
-w = [Array(t, "<f4") for t in ml._mlp.spec.LayerSizes(sizes).init(3)]
+w = [t.copy() for t in ml._mlp.spec.LayerSizes(sizes).init(3)]
 shapes = [(8, 4096), (8,), (2, 8), (2,)]
-w = [Array(a.tolist(), "<f4", s) for a, s in zip(w, shapes)]
+w = [Array.from_list(a.tolist(), "<f4").reshape(s) for a, s in zip(w, shapes)]
 b2 = w[3].tolist()
 b2[1] = 5.0e37
-w[3] = Array(b2, "<f4", (2,))
+w[3] = Array.from_list(b2, "<f4")
 bad = ml.MLPTrainer(sizes, w, data_schedule={"test": 1}, lr=800.0, weight_decay=0.01)
 before = bad.state_hash()
 try:
-    bad.train_step(Array(xs[: rows * sizes[0]], "<f4", (rows, sizes[0])), Array([0] * rows, "<i4"))
+    bad.train_step(Array.from_list(xs[: rows * sizes[0]], "<f4").reshape(rows, sizes[0]),
+                   Array.from_list([0] * rows, "<i4"))
     out["refused"] = None
 except RuntimeError as exc:
     out["refused"] = str(exc)
@@ -144,12 +145,12 @@ sizes, rows = [64, 128, 10], 256
 rng = _rng.SplitMix64(21)
 xs = [rng.uniform() * 2 - 1 for _ in range(4 * rows * sizes[0])]
 ys = [rng.randbelow(sizes[-1]) for _ in range(4 * rows)]
-X, y = Array(xs, "<f4", (4 * rows, sizes[0])), Array(ys, "<i4")
+X, y = Array.from_list(xs, "<f4").reshape(4 * rows, sizes[0]), Array.from_list(ys, "<i4")
 tr = ml.MLPTrainer(sizes, seed=2, data_schedule={{"test": 1}})
 arena = lambda: raw.mlp_resident_arena([tr._session.handle], [])
 out = {{"before": arena()}}
-batch = lambda i, r: (Array(xs[i * rows * 64:(i * rows + r) * 64], "<f4", (r, 64)),
-                      Array(ys[i * rows:i * rows + r], "<i4"))
+batch = lambda i, r: (Array.from_list(xs[i * rows * 64:(i * rows + r) * 64], "<f4").reshape(r, 64),
+                      Array.from_list(ys[i * rows:i * rows + r], "<i4"))
 tr.train_step(*batch(0, rows))
 out["first"] = arena()
 for i in range(1, 4):

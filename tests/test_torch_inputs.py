@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 
 def _arrays(X, y):
-    return ml.Array(X.tolist(), "<f4"), ml.Array(y.tolist(), "<i4")
+    return ml.Array.from_list(X.tolist(), "<f4"), ml.Array.from_list(y.tolist(), "<i4")
 
 
 @pytest.mark.parametrize(
@@ -53,11 +53,14 @@ def test_optimizers_update_torch_parameters_in_place_with_the_bits_of_arrays(see
     ]
     for kind in (ml.AdamW, ml.Adam, ml.SGD):
         tp = [torch.tensor(values[0]).reshape(3, 4), torch.tensor(values[1])]
-        ap = [ml.Array(values[0], "<f4", (3, 4)), ml.Array(values[1])]
+        ap = [ml.Array.from_list(values[0], "<f4").reshape((3, 4)), ml.Array.from_list(values[1])]
         ot, oa = kind(tp, lr=0.05), kind(ap, lr=0.05)
         for g in grads:
             ot.step([torch.tensor(g[0]).reshape(3, 4), torch.tensor(g[1])], max_norm=1.0)
-            oa.step([ml.Array(g[0], "<f4", (3, 4)), ml.Array(g[1])], max_norm=1.0)
+            oa.step(
+                [ml.Array.from_list(g[0], "<f4").reshape((3, 4)), ml.Array.from_list(g[1])],
+                max_norm=1.0,
+            )
         for t_, a_ in zip(tp, ap):
             assert ml.from_dlpack(t_).tobytes() == a_.tobytes(), kind.__name__
 
@@ -66,11 +69,11 @@ def test_matmul_cross_entropy_and_clipping_take_torch_tensors():
     a, b = torch.rand(3, 5), torch.rand(5, 2)
     assert (
         ml.matmul(a, b).tobytes()
-        == ml.matmul(*(ml.Array(t.tolist(), "<f4") for t in (a, b))).tobytes()
+        == ml.matmul(*(ml.Array.from_list(t.tolist(), "<f4") for t in (a, b))).tobytes()
     )
     logits, y = torch.randn(4, 6), torch.tensor([0, 5, 2, 1])
     assert ml.cross_entropy(logits, y) == ml.cross_entropy(
-        ml.Array(logits.tolist(), "<f4"), ml.Array(y.tolist(), "<i4")
+        ml.Array.from_list(logits.tolist(), "<f4"), ml.Array.from_list(y.tolist(), "<i4")
     )
     g = [torch.full((4,), 3.0)]
     assert ml.clip_grad_norm_(g, 1.0) == 6.0

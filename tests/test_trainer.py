@@ -82,9 +82,24 @@ def test_constructor_numpy():
     [
         (0, [[0.0] * 8] * 16, TypeError, "weight1 must be a float32 buffer"),
         (1, array.array("d", [0.0] * 16), TypeError, "bias1 must be float32, got float64"),
-        (2, Array([0.0] * 48, "<f4", (16, 3)), ValueError, r"weight2 must have shape \(3, 16\)"),
-        (3, Array([0.0, math.nan, 0.0], "<f4", (3,)), ValueError, "bias2 must be finite"),
-        (3, Array([0.0, math.inf, 0.0], "<f4", (3,)), ValueError, "bias2 must be finite"),
+        (
+            2,
+            Array.from_list([0.0] * 48, "<f4").reshape((16, 3)),
+            ValueError,
+            r"weight2 must have shape \(3, 16\)",
+        ),
+        (
+            3,
+            Array.from_list([0.0, math.nan, 0.0], "<f4").reshape((3,)),
+            ValueError,
+            "bias2 must be finite",
+        ),
+        (
+            3,
+            Array.from_list([0.0, math.inf, 0.0], "<f4").reshape((3,)),
+            ValueError,
+            "bias2 must be finite",
+        ),
     ],
 )
 def test_constructor_refuses_parameters(index, value, exc, match):
@@ -202,13 +217,12 @@ def test_step_equalities(seed):
         assert [g.tobytes() for g in grads] == [g.tobytes() for g in r["gradients"].values()]
         losses_b.append(loss)
         assert b.apply_gradients(grads) == r["step"]
-    Xs = Array(
-        b"".join(X.tobytes() for X, _ in batches)
-        and memoryview(b"".join(X.tobytes() for X, _ in batches)).cast("f"),
-        "<f4",
-        (k * rows, 8),
+    Xs = (
+        Array.from_buffer(memoryview(b"".join(X.tobytes() for X, _ in batches)).cast("f"))
+        .copy()
+        .reshape((k * rows, 8))
     )
-    ys = Array([v for _, y in batches for v in y.tolist()], "<i4", (k * rows,))
+    ys = Array.from_list([v for _, y in batches for v in y.tolist()], "<i4").reshape((k * rows,))
     rc = c.train_steps(Xs, ys, k)
     assert rc["step"] == k and rc["losses"] == losses_a == losses_b and rc["loss"] == losses_a[-1]
     assert rc["logits"].tobytes() == r["logits"].tobytes()
@@ -300,7 +314,7 @@ def test_loss_decreases_on_learnable_task(seed):
             max(range(3), key=lambda c: sum(a * b for a, b in zip(rule[c], row)))
             for row in X.tolist()
         ]
-        batches.append((X, Array(labels, "<i4", (32,))))
+        batches.append((X, Array.from_list(labels, "<i4").reshape((32,))))
     t = make(seed, lr=2e-2)
     first = [t.loss_and_grads(X, y)[0] for X, y in batches]
     for _epoch in range(40):
@@ -314,7 +328,7 @@ def test_loss_decreases_on_learnable_task(seed):
 
 
 def _refusals(t, X, y):
-    big = Array([0.0] * 257 * 8, "<f4", (257, 8))
+    big = Array.from_list([0.0] * 257 * 8, "<f4").reshape((257, 8))
     return [
         (TypeError, "X must be a float32 buffer", lambda: t.train_step(X.tolist(), y)),
         (
@@ -325,32 +339,44 @@ def _refusals(t, X, y):
         (
             ValueError,
             r"X must have shape \(batch, 8\)",
-            lambda: t.train_step(Array([0.0] * 7, "<f4", (1, 7)), y),
+            lambda: t.train_step(Array.from_list([0.0] * 7, "<f4").reshape((1, 7)), y),
         ),
-        (ValueError, "1 to 256 rows", lambda: t.train_step(big, Array([0] * 257, "<i4"))),
+        (ValueError, "1 to 256 rows", lambda: t.train_step(big, Array.from_list([0] * 257, "<i4"))),
         (
             ValueError,
             "1 to 256 rows",
-            lambda: t.train_step(Array([], "<f4", (0, 8)), Array([], "<i4")),
+            lambda: t.train_step(
+                Array.from_list([], "<f4").reshape((0, 8)), Array.from_list([], "<i4")
+            ),
         ),
         (
             ValueError,
             "X must be finite",
-            lambda: t.train_step(Array([math.nan] * 8 * len(y), "<f4", (len(y), 8)), y),
+            lambda: t.train_step(
+                Array.from_list([math.nan] * 8 * len(y), "<f4").reshape((len(y), 8)), y
+            ),
         ),
         (
             TypeError,
             "targets must hold integers",
-            lambda: t.train_step(X, Array([0.0] * len(y), "<f4")),
+            lambda: t.train_step(X, Array.from_list([0.0] * len(y), "<f4")),
         ),
         (TypeError, "targets must be an integer buffer", lambda: t.train_step(X, y.tolist())),
-        (ValueError, "targets must have shape", lambda: t.train_step(X, Array([0], "<i4"))),
+        (
+            ValueError,
+            "targets must have shape",
+            lambda: t.train_step(X, Array.from_list([0], "<i4")),
+        ),
         (
             ValueError,
             r"targets\[1\] = 3",
-            lambda: t.train_step(X, Array([0, 3] + [0] * (len(y) - 2), "<i4")),
+            lambda: t.train_step(X, Array.from_list([0, 3] + [0] * (len(y) - 2), "<i4")),
         ),
-        (ValueError, r"targets\[0\] = -1", lambda: t.train_step(X, Array([-1] * len(y), "<i4"))),
+        (
+            ValueError,
+            r"targets\[0\] = -1",
+            lambda: t.train_step(X, Array.from_list([-1] * len(y), "<i4")),
+        ),
         (ValueError, "classes 0..2", lambda: t.train_step(X, array.array("q", [1 << 40] * len(y)))),
         (
             TypeError,
@@ -366,8 +392,14 @@ def _refusals(t, X, y):
             ValueError,
             r"bias1 gradient must have shape \(16,\)",
             lambda: t.apply_gradients(
-                [Array([0.0] * 128, "<f4", (16, 8)), Array([0.0] * 8, "<f4")]
-                + [Array([0.0] * 48, "<f4", (3, 16)), Array([0.0] * 3, "<f4")]
+                [
+                    Array.from_list([0.0] * 128, "<f4").reshape((16, 8)),
+                    Array.from_list([0.0] * 8, "<f4"),
+                ]
+                + [
+                    Array.from_list([0.0] * 48, "<f4").reshape((3, 16)),
+                    Array.from_list([0.0] * 3, "<f4"),
+                ]
             ),
         ),
         (
@@ -375,10 +407,10 @@ def _refusals(t, X, y):
             "weight1 gradient must be finite",
             lambda: t.apply_gradients(
                 [
-                    Array([math.inf] * 128, "<f4", (16, 8)),
-                    Array([0.0] * 16, "<f4"),
-                    Array([0.0] * 48, "<f4", (3, 16)),
-                    Array([0.0] * 3, "<f4"),
+                    Array.from_list([math.inf] * 128, "<f4").reshape((16, 8)),
+                    Array.from_list([0.0] * 16, "<f4"),
+                    Array.from_list([0.0] * 48, "<f4").reshape((3, 16)),
+                    Array.from_list([0.0] * 3, "<f4"),
                 ]
             ),
         ),
@@ -411,15 +443,15 @@ def test_step_counter_limit():
     t.load_state_dict(state)
     assert (
         t.train_steps(
-            Array(memoryview(X.tobytes() * 2).cast("f"), "<f4", (8, 8)),
-            Array(y.tolist() * 2, "<i4"),
+            Array.from_buffer(memoryview(X.tobytes() * 2).cast("f")).copy().reshape((8, 8)),
+            Array.from_list(y.tolist() * 2, "<i4"),
             2,
         )["step"]
         == (1 << 31) - 1 - 1
     )
     before = snapshot(t)
-    Xs = Array(memoryview(X.tobytes() * 2).cast("f"), "<f4", (8, 8))
-    ys = Array(y.tolist() * 2, "<i4")
+    Xs = Array.from_buffer(memoryview(X.tobytes() * 2).cast("f")).copy().reshape((8, 8))
+    ys = Array.from_list(y.tolist() * 2, "<i4")
     with pytest.raises(ValueError, match="step counter is exhausted"):
         t.train_steps(Xs, ys, 2)
     assert snapshot(t) == before
@@ -434,14 +466,14 @@ def test_step_counter_limit():
 
 def test_nonfinite_result_changes_nothing(monkeypatch):
     big = [
-        Array([3.0e38] * 128, "<f4", (16, 8)),
-        Array([3.0e38] * 16, "<f4"),
-        Array([3.0e38] * 48, "<f4", (3, 16)),
-        Array([0.0] * 3, "<f4"),
+        Array.from_list([3.0e38] * 128, "<f4").reshape((16, 8)),
+        Array.from_list([3.0e38] * 16, "<f4"),
+        Array.from_list([3.0e38] * 48, "<f4").reshape((3, 16)),
+        Array.from_list([0.0] * 3, "<f4"),
     ]
     t = ml.SmallMLPTrainer(*big, data_schedule=SCHEDULE)
     ((X, y),) = data(2, 3)
-    X = Array([1.0] * 24, "<f4", (3, 8))
+    X = Array.from_list([1.0] * 24, "<f4").reshape((3, 8))
     before = snapshot(t)
     for fused in ("1", "0"):
         monkeypatch.setenv("MOJOLEARN_MLP_FUSED", fused)
@@ -451,10 +483,10 @@ def test_nonfinite_result_changes_nothing(monkeypatch):
     u = make()
     before = snapshot(u)
     huge = [
-        Array([3.0e38] * 128, "<f4", (16, 8)),
-        Array([3.0e38] * 16, "<f4"),
-        Array([3.0e38] * 48, "<f4", (3, 16)),
-        Array([3.0e38] * 3, "<f4"),
+        Array.from_list([3.0e38] * 128, "<f4").reshape((16, 8)),
+        Array.from_list([3.0e38] * 16, "<f4"),
+        Array.from_list([3.0e38] * 48, "<f4").reshape((3, 16)),
+        Array.from_list([3.0e38] * 3, "<f4"),
     ]
     with pytest.raises(RuntimeError, match="non-finite"):
         u.apply_gradients(huge)  # g·g overflows in the second moment

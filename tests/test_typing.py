@@ -34,7 +34,7 @@ WarmupCosineLR(0.1, warmup_steps="1", total_steps=10)  # E
 mojolearn.zeros((2, 3), "float32")  # E: dtypes are '<f4', '<i4', '<f8', '<i8'
 mojolearn.set_numeric_mode("exact")  # E
 loss: mojolearn.Array = mojolearn.cross_entropy(w, w)  # E: 'mean' gives a float
-mojolearn.Array([1.0]).reshape("2")  # E
+mojolearn.Array.from_list([1.0]).reshape("2")  # E
 small = mojolearn.SmallMLPTrainer(w, w, w, w, data_schedule={"seed": 0})
 small.train_step(w, w, return_input_grad="yes")  # E: a bool
 name: str = small.train_step(w, w)["loss"]  # E: the loss is a float
@@ -60,7 +60,7 @@ def main() -> float:
     loss: float = mojolearn.cross_entropy(mojolearn.zeros((4, 3)), y)
     per_row: mojolearn.Array = mojolearn.cross_entropy(mojolearn.zeros((4, 3)), y, reduction="none")
     _, grad = mojolearn.cross_entropy(mojolearn.zeros((4, 3)), y, return_grad=True)
-    a = mojolearn.Array([[1.0, 2.0]], "<f4").reshape(2, 1)
+    a = mojolearn.Array.from_list([[1.0, 2.0]], "<f4").reshape(2, 1)
     mojolearn.SGD([array.array("f", [0.0]), memoryview(bytearray(4)).cast("f"), a], lr=0.1)
     w1, b1, w2, b2 = (mojolearn.zeros(s) for s in [(16, 8), (16,), (3, 16), (3,)])
     small = mojolearn.SmallMLPTrainer(w1, b1, w2, b2, data_schedule={"seed": 0}, lr=1e-2)

@@ -34,8 +34,10 @@ def _inputs(rows, classes):
     from mojolearn import Array
 
     rng = random.Random(rows * 7919 + classes)
-    z = Array([rng.gauss(0, 3) for _ in range(rows * classes)], "<f4", (rows, classes))
-    t = Array([rng.randrange(classes) for _ in range(rows)], "<i4")
+    z = Array.from_list([rng.gauss(0, 3) for _ in range(rows * classes)], "<f4").reshape(
+        (rows, classes)
+    )
+    t = Array.from_list([rng.randrange(classes) for _ in range(rows)], "<i4")
     return z, t
 
 

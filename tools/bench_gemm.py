@@ -85,7 +85,9 @@ def worker_mojolearn(quick):
 
     out = {}
     for label, m, n, k, ta, tb in cases():
-        a, b = operands(m, n, k, ta, tb, lambda v, s: mojolearn.Array(v, "<f4", s))
+        a, b = operands(
+            m, n, k, ta, tb, lambda v, s: mojolearn.Array.from_list(v, "<f4").reshape(s)
+        )
         out[label] = best_seconds(
             lambda: mojolearn.matmul(a, b, transpose_a=ta, transpose_b=tb), quick
         )

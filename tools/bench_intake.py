@@ -32,7 +32,7 @@ def as_kind(kind, xs, ys, rows, cols):
     if kind == "Array":
         import mojolearn as ml
 
-        return ml.Array(xs, "<f4", (rows, cols)), ml.Array(ys, "<i4")
+        return ml.Array.from_list(xs, "<f4").reshape((rows, cols)), ml.Array.from_list(ys, "<i4")
     if kind == "NumPy":
         import numpy as np
 
@@ -93,7 +93,10 @@ def main():
                     W = _matrix(kind, 8, 16)
                     fn = lambda X=X, W=W: ml.matmul(X, W)
                 elif what.startswith("AdamW"):
-                    params = [ml.Array(w.tolist(), "<f4", w.shape) for w in _spec.init_small_mlp(0)]
+                    params = [
+                        ml.Array.from_list(w.tolist(), "<f4").reshape(w.shape)
+                        for w in _spec.init_small_mlp(0)
+                    ]
                     grads = [
                         _matrix(kind, *(s if len(s) == 2 else (1, s[0])))
                         for s in ((16, 8), (16,), (3, 16), (3,))
@@ -174,7 +177,7 @@ def _matrix(kind, r, c):
     if kind == "Array":
         import mojolearn as ml
 
-        return ml.Array(values, "<f4", (r, c))
+        return ml.Array.from_list(values, "<f4").reshape((r, c))
     if kind == "NumPy":
         import numpy as np
 

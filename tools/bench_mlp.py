@@ -98,12 +98,12 @@ def ours(sizes, batch, rounds, budget):
     shapes = []
     for i in range(len(sizes) - 1):
         shapes += [(sizes[i + 1], sizes[i]), (sizes[i + 1],)]
-    w = [Array(t, "<f4", s) for t, s in zip(weights, shapes)]
+    w = [Array.from_list(t, "<f4").reshape(s) for t, s in zip(weights, shapes)]
     trainer = ml.MLPTrainer(sizes, w, data_schedule={"bench": batch}, lr=LR, weight_decay=WD)
-    X = Array(xs[: batch * sizes[0]], "<f4", (batch, sizes[0]))
-    y = Array(ys[:batch], "<i4")
-    Xs = Array(xs, "<f4", (SCAN * batch, sizes[0]))
-    Ys = Array(ys, "<i4")
+    X = Array.from_list(xs[: batch * sizes[0]], "<f4").reshape((batch, sizes[0]))
+    y = Array.from_list(ys[:batch], "<i4")
+    Xs = Array.from_list(xs, "<f4").reshape((SCAN * batch, sizes[0]))
+    Ys = Array.from_list(ys, "<i4")
     out = {"steps64": timed(lambda: trainer.train_steps(Xs, Ys, SCAN), SCAN, rounds, budget)}
     # The Array step and (identical mode, one thread) every other buffer kind a user may pass,
     # round by round, so a slow spell of the machine falls on all of them alike (one after

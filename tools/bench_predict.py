@@ -45,7 +45,7 @@ def _measure(reps):
     rng = random.Random(0)
     out = {}
     for rows in ROWS:
-        X = ml.Array([[rng.uniform(-1, 1) for _ in range(SIZES[0])] for _ in range(rows)])
+        X = ml.Array.from_list([[rng.uniform(-1, 1) for _ in range(SIZES[0])] for _ in range(rows)])
         fns = [functools.partial(getattr(t, name), X) for name in CALLS]
         once = _alternating_seconds(fns, 3)[0] / 3  # also the warm-up (session capacity)
         calls = max(1, int(0.05 / max(once, 1e-7)))

@@ -84,8 +84,8 @@ def measure_ours(mode, rounds, budget, inputs):
         row = {"train_step": timed(lambda: trainer.train_step(X, y), 1, rounds, budget)}
         for k in (16, 256):
             raw, labels = _stack(batches, k)
-            Xs = Array(memoryview(raw).cast("f"), "<f4", (k * batch, 8))
-            ys = Array(labels, "<i4")
+            Xs = Array.from_buffer(memoryview(raw).cast("f")).copy().reshape((k * batch, 8))
+            ys = Array.from_list(labels, "<i4")
             if inputs == "numpy":
                 Xs, ys = np.asarray(Xs), np.asarray(ys, np.int64)
             row[f"steps{k}"] = timed(lambda: trainer.train_steps(Xs, ys, k), k, rounds, budget)

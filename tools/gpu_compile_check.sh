@@ -129,7 +129,7 @@ import mojolearn
 t = mojolearn.SmallMLPTrainer(*mojolearn.init_small_mlp(0), data_schedule={'check': 1})
 before = t.state_hash()
 try:
-    t.train_step(mojolearn.zeros((4, 8)), mojolearn.Array([0, 1, 2, 0], dtype='<i4'))
+    t.train_step(mojolearn.zeros((4, 8)), mojolearn.Array.from_list([0, 1, 2, 0], dtype='<i4'))
     raise SystemExit('a cuda step ran on a host without a GPU?')
 except RuntimeError as e:
     assert t.state_hash() == before and t.step_ == 0

@@ -86,7 +86,7 @@ def reference_hashes(batch):
     batches = _rng.batches(DATA_SEED, batch, max(CHECKPOINTS))
     for step, p, m, v in _reference_steps(p0, batches, cfg):
         if step in CHECKPOINTS:
-            f = lambda xs: Array(xs, "<f4", (S.TOTAL,))
+            f = lambda xs: Array.from_list(xs, "<f4").reshape((S.TOTAL,))
             state = {
                 "schema": S.SCHEMA,
                 "architecture": S.ARCHITECTURE,
@@ -98,7 +98,7 @@ def reference_hashes(batch):
                     "step": step,
                     "m": f(m),
                     "v": f(v),
-                    "flags": Array([0, 0, 0, 0], "<i4", (4,)),
+                    "flags": Array.from_list([0, 0, 0, 0], "<i4").reshape((4,)),
                 },
                 "config": cfg,
                 "data_schedule": schedule(batch),
@@ -143,7 +143,7 @@ def reference_mlp_hashes(sizes, batch, steps):
     batches = _mlp_data(sizes, batch, steps)
     for step, p, m, v in _reference_steps(p0, batches, cfg, R.Dims(sizes=sizes)):
         if step in steps:
-            f = lambda xs: Array(xs, "<f4", (spec.total,))
+            f = lambda xs: Array.from_list(xs, "<f4").reshape((spec.total,))
             state = {
                 "schema": S.MLP_SCHEMA,
                 "architecture": list(sizes),

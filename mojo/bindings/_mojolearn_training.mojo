@@ -7,6 +7,7 @@ to run on any difference (a silent reorder would be a wrong answer, not a crash)
 from std.python import Python, PythonObject
 from std.python.bindings import PythonModuleBuilder
 
+from entries.array import ARRAY_TAKE, array_take
 from entries.gemm import MATMUL, NEURAL_GEMM, matmul_entry, neural_gemm
 from entries.intake import INTAKE_READ, intake_read
 from entries.loss import (ARGMAX, CROSS_ENTROPY, PORTABLE_MATH_EVAL, SOFTMAX, argmax_entry,
@@ -45,7 +46,7 @@ def abi_layout() raises -> PythonObject:
                           MLP_RESIDENT_APPLY, MLP_RESIDENT_USE_POOL, POOL_OPEN, POOL_SERVE,
                           POOL_STOP, POOL_WORKER_PARTS, OPTIM_STEP, OPTIM_CLIP_GRAD_NORM,
                           OPTIM_TREE_SUM, OPTIM_RESIDENT_ALLOC, OPTIM_RESIDENT_FREE, OPTIM_COPY,
-                          CROSS_ENTROPY, SOFTMAX, ARGMAX, PORTABLE_MATH_EVAL, INTAKE_READ]:
+                          CROSS_ENTROPY, SOFTMAX, ARGMAX, PORTABLE_MATH_EVAL, INTAKE_READ, ARRAY_TAKE]:
         out.append(PythonObject(String(spec.name, "|", spec.addrs, "|", spec.params)))
     return out
 
@@ -93,4 +94,5 @@ def build_module(name: StaticString) raises -> PythonObject:
     m.def_function[argmax_entry]("argmax")
     m.def_function[portable_math_eval]("portable_math_eval")
     m.def_function[intake_read]("intake_read")
+    m.def_function[array_take]("array_take")
     return m.finalize()

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from . import training as training
     from ._buffers.array import from_dlpack as from_dlpack
     from ._mlp.spec import init_small_mlp as init_small_mlp
+    from .batches import Batches as Batches
     from .linalg import matmul as matmul
     from .loss import cross_entropy as cross_entropy
     from .mlp_trainer import MLPTrainer as MLPTrainer
@@ -82,6 +83,7 @@ _LAZY = {
     "init_small_mlp": "_mlp.spec",
     "from_dlpack": "_buffers.array",
     "training": "training",
+    "Batches": "batches",
 }
 
 

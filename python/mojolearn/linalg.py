@@ -82,7 +82,7 @@ def matmul(
         RuntimeError: the product holds a NaN or an infinity.
 
     Example:
-        >>> a = mojolearn.Array([[1.0, 2.0], [3.0, 4.0]])
+        >>> a = mojolearn.Array.from_list([[1.0, 2.0], [3.0, 4.0]])
         >>> mojolearn.matmul(a, a, transpose_b=True).tolist()
         [[5.0, 11.0], [11.0, 25.0]]
     """

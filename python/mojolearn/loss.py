@@ -117,8 +117,8 @@ def cross_entropy(
         RuntimeError: the loss or its gradient is not finite (e.g. a target logit of -inf).
 
     Example:
-        >>> logits = mojolearn.Array([[2.0, 0.5, -1.0]])
-        >>> round(mojolearn.cross_entropy(logits, mojolearn.Array([0], "<i4")), 4)
+        >>> logits = mojolearn.Array.from_list([[2.0, 0.5, -1.0]])
+        >>> round(mojolearn.cross_entropy(logits, mojolearn.Array.from_list([0], "<i4")), 4)
         0.2413
     """
     code = _check_options(ignore_index, reduction, label_smoothing, return_grad)

@@ -26,7 +26,7 @@ moments.
 
 Example:
     >>> w = mojolearn.zeros((3, 2))
-    >>> g = mojolearn.Array([[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]])
+    >>> g = mojolearn.Array.from_list([[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]])
     >>> opt = mojolearn.AdamW([w], lr=1e-2)
     >>> opt.step([g])  # w is updated in place
     >>> opt.t
@@ -933,7 +933,7 @@ def _state_f32(value: object, name: str, n: int) -> Array:
     if isinstance(value, (list, tuple)):
         for x in value:
             _real(f"state['{name}'] values", x)
-        arr = Array([float(x) for x in value], "<f4")
+        arr = Array.from_list([float(x) for x in value], "<f4")
     else:
         arr, _ = _f32_tensor(value, f"state['{name}']", writable=False)
     if arr._size != n:
@@ -1235,7 +1235,7 @@ def clip_grad_norm_(
             (see `error_if_nonfinite`).
 
     Example:
-        >>> g = [mojolearn.Array([3.0, -4.0]), mojolearn.Array([1.0])]
+        >>> g = [mojolearn.Array.from_list([3.0, -4.0]), mojolearn.Array.from_list([1.0])]
         >>> mojolearn.clip_grad_norm_(g, 1.0, norm_type=float("inf"))
         4.0
     """

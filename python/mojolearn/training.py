@@ -1,6 +1,8 @@
-"""Training building blocks in one namespace: the optimizers and the learning-rate schedules
-(`mojolearn.training.AdamW`, `mojolearn.training.WarmupCosineLR`, ...)."""
+"""Training building blocks in one namespace: the optimizers, the learning-rate schedules and
+the mini-batches (`mojolearn.training.AdamW`, `mojolearn.training.WarmupCosineLR`,
+`mojolearn.training.Batches`, ...)."""
 
+from .batches import Batches
 from .optim import SGD, Adam, AdamW, DeviceArray, clip_grad_norm_
 from .schedules import ConstantLR, WarmupCosineLR, WarmupLinearLR
 
@@ -13,4 +15,5 @@ __all__ = [
     "ConstantLR",
     "WarmupLinearLR",
     "WarmupCosineLR",
+    "Batches",
 ]

@@ -38,8 +38,8 @@ def main(argv):
             rows = [r for i in mine for r in range(i * per, (i + 1) * per)]
             xs, ys = X.tolist(), y.tolist()
             out = dp.train_step(
-                ml.Array([xs[r] for r in rows], "<f4", (len(rows), 8)),
-                ml.Array([ys[r] for r in rows], "<i4"),
+                ml.Array.from_list([xs[r] for r in rows], "<f4").reshape((len(rows), 8)),
+                ml.Array.from_list([ys[r] for r in rows], "<i4"),
                 global_rows=32,
             )
         else:

@@ -65,8 +65,8 @@ def agree(out, ckpt):
     R = 32 if RANK == 0 else 64
     per, xs, ys = R // 4, X64.tolist(), y64.tolist()
     rows = [r for i in dp.microbatches_of(RANK) for r in range(i * per, (i + 1) * per)]
-    Xs = ml.Array([xs[r] for r in rows], "<f4", (len(rows), 8))
-    ys_ = ml.Array([ys[r] for r in rows], "<i4")
+    Xs = ml.Array.from_list([xs[r] for r in rows], "<f4").reshape((len(rows), 8))
+    ys_ = ml.Array.from_list([ys[r] for r in rows], "<i4")
     seen["shard_rows"] = _refusal(lambda: dp.train_step(Xs, ys_, global_rows=R))
     seen["unchanged_after_rows"] = t.state_hash() == before and t.step_ == 0
     # Agreeing steps afterwards: the one-process bits.

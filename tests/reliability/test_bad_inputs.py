@@ -20,7 +20,7 @@ NAN, INF = math.nan, math.inf
 
 
 def A(values, *shape, dtype="<f4"):
-    arr = ml.Array(list(values), dtype)
+    arr = ml.Array.from_list(list(values), dtype)
     return arr.reshape(*shape) if shape else arr
 
 
@@ -800,16 +800,23 @@ ROWS = [
         r"lr_at\(t\): t must be an int",
     ),
     # -- Array
-    ("Array/dtype", lambda e: ml.Array([1.0], "<f2"), TypeError, r"dtype must be one of"),
+    ("Array/dtype", lambda e: ml.Array((1,), "<f2"), TypeError, r"dtype must be one of"),
+    ("Array.from_list/dtype", lambda e: ml.Array.from_list([1.0], "<f2"), TypeError, r"dtype"),
     (
-        "Array/shape mismatch",
-        lambda e: ml.Array([1.0, 2.0, 3.0], shape=(2, 2)),
+        "Array.from_list/ragged",
+        lambda e: ml.Array.from_list([[1.0, 2.0], [3.0]]),
         ValueError,
-        r"shape \(2, 2\) does not hold 3 values",
+        r"nested lists must be rectangular",
+    ),
+    (
+        "Array/values",
+        lambda e: ml.Array([1.5, 2.0]),
+        TypeError,
+        r"shape must be an int or a sequence of ints, got \[1\.5, 2\.0\]; .*Array\.from_list",
     ),
     (
         "Array/shape negative",
-        lambda e: ml.Array([1.0], shape=(-1,)),
+        lambda e: ml.Array((2, -1)),
         ValueError,
         r"shape must hold non-negative ints",
     ),
@@ -817,7 +824,31 @@ ROWS = [
         "Array/values type",
         lambda e: ml.Array(object()),
         TypeError,
+        r"shape must be an int or a sequence of ints, got <object.*Array\.from_list",
+    ),
+    (
+        "Array.from_buffer/values type",
+        lambda e: ml.Array.from_buffer(object()),
+        TypeError,
         r"buffer-protocol or DLPack object",
+    ),
+    (
+        "Array.take/index",
+        lambda e: e.X.take([0, 4]),
+        IndexError,
+        r"indices\[1\] = 4 is out of bounds for axis 0 with size 4",
+    ),
+    (
+        "Array.take/axis",
+        lambda e: e.X.take([0], axis=2),
+        ValueError,
+        r"axis must be in \[-2, 2\)",
+    ),
+    (
+        "Array.take/float index",
+        lambda e: e.X.take([0.5]),
+        TypeError,
+        r"indices must be ints, got float at indices\[0\]",
     ),
     ("Array/reshape", lambda e: e.X.reshape(5, 5), ValueError, r"cannot reshape size 32"),
     ("Array/index", lambda e: e.X[4], IndexError, r"index 4 is out of bounds for axis 0"),

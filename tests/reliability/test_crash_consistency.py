@@ -28,8 +28,10 @@ def _mlp_versions(folder):
     first = ml.MLPTrainer(MLP_SIZES, seed=5, data_schedule={"dataset": "r5"}, lr=1e-2)
     later = copy.copy(first)
     rng = random.Random(5)
-    X = ml.Array([[rng.uniform(-1, 1) for _ in range(MLP_SIZES[0])] for _ in range(8)], "<f4")
-    later.train_step(X, ml.Array([rng.randrange(MLP_SIZES[-1]) for _ in range(8)], "<i4"))
+    X = ml.Array.from_list(
+        [[rng.uniform(-1, 1) for _ in range(MLP_SIZES[0])] for _ in range(8)], "<f4"
+    )
+    later.train_step(X, ml.Array.from_list([rng.randrange(MLP_SIZES[-1]) for _ in range(8)], "<i4"))
     paths = [folder / "old.ckpt", folder / "new.ckpt"]
     first.save_checkpoint(paths[0])
     later.save_checkpoint(paths[1])

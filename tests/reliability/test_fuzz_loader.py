@@ -131,8 +131,8 @@ def _bad_values(rng, n=195):
         nan,
         array.array("f", [0.0] * (n - 1)),
         array.array("i", [0] * n),
-        Array([0.0] * 195).reshape(5, 39),
-        Array([0.0] * n).reshape(n, 1),
+        Array.from_list([0.0] * 195).reshape(5, 39),
+        Array.from_list([0.0] * n).reshape(n, 1),
         "identical",
         "fast",
         "AdamW",
@@ -206,8 +206,10 @@ def _mlp_trainer(rng):
 
     sizes = [3, 5, 4, 2]
     t = ml.MLPTrainer(sizes, seed=rng.randrange(1 << 30), data_schedule={"seed": 1})
-    X = Array([rng.uniform(-1, 1) for _ in range(6 * sizes[0])], "<f4", (6, sizes[0]))
-    t.train_steps(X, Array([rng.randrange(sizes[-1]) for _ in range(6)], "<i4"), 2)
+    X = Array.from_list([rng.uniform(-1, 1) for _ in range(6 * sizes[0])], "<f4").reshape(
+        (6, sizes[0])
+    )
+    t.train_steps(X, Array.from_list([rng.randrange(sizes[-1]) for _ in range(6)], "<i4"), 2)
     return t, t.state_dict(), sum(sizes[i + 1] * (sizes[i] + 1) for i in range(len(sizes) - 1))
 
 

@@ -20,8 +20,10 @@ def _trainer(sizes, seed, steps=2):
     rng = random.Random(seed)
     t = ml.MLPTrainer(sizes, seed=seed, data_schedule={"seed": seed, "note": "x"}, lr=0.01)
     for _ in range(steps):
-        X = ml.Array([[rng.uniform(-1, 1) for _ in range(sizes[0])] for _ in range(3)], "<f4")
-        y = ml.Array([rng.randrange(sizes[-1]) for _ in range(3)], "<i4")
+        X = ml.Array.from_list(
+            [[rng.uniform(-1, 1) for _ in range(sizes[0])] for _ in range(3)], "<f4"
+        )
+        y = ml.Array.from_list([rng.randrange(sizes[-1]) for _ in range(3)], "<i4")
         t.train_step(X, y)
     return t
 

@@ -57,7 +57,7 @@ import os, sys, threading, time
 import mojolearn as ml
 sys.setswitchinterval(1e-6)  # switch threads as often as CPython allows
 n, rounds = int(sys.argv[1]), int(sys.argv[2])
-p = [ml.Array([1.0] * n)]; g = [ml.Array([0.01] * n)]
+p = [ml.Array.from_list([1.0] * n)]; g = [ml.Array.from_list([0.01] * n)]
 opt = ml.AdamW(p)
 done = threading.Event(); steps = [0]
 def stepper():
@@ -76,7 +76,7 @@ for i in range(rounds):
     opt.set_params(lr=1e-3 if i % 2 else 2e-3)
     between += 1
 done.set(); a.join()
-assert opt.lr in (ml.AdamW([ml.Array([0.0])], lr=1e-3).lr, ml.AdamW([ml.Array([0.0])], lr=2e-3).lr)
+assert opt.lr in (ml.AdamW([ml.Array.from_list([0.0])], lr=1e-3).lr, ml.AdamW([ml.Array.from_list([0.0])], lr=2e-3).lr)
 print(rounds, steps[0], between)
 """
 
@@ -118,15 +118,15 @@ def test_1_every_public_optimizer_method_holds_the_one_lock():
 
 
 def test_1_set_params_keeps_the_lock_and_a_waiting_step_sees_the_new_state():
-    p = [ml.Array([1.0] * 8)]
+    p = [ml.Array.from_list([1.0] * 8)]
     opt = optim.AdamW(p, lr=1e-2)
     lock = opt._lock
     opt.set_params(lr=5e-3)
-    assert opt._lock is lock and opt.lr == ml.AdamW([ml.Array([0.0])], lr=5e-3).lr
+    assert opt._lock is lock and opt.lr == ml.AdamW([ml.Array.from_list([0.0])], lr=5e-3).lr
     # A step that queued on the lock while set_params held it runs on the new state.
     ran = []
     with opt._lock:
-        t = threading.Thread(target=lambda: ran.append(opt.step([ml.Array([0.5] * 8)])))
+        t = threading.Thread(target=lambda: ran.append(opt.step([ml.Array.from_list([0.5] * 8)])))
         t.start()
         opt.set_params(lr=1e-3)
     t.join()
@@ -376,10 +376,10 @@ def test_4_verify_says_when_a_state_cannot_take_a_finite_step(tmp_path, part):
     assert _cli(["train", "--steps", "5"], tmp_path).returncode == 0
     path = tmp_path / "mojolearn-run.ckpt"
     state = checkpoint.load(path)
-    huge = ml.Array([3.0e38] * 195)
+    huge = ml.Array.from_list([3.0e38] * 195)
     if part == "weights":
         for name, w in state["weights"].items():
-            state["weights"][name] = ml.Array([3.0e38] * w.size, "<f4", w.shape)
+            state["weights"][name] = ml.Array.from_list([3.0e38] * w.size, "<f4").reshape(w.shape)
     else:
         state["optimizer"]["m"] = huge
     path.write_bytes(checkpoint.dumps(state))
@@ -494,7 +494,7 @@ def test_6_deepcopy_of_a_state_dict_copies_its_arrays():
 
 
 def test_6_optimizers_still_refuse_copies():
-    opt = optim.AdamW([ml.Array([1.0, 2.0])])
+    opt = optim.AdamW([ml.Array.from_list([1.0, 2.0])])
     for how in (copy.copy, copy.deepcopy, pickle.dumps):
         with pytest.raises(TypeError, match="cannot be copied or pickled"):
             how(opt)

@@ -196,7 +196,7 @@ def _r14_cell(kind, path, rng):
     y0 = rng.integers(0, 3, ROWS).astype(np.int32)
     for _ in range(3):  # a try where the other thread came too late decides nothing: again
         net, ref = (ml.MLPTrainer(SIZES, data_schedule={"r14": 1}, seed=0) for _ in range(2))
-        Xa, ya = ml.Array(X0), ml.Array(y0)
+        Xa, ya = ml.Array.from_buffer(X0).copy(), ml.Array.from_buffer(y0).copy()
         if path == "fast":  # sessions grown to the batch: the binding reads the objects
             net.train_steps(Xa, ya, K)
             ref.train_steps(Xa, ya, K)
@@ -393,8 +393,8 @@ def _sequences():
             lambda: _sgd_outcome(memoryview(bytearray(12)).cast("f"), array.array("f", [1] * 3)),
         ),
         "Array int64 X, then a float32 one": (
-            lambda: step(ml.Array(list(range(40)), "<i8", (5, 8)), y),
-            lambda: step(ml.Array(X), y),
+            lambda: step(ml.Array.from_list(list(range(40)), "<i8").reshape((5, 8)), y),
+            lambda: step(ml.Array.from_buffer(X).copy(), y),
         ),
     }
     if importlib.util.find_spec("torch") is None:
@@ -493,7 +493,7 @@ def test_4_torch_labels_of_any_integer_dtype_are_accepted_like_numpy():
         t = _net()
         return t.train_step(X, y)["loss"], t.state_hash()
 
-    want = step(ml.Array(labels, "<i4"))
+    want = step(ml.Array.from_list(labels, "<i4"))
     for dtype in (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64):
         assert step(torch.tensor(labels, dtype=dtype)) == want, dtype
     wide = torch.tensor([v for c in labels for v in (c, 9)])
@@ -529,7 +529,7 @@ def test_14_dlpack_export_arguments_are_refused_by_name(kwargs, name):
 
 def test_14_valid_dlpack_export_arguments_still_work():
     np = pytest.importorskip("numpy")
-    a = ml.Array([[1.0, 2.0]])
+    a = ml.Array.from_list([[1.0, 2.0]])
     for kwargs in ({"max_version": (1, 0)}, {"max_version": [1, 2]}, {"dl_device": (1, 0)}):
         assert a.__dlpack__(**kwargs) is not None
     assert np.from_dlpack(a).tolist() == [[1.0, 2.0]]
@@ -580,7 +580,10 @@ def test_16_an_int_for_x_or_targets_is_a_type_error_naming_it():
         ):
             with pytest.raises(TypeError, match=x_msg):
                 call()
-        for X_ in (X, ml.Array([0.5] * 32, "<f4", (4, 8))):  # an object X, or an Array's address
+        for X_ in (
+            X,
+            ml.Array.from_list([0.5] * 32, "<f4").reshape((4, 8)),
+        ):  # an object X, or an Array's address
             for bad, kind in ((678, "int"), (True, "bool")):
                 with pytest.raises(
                     TypeError, match=rf"{api}: targets must be an integer buffer .*got {kind}"

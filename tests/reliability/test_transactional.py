@@ -48,12 +48,12 @@ class _Proxy:
 
 
 def _f32(values, *shape):
-    return ml.Array([float(v) for v in values], "<f4").reshape(*shape)
+    return ml.Array.from_list([float(v) for v in values], "<f4").reshape(*shape)
 
 
 def _batch(rng, rows):
     X = _f32([rng.uniform(-2, 2) for _ in range(rows * 8)], rows, 8)
-    y = ml.Array([rng.randrange(3) for _ in range(rows)], "<i4")
+    y = ml.Array.from_list([rng.randrange(3) for _ in range(rows)], "<i4")
     return X, y
 
 
@@ -109,13 +109,13 @@ def _trainer_trial(rng, t, monkeypatch):
         bad = rng.randrange(4)
         if method == "train_step":
             X = _f32([math.nan] + [0.0] * (rows * 8 - 1), rows, 8) if bad == 0 else X
-            y = ml.Array([3] * rows, "<i4") if bad == 1 else y
+            y = ml.Array.from_list([3] * rows, "<i4") if bad == 1 else y
             X = _f32([0.0] * 16, 2, 8) if bad == 2 else X
             X = array.array("d", [0.0] * 8) if bad == 3 else X
         elif method == "train_steps":
             k = 0 if bad == 0 else k
             Xk = _f32([0.0] * (8 * (rows * k + 1)), rows * k + 1, 8) if bad == 1 else Xk
-            yk = ml.Array([-1] * (rows * k), "<i4") if bad == 2 else yk
+            yk = ml.Array.from_list([-1] * (rows * k), "<i4") if bad == 2 else yk
             Xk = _f32([math.inf] * (8 * rows * k), rows * k, 8) if bad == 3 and k else Xk
         elif method == "apply_gradients":
             g = g[:3] if bad == 0 else g

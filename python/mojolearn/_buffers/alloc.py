@@ -4,9 +4,8 @@ callers' buffers is `_intake`'s."""
 from __future__ import annotations
 
 import array as _pyarray
-import math
 
-from .array import _CODES, Array, _check_dtype, _check_shape
+from .array import Array
 
 # One float32 +0.0: repeated (`ZERO_F32 * n`), the fastest zeroed float32 allocation; the
 # binding's step and matmul entries make their result buffers from it the same way.
@@ -53,13 +52,13 @@ def zeros(shape: int | Sequence[int], dtype: DType = "<f4") -> Array:
         TypeError: an unsupported dtype, or a shape that is not ints.
         ValueError: a negative length.
 
+    `zeros(shape, dtype)` is `Array(shape, dtype)`.
+
     Example:
         >>> mojolearn.zeros((2, 3)).tolist()
         [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
     """
-    shape = _check_shape(shape)
-    code = _CODES[_check_dtype(dtype)]
-    return Array._wrap(_pyarray.array(code, bytes(math.prod(shape) * int(dtype[2]))), shape, dtype)
+    return Array(shape, dtype)
 
 
 def le_bytes(obj: BufferLike, kind: object = None) -> bytes:

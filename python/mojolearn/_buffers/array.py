@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import array as _pyarray
 import math
+import operator
 import sys
 
 if sys.byteorder != "little":  # every CPU and GPU target we build for is little-endian
@@ -18,6 +19,7 @@ if sys.byteorder != "little":  # every CPU and GPU target we build for is little
 
 from . import dlpack as _dlpack
 from . import reader as _reader
+from . import take as _take
 from .formats import dtype_name, split_format
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -44,6 +46,8 @@ for _c in "bhilqn":
     for _size, _name in ((4, "<i4"), (8, "<i8")):
         _DTYPE_OF_CODE[(_c, _size)] = _name
 _REPR_LIMIT = 8
+# One zero per typecode: `_ZERO[code] * n` is the fastest zero-filled allocation.
+_ZERO = {code: _pyarray.array(code, (0,)) for code in set(_CODES.values())}
 
 
 def dtype_of(fmt: str, itemsize: int) -> DType | None:
@@ -65,6 +69,33 @@ def _check_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
     return shape
 
 
+def _shape_of(shape: Any) -> tuple[int, ...]:
+    """`Array()`'s shape argument as a tuple of non-negative ints. Anything that is not an int
+    or a list / tuple of ints (values, a buffer) is a TypeError that says how to build an Array
+    from values, since the constructor took values before 0.x's drop-in parity change."""
+    if type(shape) is tuple:  # the common case, checked without a generator
+        for d in shape:
+            if type(d) is not int or d < 0:
+                break
+        else:
+            return shape
+    dims = shape if isinstance(shape, (list, tuple)) else (shape,)
+    try:
+        if any(isinstance(d, bool) for d in dims):
+            raise TypeError
+        ints = tuple(operator.index(d) for d in dims)
+    except TypeError:  # a float, a nested list, a buffer...: values, not a shape
+        import reprlib  # abbreviates a long list of values
+
+        raise TypeError(
+            f"Array(shape, dtype) allocates zeros: shape must be an int or a sequence of ints, "
+            f"got {reprlib.repr(shape)}; build an Array from values with "
+            f"Array.from_list(values, dtype), or from a buffer with Array.from_buffer(obj) "
+            f"(.copy() for an owned copy)"
+        ) from None
+    return _check_shape(ints)
+
+
 def _check_dtype(dtype: DType) -> DType:
     if dtype not in _CODES:
         raise TypeError(f"dtype must be one of {sorted(_CODES)}, got {dtype!r}")
@@ -74,12 +105,15 @@ def _check_dtype(dtype: DType) -> DType:
 class Array:
     """A typed, shaped, C-contiguous buffer: float32, int32, float64 or int64.
 
-    Build one with `mojolearn.zeros`, `mojolearn.empty`, `Array(values, dtype)` or
-    `Array.from_buffer(obj)`. It has no arithmetic (the kernels do that); `numpy.asarray(a)`,
-    `torch.from_dlpack(a)` and (Python 3.12+) `memoryview(a)` share its memory.
+    `Array(shape, dtype)` allocates zeros (as `mojolearn.zeros`); `Array.from_list(values)`
+    copies numbers, `Array.from_buffer(obj)` borrows a buffer. It has no arithmetic (the kernels
+    do that); `numpy.asarray(a)`, `torch.from_dlpack(a)` and (Python 3.12+) `memoryview(a)`
+    share its memory.
 
     Example:
-        >>> a = mojolearn.Array([[1.0, 2.0], [3.0, 4.0]])
+        >>> mojolearn.Array((2, 3)).tolist()
+        [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+        >>> a = mojolearn.Array.from_list([[1.0, 2.0], [3.0, 4.0]])
         >>> a.shape, a.dtype, a[1, 0]
         ((2, 2), '<f4', 3.0)
     """
@@ -96,41 +130,26 @@ class Array:
     _size: int
     _readonly: bool
 
-    def __init__(
-        self,
-        values: list[Any] | tuple[Any, ...] | BufferLike,
-        dtype: DType | None = None,
-        shape: int | Sequence[int] | None = None,
-    ) -> None:
-        """Copy `values` into a new owned Array.
+    def __init__(self, shape: int | Sequence[SupportsIndex], dtype: DType = "<f4") -> None:
+        """Allocate a new owned Array of zeros (+0.0: all bytes zero), as `mojolearn.zeros`.
 
         Args:
-            values: a flat or nested (rectangular) list or tuple of numbers, or a buffer
-                (`BufferLike`).
-            dtype: a list's dtype (default '<f4'); for a buffer, its own dtype or None (a
-                different one is a TypeError: nothing converts silently).
-            shape: the shape (default: the list's nesting or the buffer's shape); it must hold
-                as many values.
+            shape: an int (one axis) or a sequence of non-negative ints.
+            dtype: '<f4' (float32), '<i4', '<f8' or '<i8'.
 
         Raises:
-            TypeError: an unsupported dtype, or a buffer of another dtype than `dtype`.
-            ValueError: a ragged list, or a `shape` that does not hold the values.
+            TypeError: `shape` is not an int or a sequence of ints (values such as
+                `[1.5, 2.0]`, nested lists, a buffer: the message names `Array.from_list`),
+                or an unsupported dtype.
+            ValueError: a negative length.
+
+        Example:
+            >>> mojolearn.Array(3, "<i4").tolist()
+            [0, 0, 0]
         """
-        if isinstance(values, (list, tuple)):
-            dtype = _check_dtype("<f4" if dtype is None else dtype)
-            flat, found = _flatten(values)
-            shape = found if shape is None else _check_shape(shape)
-            owned = _pyarray.array(_CODES[dtype], flat)
-        else:
-            src = Array.from_buffer(values)
-            dtype = src._dtype if dtype is None else _check_dtype(dtype)
-            if src._dtype != dtype:
-                raise TypeError(f"values have dtype {src._dtype}, not {dtype}")
-            shape = src._shape if shape is None else _check_shape(shape)
-            owned = _pyarray.array(_CODES[dtype], src._mv.tobytes())
-        if math.prod(shape) != len(owned):
-            raise ValueError(f"shape {shape} does not hold {len(owned)} values")
-        self._own(owned, shape, dtype)
+        dims = _shape_of(shape)
+        code = _CODES[_check_dtype(dtype)]
+        self._own(_ZERO[code] * math.prod(dims), dims, dtype)
 
     @property
     def _mv(self) -> View:
@@ -164,17 +183,25 @@ class Array:
 
         Args:
             values: a list or tuple of numbers, or of such lists (rectangular).
-            dtype: the Array's dtype.
+            dtype: the Array's dtype: '<f4' (float32, the default), '<i4', '<f8' or '<i8'.
 
         Returns:
-            The new Array, shaped as the nesting.
+            The new Array, shaped as the nesting (reshape it for another shape).
 
         Raises:
-            TypeError: `values` is not a list or tuple, or an unsupported dtype.
+            TypeError: `values` is not a list or tuple, an unsupported dtype, or a value the
+                dtype cannot hold (a float for an integer dtype).
+            ValueError: a ragged list.
+
+        Example:
+            >>> mojolearn.Array.from_list([[1, 2], [3, 4]], "<i4").shape
+            (2, 2)
         """
         if not isinstance(values, (list, tuple)):
             raise TypeError(f"Array.from_list needs a list or tuple, got {type(values).__name__}")
-        return cls(values, dtype)
+        code = _CODES[_check_dtype(dtype)]
+        flat, shape = _flatten(values)
+        return cls._wrap(_pyarray.array(code, flat), shape, dtype)
 
     @classmethod
     def from_buffer(cls, obj: BufferLike) -> Array:
@@ -386,6 +413,40 @@ class Array:
         out._mv_, out._owner, out._shape, out._dtype = mv, self, shape, self._dtype
         out._size, out._readonly, out._addr = math.prod(shape), self._readonly, addr
         return out
+
+    # -- gathering -----------------------------------------------------------------------
+
+    def take(self, indices: Sequence[SupportsIndex] | BufferLike, axis: int = 0) -> Array:
+        """Gather entries along an axis into a new Array, in one binding call.
+
+        As `numpy.take(a, indices, axis)` for 1-D indices: the result's `axis` holds the
+        entries at `indices`, in their order (repeats allowed); a negative index counts from
+        the end, as in Python. Bytes are copied as they are, for every dtype. This Array is
+        not changed.
+
+        Args:
+            indices: a list, tuple or range of ints, or a 1-D integer buffer (an int32 or
+                int64 Array, NumPy array, torch tensor, array.array or memoryview: read in
+                place when C-contiguous).
+            axis: the axis to gather along (negative: from the end).
+
+        Returns:
+            A new owned C-contiguous Array of this dtype, shaped as this one with
+            `shape[axis]` replaced by `len(indices)`: `(len(indices), *shape[1:])` for axis 0.
+
+        Raises:
+            IndexError: an index outside [-shape[axis], shape[axis]) (the message names its
+                position in `indices` and its value).
+            TypeError: indices that are not integers (bools included: a mask is not a list
+                of positions), or an axis that is not an int.
+            ValueError: indices that are not 1-D, or an axis out of range.
+
+        Example:
+            >>> a = mojolearn.Array.from_list([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+            >>> a.take([2, 0, -1]).tolist()
+            [[5.0, 6.0], [1.0, 2.0], [5.0, 6.0]]
+        """
+        return _take.take(self, indices, axis, _CODES[self._dtype])
 
     # -- indexing ------------------------------------------------------------------------
 

@@ -83,7 +83,7 @@ def _copied(obj, layout, spec_, dtype, name):
     ValueError naming `name` for a value outside int32 or a null address."""
     shape = layout.shape
     if not layout.nbytes:
-        return Array([], dtype, shape)
+        return Array(shape, dtype)
     if not layout.address:
         raise ValueError(
             f"{name}: the tensor's memory is gone (shape {shape}, a null data pointer: its "

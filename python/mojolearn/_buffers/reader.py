@@ -46,22 +46,35 @@ def spec(kind, ndim=None, writable=False):
 
 
 _raw = None
-_loader = None  # what gives the binding's intake_read: `_runtime.backend.reader`, via provide()
+_host_entry = None  # the runtime's `host_entry(name)`, handed in by provide()
+_translate = None  # the runtime's `translate(exc)`: a binding error as its typed exception
 # _EXCHANGE: a torch tensor whose type has the DLPack C exchange API (torch >= 2.10), read by
 # the binding itself; _TORCH: an older torch's, exported through its C exporter.
 _BUFFER, _EXCHANGE, _TORCH, _DLPACK, _NONE = 0, 1, 2, 3, 4
 _kinds = {}  # type -> how it exports (types are few; the dict never grows past them)
 
 
-def provide(loader):
-    """Hand in the function that loads the binding's intake_read (called once, at import)."""
-    global _loader
-    _loader = loader
+def provide(host_entry, translate):
+    """Hand in the runtime's loader of host-code entries and its error translation (called once,
+    when `_runtime.backend` is imported)."""
+    global _host_entry, _translate
+    _host_entry, _translate = host_entry, translate
+
+
+def host_entry(name):
+    """A raw host-code entry of the binding (`intake_read`, `array_take`), without fixing the
+    process's numeric mode."""
+    return _host_entry(name)
+
+
+def translate(exc):
+    """The typed exception a binding error stands for."""
+    return _translate(exc)
 
 
 def _entry():
     global _raw
-    _raw = _loader()
+    _raw = host_entry("intake_read")
     return _raw
 
 

@@ -25,7 +25,7 @@ import os
 import threading
 
 from .._buffers.alloc import ZERO_F32, empty, zeros
-from .._buffers.array import Array, _new_object, _result_view
+from .._buffers.array import Array, _new_object, _result_view, frombytes
 from .._runtime import backend as _backend
 from . import batches as _batches
 from . import codec as _ckpt
@@ -911,7 +911,7 @@ class MLPCore:
         with self._lock:
             raw = b"".join(self.predict_logits(x).tobytes() for x in batches)
         classes = self._spec.classes
-        return Array(memoryview(raw).cast("f"), "<f4", (len(raw) // (4 * classes), classes))
+        return frombytes(raw, "<f4", (len(raw) // (4 * classes), classes))
 
     # ------------------------------------------------------------ per-operation path
 

@@ -29,6 +29,7 @@ Recipe
 from __future__ import annotations
 
 import array as _pyarray
+import hashlib
 import operator
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -116,3 +117,17 @@ def batches(
             )
         )
     return out
+
+
+def epoch_seed(seed: int, epoch: int) -> int:
+    """The SplitMix64 seed of epoch `epoch` of a data order seeded with `seed` (docs/ARITHMETIC.md,
+    "Randomness": the command line's and `mojolearn.Batches`' order)."""
+    digest = hashlib.sha256(f"mojolearn.data-order.v1:{seed}:{epoch}".encode("ascii")).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+def epoch_order(seed: int, epoch: int, n_train: int) -> list[int]:
+    """The positions (0..n_train-1 into the training rows) visited in epoch `epoch`."""
+    order = list(range(n_train))
+    SplitMix64(epoch_seed(seed, epoch)).shuffle(order)
+    return order

@@ -12,7 +12,7 @@ import numbers
 import operator
 import struct
 
-from .._buffers.array import Array
+from .._buffers.array import Array, frombytes
 from .._buffers.formats import dtype_name, is_int32, is_native_f32
 from .._buffers.intake import as_f32_c, as_i32_c, probe
 from .spec import SMALL
@@ -299,7 +299,7 @@ def validate_state(state, mode=None, spec=SMALL, api="SmallMLPTrainer", schema=S
 def flat(weights):
     """Parameter tensors (owned Arrays, in order) as one flat float32 Array."""
     raw = b"".join(w.tobytes() for w in weights)
-    return Array(memoryview(raw).cast("f"), "<f4", (len(raw) // 4,))
+    return frombytes(raw, "<f4", (len(raw) // 4,))
 
 
 def split(flat_array, spec=SMALL):

@@ -122,6 +122,12 @@ LAYOUT = {
     # Takes a Python object (a buffer or a DLPack capsule) and a spec int, not address lists:
     # `_reader` is its only caller.
     "intake_read": (("object",), ("spec",)),
+    # `Array.take` (mojo/bindings/entries/array.mojo): positional ints in this order; returns
+    # (bytearray, address) of the result, or (position, value) of the first bad index.
+    "array_take": (
+        ("src", "indices"),
+        ("outer", "rows", "inner_bytes", "n", "index_itemsize"),
+    ),
 }
 
 # Entries `_backend.Binding` exposes unwrapped: they raise plain Exception("<Type>: ...") and
@@ -130,7 +136,7 @@ LAYOUT = {
 # cross_entropy's ignore_index when nothing is ignored: no int32 target equals it.
 IGNORE_NOTHING = -(2**31) - 1
 
-RAW_ENTRIES = frozenset({"mlp_resident_step", "mlp_resident_steps", "intake_read"})
+RAW_ENTRIES = frozenset({"mlp_resident_step", "mlp_resident_steps", "intake_read", "array_take"})
 
 
 def parse(binding_layout):

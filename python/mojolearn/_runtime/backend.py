@@ -298,17 +298,16 @@ def binding():
         return _loaded
 
 
-def reader():
-    """The binding's `intake_read` (host code, the same in every build), WITHOUT fixing this
-    process's numeric mode: reading a buffer (a checkpoint's tensors, `Array.from_buffer`)
-    may come before `set_numeric_mode`. The loaded binding's when there is one, else the cpu
+def host_entry(name):
+    """A raw entry of host code, the same in every build (`intake_read`, `array_take`), WITHOUT
+    fixing this process's numeric mode: the loaded binding's when there is one, else the cpu
     identical module's (always built), ABI-checked but not recorded as the binding."""
     with _lock:
         if _loaded is not None:
-            return _loaded.raw.intake_read
+            return getattr(_loaded.raw, name)
         check_cpu_has_fma()
         try:
-            return Binding(_import("cpu", "identical")).raw.intake_read
+            return getattr(Binding(_import("cpu", "identical")).raw, name)
         except ImportError as exc:
             raise ImportError(
                 f"mojolearn: cannot load the cpu/identical binding ({exc}); "
@@ -334,6 +333,6 @@ def vendor_used() -> str:
     return binding().vendor  # type: ignore[no-any-return]
 
 
-# The buffer layer reads objects through the binding's intake_read but sits below the runtime,
-# so the runtime hands it the loader (looked up at call time: tests may wrap `reader`).
-_reader.provide(lambda: reader())
+# The buffer layer reads objects through the binding's host entries but sits below the runtime,
+# so the runtime hands it the loader (looked up at call time: tests may wrap these).
+_reader.provide(lambda name: host_entry(name), lambda exc: translate(exc))

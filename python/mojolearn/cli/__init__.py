@@ -1148,7 +1148,9 @@ def _next_step_check(path, state):
         x = [0.0] * inputs + [1.0] * inputs + [-1.0] * inputs
         y, rows, where = [c % classes for c in range(3)], 3, "a probe batch"
     try:
-        trainer.train_step(Array(x, "<f4", (rows, len(x) // rows)), Array(list(y), "<i4"))
+        trainer.train_step(
+            Array.from_list(list(x), "<f4").reshape(rows, -1), Array.from_list(list(y), "<i4")
+        )
     except RuntimeError as exc:
         raise ValueError(
             f"the state cannot take a finite step (step {trainer.step_ + 1} on "

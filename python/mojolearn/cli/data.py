@@ -31,7 +31,7 @@ import os
 import re
 import stat as _stat
 
-from .._mlp.rng import SplitMix64
+from .._mlp.rng import SplitMix64, epoch_order, epoch_seed  # noqa: F401 (the run's order)
 from .._runtime.files import kind, read_at_most, shown
 from .._runtime.portable import round_f32
 
@@ -170,18 +170,6 @@ def standardize(raw_rows, train_rows):
 
 
 # -- batch order ---------------------------------------------------------------------------
-
-
-def epoch_seed(seed, epoch):
-    digest = hashlib.sha256(f"mojolearn.data-order.v1:{seed}:{epoch}".encode("ascii")).digest()
-    return int.from_bytes(digest[:8], "little")
-
-
-def epoch_order(seed, epoch, n_train):
-    """The positions (0..n_train-1 into the training rows) visited in epoch `epoch`."""
-    order = list(range(n_train))
-    SplitMix64(epoch_seed(seed, epoch)).shuffle(order)
-    return order
 
 
 def steps_per_epoch(n_train, batch_size):
