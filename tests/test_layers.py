@@ -206,3 +206,16 @@ def test_the_hot_step_says_why_it_is_long():
     from mojolearn.trainer import SmallMLPTrainer
 
     assert "hot on purpose" in (SmallMLPTrainer.train_step.__doc__ or "")
+
+
+def test_every_wing_is_within_its_line_budget():
+    """tools/sz.py --check: lines of code (no blank lines, comments or docstrings) per wing."""
+    import subprocess
+    import sys
+
+    tool = pathlib.Path(__file__).resolve().parent.parent / "tools" / "sz.py"
+    out = subprocess.run(
+        [sys.executable, str(tool), "--check"], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "mojolearn/_mlp" in out.stdout and "mojo/training" in out.stdout
