@@ -77,9 +77,9 @@ def test_one_microbatch_is_train_step_bit_for_bit(make):
 
 
 def _one():
-    from mojolearn.distributed import _OneProcess
+    from mojolearn._runtime.world import OneProcess
 
-    return _OneProcess()
+    return OneProcess()
 
 
 def test_refusals_name_both_numbers_and_change_nothing():

@@ -1,0 +1,239 @@
+"""What `train` records to resume a run, and the run's options.
+
+A `train` checkpoint's data_schedule is the record `schedule_record` writes (format
+`SCHEDULE_FORMAT`): the dataset's identity, the options that fix the bits (seed, batch size,
+lr, weight decay, mode, layers, microbatches) and the data position of the next batch.
+`run_schedule_problem` checks it against the state; `resolve_options` takes the options of a
+run from the command line, else the checkpoint's (on --resume), else the defaults.
+"""
+
+import math
+import os
+
+from .._runtime import files as _files
+from .._runtime.portable import round_f32
+from . import UsageError
+from . import data as _data
+from .trainers import checkpoints, mlp_schema
+
+_shown = _files.shown
+
+DEFAULT_CHECKPOINT = "mojolearn-run.ckpt"
+DEFAULTS = dict(epochs=30, batch_size=16, lr=0.01, weight_decay=0.01, seed=0, checkpoint_every=50)
+DIGITS_LAYERS = [64, 128, 10]  # `--dataset digits` without --layers
+SCHEDULE_FORMAT = "mojolearn.data-schedule.v1"
+
+# -- the data-schedule v1 record -----------------------------------------------------------
+
+
+def schedule_record(dataset, opts, epoch, cursor):
+    """The data_schedule `train` gives its trainer: the run's data and options, and the data
+    position (epoch, cursor) of the next batch."""
+    schedule = {
+        "format": SCHEDULE_FORMAT,
+        "dataset": dataset.name,
+        "dataset_sha256": dataset.sha256,
+        "label_column": dataset.label_column,
+        "n_train": dataset.n_train,
+        "split_seed": _data.SPLIT_SEED,
+        "seed": opts["seed"],
+        "batch_size": opts["batch_size"],
+        "lr": opts["lr"],
+        "weight_decay": opts["weight_decay"],
+        "mode": opts["mode"],
+        "epoch": epoch,
+        "cursor": cursor,
+    }
+    if opts["layers"] is not None:  # an MLPTrainer run (SmallMLPTrainer's schedule has none)
+        schedule["layers"] = list(opts["layers"])
+    if opts["microbatches"] is not None:  # a data-parallel run
+        schedule["microbatches"] = opts["microbatches"]
+    return schedule
+
+
+# What `train` records in a checkpoint's data_schedule: key -> (type check, what it must be).
+def _int_at_least(lo, hi=None):
+    return lambda x: type(x) is int and x >= lo and (hi is None or x <= hi)
+
+
+def _number_in(positive):
+    return lambda x: (
+        type(x) in (int, float) and math.isfinite(x) and (x > 0 if positive else x >= 0)
+    )
+
+
+_SCHEDULE_FIELDS = {
+    "dataset": (lambda x: type(x) is str and x != "", "a non-empty string"),
+    "dataset_sha256": (
+        lambda x: type(x) is str and len(x) == 64 and all(c in "0123456789abcdef" for c in x),
+        "64 lowercase hex digits",
+    ),
+    "label_column": (lambda x: type(x) is str, "a string"),
+    "n_train": (_int_at_least(1), "an integer >= 1"),
+    "split_seed": (lambda x: x == _data.SPLIT_SEED and type(x) is int, str(_data.SPLIT_SEED)),
+    "seed": (_int_at_least(0, (1 << 64) - 1), "an integer in [0, 2**64)"),
+    "batch_size": (_int_at_least(1, 256), "an integer in [1, 256]"),
+    "lr": (_number_in(True), "a finite number > 0"),
+    "weight_decay": (_number_in(False), "a finite number >= 0"),
+    "mode": (lambda x: x in ("identical", "fast"), "'identical' or 'fast'"),
+    "epoch": (_int_at_least(0), "an integer >= 0"),
+    "cursor": (_int_at_least(0), "an integer >= 0"),
+}
+
+
+def run_schedule_problem(state):
+    """Why a checked checkpoint state cannot be resumed by `train` (None when it can): its
+    data_schedule must be the one `train` writes, with every field of the right type and
+    range, agreeing with the state (mode, lr, weight decay, the data position of its step)."""
+    schedule = state["data_schedule"]
+    if schedule.get("format") != SCHEDULE_FORMAT:
+        return f"not written by `mojolearn train` (its data_schedule is not {SCHEDULE_FORMAT})"
+    for key, (ok, what) in _SCHEDULE_FIELDS.items():
+        if key not in schedule:
+            return f"data_schedule has no {key!r}"
+        if not ok(schedule[key]):
+            return f"data_schedule {key} must be {what}, got {schedule[key]!r}"[:300]
+    m = schedule.get("microbatches", 1)
+    if type(m) is not int or m < 1 or m & (m - 1):
+        return f"data_schedule microbatches must be a power of two, got {m!r}"[:300]
+    layers = schedule.get("layers")
+    mlp = state["schema"] == mlp_schema()
+    if mlp and layers != state["architecture"] or not mlp and "layers" in schedule:
+        return (
+            f"data_schedule layers {layers!r} differ from the state's network "
+            f"{state['architecture']!r}"
+        )[:300]
+    if schedule["mode"] != state["numeric_mode"]:
+        return (
+            f"data_schedule mode {schedule['mode']!r} differs from the state's numeric "
+            f"mode {state['numeric_mode']!r}"
+        )
+    for key in ("lr", "weight_decay"):  # as given (v2), or rounded (a v1 file's config)
+        if state["config"][key] not in (schedule[key], round_f32(schedule[key])):
+            return (
+                f"data_schedule {key} {schedule[key]!r} differs from the state's "
+                f"{state['config'][key]!r}"
+            )
+    step = state["optimizer"]["step"]
+    where = _data.position(step, schedule["n_train"], schedule["batch_size"])
+    if (schedule["epoch"], schedule["cursor"]) != where:
+        return (
+            f"data position epoch {schedule['epoch']} cursor {schedule['cursor']} does "
+            f"not match step {step} (expected epoch {where[0]} cursor {where[1]})"
+        )
+    return None
+
+
+def peek_checkpoint(path, allow_profile_change=False):
+    """The data_schedule of a checkpoint, fully checked without loading a binding (the
+    numeric mode must be chosen before the binding loads)."""
+    if not os.path.isfile(path):
+        raise UsageError(
+            f"--resume: no checkpoint at {_shown(path)} (train without --resume "
+            f"first, or pass --checkpoint PATH)"
+        )
+    ckpt = checkpoints()
+    try:
+        state, envelope = ckpt.load_with_envelope(path, schema=None)
+    except (OSError, ValueError) as exc:
+        raise UsageError(
+            f"--resume: {_shown(path)} is not a valid mojolearn checkpoint: {exc}"
+        ) from None
+    try:  # read once: the file's profile decides whether it may be continued
+        ckpt.check_resumable(state, envelope, allow_profile_change)
+    except ValueError as exc:
+        raise UsageError(f"--resume: {_shown(path)}: {exc}") from None
+    problem = run_schedule_problem(state)
+    if problem:
+        raise UsageError(f"--resume: {_shown(path)}: {problem}")
+    return state["data_schedule"]
+
+
+def check_dataset(dataset, stored):
+    """Refuse (UsageError) data other than the checkpoint's on --resume."""
+    problems = []
+    if dataset.sha256 != stored.get("dataset_sha256"):
+        problems.append(
+            f"dataset sha256 {dataset.sha256[:16]}... (checkpoint: "
+            f"{str(stored.get('dataset_sha256'))[:16]}..., {stored.get('dataset')})"
+        )
+    elif dataset.label_column != stored.get("label_column"):
+        problems.append(
+            f"label column {dataset.label_column!r} (checkpoint: {stored.get('label_column')!r})"
+        )
+    elif dataset.n_train != stored.get("n_train"):
+        problems.append(f"{dataset.n_train} training rows (checkpoint: {stored.get('n_train')})")
+    if problems:
+        raise UsageError(
+            f"--resume: the data differs from the checkpoint's: {problems[0]}; "
+            f"pass the same --data (and --label-column) as the saved run"
+        )
+
+
+# -- the run's options ---------------------------------------------------------------------
+
+# (key of the options, its flag) of the options a checkpoint records.
+_RECORDED = (
+    ("batch_size", "--batch-size"),
+    ("seed", "--seed"),
+    ("lr", "--lr"),
+    ("weight_decay", "--weight-decay"),
+    ("mode", "--mode"),
+    ("layers", "--layers"),
+    ("microbatches", "--microbatches"),
+)
+
+
+def resolve_options(args, stored):
+    """The run's options: given ones, else the checkpoint's (on --resume), else defaults.
+    On --resume a given option that differs from the checkpoint is refused by name."""
+    opts = {key: getattr(args, key) for key, _ in _RECORDED}
+    if stored is None:
+        # MOJOLEARN_NUMERIC_MODE, else identical; digits' default network is MLPTrainer's.
+        defaults = dict(
+            DEFAULTS,
+            mode=requested_mode(),
+            microbatches=None,
+            layers=DIGITS_LAYERS if args.dataset == _data.DIGITS_NAME else None,
+        )
+        return {k: (v if v is not None else defaults[k]) for k, v in opts.items()}
+    conflicts = []
+    for key, flag in _RECORDED:
+        given, saved = opts[key], stored.get(key)
+        if given is not None and given != saved:
+            conflicts.append(f"{flag} {given} (checkpoint: {saved})")
+        opts[key] = saved
+    if conflicts:
+        raise UsageError(
+            f"--resume: options conflict with the checkpoint: "
+            f"{'; '.join(conflicts)} (leave them out or pass the saved values)"
+        )
+    return opts
+
+
+def requested_mode():
+    """The numeric mode MOJOLEARN_NUMERIC_MODE asks for (identical when unset)."""
+    from .._runtime.backend import requested_mode
+
+    try:
+        return requested_mode()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def check_environment():
+    """A bad MOJOLEARN_NUMERIC_MODE, MOJOLEARN_NUM_THREADS, MOJOLEARN_CPU_LEVEL or
+    MOJOLEARN_VENDOR is a usage error of every command, raised before anything is read: never
+    a verdict on a file (`verify`) or a refusal of one (`train --resume`)."""
+    from .._runtime import backend as _backend
+    from .._runtime import threads as _threads
+
+    requested_mode()
+    try:
+        _threads.num_threads()
+        _backend._cpu_level()
+        vendor = os.environ.get("MOJOLEARN_VENDOR")
+        if vendor and vendor not in _backend.VENDORS:  # _backend's own check and message
+            raise ValueError(f"MOJOLEARN_VENDOR must be one of {_backend.VENDORS}, got {vendor!r}")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
