@@ -9,8 +9,8 @@ from std.python.bindings import PythonModuleBuilder
 
 from entries.gemm import MATMUL, NEURAL_GEMM, matmul_entry, neural_gemm
 from entries.intake import INTAKE_READ, intake_read
-from entries.loss import (CROSS_ENTROPY, PORTABLE_MATH_EVAL, cross_entropy_entry,
-                          portable_math_eval)
+from entries.loss import (ARGMAX, CROSS_ENTROPY, PORTABLE_MATH_EVAL, SOFTMAX, argmax_entry,
+                          cross_entropy_entry, portable_math_eval, softmax_entry)
 from entries.mlp import (MLP_ADAMW, MLP_BIAS_ACTIVATION, MLP_RELU_BACKWARD, MLP_SUM_ROWS,
                          MLP_TRAIN_STEP, mlp_adamw, mlp_bias_activation, mlp_relu_backward,
                          mlp_sum_rows, mlp_train_step)
@@ -45,7 +45,7 @@ def abi_layout() raises -> PythonObject:
                           MLP_RESIDENT_APPLY, MLP_RESIDENT_USE_POOL, POOL_OPEN, POOL_SERVE,
                           POOL_STOP, POOL_WORKER_PARTS, OPTIM_STEP, OPTIM_CLIP_GRAD_NORM,
                           OPTIM_TREE_SUM, OPTIM_RESIDENT_ALLOC, OPTIM_RESIDENT_FREE, OPTIM_COPY,
-                          CROSS_ENTROPY, PORTABLE_MATH_EVAL, INTAKE_READ]:
+                          CROSS_ENTROPY, SOFTMAX, ARGMAX, PORTABLE_MATH_EVAL, INTAKE_READ]:
         out.append(PythonObject(String(spec.name, "|", spec.addrs, "|", spec.params)))
     return out
 
@@ -89,6 +89,8 @@ def build_module(name: StaticString) raises -> PythonObject:
     m.def_function[optim_resident_free]("optim_resident_free")
     m.def_function[optim_copy]("optim_copy")
     m.def_function[cross_entropy_entry]("cross_entropy")
+    m.def_function[softmax_entry]("softmax")
+    m.def_function[argmax_entry]("argmax")
     m.def_function[portable_math_eval]("portable_math_eval")
     m.def_function[intake_read]("intake_read")
     return m.finalize()

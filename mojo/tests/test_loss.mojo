@@ -1,7 +1,8 @@
 """Checks the cross-entropy kernels against a plain scalar reference written here from the
 formulas in training/loss.mojo's header (List-based, one row at a time): mean_cross_entropy
-and every reduction of cross_entropy, with ignore_index and label smoothing, on random shapes
-and logits (extreme ±80 rows, equal logits included). Comparison is on float32 bits.
+and every reduction of cross_entropy, with ignore_index and label smoothing, softmax_rows
+(also against the gradient's p_j) and argmax_rows, on random shapes and logits (extreme ±80 rows, equal logits
+included). Comparison is on float32 bits.
 
 Run: mojo run -I mojo --fp-mode contract=off mojo/tests/test_loss.mojo
 """
@@ -10,7 +11,8 @@ from std.testing import TestSuite, assert_equal, assert_true
 
 from training.config import F32P, I32P
 from training.loss import (IGNORE_NOTHING, REDUCTION_MEAN, REDUCTION_NONE, REDUCTION_SUM,
-                           count_kept, cross_entropy, first_bad_target, mean_cross_entropy)
+                           argmax_rows, count_kept, cross_entropy, first_bad_target, mean_cross_entropy,
+                           softmax_rows)
 from training.portable_math import exp32_scalar, log32_scalar
 
 
@@ -173,6 +175,79 @@ def test_mean_cross_entropy_equals_general_mean() raises:
         assert_equal(_bits(a), _bits(c), String("seed=", seed))
         for i in range(rows * classes):
             assert_equal(_bits(g1[i]), _bits(g2[i]), String("seed=", seed))
+
+
+def _ref_softmax(z: List[Float32]) -> List[Float32]:
+    """Plain reference of one row's softmax: e_j / s with `_ref_row`'s e_j and s."""
+    var mx = z[0]
+    for j in range(len(z)):
+        if z[j] > mx:
+            mx = z[j]
+    var e = List[Float32]()
+    var s = Float32(0.0)
+    for j in range(len(z)):
+        e.append(exp32_scalar(z[j] - mx))
+        s = s + e[j]
+    var p = List[Float32]()
+    for j in range(len(z)):
+        p.append(e[j] / s)
+    return p^
+
+
+def test_softmax_rows_matches_reference_and_the_gradient() raises:
+    var seed = _seed()
+    var rng = Rng(seed)
+    for _ in range(200):
+        var rows = 1 + rng.below(20)
+        var classes = 1 + rng.below(25)  # past two SIMD blocks of 8
+        var z = List[Float32]()
+        var t = List[Int32]()
+        _fill(rng, z, t, rows, classes, IGNORE_NOTHING)
+        var zp = F32P(unsafe_from_address=Int(z.unsafe_ptr()))
+        var tp = I32P(unsafe_from_address=Int(t.unsafe_ptr()))
+        var probs = List[Float32](length=rows * classes, fill=-1.0)
+        var grad = List[Float32](length=rows * classes, fill=-1.0)
+        var losses = List[Float32](length=rows, fill=-1.0)
+        softmax_rows(zp, rows, classes, F32P(unsafe_from_address=Int(probs.unsafe_ptr())))
+        _ = cross_entropy(zp, tp, rows, classes, IGNORE_NOTHING, 0.0, REDUCTION_SUM,
+                          F32P(unsafe_from_address=Int(losses.unsafe_ptr())),
+                          F32P(unsafe_from_address=Int(grad.unsafe_ptr())), True, rows)
+        for r in range(rows):
+            var row = List[Float32]()
+            for j in range(classes):
+                row.append(z[r * classes + j])
+            var want = _ref_softmax(row)
+            for j in range(classes):
+                var got = probs[r * classes + j]
+                if _bits(got) != _bits(want[j]):
+                    raise Error(String("probs[", r, ",", j, "] ", got, " != ref ", want[j],
+                                       " seed=", seed))
+                # Off the target the gradient is p_j - 0: the same bits.
+                if j != Int(t[r]) and _bits(got) != _bits(grad[r * classes + j]):
+                    raise Error(String("probs[", r, ",", j, "] ", got, " != dlogits ",
+                                       grad[r * classes + j], " seed=", seed))
+
+
+def test_argmax_rows_picks_the_first_maximum() raises:
+    var seed = _seed()
+    var rng = Rng(seed)
+    for _ in range(200):
+        var rows = 1 + rng.below(20)
+        var classes = 1 + rng.below(25)
+        var z = List[Float32]()
+        var t = List[Int32]()
+        _fill(rng, z, t, rows, classes, IGNORE_NOTHING)  # equal-logit rows test the ties
+        var labels = List[Int32](length=rows, fill=-1)
+        argmax_rows(F32P(unsafe_from_address=Int(z.unsafe_ptr())), rows, classes,
+                    I32P(unsafe_from_address=Int(labels.unsafe_ptr())))
+        for r in range(rows):
+            var mx = z[r * classes]
+            for j in range(classes):
+                mx = max(mx, z[r * classes + j])
+            var want = 0
+            while z[r * classes + want] != mx:
+                want += 1
+            assert_equal(Int(labels[r]), want, String("row ", r, " seed=", seed))
 
 
 def test_first_bad_target_and_count() raises:

@@ -14,6 +14,10 @@ Dimensions: n rows, C classes; logits z (n, C) row-major, targets y (n) int32, p
         the general form behind the `cross_entropy` binding entry; `count` is the number of
         rows whose target is not ignore_index (`count_kept`), >= 1.
     first_bad_target(targets, rows, classes, ignore_index) -> Int   (-1 when all valid)
+    softmax_rows(logits, rows, classes, probs)
+        probs = p_j of the gradient below for every row (the trainers' `predict_proba`).
+    argmax_rows(logits, rows, classes, labels)
+        labels (int32) = each row's first index of its maximum (the trainers' `predict`).
 
 Identical mode, every target (ARITHMETIC.md "Cross-entropy"); per kept row, j ascending:
     mx   = max_j z_j                         (first-wins scan; max is exact)
@@ -31,6 +35,8 @@ Reductions: sum = Σ loss_r over kept rows ascending from +0.0; mean = sum / flo
 dlogits = g / float32(count) for 'mean' (a division, not a multiply by 1/count), g for 'sum'
 and 'none' (the gradient of the summed per-row losses, as torch).
 Without smoothing and ignore_index, 'mean' is exactly mean_cross_entropy's bits.
+Softmax (ARITHMETIC.md "Probabilities"): per row, mx, e_j and s as above (`_row_max`,
+`_exp_sum`, shared with `_row`), then p_j = e_j / s: the p_j of the gradient, bit for bit.
 """
 from training.config import F32P, I32P
 from training.portable_math import exp32, exp32_scalar, log32_scalar
@@ -63,31 +69,46 @@ def count_kept(targets: I32P, rows: Int, ignore_index: Int) -> Int:
     return kept
 
 
-def _row(z: F32P, y: Int, classes: Int, keep: Float32, spread: Float32, smoothing: Bool,
-         g: F32P, want_grad: Bool, divisor: Float32, divide: Bool) -> Float32:
-    """Loss of one row; when `want_grad`, its gradient row in g (divided by `divisor` when
-    `divide`). g doubles as the store for e_j so exp runs once per logit."""
+@always_inline
+def _row_max(z: F32P, classes: Int) -> Float32:
+    """mx = max_j z_j: a scan from z_0, replaced only when strictly greater."""
     var mx = z[unsafe_offset=0]
     for j in range(1, classes):
         if z[unsafe_offset=j] > mx:
             mx = z[unsafe_offset=j]
+    return mx
+
+
+@always_inline
+def _exp_sum(z: F32P, classes: Int, mx: Float32, e_out: F32P, store: Bool) -> Float32:
+    """s = Σ_j exp32(z_j − mx), j ascending from +0.0; each e_j also into e_out when `store`."""
     # exp runs W lanes at a time (each lane has the scalar bits); s is still summed one
     # term at a time, j ascending.
     var s = Float32(0.0)
     var j = 0
     while j + W <= classes:
         var e = exp32[W](z.unsafe_load[width=W](j) - mx)
-        if want_grad:
-            g.unsafe_offset(j).unsafe_store(e)
+        if store:
+            e_out.unsafe_offset(j).unsafe_store(e)
         comptime for k in range(W):
             s = s + e[k]
         j += W
     while j < classes:
         var e = exp32_scalar(z[unsafe_offset=j] - mx)
-        if want_grad:
-            g[unsafe_offset=j] = e
+        if store:
+            e_out[unsafe_offset=j] = e
         s = s + e
         j += 1
+    return s
+
+
+def _row(z: F32P, y: Int, classes: Int, keep: Float32, spread: Float32, smoothing: Bool,
+         g: F32P, want_grad: Bool, divisor: Float32, divide: Bool) -> Float32:
+    """Loss of one row; when `want_grad`, its gradient row in g (divided by `divisor` when
+    `divide`). g doubles as the store for e_j so exp runs once per logit."""
+    var mx = _row_max(z, classes)
+    var s = _exp_sum(z, classes, mx, g, want_grad)
+    var j = 0
     var ls = log32_scalar(s)
     var loss = ls - (z[unsafe_offset=y] - mx)
     if smoothing:
@@ -200,3 +221,35 @@ def mean_cross_entropy(logits: F32P, targets: I32P, rows: Int, classes: Int, dlo
                         want_grad, divisor, True)
         total = total + loss
     return total / divisor
+
+
+def softmax_rows(logits: F32P, rows: Int, classes: Int, probs: F32P):
+    """probs (rows × classes) = the softmax of each row of logits: p_j = e_j / s with `_row`'s
+    mx, e_j and s, so each p_j has the bits of the cross-entropy gradient's p_j. Rows >= 1,
+    classes >= 1, logits finite (the entry checks them)."""
+    for r in range(rows):
+        var z = logits.unsafe_offset(r * classes)
+        var p = probs.unsafe_offset(r * classes)
+        var s = _exp_sum(z, classes, _row_max(z, classes), p, True)
+        var j = 0
+        while j + W <= classes:
+            p.unsafe_offset(j).unsafe_store(p.unsafe_load[width=W](j) / s)
+            j += W
+        while j < classes:
+            p[unsafe_offset=j] = p[unsafe_offset=j] / s
+            j += 1
+
+
+def argmax_rows(logits: F32P, rows: Int, classes: Int, labels: I32P):
+    """labels[r] = the index of row r's maximum, scanned as `_row_max` scans (j ascending,
+    replaced only when strictly greater): the lowest index wins a tie, as torch.argmax. Rows
+    >= 1, 1 <= classes < 2^31, logits finite (the entry checks them)."""
+    for r in range(rows):
+        var z = logits.unsafe_offset(r * classes)
+        var best = 0
+        var mx = z[unsafe_offset=0]
+        for j in range(1, classes):
+            if z[unsafe_offset=j] > mx:
+                mx = z[unsafe_offset=j]
+                best = j
+        labels[unsafe_offset=r] = Int32(best)

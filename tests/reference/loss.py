@@ -10,9 +10,9 @@ from .portable_math import exp32, log32
 REDUCTIONS = ("none", "sum", "mean")
 
 
-def cross_entropy_row(z, y, smoothing=0.0):
-    """(loss, gradient p - q) of one row `z` (float32 values) with target `y`."""
-    classes = len(z)
+def _shifted_exps(z):
+    """(mx, [e_j], s) of one row: mx = max_j z_j (first wins), e_j = exp32(z_j - mx),
+    s = their sum, j ascending from +0.0."""
     mx = z[0]
     for v in z[1:]:
         if v > mx:
@@ -22,6 +22,13 @@ def cross_entropy_row(z, y, smoothing=0.0):
     for v in z:
         e.append(exp32(f32(v - mx)))
         s = f32(s + e[-1])
+    return mx, e, s
+
+
+def cross_entropy_row(z, y, smoothing=0.0):
+    """(loss, gradient p - q) of one row `z` (float32 values) with target `y`."""
+    classes = len(z)
+    mx, e, s = _shifted_exps(z)
     ls = log32(s)
     loss = f32(ls - f32(z[y] - mx))
     keep, spread = 1.0, 0.0
@@ -61,3 +68,10 @@ def cross_entropy(logits, targets, ignore_index=-100, reduction="mean", label_sm
         total = f32(total + loss)
     reduced = f32(total / divisor) if reduction == "mean" else total
     return reduced, losses, dlogits
+
+
+def softmax_row(z):
+    """The kernel's softmax of one row `z` (float32 values): p_j = e_j / s with the e_j and s of
+    `cross_entropy_row`."""
+    _, e, s = _shifted_exps(z)
+    return [f32(v / s) for v in e]

@@ -11,6 +11,18 @@ cross_entropy
     refuses:   targets outside [0, classes) that are not ignore_index, every row ignored
                (ValueError, before writing anything); non-finite losses/dlogits/result
                (RuntimeError naming the output).
+softmax
+    addresses: logits (rows×classes float32), probs (rows×classes float32, out)
+    params:    rows >= 1, classes >= 1
+    returns:   rows
+    refuses:   a non-finite logit (ValueError naming its flat index, before writing anything).
+               Finite logits give probabilities in [0, 1] (s >= e_max = exp32(0) = 1), so
+               the outputs need no check.
+argmax
+    addresses: logits (rows×classes float32), labels (rows int32, out)
+    params:    rows >= 1, 1 <= classes <= 2^31 - 1
+    returns:   rows
+    refuses:   a non-finite logit (ValueError naming its flat index, before writing anything).
 portable_math_eval  (diagnostic: the measured ulp error and the bit-exact mirror tests)
     addresses: x (n float32), y (n float32, out);  params: n, function (0 exp32 SIMD,
     1 exp32_scalar, 2 log32 SIMD, 3 log32_scalar). ±inf/NaN are legitimate outputs of exp/log,
@@ -20,12 +32,15 @@ from std.ffi import external_call
 from std.python import PythonObject
 
 from entries.args import Args, Layout, refuse_nonfinite
-from training.checks import is_finite32
-from training.loss import count_kept, cross_entropy, first_bad_target
+from training.checks import first_nonfinite, is_finite32
+from training.loss import (argmax_rows, count_kept, cross_entropy, first_bad_target,
+                           softmax_rows)
 from training.portable_math import exp32, exp32_scalar, log32, log32_scalar
 
 comptime CROSS_ENTROPY = Layout("cross_entropy", "logits,targets,losses,dlogits",
                                 "rows,classes,ignore_index,label_smoothing,reduction,want_grad")
+comptime SOFTMAX = Layout("softmax", "logits,probs", "rows,classes")
+comptime ARGMAX = Layout("argmax", "logits,labels", "rows,classes")
 comptime PORTABLE_MATH_EVAL = Layout("portable_math_eval", "x,y", "n,function")
 
 comptime _MAX_ELEMENTS = 1 << 40
@@ -78,6 +93,54 @@ def cross_entropy_entry(addrs: PythonObject, params: PythonObject) raises -> Pyt
     if reduction != 0 and not is_finite32(result):
         raise Error("RuntimeError: ", name, ": output 'loss' is not finite (", result, ")")
     return PythonObject(Float64(result))
+
+
+def _logits_shape(args: Args, name: StaticString, max_classes: Int) raises -> Int:
+    """Rows of the (rows, classes) logits of `args` (classes is param 1, at most
+    `max_classes`), refused unless every logit is finite."""
+    var rows = args.int(0, "rows", 1, _MAX_ELEMENTS)
+    var classes = args.int(1, "classes", 1, max_classes)
+    if classes > _MAX_ELEMENTS // rows:  # rows × classes without overflowing Int
+        raise Error("ValueError: ", name, ": rows × classes = ", rows, " × ", classes,
+                    " exceeds 2^40 elements")
+    var logits = args.f32(0)
+    var bad = first_nonfinite(logits, rows * classes)
+    if bad >= 0:
+        raise Error("ValueError: ", name, ": logits must be finite (flat index ", bad, " is ",
+                    logits[unsafe_offset=bad], ")")
+    return rows
+
+
+def softmax_entry(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
+    """Row-wise softmax of finite logits (the p_j of cross-entropy); see the module header."""
+    var args = Args(SOFTMAX, addrs, params)
+    var rows = _logits_shape(args, SOFTMAX.name, _MAX_ELEMENTS)
+    var classes = Int(args.params[1])
+    var logits = args.f32(0)
+    var probs = args.f32(1)
+    if rows * classes >= _GIL_THRESHOLD:
+        var ts = external_call["PyEval_SaveThread", Int]()
+        softmax_rows(logits, rows, classes, probs)
+        external_call["PyEval_RestoreThread", NoneType](ts)
+    else:
+        softmax_rows(logits, rows, classes, probs)
+    return PythonObject(rows)
+
+
+def argmax_entry(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
+    """Each row's first index of its maximum, as int32; see the module header."""
+    var args = Args(ARGMAX, addrs, params)
+    var rows = _logits_shape(args, ARGMAX.name, _I32_MAX)
+    var classes = Int(args.params[1])
+    var logits = args.f32(0)
+    var labels = args.i32(1)
+    if rows * classes >= _GIL_THRESHOLD:
+        var ts = external_call["PyEval_SaveThread", Int]()
+        argmax_rows(logits, rows, classes, labels)
+        external_call["PyEval_RestoreThread", NoneType](ts)
+    else:
+        argmax_rows(logits, rows, classes, labels)
+    return PythonObject(rows)
 
 
 def portable_math_eval(addrs: PythonObject, params: PythonObject) raises -> PythonObject:

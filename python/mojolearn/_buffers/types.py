@@ -1,5 +1,6 @@
-"""Types for annotations: what the API accepts (`BufferLike`) and what a step returns
-(`TrainStepResult`, `TrainStepsResult`, `StepLoss`).
+"""Types for annotations: what the API accepts (`BufferLike`), what a step returns
+(`TrainStepResult`, `TrainStepsResult`, `StepLoss`) and what `evaluate` returns
+(`EvaluateResult`, `PerClassMetrics`).
 
 Nothing in the package imports this module at run time except through `if TYPE_CHECKING:`
 (the annotations are strings, `from __future__ import annotations`), so neither this module
@@ -33,7 +34,9 @@ __all__ = [
     "BufferLike",
     "Buffers",
     "DType",
+    "EvaluateResult",
     "LRSchedule",
+    "PerClassMetrics",
     "StepLoss",
     "SupportsDLPack",
     "TrainStepResult",
@@ -127,3 +130,36 @@ class TrainStepsResult(_TrainStepKeys):
     steps' losses, in order)."""
 
     losses: list[float]
+
+
+class PerClassMetrics(TypedDict):
+    """`EvaluateResult["per_class"]`: lists indexed by class.
+
+    Keys:
+        precision: tp / (tp + fp) of each class (0.0 when the class is never predicted).
+        recall: tp / (tp + fn) (0.0 when the class has no row).
+        f1: 2·tp / (2·tp + fp + fn), the harmonic mean of the two (0.0 when both
+            denominators are 0).
+        support: the number of rows of each true class (ints).
+    """
+
+    precision: list[float]
+    recall: list[float]
+    f1: list[float]
+    support: list[int]
+
+
+class EvaluateResult(TypedDict):
+    """The dict `evaluate(X, y)` returns.
+
+    Keys:
+        loss: the mean cross-entropy of the batch (the float32 loss a step reports).
+        accuracy: the fraction of rows whose predicted class is their label.
+        per_class: precision, recall, f1 and support of each class (`PerClassMetrics`).
+        confusion: confusion[true][predicted], the count of rows (ints), classes × classes.
+    """
+
+    loss: float
+    accuracy: float
+    per_class: PerClassMetrics
+    confusion: list[list[int]]

@@ -107,22 +107,23 @@ def owned_batch(X, api, inputs, max_rows, name="X", stacked=False):
     return arr
 
 
-def targets(values, rows, classes, api, check_range=True):
+def targets(values, rows, classes, api, check_range=True, name="targets"):
     """targets as an int32 (rows,) Array (any integer dtype accepted); with `check_range` also
-    checked to be classes 0..classes-1 here rather than in the binding."""
-    pb = _probe(values, api, "targets", f"an integer buffer of shape ({rows},)")
+    checked to be classes 0..classes-1 here rather than in the binding. `name` is the argument
+    the messages name (`evaluate` calls it y)."""
+    pb = _probe(values, api, name, f"an integer buffer of shape ({rows},)")
     if not is_integer(pb.format):
         raise TypeError(
-            f"{api}: targets must hold integers, got {dtype_name(pb.format, pb.itemsize)}"
+            f"{api}: {name} must hold integers, got {dtype_name(pb.format, pb.itemsize)}"
         )
     if tuple(pb.shape) != (rows,):
         raise ValueError(
-            f"{api}: targets must have shape ({rows},) to match X, got {tuple(pb.shape)}"
+            f"{api}: {name} must have shape ({rows},) to match X, got {tuple(pb.shape)}"
         )
     try:
-        y, copied = as_i32_c(values, name="targets")
+        y, copied = as_i32_c(values, name=name)
     except ValueError:
-        raise ValueError(f"{api}: targets must be classes 0..{classes - 1}") from None
+        raise ValueError(f"{api}: {name} must be classes 0..{classes - 1}") from None
     if not check_range:
         return y
     if not copied:
@@ -131,6 +132,6 @@ def targets(values, rows, classes, api, check_range=True):
     bad = next((i for i, c in enumerate(values) if not 0 <= c < classes), None)
     if bad is not None:
         raise ValueError(
-            f"{api}: targets must be classes 0..{classes - 1}; targets[{bad}] = {values[bad]}"
+            f"{api}: {name} must be classes 0..{classes - 1}; {name}[{bad}] = {values[bad]}"
         )
     return y

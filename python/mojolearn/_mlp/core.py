@@ -29,6 +29,7 @@ from .._buffers.alloc import ZERO_F32, empty, zeros
 from .._buffers.array import Array, _new_object, _result_view
 from .._runtime import backend as _backend
 from . import batches as _batches
+from . import infer as _infer
 from . import state as S
 from .session import CAPACITY_ROWS, MAX_CAPACITY_ROWS, Session
 
@@ -37,7 +38,13 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any, Final, Literal, TypeAlias, TypeVar, overload
 
-    from .._buffers.types import BufferLike, PyArray, TrainStepResult, TrainStepsResult
+    from .._buffers.types import (
+        BufferLike,
+        EvaluateResult,
+        PyArray,
+        TrainStepResult,
+        TrainStepsResult,
+    )
     from .spec import LayerSizes
 
     _Trainer = TypeVar("_Trainer", bound="MLPCore")
@@ -1075,3 +1082,70 @@ class MLPCore:
         from . import _export
 
         _export.export_onnx(path, self.state_dict(), self._API)
+
+    # ------------------------------------------------------------ inference (`_infer`)
+
+    def predict(self, X: BufferLike) -> Array:
+        """The predicted class of each row with the current weights (no step).
+
+        The class is the argmax of the row's logits, ties going to the lowest class index
+        (as `torch.argmax`, which returns the first maximal value).
+
+        Args:
+            X: float32 (n, inputs), any n >= 1 (more than `max_rows` rows run in chunks of at
+                most `max_rows`; each row gets the result it has alone); finite.
+
+        Returns:
+            A fresh int32 Array (n,).
+
+        Raises:
+            TypeError: X is not a float32 buffer.
+            ValueError: a wrong shape, no row, or a non-finite X.
+        """
+        return _infer.predict(self, X)
+
+    def predict_proba(self, X: BufferLike) -> Array:
+        """The class probabilities of each row with the current weights (no step).
+
+        The softmax of the row's logits, computed in the binding with the arithmetic
+        profile's exp: p_j = e_j / s with cross-entropy's e_j = exp32(z_j - max_k z_k) and s
+        = their sum, j ascending (docs/ARITHMETIC.md "Probabilities"; identical mode gives
+        the same bits everywhere). A row sums to 1 within a few float32 roundings.
+
+        Args:
+            X: float32 (n, inputs), any n >= 1 (chunked as in `predict`); finite.
+
+        Returns:
+            A fresh float32 Array (n, classes).
+
+        Raises:
+            TypeError: X is not a float32 buffer.
+            ValueError: a wrong shape, no row, or a non-finite X.
+        """
+        return _infer.predict_proba(self, X)
+
+    def evaluate(self, X: BufferLike, y: BufferLike) -> EvaluateResult:
+        """The loss, accuracy and per-class metrics of a labelled set (no step).
+
+        `loss` is the mean cross-entropy by the kernel the steps use: in identical mode the
+        bits of the loss `train_step` would report on (X, y) before updating (for n <=
+        `max_rows`). Predictions are `predict`'s. Per class c: precision = tp / (tp + fp),
+        recall = tp / (tp + fn), f1 = 2·tp / (2·tp + fp + fn) (scikit-learn's definitions);
+        a zero denominator gives 0.0, as scikit-learn with `zero_division=0`.
+
+        Args:
+            X: float32 (n, inputs), any n >= 1 (chunked as in `predict`); finite.
+            y: integer (n,): the class of each row, 0..classes-1.
+
+        Returns:
+            {"loss": float, "accuracy": float, "per_class": {"precision": [...],
+            "recall": [...], "f1": [...], "support": [...]}, "confusion": [[...], ...]}:
+            lists indexed by class, support and confusion[true][predicted] as ints
+            (`EvaluateResult`).
+
+        Raises:
+            TypeError: X is not a float32 buffer, or y not an integer buffer.
+            ValueError: a wrong shape, no row, a non-finite X or a class out of range.
+            RuntimeError: the loss is not finite.
+        """
+        return _infer.evaluate(self, X, y)

@@ -111,6 +111,10 @@ LAYOUT = {
         ("logits", "targets", "losses", "dlogits"),
         ("rows", "classes", "ignore_index", "label_smoothing", "reduction", "want_grad"),
     ),
+    # Row-wise softmax of logits (the trainers' predict_proba): the p_j of cross_entropy.
+    "softmax": (("logits", "probs"), ("rows", "classes")),
+    # Row-wise first index of the maximum, int32 (the trainers' predict).
+    "argmax": (("logits", "labels"), ("rows", "classes")),
     "portable_math_eval": (("x", "y"), ("n", "function")),
     # Takes a Python object (a buffer or a DLPack capsule) and a spec int, not address lists:
     # `_reader` is its only caller.

@@ -1,0 +1,142 @@
+"""Inference on the MLP trainer core: `predict`, `predict_proba` and `evaluate`, the bodies of
+both trainers' methods of those names (`MLPCore` calls them; this module never imports a
+trainer class).
+
+Each function holds the trainer's lock for the whole call and changes no state. X may have any
+number of rows n >= 1: up to `max_rows` it is one `predict_logits` call; beyond, it is cut into
+chunks of at most `max_rows` rows that `predict_logits_sessions` runs (rows are independent, so
+every row gets the bits it has when predicted alone). Labels come from the binding's `argmax`
+entry, probabilities from its `softmax` entry and the loss from its `cross_entropy` entry, the
+kernel a step's loss is (docs/ARITHMETIC.md, "Probabilities" and "Cross-entropy"): no Python
+work per row but `evaluate`'s counts (integers), and each of its ratios is one binary64
+division of two ints.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .._buffers.alloc import all_finite, empty
+from .._buffers.array import Array
+from .._runtime import backend as _backend
+from ..loss import cross_entropy
+from . import batches as _batches
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from .._buffers.types import BufferLike, EvaluateResult
+    from .core import MLPCore
+
+
+def _batch(core: MLPCore, X: BufferLike) -> Array:
+    """X as a float32 C-contiguous (n, inputs) Array, n >= 1: borrowed when it already is one,
+    else a C-order copy; refused by name otherwise (finiteness is checked by the forward)."""
+    inputs = core._spec.inputs
+    # A fitting Array is returned unprobed: the probe costs ~3 µs, 5 % of a batch-1 `predict`
+    # at [784, 256, 10] (tools/bench_predict.py).
+    if type(X) is Array and X._dtype == "<f4" and len(s := X._shape) == 2 and s[1] == inputs:
+        if s[0]:
+            return X
+    x: Array = _batches.batch(X, core._API, inputs, core._max_rows, "X", stacked=True)
+    if not x._shape[0]:
+        raise ValueError(f"{core._API}: X must have at least 1 row, got 0")
+    return x
+
+
+def _rows(x: Array, begin: int, end: int) -> Array:
+    """Rows [begin, end) of a C-contiguous 2-D Array, as a view sharing its memory."""
+    width = x._shape[1]
+    return x._view(
+        x._mv[begin * width : end * width], (end - begin, width), x._addr + 4 * begin * width
+    )
+
+
+def _check_finite(api: str, chunks: list[Array]) -> None:
+    """Refuse non-finite values in X's chunks, naming the flat index in X (as a single
+    batch's refusal does)."""
+    offset = 0
+    for chunk in chunks:
+        if not all_finite(chunk, "X"):
+            values = chunk._mv.tolist()
+            bad = next(i for i, v in enumerate(values) if not math.isfinite(v))
+            raise ValueError(
+                f"{api}: X must be finite (flat index {offset + bad} is {values[bad]!r})"
+            )
+        offset += chunk._size
+
+
+def _logits(core: MLPCore, x: Array) -> Array:
+    """The logits (n, classes) of a checked batch `x` of any n >= 1. Caller holds the lock."""
+    n, step = x._shape[0], core._max_rows
+    if n <= step:
+        return core.predict_logits(x)
+    chunks = [_rows(x, i, min(i + step, n)) for i in range(0, n, step)]
+    _check_finite(core._API, chunks)  # so that a refusal names X, not a chunk
+    return core.predict_logits_sessions(chunks)
+
+
+def _argmax(z: Array) -> Array:
+    """Each row's first index of its maximum (int32, rows): the lowest class wins a tie."""
+    rows, classes = z._shape
+    labels = empty((rows,), "<i4")
+    _backend.binding().argmax([z._addr, labels._addr], [rows, classes])
+    return labels
+
+
+def predict(core: MLPCore, X: BufferLike) -> Array:
+    """`MLPCore.predict`: int32 labels (n,), the argmax of each row's logits."""
+    with core._lock:
+        return _argmax(_logits(core, _batch(core, X)))
+
+
+def predict_proba(core: MLPCore, X: BufferLike) -> Array:
+    """`MLPCore.predict_proba`: float32 (n, classes), the softmax of each row's logits."""
+    with core._lock:
+        z = _logits(core, _batch(core, X))
+        rows, classes = z._shape
+        probs = empty((rows, classes))
+        _backend.binding().softmax([z._addr, probs._addr], [rows, classes])
+        return probs
+
+
+def evaluate(core: MLPCore, X: BufferLike, y: BufferLike) -> EvaluateResult:
+    """`MLPCore.evaluate`: mean loss, accuracy, per-class metrics and the confusion matrix."""
+    api, classes = core._API, core._spec.classes
+    with core._lock:
+        x = _batch(core, X)
+        labels = _batches.targets(y, x._shape[0], classes, api, name="y")
+        z = _logits(core, x)
+        try:
+            loss = cross_entropy(z, labels)
+        except RuntimeError as exc:  # e.g. a sum of row losses past float32's range
+            raise RuntimeError(f"{api}: the loss is not finite ({exc})") from None
+        pred = _argmax(z)
+    return _report(loss, labels._mv.tolist(), pred._mv.tolist(), classes)
+
+
+def _ratio(num: int, den: int) -> float:
+    """num / den, 0.0 when den is 0 (scikit-learn's zero_division=0)."""
+    return num / den if den else 0.0
+
+
+def _report(loss: float, truth: list[int], pred: list[int], classes: int) -> EvaluateResult:
+    """`evaluate`'s dict from the loss and the true and predicted class of each row."""
+    confusion = [[0] * classes for _ in range(classes)]
+    for t, p in zip(truth, pred):
+        confusion[t][p] += 1
+    support = [sum(row) for row in confusion]
+    predicted = [sum(column) for column in zip(*confusion)]
+    hits = [confusion[c][c] for c in range(classes)]
+    return {
+        "loss": loss,
+        "accuracy": sum(hits) / len(truth),
+        "per_class": {
+            "precision": [_ratio(hits[c], predicted[c]) for c in range(classes)],
+            "recall": [_ratio(hits[c], support[c]) for c in range(classes)],
+            # 2·tp / (2·tp + fp + fn): the harmonic mean of precision and recall, formed from
+            # the counts as scikit-learn forms it (one rounding, no 0/0 when both are 0).
+            "f1": [_ratio(2 * hits[c], support[c] + predicted[c]) for c in range(classes)],
+            "support": support,
+        },
+        "confusion": confusion,
+    }
