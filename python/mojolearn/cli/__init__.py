@@ -1,9 +1,10 @@
-"""The `mojolearn` command line: `train`, `info`, `verify`.
+"""The `mojolearn` command line: `train`, `predict`, `info`, `verify`.
 
 `mojolearn train` trains an MLP (the 8→16→3 network by default, any sizes with `--layers`) on
 the bundled wine data (or `--dataset digits`, or `--data CSV`) with a seeded, recorded data
 order, checkpoints every `--checkpoint-every` steps and on Ctrl-C, and resumes (`--resume`)
-to exactly the bytes of an uninterrupted run. Exit codes: 0 success, 1 `verify` found the file
+to exactly the bytes of an uninterrupted run; `--val-fraction` and `--patience` validate and
+stop early. `mojolearn predict` applies a train checkpoint to raw CSV rows. Exit codes: 0 success, 1 `verify` found the file
 invalid, 2 bad input (one line on stderr, nothing written) or a run that diverged (the last
 checkpoint kept), 130 interrupted by Ctrl-C / 143 by SIGTERM (checkpoint saved in both cases).
 """

@@ -125,6 +125,8 @@ def _next_step_check(path, state):
         and schedule.get("dataset") in (_data.BUNDLED_NAME, _data.DIGITS_NAME)
         and schedule.get("dataset_sha256") == bundled.sha256
     ):
+        if "val_fraction" in schedule:  # the run trained on the rows its validation left
+            bundled.hold_out(schedule["val_fraction"], schedule["seed"])
         stream = _data.BatchStream(
             bundled, schedule["seed"], schedule["batch_size"], schedule["epoch"], schedule["cursor"]
         )

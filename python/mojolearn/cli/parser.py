@@ -14,9 +14,10 @@ from .._runtime.portable import round_f32
 from . import EXIT_BAD_INPUT, EXIT_OK
 from . import data as _data
 from .inspect import cmd_info, cmd_verify
+from .predict import cmd_predict
 from .progress import printable
 from .resume import DEFAULT_CHECKPOINT, DEFAULTS
-from .run import cmd_train
+from .run import BEST_SUFFIX, cmd_train
 
 # -- value checks ---------------------------------------------------------------------------
 
@@ -54,6 +55,16 @@ def _float_in(positive, what):
         return value
 
     return parse
+
+
+def _fraction(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
+    if not 0 < value < 1:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}")
+    return value
 
 
 def _power_of_two(text):
@@ -122,7 +133,12 @@ TRAIN_DESCRIPTION = (
     "data-parallel steps (under mpiexec, several processes with the bits of one). The run "
     "can be stopped at any moment (Ctrl-C saves a checkpoint) and resumed with --resume "
     "to the same final bytes (--allow-profile-change for a checkpoint of an older "
-    "arithmetic profile)."
+    "arithmetic profile). --val-fraction F holds out a stratified, seeded fraction of the "
+    "training rows for validation (its loss and accuracy per epoch go to the history) and "
+    "--patience P stops when the validation loss has not improved for P epochs, keeping the "
+    f"best checkpoint as CHECKPOINT{BEST_SUFFIX}; the test rows are scored once, at the end. "
+    "The checkpoint records the data's columns, standardization and class names, so "
+    "`mojolearn predict` applies the network to raw rows."
 )
 TRAIN_EPILOG = (
     f"Defaults: --epochs {d['epochs']} when neither --steps nor --epochs is given, "
@@ -263,6 +279,25 @@ TRAIN_OPTIONS = (
         ),
     ),
     (
+        "--val-fraction",
+        dict(
+            type=_fraction,
+            metavar="F",
+            help="hold out this fraction of each class's training rows (floor, seeded by "
+            "--seed) for validation: loss and accuracy on them each epoch in the history "
+            "(default: no validation)",
+        ),
+    ),
+    (
+        "--patience",
+        dict(
+            type=_int_in(1, 1 << 20, "in [1, 2**20]"),
+            metavar="P",
+            help="with --val-fraction: stop when the validation loss has not improved for P "
+            f"epochs; the best checkpoint is kept beside the last as CHECKPOINT{BEST_SUFFIX}",
+        ),
+    ),
+    (
         "--resume",
         dict(
             action="store_true",
@@ -302,6 +337,38 @@ INFO_OPTIONS = (
     ("--json", dict(action="store_true", help="print one JSON object")),
 )
 
+PREDICT_DESCRIPTION = (
+    "Apply a `mojolearn train` checkpoint to the raw rows of a CSV: the columns are checked "
+    "as train checks them and against the checkpoint's (by name under a header row, else by "
+    "position), standardized with the training rows' means and standard deviations the "
+    "checkpoint records, and each row's class is printed by name (with --proba, also the "
+    "probability of each class). The label column may be there or not: with it, the "
+    "accuracy is reported too. Exit codes: 0 done, 2 bad input."
+)
+
+PREDICT_OPTIONS = (
+    ("checkpoint", dict(metavar="CHECKPOINT", help="a checkpoint written by mojolearn train")),
+    (
+        "--data",
+        dict(
+            metavar="CSV",
+            required=True,
+            help="the rows: the checkpoint's feature columns, and its label column or not",
+        ),
+    ),
+    (
+        "--proba",
+        dict(action="store_true", help="also write each class's probability (one column each)"),
+    ),
+    (
+        "--out",
+        dict(
+            metavar="CSV",
+            help="write the predictions to this CSV file (replaced atomically) instead of stdout",
+        ),
+    ),
+)
+
 VERIFY_OPTIONS = (
     ("checkpoint", dict(metavar="CHECKPOINT")),
     ("--json", dict(action="store_true", help="print one JSON object")),
@@ -315,6 +382,13 @@ COMMANDS = {
         TRAIN_EPILOG,
         TRAIN_OPTIONS,
         cmd_train,
+    ),
+    "predict": (
+        "predict the class of each row of a CSV with a train checkpoint",
+        PREDICT_DESCRIPTION,
+        None,
+        PREDICT_OPTIONS,
+        cmd_predict,
     ),
     "info": ("version, vendor, numeric mode and build flags", None, None, INFO_OPTIONS, cmd_info),
     "verify": (

@@ -1,4 +1,5 @@
-"""`train --plot`: a PNG of the run's train loss per step and its test loss per epoch."""
+"""`train --plot`: a PNG of the run's train loss per step, its validation loss per epoch (with
+--val-fraction) and its test loss at the end."""
 
 import io
 
@@ -30,11 +31,15 @@ def plot(records, path, title, final_test=None):
     ax.plot(
         [r["step"] for r in records], [r["loss"] for r in records], lw=1, label="train loss (batch)"
     )
+    val = [(r["step"], r["val_loss"]) for r in records if r.get("val_loss") is not None]
+    if val:
+        ax.plot([s for s, _ in val], [v for _, v in val], "o-", ms=3, label="validation loss")
+    # Histories of runs before the test rows were scored only at the end hold test points.
     test = [(r["step"], r["test_loss"]) for r in records if r.get("test_loss") is not None]
     if final_test and final_test[1] is not None and (not test or test[-1][0] != final_test[0]):
         test.append(final_test)
     if test:
-        ax.plot([s for s, _ in test], [v for _, v in test], "o-", ms=3, label="test loss")
+        ax.plot([s for s, _ in test], [v for _, v in test], "s-", ms=4, label="test loss")
     ax.set_xlabel("step")
     ax.set_ylabel("cross-entropy")
     ax.set_title(f"mojolearn train: {title}")

@@ -2,7 +2,11 @@
 
 A `train` checkpoint's data_schedule is the record `schedule_record` writes (format
 `SCHEDULE_FORMAT`): the dataset's identity, the options that fix the bits (seed, batch size,
-lr, weight decay, mode, layers, microbatches) and the data position of the next batch.
+lr, weight decay, mode, layers, microbatches, validation fraction, patience), the data
+position of the next batch, the early-stopping state and the data's preprocessing (its
+feature columns, standardization and class names: what `predict` applies to raw rows).
+Checkpoints written before the preprocessing, validation and patience fields existed have
+none of them and still resume (the next save adds the preprocessing).
 `run_schedule_problem` checks it against the state; `resolve_options` takes the options of a
 run from the command line, else the checkpoint's (on --resume), else the defaults.
 """
@@ -26,9 +30,9 @@ SCHEDULE_FORMAT = "mojolearn.data-schedule.v1"
 # -- the data-schedule v1 record -----------------------------------------------------------
 
 
-def schedule_record(dataset, opts, epoch, cursor):
-    """The data_schedule `train` gives its trainer: the run's data and options, and the data
-    position (epoch, cursor) of the next batch."""
+def schedule_record(dataset, opts, epoch, cursor, stopping=None):
+    """The data_schedule `train` gives its trainer: the run's data and options, the data
+    position (epoch, cursor) of the next batch and the early-stopping state `stopping`."""
     schedule = {
         "format": SCHEDULE_FORMAT,
         "dataset": dataset.name,
@@ -43,12 +47,32 @@ def schedule_record(dataset, opts, epoch, cursor):
         "mode": opts["mode"],
         "epoch": epoch,
         "cursor": cursor,
+        "preprocessing": preprocessing_record(dataset),
     }
     if opts["layers"] is not None:  # an MLPTrainer run (SmallMLPTrainer's schedule has none)
         schedule["layers"] = list(opts["layers"])
     if opts["microbatches"] is not None:  # a data-parallel run
         schedule["microbatches"] = opts["microbatches"]
+    if opts["val_fraction"] is not None:
+        schedule.update(val_fraction=opts["val_fraction"], n_val=dataset.n_val)
+    if opts["patience"] is not None:
+        schedule.update(patience=opts["patience"], early_stopping=dict(stopping))
     return schedule
+
+
+def preprocessing_record(dataset):
+    """What `predict` needs to treat raw rows as `train` did: the feature columns (in the
+    network's input order; whether a header named them; the label's place among the file's
+    columns), the standardization's means and standard deviations (float64, exactly as
+    `train` applied them) and the class names (in class order)."""
+    return {
+        "columns": list(dataset.columns),
+        "header": dataset.header,
+        "label_index": dataset.label_index,
+        "mean": list(dataset.means),
+        "sd": list(dataset.sds),
+        "classes": list(dataset.class_names),
+    }
 
 
 # What `train` records in a checkpoint's data_schedule: key -> (type check, what it must be).
@@ -121,7 +145,77 @@ def run_schedule_problem(state):
             f"data position epoch {schedule['epoch']} cursor {schedule['cursor']} does "
             f"not match step {step} (expected epoch {where[0]} cursor {where[1]})"
         )
+    problem = _stopping_problem(schedule, step)
+    if problem or "preprocessing" not in schedule:  # none in a file written before it
+        return problem
+    return preprocessing_problem(schedule["preprocessing"], state["architecture"])
+
+
+def _stopping_problem(schedule, step):
+    """Why the validation and early-stopping fields (absent, or all of them) are wrong."""
+    fraction, n_val = schedule.get("val_fraction"), schedule.get("n_val")
+    if fraction is not None or n_val is not None:
+        if not (type(fraction) in (int, float) and 0 < fraction < 1):
+            return f"data_schedule val_fraction must be a number in (0, 1), got {fraction!r}"[:300]
+        if not _int_at_least(1)(n_val):
+            return f"data_schedule n_val must be an integer >= 1, got {n_val!r}"[:300]
+    patience, stopping = schedule.get("patience"), schedule.get("early_stopping")
+    if patience is None and stopping is None:
+        return None
+    if fraction is None or not _int_at_least(1)(patience):
+        return (
+            f"data_schedule patience must be an integer >= 1 with a val_fraction, got {patience!r}"
+        )[:300]
+    if type(stopping) is not dict or set(stopping) != {"best_step", "best_val_loss", "bad_epochs"}:
+        return "data_schedule early_stopping must hold best_step, best_val_loss and bad_epochs"
+    best = stopping["best_val_loss"]
+    if (
+        not _int_at_least(0, step)(stopping["best_step"])
+        or not _int_at_least(0)(stopping["bad_epochs"])
+        or (best is not None and not _number_in(False)(best))
+    ):
+        return f"data_schedule early_stopping {stopping!r} is out of range at step {step}"[:300]
     return None
+
+
+def preprocessing_problem(record, sizes):
+    """Why a data_schedule's `preprocessing` record does not fit the network `sizes` (None
+    when it does): see `preprocessing_record`."""
+    inputs, classes = sizes[0], sizes[-1]
+    keys = {"columns", "header", "label_index", "mean", "sd", "classes"}
+    if type(record) is not dict or set(record) != keys:
+        return f"data_schedule preprocessing must hold exactly {sorted(keys)}"
+    checks = (
+        ("columns", lambda x: _strings(x) and len(x) == inputs, f"{inputs} column names"),
+        ("header", lambda x: type(x) is bool, "true or false"),
+        ("label_index", _int_at_least(0, inputs), f"an integer in [0, {inputs}]"),
+        ("mean", lambda x: _numbers(x, inputs, None), f"{inputs} finite numbers"),
+        ("sd", lambda x: _numbers(x, inputs, 0), f"{inputs} finite numbers >= 0"),
+        (
+            "classes",
+            lambda x: _strings(x) and 1 <= len(x) <= classes and len(set(x)) == len(x),
+            f"1 to {classes} distinct class names",
+        ),
+    )
+    for key, ok, what in checks:
+        if not ok(record[key]):
+            return f"data_schedule preprocessing {key} must be {what}, got {record[key]!r}"[:300]
+    return None
+
+
+def _strings(value):
+    return type(value) is list and all(type(x) is str for x in value)
+
+
+def _numbers(value, n, at_least):
+    return (
+        type(value) is list
+        and len(value) == n
+        and all(
+            type(x) in (int, float) and math.isfinite(x) and (at_least is None or x >= at_least)
+            for x in value
+        )
+    )
 
 
 def peek_checkpoint(path, allow_profile_change=False):
@@ -181,6 +275,8 @@ _RECORDED = (
     ("mode", "--mode"),
     ("layers", "--layers"),
     ("microbatches", "--microbatches"),
+    ("val_fraction", "--val-fraction"),
+    ("patience", "--patience"),
 )
 
 
@@ -194,9 +290,13 @@ def resolve_options(args, stored):
             DEFAULTS,
             mode=requested_mode(),
             microbatches=None,
+            val_fraction=None,
+            patience=None,
             layers=DIGITS_LAYERS if args.dataset == _data.DIGITS_NAME else None,
         )
-        return {k: (v if v is not None else defaults[k]) for k, v in opts.items()}
+        return _needs_validation(
+            {k: (v if v is not None else defaults[k]) for k, v in opts.items()}
+        )
     conflicts = []
     for key, flag in _RECORDED:
         given, saved = opts[key], stored.get(key)
@@ -207,6 +307,15 @@ def resolve_options(args, stored):
         raise UsageError(
             f"--resume: options conflict with the checkpoint: "
             f"{'; '.join(conflicts)} (leave them out or pass the saved values)"
+        )
+    return opts
+
+
+def _needs_validation(opts):
+    if opts["patience"] is not None and opts["val_fraction"] is None:
+        raise UsageError(
+            f"--patience {opts['patience']} needs --val-fraction F: it stops when the loss on "
+            f"the validation rows has not improved for {opts['patience']} epochs"
         )
     return opts
 

@@ -1,9 +1,12 @@
 """`mojolearn train`: setup, the training loop, saves, the closing report, and signals.
 
 A run is set up (options, data, trainer: a fresh one saved at step 0 at once, or the one a
-checkpoint holds), then steps until its end or a signal, saving every --checkpoint-every
-steps and at the end, then reports. Under mpiexec with --microbatches the processes of the
-job (`Group`) agree on every refusal, so none waits for another forever; rank 0 alone writes.
+checkpoint holds), then steps until its end, a signal or (with --patience) the end of its
+patience, saving every --checkpoint-every steps and at the end, then reports. At every epoch
+end the validation rows (--val-fraction) are scored into the history, and with --patience the
+best state so far is kept as CHECKPOINT.best; the test rows are scored once, in the report.
+Under mpiexec with --microbatches the processes of the job (`Group`) agree on every refusal,
+so none waits for another forever; rank 0 alone writes.
 """
 
 import errno
@@ -19,9 +22,17 @@ from . import history as _history
 from .plot import plot, require_matplotlib
 from .progress import Progress
 from .resume import DEFAULTS, check_dataset, peek_checkpoint, resolve_options, schedule_record
-from .trainers import argmax_correct, checkpoints, evaluate, new_trainer, trainer_for
+from .trainers import (
+    argmax_correct,
+    checkpoints,
+    evaluate,
+    new_trainer,
+    schedule_problem,
+    trainer_for,
+)
 
 _shown = _files.shown
+BEST_SUFFIX = ".best"  # the best checkpoint of a run with --patience: CHECKPOINT.best
 
 
 class Interrupt:
@@ -83,6 +94,11 @@ class Group:
     def any(self, flag):
         """The largest `flag` of all processes (a signal seen by one stops all together)."""
         return self.world.any(flag)
+
+    def root_value(self, value):
+        """Rank 0's `value` on every process (a fast-mode figure may differ by machine, and
+        the processes must take the same decisions)."""
+        return self.world.gather(None, value, failed=_usage_error)[0][1]
 
     @staticmethod
     def end(code):
@@ -195,8 +211,11 @@ def setup(args, group):
 
     mojolearn.set_numeric_mode(opts["mode"])  # before any binding use
     dataset = _load_dataset(args, opts, stored)
-    bs, m = opts["batch_size"], opts["microbatches"]
-    per_epoch = _data.steps_per_epoch(dataset.n_train, bs)
+    best = None
+    if opts["patience"] is not None:
+        best = _history.path_for(ckpt, BEST_SUFFIX)
+        target(best, "--checkpoint's best")
+    per_epoch = _data.steps_per_epoch(dataset.n_train, opts["batch_size"])
     end = args.steps if args.steps is not None else per_epoch * (args.epochs or DEFAULTS["epochs"])
     history = _history.History(ckpt)
     if stored is not None:
@@ -204,21 +223,19 @@ def setup(args, group):
             trainer = trainer_for(checkpoints().load(ckpt, schema=None))
         except ValueError as exc:
             raise UsageError(f"--resume: {_shown(ckpt)}: {exc}") from None
-        start = trainer.step_
-        epoch, cursor = stored["epoch"], stored["cursor"]
+        start, epoch, cursor = trainer.step_, stored["epoch"], stored["cursor"]
+        stopping = stored.get("early_stopping")
         if group.root:
             history.resume_at(start)
     else:
         start, epoch, cursor = 0, 0, 0
-        try:
-            trainer = new_trainer(opts, schedule_record(dataset, opts, 0, 0))
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+        stopping = dict(best_step=0, best_val_loss=None, bad_epochs=0)
+        trainer = _new_trainer(dataset, opts, stopping)
     dp = None
-    if m is not None:
+    if opts["microbatches"] is not None:
         from ..distributed import DataParallel
 
-        dp = DataParallel(trainer, m, group.comm)
+        dp = DataParallel(trainer, opts["microbatches"], group.comm)
     run = Run(
         ckpt=ckpt,
         opts=opts,
@@ -231,19 +248,51 @@ def setup(args, group):
         saved=start,
         dp=dp,
         group=group,
-        stream=_data.BatchStream(dataset, opts["seed"], bs, epoch, cursor),
+        stream=_data.BatchStream(dataset, opts["seed"], opts["batch_size"], epoch, cursor),
+        stopping=stopping if opts["patience"] is not None else None,
+        best=best,
     )
     if stored is None:
         if group.root:
             history.start_fresh()
+            _remove_earlier_best(best)
         # Step 0 on disk at once: the checkpoint and its history never belong to two runs.
         save(run)
     return run
 
 
+def _remove_earlier_best(best):
+    """A fresh run with --patience owns CHECKPOINT.best: an earlier run's goes (as its
+    checkpoint and history are replaced), so the file never holds another run's state."""
+    if best is None or not os.path.isfile(best):
+        return
+    try:
+        os.remove(best)
+    except OSError as exc:
+        raise UsageError(f"--checkpoint's best {_shown(best)}: {exc.strerror or exc}") from None
+
+
+def _new_trainer(dataset, opts, stopping):
+    """A fresh run's trainer; a data_schedule too large for it (it records the data's column
+    and class names) is refused by name."""
+    schedule = schedule_record(dataset, opts, 0, 0, stopping)
+    problem = schedule_problem(opts, schedule)
+    if problem:
+        more = "" if opts["layers"] else ", as does --layers 8,16,3 (an MLPTrainer holds more)"
+        raise UsageError(
+            f"{problem}: the checkpoint records the data's {dataset.n_features} column names "
+            f"and {dataset.n_classes} class names; shorter names fit{more}"
+        )
+    try:
+        return new_trainer(opts, schedule)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _load_dataset(args, opts, stored):
-    """The run's data (--data, --dataset, or on --resume the checkpoint's bundled data),
-    checked against the network, the checkpoint and --microbatches."""
+    """The run's data (--data, --dataset, or on --resume the checkpoint's bundled data), its
+    validation rows held out, checked against the network, the checkpoint and
+    --microbatches."""
     layers = opts["layers"]
     features, classes = (layers[0], layers[-1]) if layers else (_data.FEATURES, _data.CLASSES)
     name = args.dataset
@@ -253,6 +302,14 @@ def _load_dataset(args, opts, stored):
         dataset = _data.load(args.data, args.label_column, features, classes, name)
     except _data.DataError as exc:
         raise UsageError(str(exc)) from None
+    fraction = opts["val_fraction"]
+    if fraction is not None:
+        dataset.hold_out(fraction, opts["seed"])
+        if not dataset.n_val:
+            raise UsageError(
+                f"--val-fraction {fraction} holds out no row: each class gives "
+                f"floor({fraction} x its training rows) ({dataset.n_train} training rows)"
+            )
     if stored is not None:
         check_dataset(dataset, stored)
     bs, m = opts["batch_size"], opts["microbatches"]
@@ -268,18 +325,22 @@ def _load_dataset(args, opts, stored):
 # -- saves ---------------------------------------------------------------------------------
 
 
-def save(run):
-    """History first (after a crash it then holds at least the checkpoint's steps), then the
-    checkpoint with the data position of the next batch in its data_schedule. A data-parallel
+def save(run, path=None):
+    """The checkpoint with the data position of the next batch (and the early-stopping state)
+    in its data_schedule; the history first (after a crash it then holds at least the
+    checkpoint's steps). `path`: the best checkpoint instead (no history). A data-parallel
     run's processes all record the schedule (it is part of the state); rank 0 writes, and all
     return once it has (or all raise)."""
     stream = run.stream
-    run.trainer.data_schedule = schedule_record(run.dataset, run.opts, stream.epoch, stream.cursor)
+    run.trainer.data_schedule = schedule_record(
+        run.dataset, run.opts, stream.epoch, stream.cursor, run.stopping
+    )
     problem = None
     if run.group.root:
         try:
-            run.history.flush()
-            run.trainer.save_checkpoint(run.ckpt)
+            if path is None:
+                run.history.flush()
+            run.trainer.save_checkpoint(path or run.ckpt)
         except Exception as exc:  # noqa: BLE001 - every process must hear of it
             problem = exc
     run.group.agree(problem)
@@ -293,7 +354,8 @@ def _announce(args, run, out):
     dataset, opts, trainer, end = run.dataset, run.opts, run.trainer, run.end
     every = args.log_every or max(1, (end - run.start) // 20)
     progress = Progress(run.start, end, every, stream=out, json_lines=args.json and run.group.root)
-    what = f"{dataset.name} ({dataset.n_train} train / {dataset.n_test} test rows)"
+    val = f"{dataset.n_val} validation / " if dataset.n_val else ""
+    what = f"{dataset.name} ({dataset.n_train} train / {val}{dataset.n_test} test rows)"
     progress.emit(
         {
             "event": "start",
@@ -305,6 +367,7 @@ def _announce(args, run, out):
             "end_step": end,
             "checkpoint": _shown(run.ckpt),
             "network": list(trainer.layer_sizes),
+            **({"n_val": dataset.n_val} if dataset.n_val else {}),
             **{k: opts[k] for k in opts},
         }
     )
@@ -318,6 +381,11 @@ def _announce(args, run, out):
         progress.message(
             f"the checkpoint is at step {run.start} already (--steps/--epochs "
             f"end at {end}); nothing to train"
+        )
+    elif _patience_spent(run):
+        progress.message(
+            f"the run stopped early already (at step {run.start}: no better validation loss "
+            f"in {run.opts['patience']} epochs); nothing to train"
         )
     return progress
 
@@ -338,23 +406,44 @@ def _step(run):
     return record, correct, rows
 
 
+def _patience_spent(run):
+    return run.stopping is not None and run.stopping["bad_epochs"] >= run.opts["patience"]
+
+
+def _epoch_end(run, record, step):
+    """At an epoch's end: the validation loss and accuracy into the step's record and, with
+    --patience, the early-stopping state (a better loss saves CHECKPOINT.best at once)."""
+    if not run.dataset.n_val:
+        return
+    loss, accuracy = run.group.root_value(evaluate(run.trainer, run.dataset, run.dataset.val_rows))
+    record["val_loss"], record["val_accuracy"] = loss, accuracy
+    stopping = run.stopping
+    if stopping is None:
+        return
+    if stopping["best_val_loss"] is None or loss < stopping["best_val_loss"]:
+        stopping.update(best_step=step, best_val_loss=loss, bad_epochs=0)
+        save(run, run.best)
+    else:
+        stopping["bad_epochs"] += 1
+
+
 def loop(args, run, out):
-    """Steps until the end or a signal, saving every --checkpoint-every steps and at the end;
-    returns (the signal that stopped it or 0, the last step, its loss). A step refused as
-    non-finite (the run diverged) is one line naming the step and the checkpoint kept."""
+    """Steps until the end, a signal or the end of the patience, saving every
+    --checkpoint-every steps and at the end; returns (the signal that stopped it or 0, the
+    last step, its loss). A step refused as non-finite (the run diverged) is one line naming
+    the step and the checkpoint kept."""
     run.progress = progress = _announce(args, run, out)
     step, loss, stop = run.start, None, 0
     with Interrupt() as interrupt:
         try:
-            while step < run.end and not stop:
+            while step < run.end and not stop and not _patience_spent(run):
                 record, correct, rows = _step(run)
                 step, loss = record["step"], record["loss"]
-                # Test points depend on the step only (epoch ends), so a trace is the same
-                # however the run was cut into legs; the end-of-run figures are in the report.
+                # Validation points depend on the step only (epoch ends), so a trace is the
+                # same however the run was cut into legs; the test rows are scored once, in
+                # the report, so that they choose nothing.
                 if step % run.per_epoch == 0:
-                    record["test_loss"], record["test_accuracy"] = evaluate(
-                        run.trainer, run.dataset
-                    )
+                    _epoch_end(run, record, step)
                 run.history.add(record)
                 progress.update(step, loss, correct, rows)
                 if step % args.checkpoint_every == 0 and step != run.end:
@@ -395,13 +484,41 @@ def _interrupted(args, run, hit, step):
     return 128 + hit
 
 
+def _validation_lines(run, summary):
+    """The report's validation and early-stopping figures, into `summary` and as lines."""
+    dataset, stopping = run.dataset, run.stopping
+    if not dataset.n_val:
+        return ""
+    loss, accuracy = run.group.root_value(evaluate(run.trainer, dataset, dataset.val_rows))
+    summary.update(val_loss=loss, val_accuracy=accuracy)
+    lines = f"\n  validation accuracy {100 * accuracy:.1f}% ({dataset.n_val} rows)"
+    if stopping is None:
+        return lines
+    best = stopping["best_val_loss"]
+    summary.update(
+        stopped_early=_patience_spent(run),
+        best_step=stopping["best_step"],
+        best_val_loss=best,
+        best_checkpoint=None if best is None else _shown(run.best),
+    )
+    if _patience_spent(run):
+        lines += f"\n  stopped early: no better validation loss in {run.opts['patience']} epochs"
+    if best is None:
+        return lines + "\n  best checkpoint none yet (no epoch has ended)"
+    return lines + (
+        f"\n  best checkpoint {_shown(run.best)} (step {stopping['best_step']}, "
+        f"validation loss {best:.4f})"
+    )
+
+
 def report(args, run, outcome):
-    """The closing lines: how to resume after a signal, else accuracy, state hash, plot."""
+    """The closing lines: how to resume after a signal, else the test accuracy (the test
+    rows' only scoring), validation and early stopping, state hash, plot."""
     hit, step, loss = outcome
     trainer, dataset, progress, ckpt = run.trainer, run.dataset, run.progress, run.ckpt
-    if hit and step < run.end:
+    if hit and step < run.end and not _patience_spent(run):
         return _interrupted(args, run, hit, step)
-    test_loss, test_acc = evaluate(trainer, dataset)
+    test_loss, test_acc = evaluate(trainer, dataset, dataset.test_rows)
     state_hash = trainer.state_hash()
     history = run.history.path
     summary = {
@@ -415,6 +532,7 @@ def report(args, run, outcome):
         "history": _shown(history),
         "seconds": round(progress.elapsed(), 3),
     }
+    validation = _validation_lines(run, summary)
     if args.plot and run.group.root:
         plot(_history.read(history), args.plot, dataset.name, (trainer.step_, test_loss))
         summary["plot"] = _shown(args.plot)
@@ -426,7 +544,7 @@ def report(args, run, outcome):
     progress.emit(summary)
     progress.message(
         f"done: step {trainer.step_} in {progress.elapsed():.2f} s\n"
-        f"  test accuracy {acc}\n"
+        f"  test accuracy {acc}{validation}\n"
         f"  final train loss {final}\n"
         f"  state hash {state_hash}\n"
         f"  checkpoint {_shown(ckpt)}\n"

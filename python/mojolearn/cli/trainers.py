@@ -62,24 +62,28 @@ def argmax_correct(logits, targets, rows):
     return correct
 
 
-def evaluate(trainer, dataset):
-    """(test loss, test accuracy) on the held-out rows, or (None, None) when there are none.
-    Chunks of at most the trainer's `max_rows`; with several chunks the loss is the
-    row-weighted mean of the chunks' losses (a report, not part of the state)."""
-    if not dataset.n_test:
+def evaluate(trainer, dataset, rows):
+    """(loss, accuracy) of the trainer on the dataset's `rows` (its test or validation rows),
+    or (None, None) when there are none: `evaluate`'s mean loss (the steps' cross-entropy
+    kernel over all the rows) and `predict`'s argmax. A report, not part of the state."""
+    if not rows:
         return None, None
     from .._buffers.array import Array
 
-    total, correct = 0.0, 0
-    rows = dataset.test_rows
-    most = trainer.max_rows
-    for lo in range(0, len(rows), most):
-        chunk = rows[lo : lo + most]
-        x, y = dataset.gather(chunk)
-        X = Array._wrap(x, (len(chunk), dataset.n_features), "<f4")
-        Y = Array._wrap(y, (len(chunk),), "<i4")
-        correct += argmax_correct(trainer.predict_logits(X), y, len(chunk))
-        loss, _ = trainer.loss_and_grads(X, Y)
-        total += float(loss) * len(chunk)
-    n = len(rows)
-    return (float(loss) if n <= most else total / n), correct / n
+    x, y = dataset.gather(rows)
+    X = Array._wrap(x, (len(rows), dataset.n_features), "<f4")
+    Y = Array._wrap(y, (len(rows),), "<i4")
+    result = trainer.evaluate(X, Y)
+    return result["loss"], result["accuracy"]
+
+
+def schedule_problem(opts, schedule):
+    """Why the trainer `new_trainer` makes for `opts` refuses `schedule` (None when it takes
+    it): the library's own data_schedule bounds."""
+    from .._mlp.state import check_schedule
+
+    try:
+        check_schedule(schedule, "SmallMLPTrainer" if opts["layers"] is None else "MLPTrainer")
+    except ValueError as exc:
+        return str(exc)
+    return None
