@@ -11,9 +11,17 @@ give the same batches on every machine. Changing any of it changes every CLI sta
   class in ascending order, its row indices in file order are shuffled by Fisher–Yates with ONE
   `SplitMix64(SPLIT_SEED)` shared by all classes in turn; the first `n_class // 5` go to the test
   set. Both sets are then sorted back into file order.
-- Standardization: per feature, mean and standard deviation over the TRAINING rows (Python
-  float64, sequential sums in ascending row order, `math.sqrt`), then `(x - mean) / sd` for every
-  row, rounded once to float32. A feature constant on the training rows becomes 0.
+- Validation (`train --val-fraction F` only): for each class in ascending order, its training
+  rows in file order are shuffled by Fisher–Yates with ONE `SplitMix64(val_seed(seed))` shared
+  by all classes in turn (`val_seed`: the first 8 bytes, little-endian, of
+  SHA-256(f"mojolearn.val-split.v1:{seed}"), `seed` the run's --seed); the first
+  floor(F * n_class) become validation rows and leave the training rows. Both sets are sorted
+  back into file order.
+- Standardization: per feature, mean and standard deviation over the TRAINING rows (those left
+  after validation; Python float64, sequential sums in ascending row order, `math.sqrt`), then
+  `(x - mean) / sd` for every row, rounded once to float32. A feature constant on the training
+  rows becomes 0. `predict` applies the same means and standard deviations (the checkpoint
+  records them, float64) with the same operations.
 - Batch order: epoch `e` (0-based) visits the training rows in the order
   `SplitMix64(epoch_seed(seed, e)).shuffle(list(range(n_train)))`, where `epoch_seed` is the
   first 8 bytes (little-endian) of SHA-256(f"mojolearn.data-order.v1:{seed}:{e}"). Batches are
