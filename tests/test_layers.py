@@ -166,8 +166,6 @@ PENDING = {
     "mojolearn._mlp.core.MLPCore",
     "mojolearn.optim._Optimizer",
     "mojolearn.distributed.DataParallel.train_step",
-    "mojolearn.cli.build_parser",
-    "mojolearn.cli._train_loop",
 }
 # Hot on purpose: one frame a step (its docstring says so).
 EXEMPT = {"mojolearn.trainer.SmallMLPTrainer.train_step"}

@@ -115,7 +115,7 @@ def test_install_hints_name_no_package_that_is_another_project():
                 assert local or arg.lower() in allowed, (
                     f"{path.name}: `pip install {match.group(1)}` names {arg!r}"
                 )
-    assert {"cli/__init__.py", "distributed.py"} <= set(hints)  # the --plot and MPI hints are seen
+    assert {"cli/plot.py", "distributed.py"} <= set(hints)  # the --plot and MPI hints are seen
 
 
 MATPLOTLIB_BLOCKER = """

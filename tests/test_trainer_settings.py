@@ -182,11 +182,12 @@ import os, sys
 import mojolearn as ml
 from mojolearn._mlp import rng as _rng
 from mojolearn._mlp import spec as _spec
-from mojolearn.distributed import DataParallel, _OneProcess
+from mojolearn._runtime.world import OneProcess
+from mojolearn.distributed import DataParallel
 
 mode = sys.argv[1]
 t = ml.MLPTrainer([8, 24, 16, 3], seed=5, data_schedule={"run": "dp"})
-comm = _OneProcess() if os.environ.get("DP_ALONE") == "1" else None
+comm = OneProcess() if os.environ.get("DP_ALONE") == "1" else None
 dp = DataParallel(t, microbatches=2, comm=comm)
 for i, (X, y) in enumerate(_rng.batches(11, 32, 4)):
     if i == 2 and (mode == "all" or dp.rank == 1):

@@ -26,10 +26,10 @@ nothing applied. And the job ends when a process does: see `DataParallel`.
 from __future__ import annotations
 
 import array as _pyarray
-import sys
 
 from ._mlp.core import MLPCore
 from ._runtime import backend as _backend
+from ._runtime.world import World, guard_job, mark_cut
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -43,92 +43,6 @@ if TYPE_CHECKING:
     from .trainer import SmallMLPTrainer
 
 __all__ = ["DataParallel"]
-
-# -- the end of the job (issue 30 rows 8, 9) ------------------------------------------------
-#
-# A process that ends while the others wait for it in a collective would leave them waiting
-# forever (and itself in MPI_Finalize, which waits for them). So, once per process of a job
-# of more than one process: an uncaught exception (KeyboardInterrupt included) prints its
-# traceback and aborts the job, as `python -m mpi4py` does; and at exit (sys.exit with any
-# code, or the end of the program) the process first meets its DataParallel peers in one
-# more agreement: if they are all leaving too, MPI finalizes as usual; if any is still
-# stepping, that one raises "rank r failed: its process is exiting" and this one aborts.
-
-_LEAVING = (
-    "its process is exiting (sys.exit or the end of its program) while this one "
-    "still steps: every process must take the same steps",
-)
-_GUARD: list[object] = []  # the installed excepthook, once per process
-_EXIT_COMMS: list[Any] = []  # the DataParallel communicators met at exit, in order
-_CUT: list[bool] = []  # a step was cut off on this process (its collectives are out of step)
-
-
-def _abort(code: int) -> None:
-    """End the whole MPI job now with status `code` (stdout and stderr flushed first, and a
-    moment for mpiexec to forward them: it drops what is still in flight when it tears the
-    job down)."""
-    import os
-    import time
-
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001, S110 - a closed stream cannot stop the abort
-            pass
-    time.sleep(0.2)
-    mpi = sys.modules.get("mpi4py.MPI")
-    try:
-        if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
-            mpi.COMM_WORLD.Abort(code)
-    finally:  # MPICH's MPI_Abort may return; an exit without MPI_Finalize ends the job too
-        os._exit(code)
-
-
-def _excepthook(previous: Any) -> Any:
-    def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
-        try:
-            previous(kind, value, tb)  # the traceback, as without MPI
-        finally:
-            _abort(130 if issubclass(kind, KeyboardInterrupt) else 1)
-
-    return hook
-
-
-def _at_exit() -> None:
-    """At exit: meet the peers of each DataParallel communicator once more (see above)."""
-    mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is None or not mpi.Is_initialized() or mpi.Is_finalized():
-        return
-    if _CUT:
-        _abort(1)
-    for comm in _EXIT_COMMS:
-        if comm == mpi.COMM_NULL:  # freed by the program (on every process, or it is stuck)
-            continue
-        try:
-            said = comm.allgather(_LEAVING)
-        except Exception:  # noqa: BLE001 - no agreement possible: end the job
-            _abort(1)
-        if any(s != _LEAVING for s in said):
-            _abort(1)
-
-
-def _guard_job(comm: Any = None) -> None:
-    """In a job of more than one MPI process (nothing otherwise): install the excepthook and
-    the exit agreement once per process; `comm` joins the communicators met at exit."""
-    mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is None or not mpi.Is_initialized() or mpi.Is_finalized():
-        return
-    if mpi.COMM_WORLD.Get_size() < 2:
-        return
-    if not _GUARD:
-        import atexit
-
-        sys.excepthook = _excepthook(sys.excepthook)
-        atexit.register(_at_exit)  # after mpi4py's own: runs before MPI_Finalize
-        _GUARD.append(sys.excepthook)
-    if comm is not None and comm.Get_size() > 1 and not any(c == comm for c in _EXIT_COMMS):
-        _EXIT_COMMS.append(comm)
-
 
 # What the processes' trainers must agree on at construction (as named in messages), in the
 # order a refusal names the first difference; `_facts` gives the values.
@@ -171,37 +85,12 @@ def _facts(trainer: MLPCore, m: int) -> tuple[tuple[object, str], ...]:
     return tuple(values)
 
 
-class _OneProcess:
-    """The communicator of a run without MPI: rank 0 of 1."""
-
-    rank, size = 0, 1
-
-
-def _world(comm: Any) -> tuple[Any, Any]:
-    if comm is None:
-        try:
-            from mpi4py import MPI
-        except ImportError:
-            return _OneProcess(), None
-        return MPI.COMM_WORLD, MPI
-    if comm == "mpi":
-        try:
-            from mpi4py import MPI
-        except ImportError:
-            raise ImportError(
-                "mojolearn.distributed: MPI needs mpi4py, which is not "
-                "installed: pip install mpi4py mpich"
-            ) from None
-        return MPI.COMM_WORLD, MPI
-    if isinstance(comm, _OneProcess):
-        return comm, None
-    from mpi4py import MPI  # a communicator object means mpi4py is there
-
-    if not isinstance(comm, MPI.Comm):
-        raise TypeError(
-            f"DataParallel: comm must be an mpi4py communicator or None, got {type(comm).__name__}"
-        )
-    return comm, MPI
+def _rank_failed(rank: int, kind: str, text: str) -> BaseException:
+    """The error a process raises when rank `rank` failed first with `kind: text`: a
+    ValueError for a refusal (the same on every process), else RuntimeError."""
+    said = f"{kind}: {text}" if kind else text
+    error = ValueError if said.startswith("ValueError") else RuntimeError
+    return error(f"DataParallel: rank {rank} failed: {said}"[:500])
 
 
 class DataParallel:
@@ -253,10 +142,11 @@ class DataParallel:
         microbatches: int = 1,
         comm: MPI.Comm | Literal["mpi"] | None = None,
     ) -> None:
-        _guard_job()  # mpi4py loaded already: a refusal below still ends the job
-        self._comm, self._mpi = _world(comm)
+        guard_job()  # mpi4py loaded already: a refusal below still ends the job
+        self._world = World(comm)
+        self._comm, self._mpi = self._world.comm, self._world.mpi
         if self._mpi is not None:
-            _guard_job()
+            guard_job()
         self._cut = False
         problem, facts, m = None, None, microbatches
         try:
@@ -289,17 +179,17 @@ class DataParallel:
         self._counts = [len(self.microbatches_of(r)) for r in range(self.size)]
         self._seen = (trainer._session, trainer.step_)  # the state last agreed on
         if self._mpi is not None:
-            _guard_job(self._comm)
+            guard_job(self._comm)
 
     @property
     def rank(self) -> int:
         """This process's rank in `comm` (0 without MPI)."""
-        return self._comm.rank  # type: ignore[no-any-return]
+        return self._world.rank
 
     @property
     def size(self) -> int:
         """The number of processes in `comm` (1 without MPI)."""
-        return self._comm.size  # type: ignore[no-any-return]
+        return self._world.size
 
     def microbatches_of(self, rank: int) -> list[int]:
         """The microbatches a process computes.
@@ -324,20 +214,7 @@ class DataParallel:
         """One round trip: every process's (problem, *facts). Every process learns whether any
         failed (so none waits in a collective forever) and raises the same error if one did;
         otherwise returns the list, in rank order."""
-        if self._mpi is None:
-            if problem:
-                raise problem
-            return [(None, *facts)]
-        said = self._comm.allgather(
-            (None if problem is None else f"{type(problem).__name__}: {problem}", *facts)
-        )
-        first = next(((r, s[0]) for r, s in enumerate(said) if s[0] is not None), None)
-        if first is not None:
-            if problem is not None and first[0] == self.rank:
-                raise problem
-            kind = RuntimeError if not first[1].startswith("ValueError") else ValueError
-            raise kind(f"DataParallel: rank {first[0]} failed: {first[1]}"[:500])
-        return said  # type: ignore[no-any-return]
+        return self._world.gather(problem, *facts, failed=_rank_failed)
 
     def _agree(self, problem: BaseException | None) -> None:
         """Every process learns whether any failed; raises the same error on all of them."""
@@ -515,8 +392,8 @@ class DataParallel:
             self._agree(problem)
         finally:
             self._cut = not agreed
-            if self._cut:  # e.g. KeyboardInterrupt between two collectives: see _at_exit
-                _CUT.append(True)
+            if self._cut:  # e.g. KeyboardInterrupt between two collectives: see mark_cut
+                mark_cut()
         return {"step": step, "loss": self._loss[0]}
 
     def _gather(self, buffers: list[Any], per: int) -> None:

@@ -39,7 +39,10 @@ class MLPTrainer(MLPCore):
             `nn.Linear` shapes (out, in) and (out,), finite; copied, never aliased.
         seed: with weights None, the seed of the initial weights (SplitMix64, torch's default
             `nn.Linear` bounds, layer by layer, weight then bias; the same bits everywhere).
-        data_schedule: a non-empty, bounded JSON object describing the data order.
+        data_schedule: a non-empty JSON object describing the data order: at most 65536
+            values and 512 KiB of canonical JSON (room for what `mojolearn train` records
+            of its data; SmallMLPTrainer keeps the reference's 128 and 2048), nesting at most
+            8 deep, strings of at most 2048 characters.
         lr, betas, eps, weight_decay: AdamW hyperparameters, kept as given (each step's
             scalars are formed from them in binary64, docs/ARITHMETIC.md profile v2) and
             checked as given and in float32 (lr > 0, eps > 0, weight_decay >= 0, betas in

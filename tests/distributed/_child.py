@@ -10,7 +10,8 @@ import sys
 import mojolearn as ml
 from mojolearn._mlp import rng as _rng
 from mojolearn._mlp import spec as _spec
-from mojolearn.distributed import DataParallel, _OneProcess
+from mojolearn._runtime.world import OneProcess
+from mojolearn.distributed import DataParallel
 
 
 def make(kind):
@@ -28,7 +29,7 @@ def main(argv):
     if ckpt_in:
         trainer.load_checkpoint(ckpt_in)
     # DP_ALONE=1: the reference, one process with no MPI at all (mpi4py never imported).
-    comm = _OneProcess() if os.environ.get("DP_ALONE") == "1" else None
+    comm = OneProcess() if os.environ.get("DP_ALONE") == "1" else None
     dp = DataParallel(trainer, microbatches=m, comm=comm)
     batches = _rng.batches(11, 32, steps)
     for X, y in batches[trainer.step_ :]:

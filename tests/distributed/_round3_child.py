@@ -46,7 +46,8 @@ def _refusal(call):
 def agree(out, ckpt):
     import mojolearn as ml
     from mojolearn._mlp import rng as _rng
-    from mojolearn.distributed import DataParallel, _OneProcess
+    from mojolearn._runtime.world import OneProcess
+    from mojolearn.distributed import DataParallel
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
@@ -71,7 +72,7 @@ def agree(out, ckpt):
     seen["unchanged_after_rows"] = t.state_hash() == before and t.step_ == 0
     # Agreeing steps afterwards: the one-process bits.
     ref = _trainer()
-    one = DataParallel(ref, microbatches=4, comm=_OneProcess())
+    one = DataParallel(ref, microbatches=4, comm=OneProcess())
     for Xb, yb in batches[:2]:
         dp.train_step(Xb, yb)
         one.train_step(Xb, yb)
@@ -109,7 +110,7 @@ def agree(out, ckpt):
     seen["unchanged_after_load"] = t.state_hash() == before and t.step_ == 1
     t.load_state_dict(other.state_dict())  # every rank loads the same state: steps go on
     dp.train_step(*batches[1])
-    DataParallel(other, microbatches=2, comm=_OneProcess()).train_step(*batches[1])
+    DataParallel(other, microbatches=2, comm=OneProcess()).train_step(*batches[1])
     seen["same_load_steps"] = t.state_hash() == other.state_hash()
     if RANK == 1:
         t.train_step(*batches[2])  # a step outside dp on one rank
@@ -165,7 +166,8 @@ def end(phase):
 def cli(abort_at, args):
     """`mojolearn train ARGS`, as the console script runs it (`sys.exit(main())`), with
     SIGINT to rank 1 at `abort_at`."""
-    from mojolearn import cli as C
+    from mojolearn import cli
+    from mojolearn.cli import run as C
 
     if RANK == 1 and abort_at == "csv":
         data = os.path.abspath(args[args.index("--data") + 1])
@@ -176,15 +178,15 @@ def cli(abort_at, args):
 
         sys.addaudithook(on_open)
     if RANK == 1 and abort_at == "loop":
-        enter = C._Interrupt.__enter__
+        enter = C.Interrupt.__enter__
 
         def entered(self):
             out = enter(self)
             threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
             return out
 
-        C._Interrupt.__enter__ = entered
-    sys.exit(C.main(["train", *args]))
+        C.Interrupt.__enter__ = entered
+    sys.exit(cli.main(["train", *args]))
 
 
 if __name__ == "__main__":

@@ -78,9 +78,9 @@ def test_one_microbatch_is_train_step_bit_for_bit(make):
 
 
 def _one():
-    from mojolearn.distributed import _OneProcess
+    from mojolearn._runtime.world import OneProcess
 
-    return _OneProcess()
+    return OneProcess()
 
 
 def test_refusals_name_both_numbers_and_change_nothing():
@@ -235,6 +235,20 @@ def test_the_cli_under_mpiexec_equals_one_process(tmp_path, args):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["one.ckpt", "one.ckpt.history.jsonl", "two.ckpt", "two.ckpt.history.jsonl"]
     )
+
+
+def test_validation_and_patience_under_mpiexec_equal_one_process(tmp_path):
+    # Every process scores the validation rows and takes rank 0's figure: all stop together.
+    _mpi_or_skip()
+    args = ["--val-fraction", "0.2", "--patience", "2", "--lr", "0.05", "--microbatches", "1"]
+    one = _done(_cli([*args, "--epochs", "60", "--checkpoint", "one.ckpt"], tmp_path))
+    two = _done(_cli([*args, "--epochs", "60", "--checkpoint", "two.ckpt"], tmp_path, n=2))
+    assert one["stopped_early"] and one["step"] < 60 * 8, one
+    for key in ("state_hash", "step", "best_step", "best_val_loss", "val_loss", "test_loss"):
+        assert two[key] == one[key], key
+    for suffix in (".best", ".history.jsonl"):
+        two_file, one_file = tmp_path / f"two.ckpt{suffix}", tmp_path / f"one.ckpt{suffix}"
+        assert two_file.read_bytes() == one_file.read_bytes(), suffix
 
 
 def test_the_cli_resumes_under_another_process_count(tmp_path):

@@ -220,15 +220,16 @@ def test_sigint_to_one_rank_mid_loop_stops_every_rank_together(tmp_path):
 
 _LOST_SIGNAL = r"""
 import os, signal, sys
-from mojolearn import cli as C
-agree, calls = C._Group.any, [0]
+from mojolearn import cli
+from mojolearn.cli import run as C
+agree, calls = C.Group.any, [0]
 def any_(self, flag):  # SIGINT lands while the processes agree on the flag (third step)
     calls[0] += 1
     if calls[0] == 3:
         os.kill(os.getpid(), signal.SIGINT)
     return agree(self, flag)
-C._Group.any = any_
-sys.exit(C.main(["train", "--steps", "60", "--checkpoint", "c.ckpt", "--json"]))
+C.Group.any = any_
+sys.exit(cli.main(["train", "--steps", "60", "--checkpoint", "c.ckpt", "--json"]))
 """
 
 

@@ -73,7 +73,7 @@ PROFILE_V1 = "mojolearn.portable-fp32.v1"
 REFERENCE_PROFILE = "mojolearn.neural-training.fp32.v1"
 MAX_BYTES = 32768
 # The largest admissible MLP (2**26 parameters): params, m and v at 8 hex digits a value, plus
-# 1 MiB for everything else (names, shapes, config, the 2 KiB data_schedule).
+# 1 MiB for everything else (names, shapes, config, the data_schedule of at most 512 KiB).
 MLP_MAX_BYTES = 3 * 8 * MAX_PARAMS + (1 << 20)
 _TAIL = 64  # the canonical envelope ends with its schema: `"schema":"<name>"}\n`
 _ENVELOPE = frozenset(("schema", "payload", "payload_sha256"))

@@ -45,6 +45,11 @@ _SCHEDULE_NODES = 128
 _SCHEDULE_DEPTH = 8
 _SCHEDULE_STRING = 2048
 _SCHEDULE_BYTES = 2048
+# api -> (nodes, canonical bytes). SmallMLPTrainer keeps the reference's v1 bounds above;
+# MLPTrainer (our own schema) leaves room for what `mojolearn train` records of its data at
+# any width (a name, a mean and a standard deviation per input column, a name per class),
+# still well inside the 1 MiB that checkpoint.MLP_MAX_BYTES keeps beside the tensors.
+_SCHEDULE_BOUNDS = {"MLPTrainer": (1 << 16, 512 << 10)}
 
 
 def round_f32(x):
@@ -124,6 +129,7 @@ def _unicode(text, what, api):
 
 def check_schedule(value, api="SmallMLPTrainer"):
     """A bounded, canonical deep copy of the data_schedule JSON object."""
+    most_nodes, most_bytes = _SCHEDULE_BOUNDS.get(api, (_SCHEDULE_NODES, _SCHEDULE_BYTES))
     if type(value) is not dict or not value:
         raise ValueError(
             f"{api}: data_schedule must be a non-empty JSON object (dict), "
@@ -133,8 +139,8 @@ def check_schedule(value, api="SmallMLPTrainer"):
 
     def visit(item, depth):
         nodes[0] += 1
-        if nodes[0] > _SCHEDULE_NODES:
-            raise ValueError(f"{api}: data_schedule has more than {_SCHEDULE_NODES} values")
+        if nodes[0] > most_nodes:
+            raise ValueError(f"{api}: data_schedule has more than {most_nodes} values")
         if depth > _SCHEDULE_DEPTH:
             raise ValueError(f"{api}: data_schedule nests deeper than {_SCHEDULE_DEPTH}")
         if type(item) is dict:
@@ -169,10 +175,10 @@ def check_schedule(value, api="SmallMLPTrainer"):
 
     visit(value, 0)
     encoded = canonical(value)
-    if len(encoded) > _SCHEDULE_BYTES:
+    if len(encoded) > most_bytes:
         raise ValueError(
             f"{api}: data_schedule is {len(encoded)} bytes of canonical "
-            f"JSON, more than {_SCHEDULE_BYTES}"
+            f"JSON, more than {most_bytes}"
         )
     return json.loads(encoded)
 

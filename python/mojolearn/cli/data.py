@@ -11,9 +11,17 @@ give the same batches on every machine. Changing any of it changes every CLI sta
   class in ascending order, its row indices in file order are shuffled by Fisher–Yates with ONE
   `SplitMix64(SPLIT_SEED)` shared by all classes in turn; the first `n_class // 5` go to the test
   set. Both sets are then sorted back into file order.
-- Standardization: per feature, mean and standard deviation over the TRAINING rows (Python
-  float64, sequential sums in ascending row order, `math.sqrt`), then `(x - mean) / sd` for every
-  row, rounded once to float32. A feature constant on the training rows becomes 0.
+- Validation (`train --val-fraction F` only): for each class in ascending order, its training
+  rows in file order are shuffled by Fisher–Yates with ONE `SplitMix64(val_seed(seed))` shared
+  by all classes in turn (`val_seed`: the first 8 bytes, little-endian, of
+  SHA-256(f"mojolearn.val-split.v1:{seed}"), `seed` the run's --seed); the first
+  floor(F * n_class) become validation rows and leave the training rows. Both sets are sorted
+  back into file order.
+- Standardization: per feature, mean and standard deviation over the TRAINING rows (those left
+  after validation; Python float64, sequential sums in ascending row order, `math.sqrt`), then
+  `(x - mean) / sd` for every row, rounded once to float32. A feature constant on the training
+  rows becomes 0. `predict` applies the same means and standard deviations (the checkpoint
+  records them, float64) with the same operations.
 - Batch order: epoch `e` (0-based) visits the training rows in the order
   `SplitMix64(epoch_seed(seed, e)).shuffle(list(range(n_train)))`, where `epoch_seed` is the
   first 8 bytes (little-endian) of SHA-256(f"mojolearn.data-order.v1:{seed}:{e}"). Batches are
@@ -89,17 +97,41 @@ class DataError(ValueError):
 
 
 class Dataset:
-    """A loaded dataset: float32 features (standardized), int labels, train/test row lists."""
+    """A loaded dataset: float32 features (standardized), int labels, train/test row lists
+    (and validation rows once `hold_out` took them from the training rows).
 
-    def __init__(self, name, sha256, label_column, columns, raw_rows, labels, class_names):
+    `means` and `sds` are the standardization's float64 statistics over the training rows;
+    `header` says whether the columns were named by a header row, and `label_index` is the
+    label's place among the file's feature and label columns (what `predict` checks)."""
+
+    def __init__(
+        self, name, sha256, label_column, columns, raw_rows, labels, class_names, **layout
+    ):
         self.name = name
         self.sha256 = sha256
         self.label_column = label_column
         self.columns = tuple(columns)
         self.class_names = tuple(class_names)
+        self.header = layout.get("header", True)
+        self.label_index = layout.get("label_index", len(self.columns))
         self.train_rows, self.test_rows = split_rows(labels, len(self.class_names))
+        self.val_rows = []
         self.labels = labels
-        self.features = standardize(raw_rows, self.train_rows)
+        self._raw = raw_rows
+        self._fit()
+
+    def _fit(self):
+        self.means, self.sds = statistics(self._raw, self.train_rows)
+        self.features = standardize_rows(self._raw, self.means, self.sds)
+
+    def hold_out(self, fraction, seed):
+        """Move a stratified `fraction` of the training rows to `val_rows` (see
+        `validation_rows`) and standardize again with the remaining training rows' statistics,
+        so nothing of the validation rows reaches the training data."""
+        self.train_rows, self.val_rows = validation_rows(
+            self.train_rows, self.labels, fraction, seed, len(self.class_names)
+        )
+        self._fit()
 
     def gather(self, rows):
         """(flat float32 features as array('f'), labels as array('i')) for the given rows."""
@@ -125,6 +157,10 @@ class Dataset:
     def n_test(self):
         return len(self.test_rows)
 
+    @property
+    def n_val(self):
+        return len(self.val_rows)
+
 
 # -- split and standardization -------------------------------------------------------------
 
@@ -141,9 +177,31 @@ def split_rows(labels, classes=CLASSES):
     return [i for i in range(len(labels)) if i not in held], sorted(test)
 
 
-def standardize(raw_rows, train_rows):
-    """Per-feature (x - mean) / sd with training-row statistics, each value rounded once to
-    float32; a tuple of float32-valued row tuples."""
+def validation_rows(train_rows, labels, fraction, seed, classes=CLASSES):
+    """(training rows, validation rows), both in file order: for each class in ascending
+    order, its training rows are shuffled by Fisher-Yates with ONE SplitMix64 (seeded by
+    `val_seed(seed)`) shared by all classes in turn, and the first floor(fraction * n_class)
+    are held out for validation."""
+    rng = SplitMix64(val_seed(seed))
+    held = []
+    for c in range(classes):
+        members = [r for r in train_rows if labels[r] == c]
+        rng.shuffle(members)
+        held.extend(members[: math.floor(fraction * len(members))])
+    chosen = set(held)
+    return [r for r in train_rows if r not in chosen], sorted(held)
+
+
+def val_seed(seed):
+    """The validation split's seed: the first 8 bytes (little-endian) of
+    SHA-256(f"mojolearn.val-split.v1:{seed}")."""
+    digest = hashlib.sha256(f"mojolearn.val-split.v1:{seed}".encode("ascii")).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+def statistics(raw_rows, train_rows):
+    """(means, standard deviations) per feature over the training rows: Python float64,
+    sequential sums in ascending row order, `math.sqrt`."""
     n = len(train_rows)
     width = len(raw_rows[0])
     means, sds = [], []
@@ -158,6 +216,13 @@ def standardize(raw_rows, train_rows):
             acc = acc + d * d
         means.append(mean)
         sds.append(math.sqrt(acc / n))
+    return means, sds
+
+
+def standardize_rows(raw_rows, means, sds):
+    """Per-feature (x - mean) / sd of every row, rounded once to float32 (0.0 where sd is 0):
+    a tuple of float32-valued row tuples. `train` and `predict` both standardize here."""
+    width = len(means)
     out = []
     for row in raw_rows:
         out.append(
@@ -167,6 +232,12 @@ def standardize(raw_rows, train_rows):
             )
         )
     return tuple(out)
+
+
+def standardize(raw_rows, train_rows):
+    """Per-feature (x - mean) / sd with training-row statistics, each value rounded once to
+    float32; a tuple of float32-valued row tuples."""
+    return standardize_rows(raw_rows, *statistics(raw_rows, train_rows))
 
 
 # -- batch order ---------------------------------------------------------------------------
@@ -263,6 +334,8 @@ def load_bundled(features=FEATURES):
         raw,
         labels,
         ("class_0", "class_1", "class_2"),
+        header=True,
+        label_index=len(columns),
     )
 
 
@@ -286,6 +359,8 @@ def load_digits():
         raw,
         labels,
         tuple(str(d) for d in range(10)),
+        header=False,
+        label_index=64,
     )
 
 
@@ -298,14 +373,7 @@ def load_csv(path, label_column=None, features=FEATURES, classes=CLASSES):
     row is numeric), `features` numeric feature columns and one label column (`label_column`,
     else a column named "label", else the last) holding at most `classes` classes. Raises
     DataError naming row and column."""
-    blob = _read_csv_file(path)
-    try:
-        text = blob.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    rows = [(number, cells) for number, cells in _rows(text) if any(c.strip() for c in cells)]
-    if not rows:
-        raise DataError(f"{path}: the file is empty (expected a header and data rows)")
+    blob, rows = _table(path)
     first_number, first = rows[0]
     width = features + 1
     if len(first) != width:  # first: the cheap check that bounds the header's work
@@ -314,29 +382,12 @@ def load_csv(path, label_column=None, features=FEATURES, classes=CLASSES):
             f"({features} numeric features and 1 label; --layers sets the "
             f"network's inputs)"
         )
-    header = None
-    if not all(_is_number(c) for c in first):
-        header = [c.strip() for c in first]
-        rows = rows[1:]
-        column_of = {}  # name -> its first column (0-based): one pass, not header.index per name
-        for j, name in enumerate(header):
-            i = column_of.setdefault(name, j)
-            if i != j:
-                raise DataError(
-                    f"row {first_number}: the header names column {name!r} twice "
-                    f"(columns {i + 1} and {j + 1}); column "
-                    f"names must be unique"
-                )
+    header, rows = _header(rows)
     label_j = _label_index(header, label_column, width)
     if not rows:
         raise DataError(f"{path}: no data rows after the header")
     feature_js = [j for j in range(width) if j != label_j]
-    raw, label_cells = [], []
-    for number, cells in rows:
-        if len(cells) != width:
-            raise DataError(f"row {number}: {len(cells)} columns, expected {width}")
-        raw.append(tuple(_number(cells[j], number, _column_name(header, j)) for j in feature_js))
-        label_cells.append((number, cells[label_j].strip()))
+    raw, label_cells = _cells(rows, width, header, feature_js, label_j)
     labels, class_names = _labels(label_cells, _column_name(header, label_j), classes)
     names = [header[j] if header else f"column {j + 1}" for j in feature_js]
     label_name = header[label_j] if header else str(label_j + 1)
@@ -350,7 +401,136 @@ def load_csv(path, label_column=None, features=FEATURES, classes=CLASSES):
         raw,
         labels,
         class_names,
+        header=header is not None,
+        label_index=label_j,
     )
+
+
+def _table(path):
+    """(the file's bytes, its non-empty rows as (line number, cells)) of the CSV at `path`."""
+    blob = _read_csv_file(path)
+    try:
+        text = blob.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    rows = [(number, cells) for number, cells in _rows(text) if any(c.strip() for c in cells)]
+    if not rows:
+        raise DataError(f"{path}: the file is empty (expected a header and data rows)")
+    return blob, rows
+
+
+def _header(rows):
+    """(the header's column names or None, the data rows): the first row is a header unless
+    every cell of it is a number; its names must be unique."""
+    first_number, first = rows[0]
+    if all(_is_number(c) for c in first):
+        return None, rows
+    header = [c.strip() for c in first]
+    column_of = {}  # name -> its first column (0-based): one pass, not header.index per name
+    for j, name in enumerate(header):
+        i = column_of.setdefault(name, j)
+        if i != j:
+            raise DataError(
+                f"row {first_number}: the header names column {name!r} twice "
+                f"(columns {i + 1} and {j + 1}); column "
+                f"names must be unique"
+            )
+    return header, rows[1:]
+
+
+def _cells(rows, width, header, feature_js, label_j):
+    """(the rows' feature values in `feature_js` order, their (line number, label cell)s):
+    every row `width` cells, every feature a plain decimal literal of a finite float32."""
+    raw, label_cells = [], []
+    for number, cells in rows:
+        if len(cells) != width:
+            raise DataError(f"row {number}: {len(cells)} columns, expected {width}")
+        raw.append(tuple(_number(cells[j], number, _column_name(header, j)) for j in feature_js))
+        if label_j is not None:
+            label_cells.append((number, cells[label_j].strip()))
+    return raw, label_cells
+
+
+# -- rows to predict -------------------------------------------------------------------------
+
+
+def load_for_predict(path, columns, label_column, label_index, had_header, classes):
+    """The rows of a CSV to predict on, read with `train`'s checks and held against what the
+    checkpoint records of its data: (the raw feature values in the recorded column order,
+    the label of each row as a class index, or None without a label column).
+
+    With a header row its names must be the recorded feature columns (any order), plus the
+    label column `label_column` or not; without one, a row is the features in the recorded
+    order, with the label at `label_index` when there is one more column. A label is one of
+    the class names `classes`, or a class number."""
+    _, rows = _table(path)
+    first_number, first = rows[0]
+    n = len(columns)
+    if len(first) not in (n, n + 1):  # first: the cheap check that bounds the header's work
+        raise DataError(
+            f"row {first_number}: {len(first)} columns, expected {n} (the checkpoint's "
+            f"features) or {n + 1} (and its label column)"
+        )
+    header, rows = _header(rows)
+    if header is None:
+        label_j = label_index if len(first) == n + 1 else None
+        feature_js = [j for j in range(len(first)) if j != label_j]
+    else:
+        feature_js, label_j = _columns_by_name(
+            header, first_number, columns, label_column, had_header
+        )
+    if not rows:
+        raise DataError(f"{path}: no data rows after the header")
+    raw, label_cells = _cells(rows, len(first), header, feature_js, label_j)
+    if label_j is None:
+        return raw, None
+    return raw, _known_labels(label_cells, _column_name(header, label_j), classes)
+
+
+def _listed(names, most=8):
+    shown_names = ", ".join(repr(name[:40]) for name in names[:most])
+    return shown_names + (f", ... ({len(names)} in all)" if len(names) > most else "")
+
+
+def _columns_by_name(header, number, columns, label_column, had_header):
+    """(the header's column of each recorded feature column, the label's or None)."""
+    if not had_header:
+        raise DataError(
+            f"row {number}: a header row, but the checkpoint's data had none: give the "
+            f"rows alone ({len(columns)} feature columns, the label optional)"
+        )
+    where = {name: j for j, name in enumerate(header)}
+    expected = f"expected the columns {_listed(columns)} and optionally {label_column!r}"
+    for name in header:
+        if name not in columns and name != label_column:
+            raise DataError(
+                f"row {number}: the columns differ from the checkpoint's: {name[:40]!r} "
+                f"is not one of them ({expected})"
+            )
+    missing = [name for name in columns if name not in where]
+    if missing:
+        raise DataError(
+            f"row {number}: the columns differ from the checkpoint's: no column "
+            f"{missing[0][:40]!r} ({expected})"
+        )
+    return [where[name] for name in columns], where.get(label_column)
+
+
+def _known_labels(cells, column, classes):
+    """Each label cell's class index: its class name, else a class number."""
+    index = {name: i for i, name in enumerate(classes)}
+    out = []
+    for number, text in cells:
+        if text in index:
+            out.append(index[text])
+        elif _INTEGER.fullmatch(text) and 0 <= int(text) < len(classes):
+            out.append(int(text))
+        else:
+            raise DataError(
+                f"row {number}, column {column}: label {text[:40]!r} is not one of the "
+                f"checkpoint's classes ({_listed(classes)})"
+            )
+    return out
 
 
 def _read_csv_file(path):

@@ -19,13 +19,14 @@ from .._runtime import files as _files
 SUFFIX = ".history.jsonl"
 
 
-def path_for(checkpoint):
-    """The history of `checkpoint`: named after the file the path really leads to, beside it
-    (the resolution the run lock and the checkpoint's own writes use), so a checkpoint reached
-    through a symlink keeps one history. A path with no symlink in it keeps its spelling."""
+def path_for(checkpoint, suffix=SUFFIX):
+    """The history of `checkpoint` (or its other side file named by `suffix`): named after the
+    file the path really leads to, beside it (the resolution the run lock and the checkpoint's
+    own writes use), so a checkpoint reached through a symlink keeps one history. A path with
+    no symlink in it keeps its spelling."""
     path = _files.fspath(checkpoint, "--checkpoint")
     real = os.path.realpath(path)
-    return (path if os.path.abspath(path) == real else real) + SUFFIX
+    return (path if os.path.abspath(path) == real else real) + suffix
 
 
 def _line(record):

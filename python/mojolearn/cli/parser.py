@@ -1,0 +1,433 @@
+"""The `mojolearn` argument parser, built from a table of options per command.
+
+Each command's options are rows `(flags, keywords)` passed to argparse's `add_argument` in
+order (the order of `--help`); an `_Exclusive` row holds rows that exclude each other. Values
+are checked as they are parsed (ranges, float32, layer sizes), so a bad value is one line on
+stderr and exit code 2 before anything runs.
+"""
+
+import argparse
+import math
+import sys
+
+from .._runtime.portable import round_f32
+from . import data as _data
+from .errors import EXIT_BAD_INPUT, EXIT_OK
+from .inspect import cmd_info, cmd_verify
+from .predict import cmd_predict
+from .progress import printable
+from .resume import DEFAULT_CHECKPOINT, DEFAULTS
+from .run import BEST_SUFFIX, cmd_train
+
+# -- value checks ---------------------------------------------------------------------------
+
+
+def _int_in(lo, hi, what):
+    def parse(text):
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer {what}, got {text!r}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"expected an integer {what}, got {value}")
+        return value
+
+    return parse
+
+
+def _float_in(positive, what):
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number {what}, got {text!r}") from None
+        if (
+            not math.isfinite(value)
+            or abs(value) > _data.F32_MAX
+            or value < 0
+            or (positive and value == 0)
+        ):
+            raise argparse.ArgumentTypeError(f"expected a finite number {what}, got {text!r}")
+        if positive and round_f32(value) == 0:  # the trainer computes in float32
+            raise argparse.ArgumentTypeError(
+                f"expected a finite number {what} in float32, got {text!r} (it rounds to 0)"
+            )
+        return value
+
+    return parse
+
+
+def _fraction(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
+    if not 0 < value < 1:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}")
+    return value
+
+
+def _power_of_two(text):
+    value = _int_in(1, 1 << 20, "power of two in [1, 2**20]")(text)
+    if value & (value - 1):
+        raise argparse.ArgumentTypeError(f"expected a power of two (1, 2, 4, ...), got {value}")
+    return value
+
+
+def _layers_arg(text):
+    try:
+        sizes = [int(part, 10) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers such as 64,128,10, got {text!r}"
+        ) from None
+    from .._mlp.spec import LayerSizes
+
+    try:
+        LayerSizes(sizes, "layer sizes")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return sizes
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a refusal as ONE line on stderr (exit 2), as every other refusal is."""
+
+    def error(self, message):
+        self.exit(
+            EXIT_BAD_INPUT,
+            printable(f"{self.prog}: error: {message} (see {self.prog} --help)\n", sys.stderr),
+        )
+
+
+class _Version(argparse.Action):
+    """`--version`: argparse's version action, with the version read only when asked (reading
+    the installed metadata costs tens of milliseconds that no other command should pay)."""
+
+    def __init__(self, option_strings, dest, help=None):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import mojolearn
+
+        print(f"{parser.prog} {mojolearn.__version__}", file=sys.stdout)
+        parser.exit(EXIT_OK)
+
+
+# -- the tables -----------------------------------------------------------------------------
+
+
+class _Exclusive(tuple):
+    """Rows of options that exclude each other (one mutually exclusive group)."""
+
+
+d = DEFAULTS
+_MODES = ("identical", "fast")
+_POSITIVE = _int_in(1, (1 << 31) - 1, ">= 1")
+
+TRAIN_DESCRIPTION = (
+    "Train an MLP with AdamW: SmallMLPTrainer's 8 -> 16 -> 3 network by "
+    "default, or an MLPTrainer of any --layers sizes. Without --data it trains on the "
+    "bundled UCI wine data (8 of 13 attributes, standardized; 144 train / 34 test rows), "
+    "or on the bundled handwritten digits with --dataset digits. --microbatches M makes "
+    "data-parallel steps (under mpiexec, several processes with the bits of one). The run "
+    "can be stopped at any moment (Ctrl-C saves a checkpoint) and resumed with --resume "
+    "to the same final bytes (--allow-profile-change for a checkpoint of an older "
+    "arithmetic profile). --val-fraction F holds out a stratified, seeded fraction of the "
+    "training rows for validation (its loss and accuracy per epoch go to the history) and "
+    "--patience P stops when the validation loss has not improved for P epochs, keeping the "
+    f"best checkpoint as CHECKPOINT{BEST_SUFFIX}; the test rows are scored once, at the end. "
+    "The checkpoint records the data's columns, standardization and class names, so "
+    "`mojolearn predict` applies the network to raw rows."
+)
+TRAIN_EPILOG = (
+    f"Defaults: --epochs {d['epochs']} when neither --steps nor --epochs is given, "
+    f"--checkpoint {DEFAULT_CHECKPOINT} (history in {DEFAULT_CHECKPOINT}"
+    f".history.jsonl); without --resume an existing checkpoint and history at that "
+    f"path are replaced. On --resume, options left out are taken from the checkpoint; "
+    f"options that differ from it (dataset, batch size, seed, lr, weight decay, mode) "
+    f"are refused. Exit codes: 0 done, 2 bad input or a diverged run (the last "
+    f"checkpoint kept), 130 interrupted by Ctrl-C, 143 by SIGTERM (checkpoint saved "
+    f"in both cases)."
+)
+
+TRAIN_OPTIONS = (
+    _Exclusive(
+        (
+            (
+                "--data",
+                dict(
+                    metavar="CSV",
+                    help="CSV with numeric feature columns and one label column (integer "
+                    "classes from 0, or distinct strings); as many features and "
+                    "classes as the network has (8 and up to 3 without --layers)",
+                ),
+            ),
+            (
+                "--dataset",
+                dict(
+                    choices=(_data.BUNDLED_NAME, _data.DIGITS_NAME),
+                    help="bundled data: wine (default; 8 of 13 attributes, or all 13 with "
+                    "--layers 13,...,3) or digits (8x8 handwritten digits, 64 "
+                    "features, 10 classes; default --layers 64,128,10)",
+                ),
+            ),
+        )
+    ),
+    (
+        "--layers",
+        dict(
+            type=_layers_arg,
+            metavar="SIZES",
+            help="layer sizes of an MLPTrainer network, e.g. 64,128,10: inputs, "
+            "hidden widths, classes (default: SmallMLPTrainer's 8,16,3)",
+        ),
+    ),
+    (
+        "--label-column",
+        dict(
+            metavar="NAME",
+            help="name (or 1-based number without a header) of the label column; "
+            "default: the column named 'label', else the last",
+        ),
+    ),
+    _Exclusive(
+        (
+            (
+                "--steps",
+                dict(
+                    type=_int_in(1, (1 << 31) - 1, "in [1, 2**31)"),
+                    metavar="N",
+                    help="the step the run ends at (also after --resume)",
+                ),
+            ),
+            (
+                "--epochs",
+                dict(
+                    type=_int_in(1, 1 << 20, "in [1, 2**20]"),
+                    metavar="E",
+                    help=f"train until E epochs are done (default {d['epochs']})",
+                ),
+            ),
+        )
+    ),
+    (
+        "--batch-size",
+        dict(
+            type=_int_in(1, 256, "in [1, 256]"),
+            metavar="B",
+            help=f"rows per step (default {d['batch_size']}); the last batch of an "
+            f"epoch is smaller when B does not divide the training rows",
+        ),
+    ),
+    (
+        "--lr",
+        dict(
+            type=_float_in(True, "> 0"),
+            metavar="LR",
+            help=f"AdamW learning rate (default {d['lr']})",
+        ),
+    ),
+    (
+        "--weight-decay",
+        dict(
+            type=_float_in(False, ">= 0"),
+            metavar="WD",
+            help=f"AdamW decoupled weight decay (default {d['weight_decay']})",
+        ),
+    ),
+    (
+        "--seed",
+        dict(
+            type=_int_in(0, (1 << 64) - 1, "in [0, 2**64)"),
+            metavar="S",
+            help=f"seed of the initial weights and the data order (default {d['seed']})",
+        ),
+    ),
+    (
+        "--mode",
+        dict(
+            choices=_MODES, help="numeric mode (default identical: the same bits on every machine)"
+        ),
+    ),
+    (
+        "--checkpoint",
+        dict(
+            metavar="PATH",
+            default=DEFAULT_CHECKPOINT,
+            help=f"checkpoint file (default {DEFAULT_CHECKPOINT})",
+        ),
+    ),
+    (
+        "--checkpoint-every",
+        dict(
+            type=_POSITIVE,
+            metavar="K",
+            default=d["checkpoint_every"],
+            help=f"save every K steps (default {d['checkpoint_every']})",
+        ),
+    ),
+    (
+        "--microbatches",
+        dict(
+            type=_power_of_two,
+            metavar="M",
+            help="data-parallel steps of M microbatches (a power of two dividing "
+            "every batch): under `mpiexec -n N` the N processes share them and "
+            "end with the bits of one process; rank 0 writes the checkpoint, "
+            "history and output",
+        ),
+    ),
+    (
+        "--val-fraction",
+        dict(
+            type=_fraction,
+            metavar="F",
+            help="hold out this fraction of each class's training rows (floor, seeded by "
+            "--seed) for validation: loss and accuracy on them each epoch in the history "
+            "(default: no validation)",
+        ),
+    ),
+    (
+        "--patience",
+        dict(
+            type=_int_in(1, 1 << 20, "in [1, 2**20]"),
+            metavar="P",
+            help="with --val-fraction: stop when the validation loss has not improved for P "
+            f"epochs; the best checkpoint is kept beside the last as CHECKPOINT{BEST_SUFFIX}",
+        ),
+    ),
+    (
+        "--resume",
+        dict(
+            action="store_true",
+            help="continue the run saved in --checkpoint at exactly the next batch",
+        ),
+    ),
+    (
+        "--allow-profile-change",
+        dict(
+            action="store_true",
+            help="with --resume: continue an identical-mode checkpoint written under an older "
+            "arithmetic profile (its next steps then follow this version's arithmetic, not the "
+            "original run's bits)",
+        ),
+    ),
+    (
+        "--plot",
+        dict(
+            metavar="PNG",
+            help="write a PNG of train and test loss per step (needs matplotlib: pip install "
+            "matplotlib)",
+        ),
+    ),
+    ("--json", dict(action="store_true", help="print one JSON object per report line on stdout")),
+    (
+        "--log-every",
+        dict(
+            type=_POSITIVE,
+            metavar="N",
+            help="report every N steps (default: about 20 reports per run)",
+        ),
+    ),
+)
+
+INFO_OPTIONS = (
+    ("--mode", dict(choices=_MODES, help="load this mode's binding")),
+    ("--json", dict(action="store_true", help="print one JSON object")),
+)
+
+PREDICT_DESCRIPTION = (
+    "Apply a `mojolearn train` checkpoint to the raw rows of a CSV: the columns are checked "
+    "as train checks them and against the checkpoint's (by name under a header row, else by "
+    "position), standardized with the training rows' means and standard deviations the "
+    "checkpoint records, and each row's class is printed by name (with --proba, also the "
+    "probability of each class). The label column may be there or not: with it, the "
+    "accuracy is reported too. Exit codes: 0 done, 2 bad input."
+)
+
+PREDICT_OPTIONS = (
+    ("checkpoint", dict(metavar="CHECKPOINT", help="a checkpoint written by mojolearn train")),
+    (
+        "--data",
+        dict(
+            metavar="CSV",
+            required=True,
+            help="the rows: the checkpoint's feature columns, and its label column or not",
+        ),
+    ),
+    (
+        "--proba",
+        dict(action="store_true", help="also write each class's probability (one column each)"),
+    ),
+    (
+        "--out",
+        dict(
+            metavar="CSV",
+            help="write the predictions to this CSV file (replaced atomically) instead of stdout",
+        ),
+    ),
+)
+
+VERIFY_OPTIONS = (
+    ("checkpoint", dict(metavar="CHECKPOINT")),
+    ("--json", dict(action="store_true", help="print one JSON object")),
+)
+
+# command -> (help line, description or None, epilog or None, options, function)
+COMMANDS = {
+    "train": (
+        "train an MLP on bundled data (wine, digits) or your CSV, with exact resume",
+        TRAIN_DESCRIPTION,
+        TRAIN_EPILOG,
+        TRAIN_OPTIONS,
+        cmd_train,
+    ),
+    "predict": (
+        "predict the class of each row of a CSV with a train checkpoint",
+        PREDICT_DESCRIPTION,
+        None,
+        PREDICT_OPTIONS,
+        cmd_predict,
+    ),
+    "info": ("version, vendor, numeric mode and build flags", None, None, INFO_OPTIONS, cmd_info),
+    "verify": (
+        "check a checkpoint file; print its step, schema, "
+        "profile and state hash (exit 1 when invalid)",
+        None,
+        None,
+        VERIFY_OPTIONS,
+        cmd_verify,
+    ),
+}
+del d
+
+
+def _add(parser, rows):
+    for row in rows:
+        if isinstance(row, _Exclusive):
+            _add(parser.add_mutually_exclusive_group(), row)
+        else:
+            flag, keywords = row
+            parser.add_argument(flag, **keywords)
+
+
+def build_parser():
+    """The `mojolearn` parser: `--version` and one subparser per entry of `COMMANDS`."""
+    parser = _Parser(
+        prog="mojolearn",
+        description="Bit-reproducible training of MLPs with AdamW: any layer sizes (train "
+        "--layers); the default run trains the 8 -> 16 -> 3 network on the bundled wine data.",
+    )
+    parser.add_argument(
+        "--version",
+        action=_Version,
+        help="print the version (the one `mojolearn info` prints) and exit",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name, (line, description, epilog, options, func) in COMMANDS.items():
+        command = sub.add_parser(name, help=line, description=description, epilog=epilog)
+        _add(command, options)
+        command.set_defaults(func=func)
+    return parser

@@ -1,0 +1,137 @@
+"""`mojolearn predict CHECKPOINT --data CSV [--proba] [--out CSV]`.
+
+A `train` checkpoint records its data's preprocessing (`resume.preprocessing_record`): the
+feature columns, the standardization's means and standard deviations over its training rows
+and the class names. `predict` reads a CSV with `train`'s checks, holds its columns against
+the record, standardizes the rows exactly as `train` did (`data.standardize_rows`, the same
+arithmetic, so a training row gets the very bits the network trained on) and writes one line
+per row: the predicted class by name, and with --proba the probability of each class (the
+shortest decimal that reads back as the float32 `predict_proba` gave).
+"""
+
+import csv
+import io
+import os
+import sys
+
+from .._runtime import files as _files
+from .._runtime.portable import round_f32
+from . import data as _data
+from .errors import EXIT_OK, UsageError
+from .progress import printable
+from .resume import run_schedule_problem
+from .run import target
+from .trainers import checkpoints, trainer_for
+
+_shown = _files.shown
+
+
+def cmd_predict(args, out):
+    """Predict the class of each row of --data with CHECKPOINT's network; the exit code."""
+    path = args.checkpoint
+    write_to = target(args.out, "--out") if args.out is not None else None
+    state = _train_state(path)
+    schedule = state["data_schedule"]
+    record = schedule["preprocessing"]
+    try:
+        raw, labels = _data.load_for_predict(
+            args.data,
+            record["columns"],
+            schedule["label_column"],
+            record["label_index"],
+            record["header"],
+            record["classes"],
+        )
+    except _data.DataError as exc:
+        raise UsageError(str(exc)) from None
+    trainer = _trainer(state)
+    X = _standardized(raw, record)
+    predicted = trainer.predict(X).tolist()
+    proba = trainer.predict_proba(X).tolist() if args.proba else None
+    text = _table(predicted, proba, record["classes"], trainer.layer_sizes[-1])
+    if write_to is None:
+        out.write(printable(text, out))
+        _summary(sys.stderr, labels, predicted, None)
+    else:
+        try:
+            _files.write_atomic(write_to, text.encode("utf-8"), what="--out")
+        except (OSError, ValueError) as exc:
+            why = getattr(exc, "strerror", None) or exc
+            raise UsageError(f"--out {_shown(args.out)}: {why}") from None
+        _summary(out, labels, predicted, args.out)
+    return EXIT_OK
+
+
+def _train_state(path):
+    """The checked state of a `train` checkpoint that records its preprocessing."""
+    if not os.path.isfile(path):
+        raise UsageError(f"no checkpoint at {_shown(path)}")
+    try:
+        state = checkpoints().load(path, schema=None)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{_shown(path)} is not a valid mojolearn checkpoint: {exc}") from None
+    problem = run_schedule_problem(state)
+    if problem:
+        raise UsageError(f"{_shown(path)}: {problem}")
+    if "preprocessing" not in state["data_schedule"]:
+        raise UsageError(
+            f"{_shown(path)} records no preprocessing (a checkpoint written before `mojolearn "
+            f"predict` existed): resume it once with `mojolearn train --resume --checkpoint "
+            f"{_shown(path)}` and the same data, which records it"
+        )
+    return state
+
+
+def _trainer(state):
+    """The checkpoint's trainer, in its numeric mode."""
+    import mojolearn
+
+    try:
+        mojolearn.set_numeric_mode(state["numeric_mode"])
+    except (RuntimeError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    return trainer_for(state)
+
+
+def _standardized(raw, record):
+    """The rows standardized as `train` standardized its own: a float32 (rows, features)
+    Array."""
+    import array as _pyarray
+
+    from .._buffers.array import Array
+
+    x = _pyarray.array("f")
+    for row in _data.standardize_rows(raw, record["mean"], record["sd"]):
+        x.extend(row)
+    return Array._wrap(x, (len(raw), len(record["columns"])), "<f4")
+
+
+def _f32_text(value):
+    """The shortest decimal that reads back as the float32 `value`."""
+    for digits in range(1, 10):
+        text = f"{value:.{digits}g}"
+        if round_f32(float(text)) == value:
+            return text
+    return repr(value)
+
+
+def _table(predicted, proba, names, classes):
+    """The CSV text: a `prediction` column of class names (a class the data had no name for
+    by its number), then with `proba` one `proba_<name>` column per class."""
+    names = list(names) + [str(c) for c in range(len(names), classes)]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["prediction"] + ([f"proba_{n}" for n in names] if proba else []))
+    for i, c in enumerate(predicted):
+        writer.writerow([names[c]] + ([_f32_text(p) for p in proba[i]] if proba else []))
+    return buffer.getvalue()
+
+
+def _summary(stream, labels, predicted, written):
+    """One line: where the predictions went and, when the CSV had labels, the accuracy."""
+    parts = [f"wrote {len(predicted)} predictions to {_shown(written)}"] if written else []
+    if labels is not None:
+        right = sum(p == y for p, y in zip(predicted, labels))
+        parts.append(f"accuracy {100 * right / len(labels):.1f}% ({right} of {len(labels)} rows)")
+    if parts:
+        print(printable("; ".join(parts), stream), file=stream)

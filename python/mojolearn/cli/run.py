@@ -1,0 +1,553 @@
+"""`mojolearn train`: setup, the training loop, saves, the closing report, and signals.
+
+A run is set up (options, data, trainer: a fresh one saved at step 0 at once, or the one a
+checkpoint holds), then steps until its end, a signal or (with --patience) the end of its
+patience, saving every --checkpoint-every steps and at the end, then reports. At every epoch
+end the validation rows (--val-fraction) are scored into the history, and with --patience the
+best state so far is kept as CHECKPOINT.best; the test rows are scored once, in the report.
+Under mpiexec with --microbatches the processes of the job (`Group`) agree on every refusal,
+so none waits for another forever; rank 0 alone writes.
+"""
+
+import errno
+import os
+import shlex
+import signal
+
+from .._runtime import files as _files
+from .._runtime.world import OneProcess, World, abort, guard_job
+from . import data as _data
+from . import history as _history
+from .errors import EXIT_OK, UsageError
+from .plot import plot, require_matplotlib
+from .progress import Progress
+from .resume import DEFAULTS, check_dataset, peek_checkpoint, resolve_options, schedule_record
+from .trainers import (
+    argmax_correct,
+    checkpoints,
+    evaluate,
+    new_trainer,
+    schedule_problem,
+    trainer_for,
+)
+
+_shown = _files.shown
+BEST_SUFFIX = ".best"  # the best checkpoint of a run with --patience: CHECKPOINT.best
+
+
+class Interrupt:
+    """SIGINT (Ctrl-C) and SIGTERM set a flag the training loop checks between steps, so a
+    step is never cut: the loop stops, saves a checkpoint and exits 128 + the signal number."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.hit = 0
+        self._old = {}
+
+    def __enter__(self):
+        for sig in self.SIGNALS:
+            self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.hit:  # a second signal: stop waiting for the save
+            raise KeyboardInterrupt
+        self.hit = signum
+
+    def __exit__(self, *exc):
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        return False
+
+
+def _usage_error(rank, kind, text):
+    """What a process raises when process `rank` refused first: the same one-line refusal."""
+    return UsageError(text)
+
+
+class Group:
+    """The processes of a run: one without --microbatches; with it, MPI's world when mpi4py
+    is there (else one process). Only rank 0 writes files and output; a refusal on any rank
+    is raised on all of them, so no process waits for another forever; a process that stops
+    on its own (an uncaught exception, or SIGINT before the loop's signal handling, e.g.
+    while the CSV loads) aborts the whole job (`end`)."""
+
+    job = None  # the communicator of a run of more than one process, once there is one
+    quiet = False  # a data-parallel process other than rank 0: no output
+
+    def __init__(self, microbatches):
+        self.world = World(None if microbatches is not None else OneProcess())
+        if self.world.mpi is not None:
+            guard_job()  # an uncaught exception on any process aborts the job
+            if self.world.size > 1:
+                Group.job = self.world.comm
+        self.comm = self.world.comm
+        self.rank = self.world.rank
+        self.root = self.rank == 0
+        Group.quiet = not self.root
+
+    def agree(self, problem):
+        """Raise on every process when any refused (see `World.gather`)."""
+        self.world.agree(problem, _usage_error)
+
+    def any(self, flag):
+        """The largest `flag` of all processes (a signal seen by one stops all together)."""
+        return self.world.any(flag)
+
+    def root_value(self, value):
+        """Rank 0's `value` on every process (a fast-mode figure may differ by machine, and
+        the processes must take the same decisions)."""
+        return self.world.gather(None, value, failed=_usage_error)[0][1]
+
+    @staticmethod
+    def end(code):
+        """Under mpiexec, end every process of the job now with `code` (MPI_Abort): this one
+        stops while the others may wait for it in a collective. Nothing in one process."""
+        if Group.job is not None:
+            abort(code)
+
+    @staticmethod
+    def devnull():
+        return open(os.devnull, "w")
+
+
+class Run:
+    """What a run's loop and report need: the trainer, data, options and where it stands."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+
+# -- the command ---------------------------------------------------------------------------
+
+
+def cmd_train(args, out):
+    """`mojolearn train`: check the outputs' paths, take the run's lock, set up, train,
+    report; the exit code."""
+    if args.label_column is not None and args.data is None:
+        raise UsageError("--label-column applies only with --data")
+    if args.plot:
+        target(args.plot, "--plot")
+        require_matplotlib()
+    target(args.checkpoint, "--checkpoint")
+    target(_history.path_for(args.checkpoint), "--checkpoint's history")
+    m = args.microbatches
+    if m is None and args.resume:  # a data-parallel run resumes data-parallel
+        try:
+            m = peek_checkpoint(args.checkpoint).get("microbatches")
+        except UsageError:
+            pass  # setup says what is wrong with the checkpoint
+    group = Group(m)
+    problem, lock = None, None
+    try:
+        if group.root:  # one lock for the job: rank 0's
+            lock = _lock_run(args.checkpoint)
+    except UsageError as exc:
+        problem = exc
+    group.agree(problem)
+    try:
+        problem, run = None, None
+        try:
+            run = setup(args, group)
+        except UsageError as exc:
+            problem = exc
+        group.agree(problem)
+        return report(args, run, loop(args, run, out if group.root else group.devnull()))
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def target(path, flag):
+    """The real path a run will write for `flag` (`--checkpoint`, its history, `--plot`),
+    checked before anything is written: not empty, not an existing non-regular file (a symlink
+    is followed), in a folder that exists."""
+    try:
+        real, _ = _files.resolve(path, flag)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        hint = ""
+        if exc.errno == errno.ENAMETOOLONG and path.endswith(_history.SUFFIX):
+            hint = f" (the history adds {len(_history.SUFFIX)} bytes to the checkpoint's name)"
+        raise UsageError(f"{flag} {_shown(path)}: {exc.strerror or exc}{hint}") from None
+    folder = os.path.dirname(real)
+    if not os.path.isdir(folder):
+        raise UsageError(f"{flag} {_shown(path)}: the folder {_shown(folder)} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"{flag} {_shown(path)}: the folder {_shown(folder)} is not writable")
+    return real
+
+
+def _lock_run(ckpt):
+    """The run's advisory lock on the checkpoint (held until the run ends): a second run on
+    the same file is refused by name, so checkpoint and history always belong to one run."""
+    try:
+        return _files.RunLock(ckpt, "--checkpoint")
+    except _files.Busy:
+        raise UsageError(
+            f"--checkpoint {_shown(ckpt)} is in use by another `mojolearn train` "
+            f"run; wait for it or pass another --checkpoint"
+        ) from None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(
+            f"--checkpoint {_shown(ckpt)}: cannot write in its folder ({exc.strerror or exc})"
+        ) from None
+
+
+# -- setup ---------------------------------------------------------------------------------
+
+
+def setup(args, group):
+    """Options, dataset and trainer of a fresh run (step 0 saved at once) or a resumed one;
+    every refusal is a UsageError before anything is written."""
+    ckpt = args.checkpoint
+    stored = peek_checkpoint(ckpt, args.allow_profile_change) if args.resume else None
+    opts = resolve_options(args, stored)
+    import mojolearn
+
+    mojolearn.set_numeric_mode(opts["mode"])  # before any binding use
+    dataset = _load_dataset(args, opts, stored)
+    best = None
+    if opts["patience"] is not None:
+        best = _history.path_for(ckpt, BEST_SUFFIX)
+        target(best, "--checkpoint's best")
+    per_epoch = _data.steps_per_epoch(dataset.n_train, opts["batch_size"])
+    end = args.steps if args.steps is not None else per_epoch * (args.epochs or DEFAULTS["epochs"])
+    history = _history.History(ckpt)
+    if stored is not None:
+        try:
+            trainer = trainer_for(checkpoints().load(ckpt, schema=None))
+        except ValueError as exc:
+            raise UsageError(f"--resume: {_shown(ckpt)}: {exc}") from None
+        start, epoch, cursor = trainer.step_, stored["epoch"], stored["cursor"]
+        stopping = stored.get("early_stopping")
+        if group.root:
+            history.resume_at(start)
+    else:
+        start, epoch, cursor = 0, 0, 0
+        stopping = dict(best_step=0, best_val_loss=None, bad_epochs=0)
+        trainer = _new_trainer(dataset, opts, stopping)
+    dp = None
+    if opts["microbatches"] is not None:
+        from ..distributed import DataParallel
+
+        dp = DataParallel(trainer, opts["microbatches"], group.comm)
+    run = Run(
+        ckpt=ckpt,
+        opts=opts,
+        dataset=dataset,
+        per_epoch=per_epoch,
+        start=start,
+        end=end,
+        history=history,
+        trainer=trainer,
+        saved=start,
+        dp=dp,
+        group=group,
+        stream=_data.BatchStream(dataset, opts["seed"], opts["batch_size"], epoch, cursor),
+        stopping=stopping if opts["patience"] is not None else None,
+        best=best,
+    )
+    if stored is None:
+        if group.root:
+            history.start_fresh()
+            _remove_earlier_best(best)
+        # Step 0 on disk at once: the checkpoint and its history never belong to two runs.
+        save(run)
+    return run
+
+
+def _remove_earlier_best(best):
+    """A fresh run with --patience owns CHECKPOINT.best: an earlier run's goes (as its
+    checkpoint and history are replaced), so the file never holds another run's state."""
+    if best is None or not os.path.isfile(best):
+        return
+    try:
+        os.remove(best)
+    except OSError as exc:
+        raise UsageError(f"--checkpoint's best {_shown(best)}: {exc.strerror or exc}") from None
+
+
+def _new_trainer(dataset, opts, stopping):
+    """A fresh run's trainer; a data_schedule too large for it (it records the data's column
+    and class names) is refused by name."""
+    schedule = schedule_record(dataset, opts, 0, 0, stopping)
+    problem = schedule_problem(opts, schedule)
+    if problem:
+        more = "" if opts["layers"] else ", as does --layers 8,16,3 (an MLPTrainer holds more)"
+        raise UsageError(
+            f"{problem}: the checkpoint records the data's {dataset.n_features} column names "
+            f"and {dataset.n_classes} class names; shorter names fit{more}"
+        )
+    try:
+        return new_trainer(opts, schedule)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _load_dataset(args, opts, stored):
+    """The run's data (--data, --dataset, or on --resume the checkpoint's bundled data), its
+    validation rows held out, checked against the network, the checkpoint and
+    --microbatches."""
+    layers = opts["layers"]
+    features, classes = (layers[0], layers[-1]) if layers else (_data.FEATURES, _data.CLASSES)
+    name = args.dataset
+    if name is None and stored is not None and args.data is None:
+        name = stored["dataset"]  # a bundled run resumes on its own data
+    try:
+        dataset = _data.load(args.data, args.label_column, features, classes, name)
+    except _data.DataError as exc:
+        raise UsageError(str(exc)) from None
+    fraction = opts["val_fraction"]
+    if fraction is not None:
+        dataset.hold_out(fraction, opts["seed"])
+        if not dataset.n_val:
+            raise UsageError(
+                f"--val-fraction {fraction} holds out no row: each class gives "
+                f"floor({fraction} x its training rows) ({dataset.n_train} training rows)"
+            )
+    if stored is not None:
+        check_dataset(dataset, stored)
+    bs, m = opts["batch_size"], opts["microbatches"]
+    if m is not None and (bs % m or dataset.n_train % bs % m):
+        raise UsageError(
+            f"--microbatches {m} must divide every batch: --batch-size {bs} and "
+            f"the epoch's last batch of {dataset.n_train % bs or bs} rows "
+            f"({dataset.n_train} training rows)"
+        )
+    return dataset
+
+
+# -- saves ---------------------------------------------------------------------------------
+
+
+def save(run, path=None):
+    """The checkpoint with the data position of the next batch (and the early-stopping state)
+    in its data_schedule; the history first (after a crash it then holds at least the
+    checkpoint's steps). `path`: the best checkpoint instead (no history). A data-parallel
+    run's processes all record the schedule (it is part of the state); rank 0 writes, and all
+    return once it has (or all raise)."""
+    stream = run.stream
+    run.trainer.data_schedule = schedule_record(
+        run.dataset, run.opts, stream.epoch, stream.cursor, run.stopping
+    )
+    problem = None
+    if run.group.root:
+        try:
+            if path is None:
+                run.history.flush()
+            run.trainer.save_checkpoint(path or run.ckpt)
+        except Exception as exc:  # noqa: BLE001 - every process must hear of it
+            problem = exc
+    run.group.agree(problem)
+
+
+# -- the loop ------------------------------------------------------------------------------
+
+
+def _announce(args, run, out):
+    """The run's progress reporter, after its first lines: the start record and what trains."""
+    dataset, opts, trainer, end = run.dataset, run.opts, run.trainer, run.end
+    every = args.log_every or max(1, (end - run.start) // 20)
+    progress = Progress(run.start, end, every, stream=out, json_lines=args.json and run.group.root)
+    val = f"{dataset.n_val} validation / " if dataset.n_val else ""
+    what = f"{dataset.name} ({dataset.n_train} train / {val}{dataset.n_test} test rows)"
+    progress.emit(
+        {
+            "event": "start",
+            "dataset": dataset.name,
+            "dataset_sha256": dataset.sha256,
+            "n_train": dataset.n_train,
+            "n_test": dataset.n_test,
+            "start_step": run.start,
+            "end_step": end,
+            "checkpoint": _shown(run.ckpt),
+            "network": list(trainer.layer_sizes),
+            **({"n_val": dataset.n_val} if dataset.n_val else {}),
+            **{k: opts[k] for k in opts},
+        }
+    )
+    net = f"MLPTrainer {opts['layers']}" if opts["layers"] else "SmallMLPTrainer [8, 16, 3]"
+    progress.message(
+        f"{'resuming' if run.start else 'training'} {net} on {what}: step {run.start} "
+        f"-> {end}, batch {opts['batch_size']}, lr {opts['lr']}, weight decay "
+        f"{opts['weight_decay']}, seed {opts['seed']}, mode {opts['mode']}"
+    )
+    if run.start >= end:
+        progress.message(
+            f"the checkpoint is at step {run.start} already (--steps/--epochs "
+            f"end at {end}); nothing to train"
+        )
+    elif _patience_spent(run):
+        progress.message(
+            f"the run stopped early already (at step {run.start}: no better validation loss "
+            f"in {run.opts['patience']} epochs); nothing to train"
+        )
+    return progress
+
+
+def _step(run):
+    """One step on the stream's next batch: (the step's history record, correct rows, rows)."""
+    from .._buffers.array import Array
+
+    x, y, rows = run.stream.next_batch()
+    X = Array._wrap(x, (rows, run.dataset.n_features), "<f4")
+    Y = Array._wrap(y, (rows,), "<i4")
+    if run.dp is not None:  # the steps' logits stay with the processes that computed them
+        result = run.dp.train_step(X, Y)
+        return {"step": result["step"], "loss": float(result["loss"])}, 0, 0
+    result = run.trainer.train_step(X, Y)
+    correct = argmax_correct(result["logits"], y, rows)
+    record = {"accuracy": correct / rows, "step": result["step"], "loss": float(result["loss"])}
+    return record, correct, rows
+
+
+def _patience_spent(run):
+    return run.stopping is not None and run.stopping["bad_epochs"] >= run.opts["patience"]
+
+
+def _epoch_end(run, record, step):
+    """At an epoch's end: the validation loss and accuracy into the step's record and, with
+    --patience, the early-stopping state (a better loss saves CHECKPOINT.best at once)."""
+    if not run.dataset.n_val:
+        return
+    loss, accuracy = run.group.root_value(evaluate(run.trainer, run.dataset, run.dataset.val_rows))
+    record["val_loss"], record["val_accuracy"] = loss, accuracy
+    stopping = run.stopping
+    if stopping is None:
+        return
+    if stopping["best_val_loss"] is None or loss < stopping["best_val_loss"]:
+        stopping.update(best_step=step, best_val_loss=loss, bad_epochs=0)
+        save(run, run.best)
+    else:
+        stopping["bad_epochs"] += 1
+
+
+def loop(args, run, out):
+    """Steps until the end, a signal or the end of the patience, saving every
+    --checkpoint-every steps and at the end; returns (the signal that stopped it or 0, the
+    last step, its loss). A step refused as non-finite (the run diverged) is one line naming
+    the step and the checkpoint kept."""
+    run.progress = progress = _announce(args, run, out)
+    step, loss, stop = run.start, None, 0
+    with Interrupt() as interrupt:
+        try:
+            while step < run.end and not stop and not _patience_spent(run):
+                record, correct, rows = _step(run)
+                step, loss = record["step"], record["loss"]
+                # Validation points depend on the step only (epoch ends), so a trace is the
+                # same however the run was cut into legs; the test rows are scored once, in
+                # the report, so that they choose nothing.
+                if step % run.per_epoch == 0:
+                    _epoch_end(run, record, step)
+                run.history.add(record)
+                progress.update(step, loss, correct, rows)
+                if step % args.checkpoint_every == 0 and step != run.end:
+                    save(run)
+                    run.saved = step
+                # A signal on any process stops all after the same step. The handler's flag
+                # is never overwritten: one that lands during this agreement counts at the
+                # next step (assigning the agreed value to it could lose that signal).
+                stop = run.group.any(interrupt.hit)
+        except RuntimeError as exc:  # the state is unchanged: the step was refused whole
+            progress.close()
+            opts = run.opts
+            raise UsageError(
+                f"step {run.trainer.step_ + 1} is not finite, so the run stopped "
+                f"(lr {opts['lr']}, weight decay {opts['weight_decay']} diverge: "
+                f"try smaller ones); {_shown(run.ckpt)} keeps step {run.saved}; "
+                f"{str(exc)[:200]}"
+            ) from None
+        save(run)
+    progress.close()
+    return stop or interrupt.hit, step, loss
+
+
+# -- the report ----------------------------------------------------------------------------
+
+
+def _interrupted(args, run, hit, step):
+    """The lines of a run a signal stopped: where it stopped and how to resume."""
+    resume = shlex.join(["mojolearn"] + [a for a in args.argv if a != "--resume"] + ["--resume"])
+    name = signal.Signals(hit).name
+    run.progress.emit(
+        {"event": "interrupted", "signal": name, "step": step, "checkpoint": _shown(run.ckpt)}
+    )
+    run.progress.message(
+        f"interrupted ({name}) at step {step}; checkpoint saved to "
+        f"{_shown(run.ckpt)}. Resume with: {_shown(resume)}"
+    )
+    return 128 + hit
+
+
+def _validation_lines(run, summary):
+    """The report's validation and early-stopping figures, into `summary` and as lines."""
+    dataset, stopping = run.dataset, run.stopping
+    if not dataset.n_val:
+        return ""
+    loss, accuracy = run.group.root_value(evaluate(run.trainer, dataset, dataset.val_rows))
+    summary.update(val_loss=loss, val_accuracy=accuracy)
+    lines = f"\n  validation accuracy {100 * accuracy:.1f}% ({dataset.n_val} rows)"
+    if stopping is None:
+        return lines
+    best = stopping["best_val_loss"]
+    summary.update(
+        stopped_early=_patience_spent(run),
+        best_step=stopping["best_step"],
+        best_val_loss=best,
+        best_checkpoint=None if best is None else _shown(run.best),
+    )
+    if _patience_spent(run):
+        lines += f"\n  stopped early: no better validation loss in {run.opts['patience']} epochs"
+    if best is None:
+        return lines + "\n  best checkpoint none yet (no epoch has ended)"
+    return lines + (
+        f"\n  best checkpoint {_shown(run.best)} (step {stopping['best_step']}, "
+        f"validation loss {best:.4f})"
+    )
+
+
+def report(args, run, outcome):
+    """The closing lines: how to resume after a signal, else the test accuracy (the test
+    rows' only scoring), validation and early stopping, state hash, plot."""
+    hit, step, loss = outcome
+    trainer, dataset, progress, ckpt = run.trainer, run.dataset, run.progress, run.ckpt
+    if hit and step < run.end and not _patience_spent(run):
+        return _interrupted(args, run, hit, step)
+    test_loss, test_acc = evaluate(trainer, dataset, dataset.test_rows)
+    state_hash = trainer.state_hash()
+    history = run.history.path
+    summary = {
+        "event": "done",
+        "step": trainer.step_,
+        "final_loss": loss,
+        "test_loss": test_loss,
+        "test_accuracy": test_acc,
+        "state_hash": state_hash,
+        "checkpoint": _shown(ckpt),
+        "history": _shown(history),
+        "seconds": round(progress.elapsed(), 3),
+    }
+    validation = _validation_lines(run, summary)
+    if args.plot and run.group.root:
+        plot(_history.read(history), args.plot, dataset.name, (trainer.step_, test_loss))
+        summary["plot"] = _shown(args.plot)
+    acc = "n/a" if test_acc is None else f"{100 * test_acc:.1f}% ({dataset.n_test} rows)"
+    if loss is None:  # nothing trained in this process: the last recorded step's loss
+        loss = next((r["loss"] for r in reversed(_history.read(history))), None)
+        summary["final_loss"] = loss
+    final = "n/a" if loss is None else f"{loss:.4f}"
+    progress.emit(summary)
+    progress.message(
+        f"done: step {trainer.step_} in {progress.elapsed():.2f} s\n"
+        f"  test accuracy {acc}{validation}\n"
+        f"  final train loss {final}\n"
+        f"  state hash {state_hash}\n"
+        f"  checkpoint {_shown(ckpt)}\n"
+        f"  history {_shown(history)}" + (f"\n  plot {_shown(args.plot)}" if args.plot else "")
+    )
+    return EXIT_OK

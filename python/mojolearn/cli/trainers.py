@@ -1,0 +1,89 @@
+"""The few calls the command line makes on trainers and checkpoints.
+
+SmallMLPTrainer (no --layers) or MLPTrainer, chosen by the options or by a checkpoint's
+schema; the library is imported on first use, after the numeric mode is chosen.
+"""
+
+
+def _small_trainer_class():
+    from ..trainer import SmallMLPTrainer
+
+    return SmallMLPTrainer
+
+
+def new_trainer(opts, schedule):
+    """SmallMLPTrainer (no --layers) or MLPTrainer, seeded weights, the run's options."""
+    hyper = dict(data_schedule=schedule, lr=opts["lr"], weight_decay=opts["weight_decay"])
+    if opts["layers"] is None:
+        from .._mlp.spec import init_small_mlp
+
+        return _small_trainer_class()(*init_small_mlp(opts["seed"]), **hyper)
+    from ..mlp_trainer import MLPTrainer
+
+    return MLPTrainer(opts["layers"], seed=opts["seed"], **hyper)
+
+
+def trainer_for(state):
+    """The trainer (class by the state's schema) holding a checked checkpoint state."""
+    if state["schema"] == mlp_schema():
+        from ..mlp_trainer import MLPTrainer
+
+        return MLPTrainer._from_state(state)
+    return _small_trainer_class()._from_state(state)
+
+
+def mlp_schema():
+    """The state schema of an MLPTrainer checkpoint (SmallMLPTrainer's is the other one)."""
+    from .._mlp.state import MLP_SCHEMA
+
+    return MLP_SCHEMA
+
+
+def checkpoints():
+    """The checkpoint codec module (`mojolearn.checkpoint`)."""
+    from .. import checkpoint
+
+    return checkpoint
+
+
+def argmax_correct(logits, targets, rows):
+    """Rows whose largest logit (first on ties) is the target; comparisons only."""
+    values = logits.tolist() if hasattr(logits, "tolist") else list(logits)
+    if values and not isinstance(values[0], list):
+        width = len(values) // rows
+        values = [values[i * width : (i + 1) * width] for i in range(rows)]
+    correct = 0
+    for row, y in zip(values, targets):
+        best = 0
+        for j in range(1, len(row)):
+            if row[j] > row[best]:
+                best = j
+        correct += best == y
+    return correct
+
+
+def evaluate(trainer, dataset, rows):
+    """(loss, accuracy) of the trainer on the dataset's `rows` (its test or validation rows),
+    or (None, None) when there are none: `evaluate`'s mean loss (the steps' cross-entropy
+    kernel over all the rows) and `predict`'s argmax. A report, not part of the state."""
+    if not rows:
+        return None, None
+    from .._buffers.array import Array
+
+    x, y = dataset.gather(rows)
+    X = Array._wrap(x, (len(rows), dataset.n_features), "<f4")
+    Y = Array._wrap(y, (len(rows),), "<i4")
+    result = trainer.evaluate(X, Y)
+    return result["loss"], result["accuracy"]
+
+
+def schedule_problem(opts, schedule):
+    """Why the trainer `new_trainer` makes for `opts` refuses `schedule` (None when it takes
+    it): the library's own data_schedule bounds."""
+    from .._mlp.state import check_schedule
+
+    try:
+        check_schedule(schedule, "SmallMLPTrainer" if opts["layers"] is None else "MLPTrainer")
+    except ValueError as exc:
+        return str(exc)
+    return None
