@@ -11,18 +11,13 @@ checkpoint kept), 130 interrupted by Ctrl-C / 143 by SIGTERM (checkpoint saved i
 
 import sys
 
-EXIT_OK, EXIT_INVALID, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+from .parser import build_parser
+from .progress import printable
+from .resume import check_environment
+from .run import Group
 
-
-class UsageError(Exception):
-    """Bad input from the user: printed as one line, exit code 2."""
-
-
-# The commands' modules import UsageError and the exit codes from here: defined above.
-from .parser import build_parser  # noqa: E402
-from .progress import printable  # noqa: E402
-from .resume import check_environment  # noqa: E402
-from .run import Group  # noqa: E402
+# The exit codes and UsageError are the package's API (the commands take them from .usage).
+from .usage import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, UsageError  # noqa: F401
 
 
 def main(argv=None):

@@ -5,11 +5,11 @@ import os
 import sys
 
 from .._runtime import files as _files
-from . import EXIT_INVALID, EXIT_OK, UsageError
 from . import data as _data
 from .progress import printable
 from .resume import SCHEDULE_FORMAT, run_schedule_problem
 from .trainers import checkpoints, trainer_for
+from .usage import EXIT_INVALID, EXIT_OK, UsageError
 
 _shown = _files.shown
 
