@@ -12,21 +12,13 @@ SIGTERM (checkpoint saved in both cases).
 
 import sys
 
-from .errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, UsageError
 from .parser import build_parser
 from .progress import printable
 from .resume import check_environment
 from .run import Group
 
-__all__ = [
-    "EXIT_BAD_INPUT",
-    "EXIT_INTERRUPTED",
-    "EXIT_INVALID",
-    "EXIT_OK",
-    "UsageError",
-    "build_parser",
-    "main",
-]
+# The exit codes and UsageError are the package's API (the commands take them from .usage).
+from .usage import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, UsageError  # noqa: F401
 
 
 def main(argv=None):

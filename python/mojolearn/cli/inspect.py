@@ -6,10 +6,10 @@ import sys
 
 from .._runtime import files as _files
 from . import data as _data
-from .errors import EXIT_INVALID, EXIT_OK, UsageError
 from .progress import printable
 from .resume import SCHEDULE_FORMAT, run_schedule_problem
 from .trainers import checkpoints, trainer_for
+from .usage import EXIT_INVALID, EXIT_OK, UsageError
 
 _shown = _files.shown
 

@@ -12,12 +12,12 @@ import sys
 
 from .._runtime.portable import round_f32
 from . import data as _data
-from .errors import EXIT_BAD_INPUT, EXIT_OK
 from .inspect import cmd_info, cmd_verify
 from .predict import cmd_predict
 from .progress import printable
 from .resume import DEFAULT_CHECKPOINT, DEFAULTS
 from .run import BEST_SUFFIX, cmd_train
+from .usage import EXIT_BAD_INPUT, EXIT_OK
 
 # -- value checks ---------------------------------------------------------------------------
 
@@ -151,190 +151,78 @@ TRAIN_EPILOG = (
     f"in both cases)."
 )
 
+
+def _o(flag, metavar, kind, text, **extra):
+    """One row: `flag`'s metavar, value type (None: a string), help text and other keywords."""
+    given = dict(metavar=metavar, type=kind, help=text)
+    return flag, {**{k: v for k, v in given.items() if v is not None}, **extra}
+
+
+# fmt: off
 TRAIN_OPTIONS = (
-    _Exclusive(
-        (
-            (
-                "--data",
-                dict(
-                    metavar="CSV",
-                    help="CSV with numeric feature columns and one label column (integer "
-                    "classes from 0, or distinct strings); as many features and "
-                    "classes as the network has (8 and up to 3 without --layers)",
-                ),
-            ),
-            (
-                "--dataset",
-                dict(
-                    choices=(_data.BUNDLED_NAME, _data.DIGITS_NAME),
-                    help="bundled data: wine (default; 8 of 13 attributes, or all 13 with "
-                    "--layers 13,...,3) or digits (8x8 handwritten digits, 64 "
-                    "features, 10 classes; default --layers 64,128,10)",
-                ),
-            ),
-        )
-    ),
-    (
-        "--layers",
-        dict(
-            type=_layers_arg,
-            metavar="SIZES",
-            help="layer sizes of an MLPTrainer network, e.g. 64,128,10: inputs, "
-            "hidden widths, classes (default: SmallMLPTrainer's 8,16,3)",
-        ),
-    ),
-    (
-        "--label-column",
-        dict(
-            metavar="NAME",
-            help="name (or 1-based number without a header) of the label column; "
-            "default: the column named 'label', else the last",
-        ),
-    ),
-    _Exclusive(
-        (
-            (
-                "--steps",
-                dict(
-                    type=_int_in(1, (1 << 31) - 1, "in [1, 2**31)"),
-                    metavar="N",
-                    help="the step the run ends at (also after --resume)",
-                ),
-            ),
-            (
-                "--epochs",
-                dict(
-                    type=_int_in(1, 1 << 20, "in [1, 2**20]"),
-                    metavar="E",
-                    help=f"train until E epochs are done (default {d['epochs']})",
-                ),
-            ),
-        )
-    ),
-    (
-        "--batch-size",
-        dict(
-            type=_int_in(1, 256, "in [1, 256]"),
-            metavar="B",
-            help=f"rows per step (default {d['batch_size']}); the last batch of an "
-            f"epoch is smaller when B does not divide the training rows",
-        ),
-    ),
-    (
-        "--lr",
-        dict(
-            type=_float_in(True, "> 0"),
-            metavar="LR",
-            help=f"AdamW learning rate (default {d['lr']})",
-        ),
-    ),
-    (
-        "--weight-decay",
-        dict(
-            type=_float_in(False, ">= 0"),
-            metavar="WD",
-            help=f"AdamW decoupled weight decay (default {d['weight_decay']})",
-        ),
-    ),
-    (
-        "--seed",
-        dict(
-            type=_int_in(0, (1 << 64) - 1, "in [0, 2**64)"),
-            metavar="S",
-            help=f"seed of the initial weights and the data order (default {d['seed']})",
-        ),
-    ),
-    (
-        "--mode",
-        dict(
-            choices=_MODES, help="numeric mode (default identical: the same bits on every machine)"
-        ),
-    ),
-    (
-        "--checkpoint",
-        dict(
-            metavar="PATH",
-            default=DEFAULT_CHECKPOINT,
-            help=f"checkpoint file (default {DEFAULT_CHECKPOINT})",
-        ),
-    ),
-    (
-        "--checkpoint-every",
-        dict(
-            type=_POSITIVE,
-            metavar="K",
-            default=d["checkpoint_every"],
-            help=f"save every K steps (default {d['checkpoint_every']})",
-        ),
-    ),
-    (
-        "--microbatches",
-        dict(
-            type=_power_of_two,
-            metavar="M",
-            help="data-parallel steps of M microbatches (a power of two dividing "
-            "every batch): under `mpiexec -n N` the N processes share them and "
-            "end with the bits of one process; rank 0 writes the checkpoint, "
-            "history and output",
-        ),
-    ),
-    (
-        "--val-fraction",
-        dict(
-            type=_fraction,
-            metavar="F",
-            help="hold out this fraction of each class's training rows (floor, seeded by "
-            "--seed) for validation: loss and accuracy on them each epoch in the history "
-            "(default: no validation)",
-        ),
-    ),
-    (
-        "--patience",
-        dict(
-            type=_int_in(1, 1 << 20, "in [1, 2**20]"),
-            metavar="P",
-            help="with --val-fraction: stop when the validation loss has not improved for P "
-            f"epochs; the best checkpoint is kept beside the last as CHECKPOINT{BEST_SUFFIX}",
-        ),
-    ),
-    (
-        "--resume",
-        dict(
-            action="store_true",
-            help="continue the run saved in --checkpoint at exactly the next batch",
-        ),
-    ),
-    (
-        "--allow-profile-change",
-        dict(
-            action="store_true",
-            help="with --resume: continue an identical-mode checkpoint written under an older "
-            "arithmetic profile (its next steps then follow this version's arithmetic, not the "
-            "original run's bits)",
-        ),
-    ),
-    (
-        "--plot",
-        dict(
-            metavar="PNG",
-            help="write a PNG of train and test loss per step (needs matplotlib: pip install "
-            "matplotlib)",
-        ),
-    ),
-    ("--json", dict(action="store_true", help="print one JSON object per report line on stdout")),
-    (
-        "--log-every",
-        dict(
-            type=_POSITIVE,
-            metavar="N",
-            help="report every N steps (default: about 20 reports per run)",
-        ),
-    ),
+    _Exclusive((
+        _o("--data", "CSV", None,
+           "CSV with numeric feature columns and one label column (integer classes from 0, or "
+           "distinct strings); as many features and classes as the network has (8 and up to 3 "
+           "without --layers)"),
+        _o("--dataset", None, None,
+           "bundled data: wine (default; 8 of 13 attributes, or all 13 with --layers 13,...,3) "
+           "or digits (8x8 handwritten digits, 64 features, 10 classes; default --layers "
+           "64,128,10)", choices=(_data.BUNDLED_NAME, _data.DIGITS_NAME)),
+    )),
+    _o("--layers", "SIZES", _layers_arg,
+       "layer sizes of an MLPTrainer network, e.g. 64,128,10: inputs, hidden widths, classes "
+       "(default: SmallMLPTrainer's 8,16,3)"),
+    _o("--label-column", "NAME", None,
+       "name (or 1-based number without a header) of the label column; default: the column "
+       "named 'label', else the last"),
+    _Exclusive((
+        _o("--steps", "N", _int_in(1, (1 << 31) - 1, "in [1, 2**31)"),
+           "the step the run ends at (also after --resume)"),
+        _o("--epochs", "E", _int_in(1, 1 << 20, "in [1, 2**20]"),
+           f"train until E epochs are done (default {d['epochs']})"),
+    )),
+    _o("--batch-size", "B", _int_in(1, 256, "in [1, 256]"),
+       f"rows per step (default {d['batch_size']}); the last batch of an epoch is smaller when "
+       f"B does not divide the training rows"),
+    _o("--lr", "LR", _float_in(True, "> 0"), f"AdamW learning rate (default {d['lr']})"),
+    _o("--weight-decay", "WD", _float_in(False, ">= 0"),
+       f"AdamW decoupled weight decay (default {d['weight_decay']})"),
+    _o("--seed", "S", _int_in(0, (1 << 64) - 1, "in [0, 2**64)"),
+       f"seed of the initial weights and the data order (default {d['seed']})"),
+    _o("--mode", None, None, "numeric mode (default identical: the same bits on every machine)",
+       choices=_MODES),
+    _o("--checkpoint", "PATH", None, f"checkpoint file (default {DEFAULT_CHECKPOINT})",
+       default=DEFAULT_CHECKPOINT),
+    _o("--checkpoint-every", "K", _POSITIVE,
+       f"save every K steps (default {d['checkpoint_every']})", default=d["checkpoint_every"]),
+    _o("--microbatches", "M", _power_of_two,
+       "data-parallel steps of M microbatches (a power of two dividing every batch): under "
+       "`mpiexec -n N` the N processes share them and end with the bits of one process; rank 0 "
+       "writes the checkpoint, history and output"),
+    _o("--val-fraction", "F", _fraction,
+       "hold out this fraction of each class's training rows (floor, seeded by --seed) for "
+       "validation: loss and accuracy on them each epoch in the history (default: no "
+       "validation)"),
+    _o("--patience", "P", _int_in(1, 1 << 20, "in [1, 2**20]"),
+       "with --val-fraction: stop when the validation loss has not improved for P epochs; the "
+       f"best checkpoint is kept beside the last as CHECKPOINT{BEST_SUFFIX}"),
+    _o("--resume", None, None,
+       "continue the run saved in --checkpoint at exactly the next batch", action="store_true"),
+    _o("--allow-profile-change", None, None,
+       "with --resume: continue an identical-mode checkpoint written under an older arithmetic "
+       "profile (its next steps then follow this version's arithmetic, not the original run's "
+       "bits)", action="store_true"),
+    _o("--plot", "PNG", None,
+       "write a PNG of train and test loss per step (needs matplotlib: pip install matplotlib)"),
+    _o("--json", None, None, "print one JSON object per report line on stdout",
+       action="store_true"),
+    _o("--log-every", "N", _POSITIVE, "report every N steps (default: about 20 reports per run)"),
 )
 
 INFO_OPTIONS = (
-    ("--mode", dict(choices=_MODES, help="load this mode's binding")),
-    ("--json", dict(action="store_true", help="print one JSON object")),
+    _o("--mode", None, None, "load this mode's binding", choices=_MODES),
+    _o("--json", None, None, "print one JSON object", action="store_true"),
 )
 
 PREDICT_DESCRIPTION = (
@@ -347,59 +235,30 @@ PREDICT_DESCRIPTION = (
 )
 
 PREDICT_OPTIONS = (
-    ("checkpoint", dict(metavar="CHECKPOINT", help="a checkpoint written by mojolearn train")),
-    (
-        "--data",
-        dict(
-            metavar="CSV",
-            required=True,
-            help="the rows: the checkpoint's feature columns, and its label column or not",
-        ),
-    ),
-    (
-        "--proba",
-        dict(action="store_true", help="also write each class's probability (one column each)"),
-    ),
-    (
-        "--out",
-        dict(
-            metavar="CSV",
-            help="write the predictions to this CSV file (replaced atomically) instead of stdout",
-        ),
-    ),
+    _o("checkpoint", "CHECKPOINT", None, "a checkpoint written by mojolearn train"),
+    _o("--data", "CSV", None,
+       "the rows: the checkpoint's feature columns, and its label column or not", required=True),
+    _o("--proba", None, None, "also write each class's probability (one column each)",
+       action="store_true"),
+    _o("--out", "CSV", None,
+       "write the predictions to this CSV file (replaced atomically) instead of stdout"),
 )
 
 VERIFY_OPTIONS = (
     ("checkpoint", dict(metavar="CHECKPOINT")),
-    ("--json", dict(action="store_true", help="print one JSON object")),
+    _o("--json", None, None, "print one JSON object", action="store_true"),
 )
-
 # command -> (help line, description or None, epilog or None, options, function)
 COMMANDS = {
-    "train": (
-        "train an MLP on bundled data (wine, digits) or your CSV, with exact resume",
-        TRAIN_DESCRIPTION,
-        TRAIN_EPILOG,
-        TRAIN_OPTIONS,
-        cmd_train,
-    ),
-    "predict": (
-        "predict the class of each row of a CSV with a train checkpoint",
-        PREDICT_DESCRIPTION,
-        None,
-        PREDICT_OPTIONS,
-        cmd_predict,
-    ),
+    "train": ("train an MLP on bundled data (wine, digits) or your CSV, with exact resume",
+              TRAIN_DESCRIPTION, TRAIN_EPILOG, TRAIN_OPTIONS, cmd_train),
+    "predict": ("predict the class of each row of a CSV with a train checkpoint",
+                PREDICT_DESCRIPTION, None, PREDICT_OPTIONS, cmd_predict),
     "info": ("version, vendor, numeric mode and build flags", None, None, INFO_OPTIONS, cmd_info),
-    "verify": (
-        "check a checkpoint file; print its step, schema, "
-        "profile and state hash (exit 1 when invalid)",
-        None,
-        None,
-        VERIFY_OPTIONS,
-        cmd_verify,
-    ),
+    "verify": ("check a checkpoint file; print its step, schema, profile and state hash (exit 1 "
+               "when invalid)", None, None, VERIFY_OPTIONS, cmd_verify),
 }
+# fmt: on
 del d
 
 

@@ -4,7 +4,7 @@
 import io
 
 from .._runtime import files as _files
-from .errors import UsageError
+from .usage import UsageError
 
 _shown = _files.shown
 

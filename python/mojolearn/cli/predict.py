@@ -17,11 +17,11 @@ import sys
 from .._runtime import files as _files
 from .._runtime.portable import round_f32
 from . import data as _data
-from .errors import EXIT_OK, UsageError
 from .progress import printable
 from .resume import run_schedule_problem
 from .run import target
 from .trainers import checkpoints, trainer_for
+from .usage import EXIT_OK, UsageError
 
 _shown = _files.shown
 

@@ -17,8 +17,8 @@ import os
 from .._runtime import files as _files
 from .._runtime.portable import round_f32
 from . import data as _data
-from .errors import UsageError
 from .trainers import checkpoints, mlp_schema
+from .usage import UsageError
 
 _shown = _files.shown
 

@@ -13,12 +13,12 @@ import errno
 import os
 import shlex
 import signal
+from types import SimpleNamespace
 
 from .._runtime import files as _files
 from .._runtime.world import OneProcess, World, abort, guard_job
 from . import data as _data
 from . import history as _history
-from .errors import EXIT_OK, UsageError
 from .plot import plot, require_matplotlib
 from .progress import Progress
 from .resume import DEFAULTS, check_dataset, peek_checkpoint, resolve_options, schedule_record
@@ -30,6 +30,7 @@ from .trainers import (
     schedule_problem,
     trainer_for,
 )
+from .usage import EXIT_OK, UsageError
 
 _shown = _files.shown
 BEST_SUFFIX = ".best"  # the best checkpoint of a run with --patience: CHECKPOINT.best
@@ -110,13 +111,6 @@ class Group:
     @staticmethod
     def devnull():
         return open(os.devnull, "w")
-
-
-class Run:
-    """What a run's loop and report need: the trainer, data, options and where it stands."""
-
-    def __init__(self, **fields):
-        self.__dict__.update(fields)
 
 
 # -- the command ---------------------------------------------------------------------------
@@ -236,7 +230,7 @@ def setup(args, group):
         from ..distributed import DataParallel
 
         dp = DataParallel(trainer, opts["microbatches"], group.comm)
-    run = Run(
+    run = SimpleNamespace(  # what the loop and the report need
         ckpt=ckpt,
         opts=opts,
         dataset=dataset,
