@@ -25,12 +25,13 @@ import os
 import threading
 
 from .._buffers.alloc import ZERO_F32, empty, zeros
-from .._buffers.array import Array, _new_object, _result_view, frombytes
+from .._buffers.array import Array, _new_object, _result_view
 from .._runtime import backend as _backend
 from . import batches as _batches
 from . import codec as _ckpt
-from . import infer as _infer
 from . import state as S
+from .export import Export
+from .infer import Inference
 from .session import CAPACITY_ROWS, MAX_CAPACITY_ROWS, Session
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
 
     from .._buffers.types import (
         BufferLike,
-        EvaluateResult,
         PyArray,
         TrainStepResult,
         TrainStepsResult,
@@ -136,7 +136,7 @@ def _results(
     return logits, grads, dx
 
 
-class MLPCore:
+class MLPCore(Inference, Export):
     """The shared state, validation, transactions, steps and checkpoints of both trainers.
 
     Slotted (each subclass too): assigning to a public name other than the settable
@@ -866,52 +866,12 @@ class MLPCore:
             self._publish(p, m, v, t + 1)
             return t + 1
 
-    def predict_logits(self, X: BufferLike) -> Array:
-        """The network's outputs on a batch with the current weights (no step).
-
-        Args:
-            X: float32 (n, inputs), 1 <= n <= `max_rows`; finite.
-
-        Returns:
-            The logits, a fresh float32 Array (n, classes).
-
-        Raises:
-            TypeError: X is not a float32 buffer.
-            ValueError: a wrong shape or a non-finite X.
-        """
-        with self._lock:
-            if not _fused_enabled():
-                return self._forward_ops(self._owned_batch(X))
-            return self._pass(X, None, _MODE_FORWARD, False)[1]
-
-    def predict_logits_sessions(self, inputs: Sequence[BufferLike]) -> Array:
-        """The logits of several batches with the current weights, concatenated.
-
-        Each row's logits are the bits `predict_logits` gives it, whatever the batching.
-
-        Args:
-            inputs: float32 (n_i, inputs) buffers, 1 <= n_i <= `max_rows`, at least one.
-
-        Returns:
-            A fresh float32 Array (sum n_i, classes): the batches' logits in the order given.
-
-        Raises:
-            TypeError: `inputs` is not a list of float32 buffers.
-            ValueError: no batch, a wrong shape or a non-finite value.
-        """
-        if isinstance(inputs, (str, bytes)) or not hasattr(inputs, "__iter__"):
-            raise TypeError(
-                f"{self._API}: inputs must be a list of float32 (n, "
-                f"{self._spec.inputs}) buffers, got {type(inputs).__name__}"
-            )
-        batches = [self._owned_batch(X, name=f"inputs[{i}]") for i, X in enumerate(list(inputs))]
-        if not batches:
-            raise ValueError(f"{self._API}: inputs must hold at least one batch")
-        # Rows are independent, so forwards over any grouping of the rows give each row's bits.
-        with self._lock:
-            raw = b"".join(self.predict_logits(x).tobytes() for x in batches)
-        classes = self._spec.classes
-        return frombytes(raw, "<f4", (len(raw) // (4 * classes), classes))
+    def _forward(self, X: BufferLike) -> Array:
+        """The logits of X with the current weights, on the path the switch selects. Caller
+        holds the lock."""
+        if not _fused_enabled():
+            return self._forward_ops(self._owned_batch(X))
+        return self._pass(X, None, _MODE_FORWARD, False)[1]
 
     # ------------------------------------------------------------ per-operation path
 
@@ -1037,120 +997,3 @@ class MLPCore:
             f"{type(self).__name__}({list(self._spec.sizes)}, step={self._step}, "
             f"lr={self._config['lr']}, mode={self._mode!r})"
         )
-
-    # ------------------------------------------------------------ export
-
-    def save_safetensors(self, path: str | os.PathLike[str]) -> None:
-        """Write the current weights to a safetensors file, atomically (needs safetensors).
-
-        The tensors carry the names, dtype and shapes of `MLPTrainer.to_torch().state_dict()`
-        (`0.weight`, `0.bias`, `2.weight`, ...: float32, (out, in) and (out,)), so a torch
-        model of these layer sizes loads `safetensors.torch.load_file(path)`; the metadata
-        holds `layer_sizes`, `arithmetic_profile`, `numeric_mode`, `step` and `state_hash`.
-        Weights only: a checkpoint holds the whole resumable state.
-
-        Args:
-            path: the file (replaced if it exists; a reader sees the old file or the new one).
-
-        Raises:
-            ImportError: the safetensors package is not installed (`pip install safetensors`).
-            ValueError: `path` names something other than a regular file; nothing is written.
-            OSError: the file cannot be written.
-
-        Example:
-            >>> trainer.save_safetensors("model.safetensors")
-            >>> MLPTrainer.from_safetensors("model.safetensors").layer_sizes
-        """
-        from . import export as _export
-
-        _export.save_safetensors(path, self.state_dict(), self._API)
-
-    def export_onnx(self, path: str | os.PathLike[str]) -> None:
-        """Write the network, for inference, as an ONNX model, atomically (needs onnx).
-
-        Input `input`: float32 [batch, inputs] (any batch); output `logits`: float32 [batch,
-        classes]; one `Gemm` per layer with a `Relu` between two, at ONNX opset 13. The model
-        passes `onnx.checker.check_model` and carries the safetensors metadata.
-
-        Args:
-            path: the file (replaced if it exists; a reader sees the old file or the new one).
-
-        Raises:
-            ImportError: the onnx package is not installed (`pip install onnx`).
-            ValueError: `path` names something other than a regular file; nothing is written.
-            OSError: the file cannot be written.
-
-        Example:
-            >>> trainer.export_onnx("model.onnx")
-            >>> onnxruntime.InferenceSession("model.onnx").run(None, {"input": X})[0]
-        """
-        from . import export as _export
-
-        _export.export_onnx(path, self.state_dict(), self._API)
-
-    # ------------------------------------------------------------ inference (`_infer`)
-
-    def predict(self, X: BufferLike) -> Array:
-        """The predicted class of each row with the current weights (no step).
-
-        The class is the argmax of the row's logits, ties going to the lowest class index
-        (as `torch.argmax`, which returns the first maximal value).
-
-        Args:
-            X: float32 (n, inputs), any n >= 1 (more than `max_rows` rows run in chunks of at
-                most `max_rows`; each row gets the result it has alone); finite.
-
-        Returns:
-            A fresh int32 Array (n,).
-
-        Raises:
-            TypeError: X is not a float32 buffer.
-            ValueError: a wrong shape, no row, or a non-finite X.
-        """
-        return _infer.predict(self, X)
-
-    def predict_proba(self, X: BufferLike) -> Array:
-        """The class probabilities of each row with the current weights (no step).
-
-        The softmax of the row's logits, computed in the binding with the arithmetic
-        profile's exp: p_j = e_j / s with cross-entropy's e_j = exp32(z_j - max_k z_k) and s
-        = their sum, j ascending (docs/ARITHMETIC.md "Probabilities"; identical mode gives
-        the same bits everywhere). A row sums to 1 within a few float32 roundings.
-
-        Args:
-            X: float32 (n, inputs), any n >= 1 (chunked as in `predict`); finite.
-
-        Returns:
-            A fresh float32 Array (n, classes).
-
-        Raises:
-            TypeError: X is not a float32 buffer.
-            ValueError: a wrong shape, no row, or a non-finite X.
-        """
-        return _infer.predict_proba(self, X)
-
-    def evaluate(self, X: BufferLike, y: BufferLike) -> EvaluateResult:
-        """The loss, accuracy and per-class metrics of a labelled set (no step).
-
-        `loss` is the mean cross-entropy by the kernel the steps use: in identical mode the
-        bits of the loss `train_step` would report on (X, y) before updating (for n <=
-        `max_rows`). Predictions are `predict`'s. Per class c: precision = tp / (tp + fp),
-        recall = tp / (tp + fn), f1 = 2·tp / (2·tp + fp + fn) (scikit-learn's definitions);
-        a zero denominator gives 0.0, as scikit-learn with `zero_division=0`.
-
-        Args:
-            X: float32 (n, inputs), any n >= 1 (chunked as in `predict`); finite.
-            y: integer (n,): the class of each row, 0..classes-1.
-
-        Returns:
-            {"loss": float, "accuracy": float, "per_class": {"precision": [...],
-            "recall": [...], "f1": [...], "support": [...]}, "confusion": [[...], ...]}:
-            lists indexed by class, support and confusion[true][predicted] as ints
-            (`EvaluateResult`).
-
-        Raises:
-            TypeError: X is not a float32 buffer, or y not an integer buffer.
-            ValueError: a wrong shape, no row, a non-finite X or a class out of range.
-            RuntimeError: the loss is not finite.
-        """
-        return _infer.evaluate(self, X, y)

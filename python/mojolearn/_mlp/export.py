@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .._buffers.array import Array
+    from .core import MLPCore
 
 OPSET = 13
 IR_VERSION = 7  # the IR version of opset 13 (onnx.helper.VERSION_TABLE), not onnx's newest
@@ -304,3 +305,57 @@ def export_onnx(path: str | os.PathLike[str], state: dict[str, Any], api: str) -
     model = _onnx_model(onnx, spec, weights, metadata(state))
     onnx.checker.check_model(model)
     _files.write_atomic(path, model.SerializeToString(), what)
+
+
+class Export:
+    """The trainers' export methods: a mixin of `MLPCore` (the functions above do the work)."""
+
+    __slots__ = ()
+
+    def save_safetensors(  # type: ignore[misc]  # self: the MLPCore this class mixes into
+        self: MLPCore, path: str | os.PathLike[str]
+    ) -> None:
+        """Write the current weights to a safetensors file, atomically (needs safetensors).
+
+        The tensors carry the names, dtype and shapes of `MLPTrainer.to_torch().state_dict()`
+        (`0.weight`, `0.bias`, `2.weight`, ...: float32, (out, in) and (out,)), so a torch
+        model of these layer sizes loads `safetensors.torch.load_file(path)`; the metadata
+        holds `layer_sizes`, `arithmetic_profile`, `numeric_mode`, `step` and `state_hash`.
+        Weights only: a checkpoint holds the whole resumable state.
+
+        Args:
+            path: the file (replaced if it exists; a reader sees the old file or the new one).
+
+        Raises:
+            ImportError: the safetensors package is not installed (`pip install safetensors`).
+            ValueError: `path` names something other than a regular file; nothing is written.
+            OSError: the file cannot be written.
+
+        Example:
+            >>> trainer.save_safetensors("model.safetensors")
+            >>> MLPTrainer.from_safetensors("model.safetensors").layer_sizes
+        """
+        save_safetensors(path, self.state_dict(), self._API)
+
+    def export_onnx(  # type: ignore[misc]  # self: the MLPCore this class mixes into
+        self: MLPCore, path: str | os.PathLike[str]
+    ) -> None:
+        """Write the network, for inference, as an ONNX model, atomically (needs onnx).
+
+        Input `input`: float32 [batch, inputs] (any batch); output `logits`: float32 [batch,
+        classes]; one `Gemm` per layer with a `Relu` between two, at ONNX opset 13. The model
+        passes `onnx.checker.check_model` and carries the safetensors metadata.
+
+        Args:
+            path: the file (replaced if it exists; a reader sees the old file or the new one).
+
+        Raises:
+            ImportError: the onnx package is not installed (`pip install onnx`).
+            ValueError: `path` names something other than a regular file; nothing is written.
+            OSError: the file cannot be written.
+
+        Example:
+            >>> trainer.export_onnx("model.onnx")
+            >>> onnxruntime.InferenceSession("model.onnx").run(None, {"input": X})[0]
+        """
+        export_onnx(path, self.state_dict(), self._API)

@@ -17,13 +17,15 @@ from __future__ import annotations
 import math
 
 from .._buffers.alloc import empty
-from .._buffers.array import Array
+from .._buffers.array import Array, frombytes
 from .._runtime import backend as _backend
 from . import batches as _batches
 from . import ops as _ops
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .._buffers.types import BufferLike, EvaluateResult
     from .core import MLPCore
 
@@ -143,3 +145,130 @@ def _report(loss: float, truth: list[int], pred: list[int], classes: int) -> Eva
         },
         "confusion": confusion,
     }
+
+
+class Inference:
+    """The trainers' inference methods: a mixin of `MLPCore` (the functions above do the work;
+    the core gives the forward pass, its lock and its spec)."""
+
+    __slots__ = ()
+
+    def predict_logits(  # type: ignore[misc]  # self: the MLPCore this class mixes into
+        self: MLPCore, X: BufferLike
+    ) -> Array:
+        """The network's outputs on a batch with the current weights (no step).
+
+        Args:
+            X: float32 (n, inputs), 1 <= n <= `max_rows`; finite.
+
+        Returns:
+            The logits, a fresh float32 Array (n, classes).
+
+        Raises:
+            TypeError: X is not a float32 buffer.
+            ValueError: a wrong shape or a non-finite X.
+        """
+        with self._lock:
+            return self._forward(X)
+
+    def predict_logits_sessions(  # type: ignore[misc]  # self: the MLPCore this class mixes into
+        self: MLPCore, inputs: Sequence[BufferLike]
+    ) -> Array:
+        """The logits of several batches with the current weights, concatenated.
+
+        Each row's logits are the bits `predict_logits` gives it, whatever the batching.
+
+        Args:
+            inputs: float32 (n_i, inputs) buffers, 1 <= n_i <= `max_rows`, at least one.
+
+        Returns:
+            A fresh float32 Array (sum n_i, classes): the batches' logits in the order given.
+
+        Raises:
+            TypeError: `inputs` is not a list of float32 buffers.
+            ValueError: no batch, a wrong shape or a non-finite value.
+        """
+        if isinstance(inputs, (str, bytes)) or not hasattr(inputs, "__iter__"):
+            raise TypeError(
+                f"{self._API}: inputs must be a list of float32 (n, "
+                f"{self._spec.inputs}) buffers, got {type(inputs).__name__}"
+            )
+        batches = [self._owned_batch(X, name=f"inputs[{i}]") for i, X in enumerate(list(inputs))]
+        if not batches:
+            raise ValueError(f"{self._API}: inputs must hold at least one batch")
+        # Rows are independent, so forwards over any grouping of the rows give each row's bits.
+        with self._lock:
+            raw = b"".join(self.predict_logits(x).tobytes() for x in batches)
+        classes = self._spec.classes
+        return frombytes(raw, "<f4", (len(raw) // (4 * classes), classes))
+
+    def predict(  # type: ignore[misc]  # self: the MLPCore this class mixes into
+        self: MLPCore, X: BufferLike
+    ) -> Array:
+        """The predicted class of each row with the current weights (no step).
+
+        The class is the argmax of the row's logits, ties going to the lowest class index
+        (as `torch.argmax`, which returns the first maximal value).
+
+        Args:
+            X: float32 (n, inputs), any n >= 1 (more than `max_rows` rows run in chunks of at
+                most `max_rows`; each row gets the result it has alone); finite.
+
+        Returns:
+            A fresh int32 Array (n,).
+
+        Raises:
+            TypeError: X is not a float32 buffer.
+            ValueError: a wrong shape, no row, or a non-finite X.
+        """
+        return predict(self, X)
+
+    def predict_proba(  # type: ignore[misc]  # self: the MLPCore this class mixes into
+        self: MLPCore, X: BufferLike
+    ) -> Array:
+        """The class probabilities of each row with the current weights (no step).
+
+        The softmax of the row's logits, computed in the binding with the arithmetic
+        profile's exp: p_j = e_j / s with cross-entropy's e_j = exp32(z_j - max_k z_k) and s
+        = their sum, j ascending (docs/ARITHMETIC.md "Probabilities"; identical mode gives
+        the same bits everywhere). A row sums to 1 within a few float32 roundings.
+
+        Args:
+            X: float32 (n, inputs), any n >= 1 (chunked as in `predict`); finite.
+
+        Returns:
+            A fresh float32 Array (n, classes).
+
+        Raises:
+            TypeError: X is not a float32 buffer.
+            ValueError: a wrong shape, no row, or a non-finite X.
+        """
+        return predict_proba(self, X)
+
+    def evaluate(  # type: ignore[misc]  # self: the MLPCore this class mixes into
+        self: MLPCore, X: BufferLike, y: BufferLike
+    ) -> EvaluateResult:
+        """The loss, accuracy and per-class metrics of a labelled set (no step).
+
+        `loss` is the mean cross-entropy by the kernel the steps use: in identical mode the
+        bits of the loss `train_step` would report on (X, y) before updating (for n <=
+        `max_rows`). Predictions are `predict`'s. Per class c: precision = tp / (tp + fp),
+        recall = tp / (tp + fn), f1 = 2·tp / (2·tp + fp + fn) (scikit-learn's definitions);
+        a zero denominator gives 0.0, as scikit-learn with `zero_division=0`.
+
+        Args:
+            X: float32 (n, inputs), any n >= 1 (chunked as in `predict`); finite.
+            y: integer (n,): the class of each row, 0..classes-1.
+
+        Returns:
+            {"loss": float, "accuracy": float, "per_class": {"precision": [...],
+            "recall": [...], "f1": [...], "support": [...]}, "confusion": [[...], ...]}:
+            lists indexed by class, support and confusion[true][predicted] as ints
+            (`EvaluateResult`).
+
+        Raises:
+            TypeError: X is not a float32 buffer, or y not an integer buffer.
+            ValueError: a wrong shape, no row, a non-finite X or a class out of range.
+            RuntimeError: the loss is not finite.
+        """
+        return evaluate(self, X, y)
