@@ -619,7 +619,7 @@ class MLPCore:
                 )
             else:
                 after = _binding().mlp_resident_steps(
-                    self._session.handle, xa, ya, out if rows else _ZERO, rows, k, itemsize, step
+                    self._session.handle, xa, ya, out if rows else _ZERO, 0, rows, k, itemsize, step
                 )
             if after is None:
                 return None
