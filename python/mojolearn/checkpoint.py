@@ -17,7 +17,12 @@ Format `mojolearn.small-mlp-checkpoint.v1` (the reference's v1 layout):
   bias2], weights {name: tensor}, optimizer {kind "AdamW", step (int, 0..2**31-1), m, v
   (tensors of 195 in parameter order), flags (int32 tensor of 4)}, config {lr, beta1, beta2,
   eps, weight_decay} (JSON floats: the values as given; float32 values in a v1 file),
-  data_schedule (a bounded JSON object).
+  data_schedule (a bounded JSON object); and, only while the trainer has a learning-rate
+  schedule, lr_schedule: {kind "constant" | "warmup_linear" | "warmup_cosine", peak_lr,
+  min_lr (float32 values as JSON floats), warmup_steps (int), total_steps (int or null)} or
+  {kind "custom", class (its class name)} (`mojolearn._mlp.lr_schedule`). A file without a
+  schedule is byte for byte what mojolearn wrote before schedules; the reference's loader
+  refuses one with (it cannot continue the schedule).
 - A tensor MUST be {"dtype": "<f4" | "<i4", "shape": [...], "hex": ...}: the C-order
   little-endian bytes as lowercase hex, exactly 8 hex digits per value (what the writer
   emits: one state has exactly one file, so `dumps(loads(f)) == f` byte for byte).
@@ -59,7 +64,7 @@ if TYPE_CHECKING:
     from typing import Any, NoReturn, TypeVar
 
     from ._buffers.array import Array
-    from ._buffers.types import DType
+    from ._buffers.types import DType, LRSchedule
     from ._mlp.core import MLPCore
 
     _Trainer = TypeVar("_Trainer", bound=MLPCore)
@@ -204,7 +209,8 @@ def _decode_payload(payload: Any, small: bool = True, profile: str = PROFILE) ->
     envelope's (a v1 writer rounded its config to float32)."""
     if type(payload) is not dict:
         raise ValueError("checkpoint: payload must be an object")
-    missing, unknown = S.STATE_KEYS - set(payload), set(payload) - S.STATE_KEYS
+    missing = S.STATE_KEYS - set(payload)
+    unknown = set(payload) - S.STATE_KEYS - S.OPTIONAL_STATE_KEYS
     if missing or unknown:
         raise ValueError(
             f"checkpoint: payload has missing fields {sorted(missing)} / unknown "
@@ -452,9 +458,12 @@ def load_with_envelope(
     return _loads(read_bounded(path, bound, schema), allow_profile_change, schema, bound)
 
 
-def trainer_from_bytes(cls: type[_Trainer], data: bytes) -> _Trainer:
-    """A `cls` trainer from checkpoint bytes, checked as a file is (how trainers unpickle)."""
-    return cls._from_state(loads(data, schema=cls._FILE_SCHEMA))
+def trainer_from_bytes(
+    cls: type[_Trainer], data: bytes, lr_schedule: LRSchedule | None = None
+) -> _Trainer:
+    """A `cls` trainer from checkpoint bytes, checked as a file is (how trainers unpickle; a
+    custom learning-rate schedule travels beside the bytes as `lr_schedule`)."""
+    return cls._from_state(loads(data, schema=cls._FILE_SCHEMA), lr_schedule)
 
 
 def verify(
