@@ -276,6 +276,11 @@ def test_setting_lr_schedule_takes_effect_at_the_next_step_and_is_recorded(kind,
     assert t.state_hash() == twin.state_hash()
     with pytest.raises(ValueError, match="lr cannot be set while lr_schedule is set"):
         t.lr = 0.5
+    assert t.state_hash() == twin.state_hash()
+    t.weight_decay = twin.weight_decay = 0.25  # a new session: the schedule's rate still rules
+    _run(t, batches[5:6], "train_step")
+    _run(twin, batches[5:6], "train_steps")
+    assert t.state_hash() == twin.state_hash()
     path = tmp_path / "c.ckpt"
     t.save_checkpoint(path)
     assert json.loads(path.read_bytes())["payload"]["lr_schedule"]["kind"] == "warmup_cosine"
@@ -283,11 +288,11 @@ def test_setting_lr_schedule_takes_effect_at_the_next_step_and_is_recorded(kind,
     assert t.lr == 0.004 and "lr_schedule" not in t.state_dict()
     by_hand = _make(kind, lr=0.004).load_state_dict(t.state_dict())
     assert _bits(by_hand) == _bits(t)
-    _run(t, batches[5:], "train_step")
-    _run(by_hand, batches[5:], "train_step")
+    _run(t, batches[6:], "train_step")
+    _run(by_hand, batches[6:], "train_step")
     assert t.state_hash() == by_hand.state_hash()
     back = _cls(kind).from_checkpoint(path)  # the file still holds the schedule
-    assert back.lr_schedule is not None and back.lr == schedule.lr_at(6)
+    assert back.lr_schedule is not None and back.lr == schedule.lr_at(7)
 
 
 @pytest.mark.parametrize("kind", ["small", "mlp"])
