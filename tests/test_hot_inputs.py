@@ -369,5 +369,5 @@ def test_the_step_entries_refuse_inconsistent_calls_by_name():
     with pytest.raises(ValueError, match="the output template must be a one-item float32"):
         raw.mlp_resident_step(h, mv, y._addr, array.array("d", [0.0]), 2, 0, 4, False, 0)
     with pytest.raises(ValueError, match="the output template must be a one-item float32"):
-        raw.mlp_resident_steps(h, mv, y._addr, array.array("f", [0.0, 0.0]), 0, 1, 4, 0)
+        raw.mlp_resident_steps(h, mv, y._addr, array.array("f", [0.0, 0.0]), 0, 0, 1, 4, 0)
     assert t.step_ == 0 and t._session.download()[3] == 0

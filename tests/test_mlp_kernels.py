@@ -191,9 +191,9 @@ def test_train_step_refusals(seed):
         _call(x, y, p, m, v, 2, 2, k=2, t=(1 << 31) - 1)
     with pytest.raises(ValueError, match=r"t must be an integer in \[1"):
         _call(x, y, p, m, v, 4, 2, t=0)
-    with pytest.raises(ValueError, match="need lr > 0"):
-        _call(x, y, p, m, v, 4, 2, hyper=[0.0, 0.9, 0.999, 1e-8, 0.01])
-    with pytest.raises(ValueError, match="need lr > 0"):
+    with pytest.raises(ValueError, match="need lr >= 0"):  # lr 0 is a step (a schedule's end)
+        _call(x, y, p, m, v, 4, 2, hyper=[-1e-3, 0.9, 0.999, 1e-8, 0.01])
+    with pytest.raises(ValueError, match="need lr >= 0"):
         _call(x, y, p, m, v, 4, 2, hyper=[1e-3, 1.0, 0.999, 1e-8, 0.01])
     bad_y = Array.from_list([0, 1, 3, 0], "<i4").reshape((4,))
     with pytest.raises(ValueError, match=r"targets\[2\] = 3 is not a class"):
@@ -228,5 +228,5 @@ def test_piece_refusals():
         b().mlp_bias_activation([big._addr, big._addr, a._addr], [1, 4, 0])
     with pytest.raises(ValueError, match=r"t must be an integer in \[1"):
         b().mlp_adamw([a._addr] * 4, [4, 0, 1e-3, 0.9, 0.999, 1e-8, 0.0])
-    with pytest.raises(ValueError, match="need lr > 0"):
+    with pytest.raises(ValueError, match="need lr >= 0"):
         b().mlp_adamw([a._addr] * 4, [4, 1, 1e-3, 0.9, 0.999, 0.0, 0.0])

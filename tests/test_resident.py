@@ -123,7 +123,8 @@ def test_resident_steps_match_the_fused_entry(seed):
                 pk = Packed(h, X._addr, ya, out.buffer_info()[0], [2, rows, itemsize, 1, t])
                 t_new = pk.call(b().mlp_resident_step)
             else:
-                pk = Packed(h, X._addr, ya, out.buffer_info()[0], [rows, k, itemsize, t])
+                # lrs 0 (the last address, before the params): the session's own lr
+                pk = Packed(h, X._addr, ya, out.buffer_info()[0], [0, rows, k, itemsize, t])
                 t_new = pk.call(b().mlp_resident_steps)
             assert t_new == t + k, f"seed {seed}"
             t = t_new
@@ -247,7 +248,7 @@ def test_refusals_change_nothing_in_the_session(seed):
                 pk.call(b().mlp_resident_step)
             assert download(h) == before, match
         with pytest.raises(ValueError, match="pass the step limit"):
-            Packed(h, X._addr, y._addr, out.buffer_info()[0], [4, (1 << 31) - 1, 4, 1]).call(
+            Packed(h, X._addr, y._addr, out.buffer_info()[0], [0, 4, (1 << 31) - 1, 4, 1]).call(
                 b().mlp_resident_steps
             )
         with pytest.raises(ValueError, match="address 'session' is null"):
@@ -265,7 +266,7 @@ def test_nonfinite_result_restores_the_session():
         y = Array.from_list([0, 1, 2], "<i4")
         out = array.array("f", bytes(4 * (2 + 9 + S.TOTAL)))
         with pytest.raises(RuntimeError, match="is not finite at index"):
-            Packed(h, X._addr, y._addr, out.buffer_info()[0], [1, 2, 4, 3]).call(
+            Packed(h, X._addr, y._addr, out.buffer_info()[0], [0, 1, 2, 4, 3]).call(
                 b().mlp_resident_steps
             )
         assert download(h) == before
@@ -304,7 +305,7 @@ def test_a_refused_run_leaves_the_last_completed_state_to_train_on(seed):
         )
         completed = download(h)
         with pytest.raises(RuntimeError, match="is not finite"):
-            Packed(h, X3._addr, y3._addr, out.buffer_info()[0], [4, 3, 4, 1]).call(
+            Packed(h, X3._addr, y3._addr, out.buffer_info()[0], [0, 4, 3, 4, 1]).call(
                 b().mlp_resident_steps
             )
         assert download(h) == completed
@@ -332,7 +333,7 @@ def test_open_refusals():
         b().mlp_resident_open(
             [p._addr, m._addr, v._addr, SMALL.sizes_addr], [2, 0, 0, *HYPER.values()]
         )
-    with pytest.raises(ValueError, match="need lr > 0"):
+    with pytest.raises(ValueError, match="need lr >= 0"):
         b().mlp_resident_open(
             [p._addr, m._addr, v._addr, SMALL.sizes_addr], [2, 4, 0, -1.0, 0.9, 0.999, 1e-8, 0.0]
         )

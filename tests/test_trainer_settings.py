@@ -144,7 +144,7 @@ def test_set_is_recorded_and_resumes(kind, tmp_path):
         assert clone.state_hash() == t.state_hash()
 
 
-SETTABLE = {"lr", "weight_decay", "data_schedule"}
+SETTABLE = {"lr", "weight_decay", "lr_schedule", "data_schedule"}
 
 
 @pytest.mark.parametrize("kind", ["small", "mlp"])
@@ -169,7 +169,7 @@ def test_every_other_public_attribute_is_read_only(kind):
         elif had is None:
             assert not hasattr(t, name)
     assert (t.layer_sizes, t.max_rows, t.step_) == (SIZES[kind], t.max_rows, 1)
-    for name in ("lr", "weight_decay"):
+    for name in ("lr", "weight_decay", "lr_schedule"):
         with pytest.raises(AttributeError):
             delattr(t, name)
     assert t.state_hash() == h

@@ -9,7 +9,10 @@ measured in the same run.
 Columns: `train_step` (one call per step), `steps16` / `steps256` (`train_steps(X, y, k)`, one
 call for k steps, per step). Each figure is the median over rounds of the mean time per step
 in a round; every process runs one thread. Ratios are baseline time / our time (> 1: we are
-faster). Also prints the time of `import mojolearn` (median of fresh interpreters).
+faster). A second table times the same calls with `lr_schedule=WarmupCosineLR(...)` (each
+step's rate from the schedule: `train_step` sets the session's rate, `train_steps` hands the
+binding k rates) against the unscheduled ones. Also prints the time of `import mojolearn`
+(median of fresh interpreters).
 """
 
 import argparse
@@ -22,6 +25,7 @@ import time
 
 BATCHES = (1, 32, 256)
 GOALS = {"train_step": (2.0, 4.0, 10.0), "steps256": (0.3, 1.5, 8.0)}  # identical, µs/step
+SCHED = {"sched_step": "train_step", "sched_s256": "steps256"}  # scheduled column: its baseline
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -81,7 +85,14 @@ def measure_ours(mode, rounds, budget, inputs):
             import numpy as np
 
             X, y = np.asarray(X), np.asarray(y, np.int64)
+        # A schedule whose rate changes every step for the whole run (total far away).
+        sched = ml.SmallMLPTrainer(
+            *_rng.init_small_mlp(3),
+            data_schedule={"bench": batch},
+            lr_schedule=ml.WarmupCosineLR(1e-3, warmup_steps=100, total_steps=1 << 30),
+        )
         row = {"train_step": timed(lambda: trainer.train_step(X, y), 1, rounds, budget)}
+        row["sched_step"] = timed(lambda: sched.train_step(X, y), 1, rounds, budget)
         for k in (16, 256):
             raw, labels = _stack(batches, k)
             Xs = Array.from_buffer(memoryview(raw).cast("f")).copy().reshape((k * batch, 8))
@@ -89,6 +100,8 @@ def measure_ours(mode, rounds, budget, inputs):
             if inputs == "numpy":
                 Xs, ys = np.asarray(Xs), np.asarray(ys, np.int64)
             row[f"steps{k}"] = timed(lambda: trainer.train_steps(Xs, ys, k), k, rounds, budget)
+            if k == 256:
+                row["sched_s256"] = timed(lambda: sched.train_steps(Xs, ys, k), k, rounds, budget)
         out[batch] = row
     return ml.vendor_used(), out
 
@@ -251,6 +264,17 @@ def main():
             f"{npv / ident['steps256']:>16.1f}x"
         )
         print(line)
+    print()
+    print("With lr_schedule=WarmupCosineLR (a new rate every step), µs per step, and the ratio")
+    print("scheduled / unscheduled (1.00: the schedule costs nothing):")
+    print(f"{'batch':>5} " + " ".join(f"{m[:5] + ' ' + c:>24}" for m in ours for c in SCHED))
+    for batch in BATCHES:
+        cells = []
+        for m in ours:
+            for c, plain in SCHED.items():
+                got, base = ours[m][batch][c], ours[m][batch][plain]
+                cells.append(f"{got:>15.2f} ({got / base:4.2f}x)")
+        print(f"{batch:>5} " + " ".join(cells))
     print()
     print(
         "Goals (identical, through the public API): train_step <= 2 / 4 / 10 µs, "

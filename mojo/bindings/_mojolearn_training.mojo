@@ -18,8 +18,8 @@ from entries.mlp import (MLP_ADAMW, MLP_BIAS_ACTIVATION, MLP_RELU_BACKWARD, MLP_
 from entries.mlp import (MLP_RESIDENT_APPLY, MLP_RESIDENT_ARENA, MLP_RESIDENT_CLOSE,
                          MLP_RESIDENT_DOWNLOAD,
                          MLP_RESIDENT_GRADS, MLP_RESIDENT_OPEN, MLP_RESIDENT_ROLLBACK,
-                         MLP_RESIDENT_STEP, MLP_RESIDENT_STEPS, mlp_resident_apply,
-                         mlp_resident_arena,
+                         MLP_RESIDENT_SET_LR, MLP_RESIDENT_STEP, MLP_RESIDENT_STEPS,
+                         mlp_resident_apply, mlp_resident_arena, mlp_resident_set_lr,
                          mlp_resident_close, mlp_resident_download, mlp_resident_grads,
                          mlp_resident_open, mlp_resident_rollback, mlp_resident_step,
                          mlp_resident_steps)
@@ -42,7 +42,7 @@ def abi_layout() raises -> PythonObject:
                           MLP_SUM_ROWS, MLP_ADAMW, MLP_TRAIN_STEP, MLP_RESIDENT_OPEN,
                           MLP_RESIDENT_STEP, MLP_RESIDENT_STEPS, MLP_RESIDENT_DOWNLOAD,
                           MLP_RESIDENT_ROLLBACK, MLP_RESIDENT_CLOSE, MLP_RESIDENT_ARENA,
-                          MLP_RESIDENT_GRADS,
+                          MLP_RESIDENT_GRADS, MLP_RESIDENT_SET_LR,
                           MLP_RESIDENT_APPLY, MLP_RESIDENT_USE_POOL, POOL_OPEN, POOL_SERVE,
                           POOL_STOP, POOL_WORKER_PARTS, OPTIM_STEP, OPTIM_CLIP_GRAD_NORM,
                           OPTIM_TREE_SUM, OPTIM_RESIDENT_ALLOC, OPTIM_RESIDENT_FREE, OPTIM_COPY,
@@ -78,6 +78,7 @@ def build_module(name: StaticString) raises -> PythonObject:
     m.def_function[mlp_resident_arena]("mlp_resident_arena")
     m.def_function[mlp_resident_grads]("mlp_resident_grads")
     m.def_function[mlp_resident_apply]("mlp_resident_apply")
+    m.def_function[mlp_resident_set_lr]("mlp_resident_set_lr")
     m.def_function[mlp_resident_use_pool]("mlp_resident_use_pool")
     m.def_function[pool_open_entry]("pool_open")
     m.def_function[pool_serve_entry]("pool_serve")

@@ -22,6 +22,9 @@ steps of the run update it in place), then publishes it by switching `S_BANK`: a
 bank stays intact as the backup that `session_rollback` switches back to (the Python side
 uses it when something fails after the binding returned) until the next run overwrites it.
 
+A run's steps take the session's lr (`Session.set_lr` changes it between runs), or one rate per
+step from the caller (`rates`: a learning-rate schedule's, binary64 as given, like the lr).
+
 The arithmetic is training/mlp.mojo's (`forward_loss`, `layers_backward`, `adamw_flat_into`);
 SmallMLPTrainer's 8→16→3 network runs
 training/mlp_lanes.mojo's compile-time specialization of the same operations in the same order,
@@ -217,6 +220,17 @@ struct Session(ImplicitlyCopyable):
         """Hyperparameter i (lr, beta1, beta2, eps, weight_decay), kept as given (binary64)."""
         return F64P(unsafe_from_address=Int(self.f(self.r.hyper)))[unsafe_offset=i]
 
+    def set_lr(self, lr: Float64):
+        """The learning rate the next runs use (a schedule's, set before each run)."""
+        F64P(unsafe_from_address=Int(self.f(self.r.hyper)))[unsafe_offset=0] = lr
+
+    def lr_of(self, rates: Int, i: Int) -> Float64:
+        """The rate of a run's step i: `rates[i]` (k binary64 rates at that address), or the
+        session's lr when `rates` is 0."""
+        if rates == 0:
+            return self.hyper(0)
+        return F64P(unsafe_from_address=rates)[unsafe_offset=i]
+
 
 @fieldwise_init
 struct Bank(ImplicitlyCopyable):
@@ -409,9 +423,11 @@ struct Outputs(ImplicitlyCopyable):
 
 
 def run_steps(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: Int, k: Int,
-              mode: Int, want_dx: Bool, divide_by: Int = 0) -> Outcome:
+              mode: Int, want_dx: Bool, divide_by: Int = 0, rates: Int = 0) -> Outcome:
     """Check the inputs, then run `k` steps (mode train) or one forward / gradient pass on the
-    session, all or nothing. Pure Mojo (no Python API): the caller may release the GIL."""
+    session, all or nothing. `rates`: the address of k binary64 learning rates, one per step
+    (a schedule's), or 0 for the session's lr. Pure Mojo (no Python API): the caller may
+    release the GIL."""
     if mode != MODE_FORWARD:
         var bad = first_bad_label(y, y_itemsize, k * rows, s.classes())
         if bad >= 0:
@@ -420,12 +436,13 @@ def run_steps(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
     if bad_x >= 0:
         return Outcome(BAD_X, bad_x, 0)
     comptime if VENDOR != "cpu":
-        return _run_device(s, x, y, y_itemsize, o, rows, k, mode, want_dx)
+        return _run_device(s, x, y, y_itemsize, o, rows, k, mode, want_dx, rates)
     var train = mode == MODE_TRAIN
     var t = s.t()
     if train:
         s.header()[unsafe_offset=S_BACKUP_T] = -1  # the run overwrites the spare bank
-    var checked = _run_host(s, x, y, y_itemsize, o, rows, k, mode, want_dx, t + 1, divide_by)
+    var checked = _run_host(s, x, y, y_itemsize, o, rows, k, mode, want_dx, t + 1, divide_by,
+                            rates)
     var which = _first_nonfinite_output(s, o, rows, k, mode, want_dx, checked)
     if which.status != OK:
         return which  # the current bank is untouched
@@ -452,8 +469,24 @@ def _device(s: Session) raises -> DeviceStateP:
     return device_state(Int(hdr[unsafe_offset=S_DEVICE]))
 
 
+def _device_steps_at_rates(dev: DeviceStateP, s: Session, x: F32P, y: Int, y_itemsize: Int,
+                           o: Outputs, rows: Int, k: Int, rates: Int) raises -> DeviceCheck:
+    """k training steps at k rates (a schedule's) on the device state, backed up by the
+    caller: one upload and one device run per step (the device kernels take one rate per run),
+    stopping at the first non-finite output (its `index` counts losses across the k steps)."""
+    for i in range(k):
+        dev[].upload_batch(x.unsafe_offset(i * rows * s.inputs()), y + i * rows * y_itemsize,
+                           y_itemsize, rows, 1, True)
+        var check = dev[].run(o.losses().unsafe_offset(i), o.logits(), o.grads(), o.dx(), rows,
+                              1, MODE_TRAIN, False, s.t() + 1 + i, s.lr_of(rates, i),
+                              s.hyper(1), s.hyper(2), s.hyper(3), s.hyper(4))
+        if check.which >= 0:
+            return DeviceCheck(check.which, check.index + (i if check.which == NF_LOSSES else 0))
+    return DeviceCheck(-1, 0)
+
+
 def _run_device(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: Int, k: Int,
-                mode: Int, want_dx: Bool) -> Outcome:
+                mode: Int, want_dx: Bool, rates: Int = 0) -> Outcome:
     """The GPU body of `run_steps`, all or nothing on the device-resident state."""
     var train = mode == MODE_TRAIN
     var dev: DeviceStateP
@@ -465,17 +498,22 @@ def _run_device(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: 
         return Outcome(DEVICE_FAILED, STATE_LOST, 0)
     var backed_up = False
     var check: DeviceCheck
+    var per_step = train and rates != 0
     try:
-        dev[].upload_batch(x, y, y_itemsize, rows, k, mode != MODE_FORWARD)
+        if not per_step:
+            dev[].upload_batch(x, y, y_itemsize, rows, k, mode != MODE_FORWARD)
         if train:
             # The backup is overwritten from here on: no rollback to an older run until done.
             s.header()[unsafe_offset=S_BACKUP_T] = -1
             dev[].backup_state()
             backed_up = True
             s.header()[unsafe_offset=S_BACKUP_T] = Int64(s.t())
-        check = dev[].run(o.losses(), o.logits(), o.grads(), o.dx(), rows, k, mode, want_dx,
-                          s.t() + 1, s.hyper(0), s.hyper(1), s.hyper(2), s.hyper(3),
-                          s.hyper(4))
+        if per_step:
+            check = _device_steps_at_rates(dev, s, x, y, y_itemsize, o, rows, k, rates)
+        else:
+            check = dev[].run(o.losses(), o.logits(), o.grads(), o.dx(), rows, k, mode, want_dx,
+                              s.t() + 1, s.hyper(0), s.hyper(1), s.hyper(2), s.hyper(3),
+                              s.hyper(4))
     except:
         if backed_up:
             try:
@@ -498,10 +536,10 @@ def _run_device(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: 
 
 
 def _run_host(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: Int, k: Int,
-              mode: Int, want_dx: Bool, t0: Int, divide_by: Int = 0) -> Bool:
-    """The CPU body of `run_steps`: k steps from the current bank into the spare one. Returns
-    whether the last AdamW found its gradients and the new state all finite (False when no
-    AdamW ran: nothing was checked)."""
+              mode: Int, want_dx: Bool, t0: Int, divide_by: Int = 0, rates: Int = 0) -> Bool:
+    """The CPU body of `run_steps`: k steps from the current bank into the spare one, step i
+    at `s.lr_of(rates, i)`. Returns whether the last AdamW found its gradients and the new
+    state all finite (False when no AdamW ran: nothing was checked)."""
     var train = mode == MODE_TRAIN
     var checked = False
     var state = s.bank()
@@ -514,6 +552,7 @@ def _run_host(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
     var dh = scratch.ping()
     var y32 = I32P(unsafe_from_address=Int(s.f(s.r.y)))
     var lr = s.hyper(0)
+    var lrs = F64P(unsafe_from_address=rates)  # used only when rates != 0
     var b1 = s.hyper(1)
     var b2 = s.hyper(2)
     var eps = s.hyper(3)
@@ -547,7 +586,9 @@ def _run_host(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
             layers_backward(sizes, xb, p, scratch, o.grads(), o.dx(), rows, want_dx)
         if train:
             checked = adamw_flat_into(p, o.grads(), state.m(), state.v(), new.p(), new.m(),
-                                      new.v(), s.n, t0 + i, lr, b1, b2, eps, wd, scratch.pool)
+                                      new.v(), s.n, t0 + i,
+                                      lr if rates == 0 else lrs[unsafe_offset=i], b1, b2, eps,
+                                      wd, scratch.pool)
             state = new
     return checked
 

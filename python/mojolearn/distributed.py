@@ -17,16 +17,17 @@ Example (run as `mpiexec -n 2 python train.py`):
     >>> dp.train_step(X, y)["loss"]  # X, y: the whole batch, the same on every process
 
 Under MPI the processes must agree, and are checked: at construction, their trainers (layer
-sizes, numeric mode, hyperparameters, step, data schedule, state hash) and M, in one round
-trip; at every step, R and the step count, riding in the step's agreement; after a load on
-any process, the state hashes. A disagreement is the same ValueError on every process, with
-nothing applied. And the job ends when a process does: see `DataParallel`.
+sizes, numeric mode, hyperparameters and learning-rate schedule, step, data schedule, state
+hash) and M, in one round trip; at every step, R, the step count and (with a schedule) the
+step's rate, riding in the step's agreement; after a load on any process, the state hashes. A
+disagreement is the same ValueError on every process, with nothing applied. And the job ends when a process does: see `DataParallel`.
 """
 
 from __future__ import annotations
 
 import array as _pyarray
 
+from ._mlp import lr_schedule as _lrs
 from ._mlp.core import MLPCore
 from ._runtime import backend as _backend
 from ._runtime.world import World, guard_job, mark_cut
@@ -56,6 +57,7 @@ _FACTS = (
     "betas[1]",
     "eps",
     "weight_decay",
+    "lr_schedule",
     "step",
     "data_schedule",
     "weights or optimizer moments (state hash)",
@@ -69,6 +71,8 @@ def _facts(trainer: MLPCore, m: int) -> tuple[tuple[object, str], ...]:
 
     c = trainer._config
     schedule = json.dumps(trainer.data_schedule, sort_keys=True)
+    rec = None if trainer._lr_schedule is None else _lrs.record(trainer._lr_schedule)
+    lr_schedule = json.dumps(rec, sort_keys=True)  # null without a schedule
     digest = trainer.state_hash()
     values: list[tuple[object, str]] = [
         (m, str(m)),
@@ -77,6 +81,7 @@ def _facts(trainer: MLPCore, m: int) -> tuple[tuple[object, str], ...]:
         (trainer._mode, trainer._mode),
     ]
     values += [(c[k], f"{c[k]:.9g}") for k in ("lr", "beta1", "beta2", "eps", "weight_decay")]
+    values += [(lr_schedule, lr_schedule[:200])]
     values += [
         (trainer.step_, str(trainer.step_)),
         (hashlib.sha256(schedule.encode()).hexdigest(), schedule[:80]),
@@ -98,8 +103,10 @@ class DataParallel:
 
     Construction is collective (every process of `comm` builds its DataParallel): in one round
     trip the processes check that they agree on M and on their trainers (class, layer sizes,
-    numeric mode, lr, betas, eps, weight_decay, step, data_schedule and state hash); the first
-    difference is the same ValueError on every process, naming it and two ranks' values.
+    numeric mode, lr, betas, eps, weight_decay, lr_schedule, step, data_schedule and state
+    hash); the first difference is the same ValueError on every process, naming it and two
+    ranks' values. With a learning-rate schedule, every step's rate also rides in the step's
+    agreement (a custom schedule's record is only its class), and the step applies it.
 
     Under MPI with more than one process in the job, constructing a DataParallel also makes
     sure the job ends when one process does (once per process): an uncaught exception,
@@ -325,8 +332,10 @@ class DataParallel:
         m = self.microbatches
         mine = self.microbatches_of(self.rank)
         changed = self._changed()
-        problem, buffers, total, per = None, [], None, 0
+        problem, buffers, total, per, rate = None, [], None, 0, None
         try:
+            if self._mpi is not None and t._lr_schedule is not None:
+                rate = t.lr  # this step's: custom schedules can differ where records agree
             x, xa, rows = t._x_input(X, stacked=True)
             total = rows if global_rows is None else global_rows
             if isinstance(total, bool) or type(total) is not int or total < 1 or total % m:
@@ -369,8 +378,13 @@ class DataParallel:
         self._cut = True
         try:
             try:
-                said = self._gathered(problem, total, t.step_, digest)
+                said = self._gathered(problem, total, t.step_, digest, rate)
                 self._same_state(said, 1)
+                self._differ(
+                    f"the learning rate of step {t.step_ + 1} (lr_schedule)",
+                    [(s[4], repr(s[4])) for s in said],
+                    "every process must set the same lr_schedule",
+                )
             except Exception:
                 agreed = True
                 raise

@@ -12,6 +12,7 @@ SmallMLPTrainer's bits from the same `w`.
 from __future__ import annotations
 
 from ._mlp import codec as _ckpt
+from ._mlp import lr_schedule as _lrs
 from ._mlp import state as S
 from ._mlp.core import MLPCore, _binding
 from ._mlp.spec import LayerSizes
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
     import torch
 
-    from ._buffers.types import BufferLike
+    from ._buffers.types import BufferLike, LRSchedule
 
 _API = "MLPTrainer"
 
@@ -47,16 +48,21 @@ class MLPTrainer(MLPCore):
             scalars are formed from them in binary64, docs/ARITHMETIC.md profile v2) and
             checked as given and in float32 (lr > 0, eps > 0, weight_decay >= 0, betas in
             [0, 1)).
+        lr_schedule: None (every step at `lr`), or a learning-rate schedule giving every
+            step's rate: `ConstantLR`, `WarmupLinearLR`, `WarmupCosineLR` or any object with
+            a one-based `lr_at(t)` (see the `lr_schedule` property).
 
     Raises:
-        TypeError: a width that is not an int, a weight that is not a float32 buffer.
+        TypeError: a width that is not an int, a weight that is not a float32 buffer, an
+            `lr_schedule` without `lr_at`.
         ValueError: bad sizes or bounds, wrong shapes, non-finite values, bad hyperparameters
             or data_schedule. Nothing is allocated for the network before the sizes pass.
 
     A step either completes or changes nothing; calls from several threads are serialized.
-    `lr` and `weight_decay` may be assigned (checked as here; a refused value changes nothing):
-    the next step uses the new value, and `state_dict`, checkpoints and the state hash record
-    it. Every other public attribute is read-only (AttributeError).
+    `lr`, `weight_decay` and `lr_schedule` may be assigned (checked as here; a refused value
+    changes nothing; `lr` is refused while a schedule is set): the next step uses the new
+    value, and `state_dict`, checkpoints and the state hash record it. Every other public
+    attribute is read-only (AttributeError).
     The most rows a batch may have is `max_rows` (a bound on a step's working memory, and at
     most 2**20); a larger batch is refused with ValueError before anything changes.
 
@@ -82,10 +88,12 @@ class MLPTrainer(MLPCore):
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float = 0.01,
+        lr_schedule: LRSchedule | None = None,
     ) -> None:
         spec = LayerSizes(layer_sizes, _API)
         config = S.check_config(lr, betas, eps, weight_decay, _API)
         schedule = S.check_schedule(data_schedule, _API)
+        lr_sched = _lrs.checked(lr_schedule, _API)
         if weights is None:
             tensors = spec.init(seed)
         else:
@@ -104,7 +112,7 @@ class MLPTrainer(MLPCore):
                 S.tensor(w, shape, name, api=_API)
                 for w, shape, name in zip(weights, spec.shapes, spec.names)
             ]
-        self._init_core(spec, S.flat(tensors), config, schedule)
+        self._init_core(spec, S.flat(tensors), config, schedule, lr_schedule=lr_sched)
 
     @classmethod
     def from_checkpoint(
@@ -113,11 +121,14 @@ class MLPTrainer(MLPCore):
         *,
         allow_profile_change: bool = False,
         max_bytes: int | None = None,
+        lr_schedule: LRSchedule | None = None,
     ) -> MLPTrainer:
         """A trainer restored from `save_checkpoint` output (any layer sizes).
 
         The size bound is checked before parsing, then schema, hash, arithmetic profile,
-        every field and every tensor's length against the declared architecture.
+        every field and every tensor's length against the declared architecture. A
+        learning-rate schedule the file records continues where it stood: the project's
+        schedules are rebuilt from the file; a custom one must be passed again.
 
         Args:
             path: the checkpoint file.
@@ -125,28 +136,38 @@ class MLPTrainer(MLPCore):
                 migration: bits then follow this mojolearn's arithmetic).
             max_bytes: the size bound (default `checkpoint.MLP_MAX_BYTES`, from the largest
                 admissible model).
+            lr_schedule: the file's schedule again: required when it recorded a custom one
+                (an object of the recorded class); a project schedule must equal the record;
+                refused when the file has none.
 
         Returns:
             The restored trainer.
 
         Raises:
-            ValueError: the file is refused (named reason); nothing is built.
+            ValueError: the file is refused (named reason), or `lr_schedule` is not the
+                file's schedule; nothing is built.
+            TypeError: `lr_schedule` has no `lr_at`.
             OSError: the file cannot be read.
         """
-        return cls._from_state(cls._load(path, allow_profile_change, max_bytes))
+        return cls._from_state(cls._load(path, allow_profile_change, max_bytes), lr_schedule)
 
     @classmethod
-    def _from_state(cls, state: dict[str, Any]) -> MLPTrainer:
+    def _from_state(
+        cls, state: dict[str, Any], lr_schedule: LRSchedule | None = None
+    ) -> MLPTrainer:
         """A trainer holding a `state_dict()` (any layer sizes), validated as
-        `load_state_dict` validates it."""
+        `load_state_dict` validates it (`lr_schedule` as it takes it)."""
         if type(state) is not dict or type(state.get("architecture")) is not list:
             raise ValueError(f"{_API}: state must be a state_dict() with an architecture list")
         spec = LayerSizes(state["architecture"], _API)
-        params, m, v, _, step, config, schedule, _ = S.validate_state(
+        params, m, v, _, step, config, schedule, _, rec = S.validate_state(
             state, _binding().mode, spec, _API, S.MLP_SCHEMA
         )
+        lr_sched = _lrs.resolve(rec, lr_schedule, None, _API)
         trainer = cls.__new__(cls)
-        trainer._init_core(spec, params, config, schedule, m=m, v=v, step=step)
+        trainer._init_core(
+            spec, params, config, schedule, m=m, v=v, step=step, lr_schedule=lr_sched
+        )
         return trainer
 
     # ------------------------------------------------------------ torch
@@ -161,6 +182,7 @@ class MLPTrainer(MLPCore):
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float = 0.01,
+        lr_schedule: LRSchedule | None = None,
     ) -> MLPTrainer:
         """A trainer with the weights (copied) of a torch network. torch is imported only here.
 
@@ -168,7 +190,7 @@ class MLPTrainer(MLPCore):
             module: an `nn.Sequential` of float32 `Linear` layers with biases, a `ReLU`
                 between every two of them and none after the last.
             data_schedule: as in the constructor; None means {"source": "torch"}.
-            lr, betas, eps, weight_decay: as in the constructor.
+            lr, betas, eps, weight_decay, lr_schedule: as in the constructor.
 
         Returns:
             The new trainer (step 0, fresh AdamW moments).
@@ -231,6 +253,7 @@ class MLPTrainer(MLPCore):
             betas=betas,
             eps=eps,
             weight_decay=weight_decay,
+            lr_schedule=lr_schedule,
         )
 
     def to_torch(self) -> torch.nn.Sequential:
@@ -268,6 +291,7 @@ class MLPTrainer(MLPCore):
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float = 0.01,
+        lr_schedule: LRSchedule | None = None,
     ) -> MLPTrainer:
         """A trainer with the weights of a safetensors file (needs safetensors; no torch).
 
@@ -280,7 +304,7 @@ class MLPTrainer(MLPCore):
         Args:
             path: the safetensors file.
             data_schedule: as in the constructor; None means {"source": "safetensors"}.
-            lr, betas, eps, weight_decay: as in the constructor.
+            lr, betas, eps, weight_decay, lr_schedule: as in the constructor.
 
         Returns:
             The new trainer.
@@ -304,4 +328,5 @@ class MLPTrainer(MLPCore):
             betas=betas,
             eps=eps,
             weight_decay=weight_decay,
+            lr_schedule=lr_schedule,
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 from ._buffers.alloc import zeros
 from ._buffers.array import Array, _new_object, _result_view
 from ._mlp import codec as _ckpt
+from ._mlp import lr_schedule as _lrs
 from ._mlp import state as S
 from ._mlp.batches import batch as _batch
 from ._mlp.batches import targets as _targets
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from ._buffers.types import BufferLike, TrainStepResult
+    from ._buffers.types import BufferLike, LRSchedule, TrainStepResult
 
 _IN, _HID, _OUT = S.ARCHITECTURE
 _MAX_ROWS = 256
@@ -69,16 +70,20 @@ class SmallMLPTrainer(MLPCore):
             scalars are formed from them in binary64, docs/ARITHMETIC.md profile v2) and
             checked as given and in float32 (lr > 0, eps > 0, weight_decay >= 0, betas in
             [0, 1)).
+        lr_schedule: None (every step at `lr`), or a learning-rate schedule giving every
+            step's rate: `ConstantLR`, `WarmupLinearLR`, `WarmupCosineLR` or any object with
+            a one-based `lr_at(t)` (see the `lr_schedule` property).
 
     Raises:
-        TypeError: a parameter is not a float32 buffer.
+        TypeError: a parameter is not a float32 buffer, or `lr_schedule` has no `lr_at`.
         ValueError: wrong shape, non-finite value, bad hyperparameter or data_schedule.
 
     A step either completes or changes nothing; calls from several threads are serialized.
     A batch has 1 to 256 rows (`max_rows`).
-    `lr` and `weight_decay` may be assigned (checked as here; a refused value changes nothing):
-    the next step uses the new value, and `state_dict`, checkpoints and the state hash record
-    it. Every other public attribute is read-only (AttributeError).
+    `lr`, `weight_decay` and `lr_schedule` may be assigned (checked as here; a refused value
+    changes nothing; `lr` is refused while a schedule is set): the next step uses the new
+    value, and `state_dict`, checkpoints and the state hash record it. Every other public
+    attribute is read-only (AttributeError).
 
     Example:
         >>> w1, b1, w2, b2 = ...  # float32 (16, 8), (16,), (3, 16), (3,)
@@ -105,6 +110,7 @@ class SmallMLPTrainer(MLPCore):
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float = 0.01,
+        lr_schedule: LRSchedule | None = None,
     ) -> None:
         weights = [
             S.tensor(w, s, n)
@@ -112,37 +118,62 @@ class SmallMLPTrainer(MLPCore):
         ]
         config = S.check_config(lr, betas, eps, weight_decay)
         schedule = S.check_schedule(data_schedule)
+        lr_sched = _lrs.checked(lr_schedule, _API)
         self._init_core(
-            SMALL, S.flat(weights), config, schedule, flags=zeros((4,), "<i4"), max_rows=_MAX_ROWS
+            SMALL,
+            S.flat(weights),
+            config,
+            schedule,
+            flags=zeros((4,), "<i4"),
+            max_rows=_MAX_ROWS,
+            lr_schedule=lr_sched,
         )
         self._run_step = _binding().mlp_resident_step  # train_step's entry, looked up once
 
     @classmethod
     def from_checkpoint(
-        cls, path: str | os.PathLike[str], *, allow_profile_change: bool = False
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        allow_profile_change: bool = False,
+        lr_schedule: LRSchedule | None = None,
     ) -> SmallMLPTrainer:
         """A trainer restored from `save_checkpoint` output.
 
         Size, schema, hash, arithmetic profile and every field are checked before anything
-        is built.
+        is built. A learning-rate schedule the file records continues where it stood: the
+        project's schedules are rebuilt from the file; a custom one must be passed again.
 
         Args:
             path: the checkpoint file.
             allow_profile_change: accept a file written under another arithmetic profile (a
                 migration: bits then follow this mojolearn's arithmetic).
+            lr_schedule: the file's schedule again: required when it recorded a custom one
+                (an object of the recorded class); a project schedule must equal the record;
+                refused when the file has none.
 
         Returns:
             The restored trainer.
 
         Raises:
-            ValueError: the file is refused (named reason); nothing is built.
+            ValueError: the file is refused (named reason), or `lr_schedule` is not the
+                file's schedule; nothing is built.
+            TypeError: `lr_schedule` has no `lr_at`.
             OSError: the file cannot be read.
+
+        Example:
+            >>> t = SmallMLPTrainer.from_checkpoint("run.ckpt")  # a WarmupCosineLR continues
+            >>> t = SmallMLPTrainer.from_checkpoint("run.ckpt", lr_schedule=MySchedule())
         """
-        return cls._from_state(_ckpt.load_resumable(path, allow_profile_change))
+        state = _ckpt.load_resumable(path, allow_profile_change)
+        return cls._from_state(state, lr_schedule)
 
     @classmethod
-    def _from_state(cls, state: dict[str, Any]) -> SmallMLPTrainer:
-        """A trainer holding a `state_dict()`, validated as `load_state_dict` validates it."""
+    def _from_state(
+        cls, state: dict[str, Any], lr_schedule: LRSchedule | None = None
+    ) -> SmallMLPTrainer:
+        """A trainer holding a `state_dict()`, validated as `load_state_dict` validates it
+        (`lr_schedule` as it takes it)."""
         w = state["weights"]
         cfg = state["config"]
         trainer = cls(
@@ -156,7 +187,7 @@ class SmallMLPTrainer(MLPCore):
             eps=cfg["eps"],
             weight_decay=cfg["weight_decay"],
         )
-        return trainer.load_state_dict(state)
+        return trainer.load_state_dict(state, lr_schedule=lr_schedule)
 
     def train_step(
         self, X: BufferLike, targets: BufferLike, *, return_input_grad: bool = False
@@ -180,9 +211,10 @@ class SmallMLPTrainer(MLPCore):
 
         Raises:
             TypeError: X or targets is not a buffer of the right dtype, or
-                `return_input_grad` is not a bool.
-            ValueError: a wrong shape, a non-finite X, a class out of range, or the step
-                counter is exhausted.
+                `return_input_grad` is not a bool; a scheduled rate that is no real number.
+            ValueError: a wrong shape, a non-finite X, a class out of range, the step
+                counter is exhausted, or the scheduled rate (`lr_schedule.lr_at(step_ + 1)`)
+                is not finite and >= 0 (what `lr_at` raises propagates; nothing changes).
             RuntimeError: the step produced a non-finite result (nothing was applied).
 
         Example:
@@ -223,6 +255,8 @@ class SmallMLPTrainer(MLPCore):
                 self._check_room(1)
             if _env_get(_FUSED_KEY) == _OFF:
                 return self._train_step_ops(X, targets, return_input_grad)
+            if self._lr_schedule is not None:  # the session at this step's rate (or refused)
+                self._session.set_lr(self._rates(step + 1, 1)[0])
             try:
                 if rows:
                     g = 1 + rows * _OUT  # [loss | logits | grads | input_grad]
@@ -317,4 +351,4 @@ class SmallMLPTrainer(MLPCore):
         return self.train_step(x, y, return_input_grad=want_dx)
 
     def __repr__(self) -> str:
-        return f"SmallMLPTrainer(step={self._step}, lr={self._config['lr']}, mode={self._mode!r})"
+        return f"SmallMLPTrainer(step={self._step}, {self._lr_repr()}, mode={self._mode!r})"

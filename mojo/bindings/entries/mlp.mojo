@@ -1,6 +1,7 @@
 """Binding entries of the MLP family: the per-operation pieces, the fused step and the
 resident session (`mlp_resident_open/_step/_steps/_download/_rollback/_close`, the trainer's
-hot path: plain int arguments, state kept in binding-owned memory, training/mlp_resident.mojo).
+hot path: plain int arguments, state kept in binding-owned memory, training/mlp_resident.mojo;
+`_set_lr` and `_steps`' per-step rates carry a learning-rate schedule).
 
 `mlp_train_step` runs a whole step (modes forward / grads / train) or k training steps in ONE
 call, through the very kernel functions the per-operation entries call, in the same order
@@ -17,7 +18,7 @@ from entries.intake import (SPEC_F32, SPEC_LABELS, Held, Seen, input_arg, is_int
                             new_int, new_tuple, tuple_set)
 from training.arena import arena_bytes, arena_grows
 from training.checks import first_nonfinite
-from training.config import F32P, I64P, VENDOR
+from training.config import F32P, F64P, I64P, VENDOR
 from training.copy import copy_floats
 from training.mlp import (
     MLPDims,
@@ -66,6 +67,9 @@ comptime _MAX_ROWS = 1 << 24
 comptime _MAX_LAYERS = 16
 comptime _MAX_WIDTH = 1 << 16
 comptime _MAX_STEP = (1 << 31) - 1
+# Binary64 values at or above this round to +inf in binary32 (halfway between FLT_MAX and 2**128;
+# `Float32.MAX` is +inf): the bound of a finite float32 hyperparameter, as Python checks it.
+comptime _F32_OVERFLOW: Float64 = 3.4028235677973366e38
 
 
 def mlp_bias_activation(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
@@ -106,10 +110,11 @@ def _check_hyper(entry: StaticString, args: Args, first: Int) raises:
     var b2 = args.f64param(first + 2)
     var eps = args.f64param(first + 3)
     var wd = args.f64param(first + 4)
-    var big = Float64(Float32.MAX)
-    if not (lr > 0 and lr < big and eps > 0 and eps < big
+    var big = _F32_OVERFLOW
+    # lr 0 is a step (moments move, weights stay): a schedule's decay may end there.
+    if not (lr >= 0 and lr < big and eps > 0 and eps < big
             and wd >= 0 and wd < big and b1 >= 0 and b1 < 1 and b2 >= 0 and b2 < 1):
-        raise Error("ValueError: ", entry, ": need lr > 0, eps > 0, weight_decay >= 0 (finite) ",
+        raise Error("ValueError: ", entry, ": need lr >= 0, eps > 0, weight_decay >= 0 (finite) ",
                     "and betas in [0, 1); got lr=", lr, " betas=(", b1, ", ", b2, ") eps=", eps,
                     " weight_decay=", wd)
 
@@ -235,8 +240,9 @@ comptime MLP_RESIDENT_OPEN = Layout(
     "layers,capacity_rows,t,lr,beta1,beta2,eps,weight_decay")
 comptime MLP_RESIDENT_STEP = Layout("mlp_resident_step", "session,x,targets,out",
                                     "mode,rows,target_itemsize,want_input_grad,t")
-comptime MLP_RESIDENT_STEPS = Layout("mlp_resident_steps", "session,x,targets,out",
+comptime MLP_RESIDENT_STEPS = Layout("mlp_resident_steps", "session,x,targets,out,lrs",
                                      "rows,k,target_itemsize,t")
+comptime MLP_RESIDENT_SET_LR = Layout("mlp_resident_set_lr", "session", "lr")  # positional
 comptime MLP_RESIDENT_DOWNLOAD = Layout("mlp_resident_download", "session,params,m,v", "")
 comptime MLP_RESIDENT_GRADS = Layout("mlp_resident_grads", "session,x,targets,out",
                                      "rows,target_itemsize,divide_by,t")
@@ -306,6 +312,30 @@ def mlp_resident_download(addrs: PythonObject, params: PythonObject) raises -> P
     return PythonObject(session_download(s, args.f32(1), args.f32(2), args.f32(3)))
 
 
+def _check_lr(entry: StaticString, name: StaticString, index: Int, lr: Float64) raises:
+    """A learning rate as `_check_hyper` takes it: finite and >= 0 (binary64, as given)."""
+    if not (lr >= 0 and lr < _F32_OVERFLOW):
+        if index >= 0:
+            raise Error("ValueError: ", entry, ": ", name, "[", index, "] must be finite and ",
+                        ">= 0, got ", lr)
+        raise Error("ValueError: ", entry, ": ", name, " must be finite and >= 0, got ", lr)
+
+
+def mlp_resident_set_lr(session: PythonObject, lr: PythonObject) raises -> PythonObject:
+    """Set the learning rate (a Python float, binary64 as given) the session's next steps and
+    `mlp_resident_apply` use: a schedule's rate, set before each scheduled step. Positional
+    like `_step` (a list-form call cost ~1 µs, a third of a small step); returns None."""
+    comptime E = MLP_RESIDENT_SET_LR.name
+    var s = _session(E, addr_arg(E, "session", session))
+    var v = external_call["PyFloat_AsDouble", Float64](lr._obj_ptr)
+    if v == -1.0 and external_call["PyErr_Occurred", Int]() != 0:
+        external_call["PyErr_Clear", NoneType]()
+        raise Error("TypeError: ", E, ": lr must be a float")
+    _check_lr(E, "lr", -1, v)
+    s.set_lr(v)
+    return PythonObject(None)
+
+
 def mlp_resident_rollback(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
     """Undo the last training run when it started at step t_before (and only then); returns
     the session's step count afterwards."""
@@ -317,7 +347,7 @@ def mlp_resident_rollback(addrs: PythonObject, params: PythonObject) raises -> P
 
 def _resident_run(E: StaticString, s: Session, x_at: Int, y: Int, out_at: Int, mode: Int,
                   rows: Int, k: Int, itemsize: Int, want_dx: Bool,
-                  t: Int, divide_by: Int = 0) raises -> Int:
+                  t: Int, divide_by: Int = 0, rates: Int = 0) raises -> Int:
     if divide_by != 0 and on_device(s):
         raise Error("RuntimeError: ", E, ": microbatch gradients of a device-resident session "
                     "are not supported yet; use MOJOLEARN_VENDOR=cpu")
@@ -332,15 +362,19 @@ def _resident_run(E: StaticString, s: Session, x_at: Int, y: Int, out_at: Int, m
     if mode == MODE_TRAIN and t + k > _MAX_STEP:
         raise Error("ValueError: ", E, ": steps ", t + 1, "..", t + k,
                     " pass the step limit 2**31-1")
+    if rates != 0:
+        var r = F64P(unsafe_from_address=rates)
+        for i in range(k):
+            _check_lr(E, "lrs", i, r[unsafe_offset=i])
     var o = Outputs.packed(out_at, s.classes(), s.n, rows, k)
     var x = F32P(unsafe_from_address=x_at)
     var outcome: Outcome
     if rows * k >= _GIL_RELEASE_ROWS:
         var ts = external_call["PyEval_SaveThread", Int]()  # pure Mojo until restored
-        outcome = run_steps(s, x, y, itemsize, o, rows, k, mode, want_dx, divide_by)
+        outcome = run_steps(s, x, y, itemsize, o, rows, k, mode, want_dx, divide_by, rates)
         external_call["PyEval_RestoreThread", NoneType](ts)
     else:
-        outcome = run_steps(s, x, y, itemsize, o, rows, k, mode, want_dx, divide_by)
+        outcome = run_steps(s, x, y, itemsize, o, rows, k, mode, want_dx, divide_by, rates)
     if outcome.status == BAD_TARGET:
         raise Error("ValueError: ", E, ": targets must be classes 0..", s.classes() - 1,
                     "; targets[", outcome.detail, "] = ", read_label(y, itemsize, outcome.detail))
@@ -367,7 +401,8 @@ def _resident_run(E: StaticString, s: Session, x_at: Int, y: Int, out_at: Int, m
 # side refuses it by name (TypeError naming X or targets), never reading the int as memory.
 def _batch_run(E: StaticString, session: PythonObject, x: PythonObject, targets: PythonObject,
                out_: PythonObject, mode: Int, rows_given: Int, k: Int,
-               target_itemsize: PythonObject, want_dx: Bool, t: PythonObject) raises -> PythonObject:
+               target_itemsize: PythonObject, want_dx: Bool, t: PythonObject,
+               rates: Int = 0) raises -> PythonObject:
     """`_resident_run` with X and targets each an address or an object read here (their
     views held until the step ends). rows_given 0: the rows are X's (an object). `out_` the
     address of the result buffer (the return is the step count), or a one-item float32
@@ -381,14 +416,15 @@ def _batch_run(E: StaticString, session: PythonObject, x: PythonObject, targets:
         return PythonObject(_resident_run(
             E, s, addr_arg(E, "x", x), addr_arg(E, "targets", targets), addr_arg(E, "out", out_),
             mode, rows_given, k, int_arg(E, "target_itemsize", target_itemsize, 4, 8), want_dx,
-            int_arg(E, "t", t, 0, _MAX_STEP)))
+            int_arg(E, "t", t, 0, _MAX_STEP), 0, rates))
     return _objects_run(E, s, x, targets, out_, mode, rows_given, k, target_itemsize, want_dx,
-                        t)
+                        t, rates)
 
 
 def _objects_run(E: StaticString, s: Session, x: PythonObject, targets: PythonObject,
                  out_: PythonObject, mode: Int, rows_given: Int, k: Int,
-                 target_itemsize: PythonObject, want_dx: Bool, t: PythonObject) raises -> PythonObject:
+                 target_itemsize: PythonObject, want_dx: Bool, t: PythonObject,
+                 rates: Int) raises -> PythonObject:
     """`_batch_run` when X, targets or out is an object."""
     var xs = Seen()
     var xh = Held()
@@ -420,7 +456,7 @@ def _objects_run(E: StaticString, s: Session, x: PythonObject, targets: PythonOb
     var step = int_arg(E, "t", t, 0, _MAX_STEP)
     if is_int(out_):
         var done = _resident_run(E, s, x_at, y_at, addr_arg(E, "out", out_), mode, rows, k,
-                                 itemsize, want_dx, step)
+                                 itemsize, want_dx, step, 0, rates)
         xh.release()
         yh.release()
         return PythonObject(done)
@@ -430,7 +466,8 @@ def _objects_run(E: StaticString, s: Session, x: PythonObject, targets: PythonOb
         rows * s.inputs() if want_dx else 0), E)
     var after: Int
     try:
-        after = _resident_run(E, s, x_at, y_at, out_at, mode, rows, k, itemsize, want_dx, step)
+        after = _resident_run(E, s, x_at, y_at, out_at, mode, rows, k, itemsize, want_dx, step,
+                              0, rates)
     except e:
         external_call["Py_DecRef", NoneType](made)
         raise e^
@@ -460,15 +497,19 @@ def mlp_resident_step(session: PythonObject, x: PythonObject, targets: PythonObj
 
 
 def mlp_resident_steps(session: PythonObject, x: PythonObject, targets: PythonObject,
-                       out_: PythonObject, rows: PythonObject, k: PythonObject,
-                       target_itemsize: PythonObject, t: PythonObject) raises -> PythonObject:
+                       out_: PythonObject, lrs: PythonObject, rows: PythonObject,
+                       k: PythonObject, target_itemsize: PythonObject,
+                       t: PythonObject) raises -> PythonObject:
     """k training steps in one call over k batches of `rows` rows stacked in x / targets
     (addresses or objects, as `mlp_resident_step`); out holds the k losses and the last
-    step's logits and grads. Returns the new step count, or None (an object declined)."""
+    step's logits and grads. `lrs`: the address of k binary64 learning rates, step i at
+    lrs[i] (a schedule's; each finite and >= 0), or 0 for the session's lr. Returns the new
+    step count, or None (an object declined)."""
     comptime E = MLP_RESIDENT_STEPS.name
     return _batch_run(E, session, x, targets, out_, MODE_TRAIN,
                       int_arg(E, "rows", rows, 0, _MAX_CAPACITY),
-                      int_arg(E, "k", k, 1, _MAX_STEP), target_itemsize, False, t)
+                      int_arg(E, "k", k, 1, _MAX_STEP), target_itemsize, False, t,
+                      int_arg(E, "lrs", lrs, 0, Int.MAX))
 
 
 def mlp_resident_grads(addrs: PythonObject, params: PythonObject) raises -> PythonObject:

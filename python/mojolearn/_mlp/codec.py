@@ -18,7 +18,12 @@ Format `mojolearn.small-mlp-checkpoint.v1` (the reference's v1 layout):
   bias2], weights {name: tensor}, optimizer {kind "AdamW", step (int, 0..2**31-1), m, v
   (tensors of 195 in parameter order), flags (int32 tensor of 4)}, config {lr, beta1, beta2,
   eps, weight_decay} (JSON floats: the values as given; float32 values in a v1 file),
-  data_schedule (a bounded JSON object).
+  data_schedule (a bounded JSON object); and, only while the trainer has a learning-rate
+  schedule, lr_schedule: {kind "constant" | "warmup_linear" | "warmup_cosine", peak_lr,
+  min_lr (float32 values as JSON floats), warmup_steps (int), total_steps (int or null)} or
+  {kind "custom", class (its class name)} (`mojolearn._mlp.lr_schedule`). A file without a
+  schedule is byte for byte what mojolearn wrote before schedules; the reference's loader
+  refuses one with (it cannot continue the schedule).
 - A tensor MUST be {"dtype": "<f4" | "<i4", "shape": [...], "hex": ...}: the C-order
   little-endian bytes as lowercase hex, exactly 8 hex digits per value (what the writer
   emits: one state has exactly one file, so `dumps(loads(f)) == f` byte for byte).
@@ -203,7 +208,8 @@ def _decode_payload(payload: Any, small: bool = True, profile: str = PROFILE) ->
     envelope's (a v1 writer rounded its config to float32)."""
     if type(payload) is not dict:
         raise ValueError("checkpoint: payload must be an object")
-    missing, unknown = S.STATE_KEYS - set(payload), set(payload) - S.STATE_KEYS
+    missing = S.STATE_KEYS - set(payload)
+    unknown = set(payload) - S.STATE_KEYS - S.OPTIONAL_STATE_KEYS
     if missing or unknown:
         raise ValueError(
             f"checkpoint: payload has missing fields {sorted(missing)} / unknown "

@@ -21,6 +21,7 @@ fast path, an unrolled `train_step` for the 8→16→3 network.
 
 from __future__ import annotations
 
+import array as _pyarray
 import os
 import threading
 
@@ -29,6 +30,7 @@ from .._buffers.array import Array, _new_object, _result_view
 from .._runtime import backend as _backend
 from . import batches as _batches
 from . import codec as _ckpt
+from . import lr_schedule as _lrs
 from . import state as S
 from .export import Export
 from .infer import Inference
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
 
     from .._buffers.types import (
         BufferLike,
+        LRSchedule,
         PyArray,
         TrainStepResult,
         TrainStepsResult,
@@ -59,6 +62,7 @@ _MODE_FORWARD: Final = 0
 _MODE_GRADS: Final = 1
 _MODE_TRAIN: Final = 2
 _ZERO = ZERO_F32
+_KEEP: Any = object()  # `_publish`: keep the current learning-rate schedule (None removes it)
 
 _binding: Callable[[], Any] = _backend.binding  # a module global: tests wrap it to inject failures
 
@@ -94,9 +98,12 @@ class _State:
         self.params, self.m, self.v, self.flags, self.step = params, m, v, flags, step
 
 
-def trainer_from_bytes(cls: type[_Trainer], data: bytes) -> _Trainer:
-    """A `cls` trainer from checkpoint bytes, checked as a file is (how trainers unpickle)."""
-    return cls._from_state(_ckpt.loads(data, schema=cls._FILE_SCHEMA))
+def trainer_from_bytes(
+    cls: type[_Trainer], data: bytes, lr_schedule: LRSchedule | None = None
+) -> _Trainer:
+    """A `cls` trainer from checkpoint bytes, checked as a file is (how trainers unpickle; a
+    custom learning-rate schedule travels beside the bytes as `lr_schedule`)."""
+    return cls._from_state(_ckpt.loads(data, schema=cls._FILE_SCHEMA), lr_schedule)
 
 
 def _translate(exc: BaseException, api: str) -> BaseException:
@@ -140,8 +147,14 @@ class MLPCore(Inference, Export):
     """The shared state, validation, transactions, steps and checkpoints of both trainers.
 
     Slotted (each subclass too): assigning to a public name other than the settable
-    properties (`lr`, `weight_decay`, `data_schedule`) raises AttributeError instead of
-    making an instance attribute that nothing reads, at no cost to a step.
+    properties (`lr`, `weight_decay`, `lr_schedule`, `data_schedule`) raises AttributeError
+    instead of making an instance attribute that nothing reads, at no cost to a step.
+
+    A learning-rate schedule (`lr_schedule`, `lr_schedule.py`) gives every step its rate:
+    step t (one-based) runs at `lr_at(t)`, checked before the step; the fused steps hand the
+    rate to the session (`Session.set_lr` before one step, one rate per step to
+    `mlp_resident_steps`), the others pass it with the hyperparameters. Without one the
+    session's own lr (the config's) is used, as always.
     """
 
     __slots__ = (
@@ -154,6 +167,7 @@ class MLPCore(Inference, Export):
         "_lock",
         "_step",
         "_session",
+        "_lr_schedule",
         "__weakref__",
     )
 
@@ -171,12 +185,16 @@ class MLPCore(Inference, Export):
     _lock: threading.RLock
     _step: int
     _session: Session
+    _lr_schedule: LRSchedule | None
 
     if TYPE_CHECKING:  # each subclass defines it (the constructor differs)
 
         @classmethod
-        def _from_state(cls: type[_Trainer], state: dict[str, Any]) -> _Trainer:
-            """A trainer holding a `state_dict()`, validated as `load_state_dict` does."""
+        def _from_state(
+            cls: type[_Trainer], state: dict[str, Any], lr_schedule: LRSchedule | None = None
+        ) -> _Trainer:
+            """A trainer holding a `state_dict()`, validated as `load_state_dict` does
+            (`lr_schedule`: as `load_state_dict` takes it)."""
             ...
 
     def _init_core(
@@ -190,6 +208,7 @@ class MLPCore(Inference, Export):
         m: Array | None = None,
         v: Array | None = None,
         step: int = 0,
+        lr_schedule: LRSchedule | None = None,
     ) -> None:
         """Set up the state (checked by the caller) and open its resident session: the
         constructors' common part. `m`, `v` default to zeros; `max_rows` to the spec's, at
@@ -197,6 +216,7 @@ class MLPCore(Inference, Export):
         self._spec = spec
         self._config = config
         self._schedule = schedule
+        self._lr_schedule = lr_schedule
         self._flags = flags
         if max_rows is None:
             max_rows = min(spec.max_rows(), MAX_CAPACITY_ROWS)
@@ -258,14 +278,46 @@ class MLPCore(Inference, Export):
 
     @property
     def lr(self) -> float:
-        """The AdamW learning rate, as given. Assigning one (checked as the constructor's
-        `lr`: a ValueError changes nothing) takes effect at the next step and is recorded in
-        `state_dict()["config"]`, checkpoints and the state hash."""
-        return self._config["lr"]
+        """The learning rate of the next step: while `lr_schedule` is set, its checked
+        `lr_at(step_ + 1)`; else the AdamW lr, as given. Assigning one (checked as the
+        constructor's `lr`: a ValueError changes nothing; refused while `lr_schedule` is set)
+        takes effect at the next step and is recorded in `state_dict()["config"]`,
+        checkpoints and the state hash."""
+        with self._lock:
+            if self._lr_schedule is not None:
+                return _lrs.rate(self._lr_schedule, self._step + 1, self._API)
+            return self._config["lr"]
 
     @lr.setter
     def lr(self, value: float) -> None:
+        if self._lr_schedule is not None:
+            raise ValueError(
+                f"{self._API}: lr cannot be set while lr_schedule is set (the schedule gives "
+                f"every step's rate); set lr_schedule = None first"
+            )
         self._set_config("lr", value)
+
+    @property
+    def lr_schedule(self) -> LRSchedule | None:
+        """The learning-rate schedule, or None (every step at `lr`).
+
+        Step t (one-based) runs at `lr_at(t)`, checked as the optimizers check a scheduled
+        rate (a real number, finite and >= 0 as given and in float32); a refused rate, or an
+        exception of `lr_at`, refuses the step and changes nothing. Assigning one (an object
+        with `lr_at`, checked as the constructor's `lr_schedule`: a TypeError changes nothing)
+        takes effect at the next step; None removes it, the next step then runs at the
+        trainer's `lr` (the constructor's, or the last assigned). `state_dict()`, checkpoints
+        and the state hash record it: the project's schedules in full, any other as
+        {"kind": "custom", "class": ...}, which a load needs again (`lr_schedule=`).
+        """
+        return self._lr_schedule
+
+    @lr_schedule.setter
+    def lr_schedule(self, value: LRSchedule | None) -> None:
+        schedule = _lrs.checked(value, self._API)
+        with self._lock:  # a new session: DataParallel notices the change (its state hash)
+            p, m, v, t = self._session.download()
+            self._publish(p, m, v, t, lr_schedule=schedule)
 
     @property
     def weight_decay(self) -> float:
@@ -324,10 +376,12 @@ class MLPCore(Inference, Export):
         schedule: dict[str, Any] | None = None,
         flags: Array | None = None,
         capacity: int | None = None,
+        lr_schedule: Any = _KEEP,
     ) -> None:
         """Replace the session by one holding (params, m, v, step) — opened before anything
         changes, so a failure to open leaves the trainer as it was — and, when given, the
-        config, schedule and flags, all in ONE assignment. Caller holds the lock."""
+        config, schedule, flags and learning-rate schedule (None: none), all in ONE
+        assignment. Caller holds the lock."""
         config = self._config if config is None else config
         new = Session(
             params,
@@ -339,12 +393,20 @@ class MLPCore(Inference, Export):
             self._session.capacity if capacity is None else capacity,
         )
         old = self._session
-        (self._session, self._step, self._config, self._schedule, self._flags) = (
+        (
+            self._session,
+            self._step,
+            self._config,
+            self._schedule,
+            self._flags,
+            self._lr_schedule,
+        ) = (
             new,
             step,
             config,
             self._schedule if schedule is None else schedule,
             self._flags if flags is None else flags,
+            self._lr_schedule if lr_schedule is _KEEP else lr_schedule,
         )
         old.close()
 
@@ -355,8 +417,10 @@ class MLPCore(Inference, Export):
             A new dict: `schema`, `architecture` (the layer sizes), `numeric_mode`,
             `parameter_order`, `weights` (fresh Arrays by name), `optimizer` (`kind`, `step`
             and the AdamW moments `m`, `v` as flat fresh Arrays; SmallMLPTrainer's also its
-            `flags`), `config` (the float32 hyperparameters) and `data_schedule`. Nothing in
-            it shares memory with the trainer.
+            `flags`), `config` (the hyperparameters, as given; `lr` is the rate used when no
+            schedule is set), `data_schedule` and, only while `lr_schedule` is set, its record
+            `lr_schedule` (see the `lr_schedule` property). Nothing in it shares memory with
+            the trainer.
 
         Example:
             >>> state = trainer.state_dict()
@@ -368,7 +432,7 @@ class MLPCore(Inference, Export):
             optimizer = {"kind": S.OPTIMIZER, "step": st.step, "m": st.m, "v": st.v}
             if st.flags is not None:
                 optimizer["flags"] = st.flags
-            return {
+            state = {
                 "schema": self._SCHEMA,
                 "architecture": list(self._spec.sizes),
                 "numeric_mode": self._mode,
@@ -378,29 +442,40 @@ class MLPCore(Inference, Export):
                 "config": dict(self._config),
                 "data_schedule": S.check_schedule(self._schedule, self._API),
             }
+            if self._lr_schedule is not None:
+                state["lr_schedule"] = _lrs.record(self._lr_schedule)
+            return state
 
-    def load_state_dict(self: _Trainer, state: dict[str, Any]) -> _Trainer:
+    def load_state_dict(
+        self: _Trainer, state: dict[str, Any], *, lr_schedule: LRSchedule | None = None
+    ) -> _Trainer:
         """Restore a `state_dict()` snapshot of the same layer sizes and numeric mode.
 
-        The whole state is validated and copied before anything changes.
+        The whole state is validated and copied before anything changes. Its learning-rate
+        schedule comes with it: none, the project's schedule its record describes, or, for a
+        custom one, `lr_schedule` (else this trainer's own schedule) of the recorded class.
 
         Args:
             state: a `state_dict()` of a trainer of this class (its tensors may be any
                 float32 / int32 buffers of the right shapes).
+            lr_schedule: the state's schedule again, needed when it is a custom one (a
+                project schedule must equal the record; with no record, refused).
 
         Returns:
             self.
 
         Raises:
-            ValueError: a wrong schema, architecture, numeric mode, shape or value (the
-                trainer is unchanged).
-            TypeError: a tensor that is not a buffer of the right dtype.
+            ValueError: a wrong schema, architecture, numeric mode, shape or value, or an
+                `lr_schedule` that is not the state's (the trainer is unchanged).
+            TypeError: a tensor that is not a buffer of the right dtype, or an `lr_schedule`
+                without `lr_at`.
         """
-        params, m, v, flags, step, config, schedule, _ = S.validate_state(
+        params, m, v, flags, step, config, schedule, _, rec = S.validate_state(
             state, self._mode, self._spec, self._API, self._SCHEMA
         )
         with self._lock:
-            self._publish(params, m, v, step, config, schedule, flags)
+            lr_sched = _lrs.resolve(rec, lr_schedule, self._lr_schedule, self._API)
+            self._publish(params, m, v, step, config, schedule, flags, lr_schedule=lr_sched)
         return self
 
     def state_hash(self) -> str:
@@ -445,6 +520,7 @@ class MLPCore(Inference, Export):
         *,
         allow_profile_change: bool = False,
         max_bytes: int | None = None,
+        lr_schedule: LRSchedule | None = None,
     ) -> _Trainer:
         """Restore this trainer from a `save_checkpoint` file of the same layer sizes.
 
@@ -457,27 +533,44 @@ class MLPCore(Inference, Export):
                 migration: bits then follow this mojolearn's arithmetic).
             max_bytes: the size bound (MLPTrainer files; default `checkpoint.MLP_MAX_BYTES`).
                 SmallMLPTrainer files have their fixed bound and ignore it.
+            lr_schedule: the file's learning-rate schedule again, as `load_state_dict` takes
+                it (needed for a custom one, unless this trainer holds one of its class).
 
         Returns:
             self.
 
         Raises:
-            ValueError: the file is refused (named reason), or holds other layer sizes; the
-                trainer is unchanged.
+            ValueError: the file is refused (named reason), holds other layer sizes, or a
+                schedule `lr_schedule` is not; the trainer is unchanged.
+            TypeError: an `lr_schedule` without `lr_at`.
             OSError: the file cannot be read.
         """
-        return self.load_state_dict(self._load(path, allow_profile_change, max_bytes))
+        state = self._load(path, allow_profile_change, max_bytes)
+        return self.load_state_dict(state, lr_schedule=lr_schedule)
+
+    def _custom_schedule(self) -> LRSchedule | None:
+        """The schedule when it is a custom one (a copy needs the object; a project
+        schedule is rebuilt from its record), else None."""
+        s = self._lr_schedule
+        return s if s is not None and _lrs.record(s)["kind"] == "custom" else None
 
     # A copy is a trainer of its own: same state bits, its own session and lock (a shallow
     # copy would share the session, and each would then step the other's state).
     def __copy__(self: _Trainer) -> _Trainer:
-        return type(self)._from_state(self.state_dict())
+        return type(self)._from_state(self.state_dict(), self._custom_schedule())
 
     def __deepcopy__(self: _Trainer, memo: dict[int, Any]) -> _Trainer:
-        return self.__copy__()
+        import copy
 
-    def __reduce__(self) -> tuple[Callable[..., MLPCore], tuple[type[MLPCore], bytes]]:
-        return trainer_from_bytes, (type(self), _ckpt.dumps(self.state_dict()))
+        custom = copy.deepcopy(self._custom_schedule(), memo)
+        return type(self)._from_state(self.state_dict(), custom)
+
+    def __reduce__(self) -> tuple[Callable[..., MLPCore], tuple[Any, ...]]:
+        data = _ckpt.dumps(self.state_dict())
+        custom = self._custom_schedule()
+        if custom is None:
+            return trainer_from_bytes, (type(self), data)
+        return trainer_from_bytes, (type(self), data, custom)
 
     # ------------------------------------------------------------ steps
     #
@@ -488,10 +581,25 @@ class MLPCore(Inference, Export):
     # returned is undone by `_recover` (the session keeps the pre-step state until the next
     # step). MOJOLEARN_MLP_FUSED=0 runs the per-operation path on a host copy instead.
 
-    def _hyper(self) -> list[float]:
-        """The AdamW hyperparameters in the order the binding takes them."""
+    def _rates(self, t0: int, k: int) -> list[float]:
+        """The learning rates of the steps t0 .. t0 + k - 1 (one-based): the schedule's,
+        checked (a refusal changes nothing), or the config's lr."""
+        if self._lr_schedule is None:
+            return [self._config["lr"]] * k
+        return _lrs.rates(self._lr_schedule, t0, k, self._API)
+
+    def _hyper(self, lr: float) -> list[float]:
+        """The AdamW hyperparameters at learning rate `lr`, in the order the binding takes
+        them."""
         c = self._config
-        return [c["lr"], c["beta1"], c["beta2"], c["eps"], c["weight_decay"]]
+        return [lr, c["beta1"], c["beta2"], c["eps"], c["weight_decay"]]
+
+    def _step_rates(self, k: int) -> PyArray | None:
+        """The next k steps' scheduled rates, checked, as a float64 array (what
+        `mlp_resident_steps` takes); None without a schedule (the session's own lr)."""
+        if self._lr_schedule is None:
+            return None
+        return _pyarray.array("d", self._rates(self._step + 1, k))
 
     def _check_room(self, k: int) -> None:
         """Refuse `k` more steps when they would pass the step counter's bound."""
@@ -569,9 +677,10 @@ class MLPCore(Inference, Export):
         declines comes back through `_intake` (a copy, or the refusal naming it). Caller
         holds the lock."""
         spec = self._spec
+        lrs = self._step_rates(k) if mode == _MODE_TRAIN else None
         q = _batches.quick(X, targets, spec.inputs, self._max_rows, k)
         if q is not None:
-            r = self._run_pass(*q, mode, want_dx, k)  # type: ignore[call-arg]  # q: 4 arguments
+            r = self._run_pass(*q, mode, want_dx, k, lrs)  # type: ignore[call-arg]  # q: 4 args
             if r is not None:
                 return r
         x, xa, total = self._x_input(X, stacked=stacked)
@@ -581,7 +690,7 @@ class MLPCore(Inference, Export):
             y, ya, itemsize = x, xa, 4
         else:
             y, ya, itemsize = self._y_input(targets, total)  # type: ignore[arg-type]  # not None
-        return self._run_pass(xa, ya, itemsize, total // k, mode, want_dx, k)
+        return self._run_pass(xa, ya, itemsize, total // k, mode, want_dx, k, lrs)
 
     def _check_stack(self, total: int, k: int) -> None:
         """Refuse X unless its `total` rows stack k equal batches of 1 to `max_rows` rows."""
@@ -600,11 +709,14 @@ class MLPCore(Inference, Export):
         mode: int,
         want_dx: bool,
         k: int,
+        lrs: PyArray | None = None,
     ) -> _Pass | None:
         """`_pass` on inputs as the binding takes them (`_batches.quick`; rows 0: X is an
         object whose rows the binding takes, making the result buffer); None when it declined
-        an object (nothing was done). A failure after the binding applied a training run
-        (e.g. a MemoryError making the views) rolls it back."""
+        an object (nothing was done). `lrs`: the k steps' scheduled rates (`_step_rates`),
+        handed to the session after any regrowth (a new session has the config's lr). A
+        failure after the binding applied a training run (e.g. a MemoryError making the
+        views) rolls it back."""
         if rows > self._session.capacity:
             self._fit(rows)
         spec = self._spec
@@ -618,6 +730,8 @@ class MLPCore(Inference, Export):
                 )
                 out = buf.buffer_info()[0]
             if k == 1:
+                if lrs is not None:
+                    self._session.set_lr(lrs[0])
                 after = _binding().mlp_resident_step(
                     self._session.handle,
                     xa,
@@ -631,7 +745,15 @@ class MLPCore(Inference, Export):
                 )
             else:
                 after = _binding().mlp_resident_steps(
-                    self._session.handle, xa, ya, out if rows else _ZERO, rows, k, itemsize, step
+                    self._session.handle,
+                    xa,
+                    ya,
+                    out if rows else _ZERO,
+                    0 if lrs is None else lrs.buffer_info()[0],
+                    rows,
+                    k,
+                    itemsize,
+                    step,
                 )
             if after is None:
                 return None
@@ -677,6 +799,9 @@ class MLPCore(Inference, Export):
         """One AdamW step in the session with the flat gradients at `grads_addr`; returns the
         new step count. All or nothing."""
         self._check_room(1)
+        lrs = self._step_rates(1)
+        if lrs is not None:
+            self._session.set_lr(lrs[0])
         try:
             self._step = _binding().mlp_resident_apply(
                 [self._session.handle, grads_addr], [self._step]
@@ -713,9 +838,10 @@ class MLPCore(Inference, Export):
 
         Raises:
             TypeError: X or targets is not a buffer of the right dtype, or
-                `return_input_grad` is not a bool.
-            ValueError: a wrong shape, a non-finite X, a class out of range, or the step
-                counter is exhausted.
+                `return_input_grad` is not a bool; a scheduled rate that is no real number.
+            ValueError: a wrong shape, a non-finite X, a class out of range, the step
+                counter is exhausted, or the scheduled rate (`lr_schedule.lr_at(step_ + 1)`)
+                is not finite and >= 0 (what `lr_at` raises propagates; nothing changes).
             RuntimeError: the step produced a non-finite result (nothing was applied).
 
         Example:
@@ -741,8 +867,9 @@ class MLPCore(Inference, Export):
     def train_steps(self, X: BufferLike, targets: BufferLike, k: int) -> TrainStepsResult:
         """`k` AdamW steps in ONE binding call, bit-equal to k `train_step` calls.
 
-        Batch i is rows i * n .. (i + 1) * n - 1 of X and targets. The k steps either all
-        complete or change nothing.
+        Batch i is rows i * n .. (i + 1) * n - 1 of X and targets; with `lr_schedule`,
+        step i (0-based) runs at `lr_at(step_ + 1 + i)`, all k rates checked first. The k
+        steps either all complete or change nothing.
 
         Args:
             X: float32 (k * n, inputs): k equal batches of 1 <= n <= `max_rows` rows,
@@ -755,9 +882,11 @@ class MLPCore(Inference, Export):
             and `logits` and `gradients` of the last step.
 
         Raises:
-            TypeError: X or targets is not a buffer of the right dtype.
+            TypeError: X or targets is not a buffer of the right dtype; a scheduled rate
+                that is no real number.
             ValueError: `k` is not a positive int, X does not stack k batches of 1 to
-                `max_rows` rows, a refused batch, or the step counter would pass its bound.
+                `max_rows` rows, a refused batch, the step counter would pass its bound, or a
+                scheduled rate is not finite and >= 0 (what `lr_at` raises propagates).
             RuntimeError: a step produced a non-finite result (none was applied).
         """
         if isinstance(k, bool) or type(k) is not int or k < 1:
@@ -812,8 +941,8 @@ class MLPCore(Inference, Export):
     def apply_gradients(self, gradients: Sequence[BufferLike]) -> int:
         """One AdamW step with already-combined gradients (e.g. averaged over processes).
 
-        All or nothing: every gradient is checked before the update, and a non-finite
-        result leaves the state as it was.
+        All or nothing: every gradient (and, with `lr_schedule`, the step's rate) is checked
+        before the update, and a non-finite result leaves the state as it was.
 
         Args:
             gradients: float32 buffers in parameter order (weight1, bias1, ..., biasL), each
@@ -823,9 +952,10 @@ class MLPCore(Inference, Export):
             The new step count.
 
         Raises:
-            TypeError: not a sequence of float32 buffers (a dict is refused).
-            ValueError: a wrong count, shape or non-finite value, or the step counter is
-                exhausted.
+            TypeError: not a sequence of float32 buffers (a dict is refused); a scheduled
+                rate that is no real number.
+            ValueError: a wrong count, shape or non-finite value, the step counter is
+                exhausted, or a refused scheduled rate (as `train_step`).
             RuntimeError: the update produced a non-finite result (nothing was applied).
         """
         spec, api = self._spec, self._API
@@ -855,11 +985,12 @@ class MLPCore(Inference, Export):
         )
         with self._lock:
             self._check_room(1)
-            t: int
+            t: int = self._step
+            hyper = self._hyper(self._rates(t + 1, 1)[0])  # a refused rate changes nothing
             p, m, v, t = self._session.download()  # fresh copies: the update runs on them
             try:
                 _binding().mlp_adamw(
-                    [p._addr, g._addr, m._addr, v._addr], [spec.total, t + 1, *self._hyper()]
+                    [p._addr, g._addr, m._addr, v._addr], [spec.total, t + 1, *hyper]
                 )
             except (RuntimeError, ValueError) as exc:
                 raise _translate(exc, api) from None
@@ -916,6 +1047,7 @@ class MLPCore(Inference, Export):
 
         spec = self._spec
         st = self._st
+        rates = self._rates(st.step + 1, k) if mode == _MODE_TRAIN else [self._config["lr"]]
         losses = zeros((k,))
         logits = empty((rows, spec.classes))
         grads = zeros((spec.total,))
@@ -947,7 +1079,8 @@ class MLPCore(Inference, Export):
                 grads,
                 dx,
                 want_dx,
-                self._hyper(),
+                self._hyper(rates[0]),
+                rates,
             )
         except (RuntimeError, ValueError) as exc:
             raise _translate(exc, self._API) from None
@@ -992,8 +1125,12 @@ class MLPCore(Inference, Export):
         y = zeros((rows,), "<i4")
         return self._run_ops(x, y, rows, _MODE_FORWARD)[2]
 
+    def _lr_repr(self) -> str:
+        s = self._lr_schedule
+        return f"lr={self._config['lr']}" if s is None else f"lr_schedule={s!r}"
+
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}({list(self._spec.sizes)}, step={self._step}, "
-            f"lr={self._config['lr']}, mode={self._mode!r})"
+            f"{self._lr_repr()}, mode={self._mode!r})"
         )

@@ -29,10 +29,11 @@ def mean_loss(b, z, y, rows, classes, row_losses, dlogits=0):
     )
 
 
-def steps(b, spec, x, y, rows, mode, k, st, new, losses, logits, grads, dx, want_dx, hyper):
+def steps(b, spec, x, y, rows, mode, k, st, new, losses, logits, grads, dx, want_dx, hyper, rates):
     """Run `k` steps (mode 2) or one forward (0) / gradient (1) pass of the network `spec`,
     writing the outputs like `mlp_train_step`: in mode 2 `new` receives the updated
-    parameters and moments (`st` is never written)."""
+    parameters and moments (`st` is never written), step i at learning rate `rates[i]` (the
+    other hyperparameters from `hyper`, in `mlp_adamw`'s order)."""
     if mode == 2:
         new.params._mv[:] = st.params._mv
         new.m._mv[:] = st.m._mv
@@ -77,4 +78,4 @@ def steps(b, spec, x, y, rows, mode, k, st, new, losses, logits, grads, dx, want
             elif want_dx:
                 _gemm(b, upstream, p + 4 * spec.weight(0), dx._addr, rows, n_in, n_out, 0, 0)
         if mode == 2:
-            b.mlp_adamw([p, g, m, v], [spec.total, st.step + 1 + i, *hyper])
+            b.mlp_adamw([p, g, m, v], [spec.total, st.step + 1 + i, rates[i], *hyper[1:]])

@@ -58,6 +58,7 @@ class Session:
             [spec.layers, capacity, t, *hyper],
         )
         self._finalizer = weakref.finalize(self, _close, raw, self.handle)
+        self._set_lr = raw.mlp_resident_set_lr  # once per scheduled step: looked up here
         pool = _threads.pool()
         if pool:
             _call(raw.mlp_resident_use_pool, [self.handle, pool], [])
@@ -72,6 +73,11 @@ class Session:
         p, m, v = zeros((n,)), zeros((n,)), zeros((n,))
         t = _call(_raw().mlp_resident_download, [self.handle, p._addr, m._addr, v._addr], [])
         return p, m, v, int(t)
+
+    def set_lr(self, lr):
+        """The learning rate (a float, finite and >= 0) of the session's next steps: a
+        schedule's rate of the next step."""
+        _call(self._set_lr, self.handle, lr)
 
     def rollback(self, t_before):
         """Undo the last training run if it started at `t_before` and was applied; returns the

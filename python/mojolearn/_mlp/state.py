@@ -15,6 +15,7 @@ import struct
 from .._buffers.array import Array, frombytes
 from .._buffers.formats import dtype_name, is_int32, is_native_f32
 from .._buffers.intake import as_f32_c, as_i32_c, probe
+from . import lr_schedule as _lrs
 from .spec import SMALL
 
 NAMES, SHAPES, OFFSETS, TOTAL = SMALL.names, SMALL.shapes, SMALL.offsets, SMALL.total
@@ -35,6 +36,9 @@ STATE_KEYS = frozenset(
         "data_schedule",
     )
 )
+# Present only while a learning-rate schedule is set (`_lr_schedule`'s record), so a state
+# without one is the reference's v1 layout, field for field.
+OPTIONAL_STATE_KEYS = frozenset(("lr_schedule",))
 OPTIMIZER_KEYS = frozenset(("kind", "step", "m", "v", "flags"))
 MODES = ("identical", "fast")
 
@@ -232,10 +236,11 @@ def check_step(step, api="SmallMLPTrainer"):
     return step
 
 
-def _fields(obj, keys, what, api):
+def _fields(obj, keys, what, api, optional=frozenset()):
     if type(obj) is not dict:
         raise ValueError(f"{api}: {what} must be a dict, got {type(obj).__name__}")
-    missing, unknown = sorted(set(keys) - set(obj)), sorted(set(obj) - set(keys), key=repr)
+    missing = sorted(set(keys) - set(obj))
+    unknown = sorted(set(obj) - set(keys) - optional, key=repr)
     if missing or unknown:
         raise ValueError(f"{api}: {what} has missing fields {missing} / unknown fields {unknown}")
 
@@ -249,13 +254,14 @@ def validate_state(state, mode=None, spec=SMALL, api="SmallMLPTrainer", schema=S
 
     `schema` SCHEMA is SmallMLPTrainer's state (with the v1 layout's optimizer flags),
     MLP_SCHEMA an MLPTrainer's (no flags); `architecture` must be `spec`'s.
-    Returns (params, m, v, flags, step, config, schedule, numeric_mode): params, m, v flat
-    owned float32 Arrays of `spec.total`, flags an int32 Array of 4 (None for MLPTrainer).
+    Returns (params, m, v, flags, step, config, schedule, numeric_mode, lr_schedule): params,
+    m, v flat owned float32 Arrays of `spec.total`, flags an int32 Array of 4 (None for
+    MLPTrainer), lr_schedule the checked learning-rate schedule record or None.
     `mode`, when given, is the process's numeric mode, which the state must have been saved
     under."""
     small = schema == SCHEMA
     opt_keys = OPTIMIZER_KEYS if small else MLP_OPTIMIZER_KEYS
-    _fields(state, STATE_KEYS, "state", api)
+    _fields(state, STATE_KEYS, "state", api, OPTIONAL_STATE_KEYS)
     if state["schema"] != schema:
         raise ValueError(f"{api}: state schema must be {schema!r}, got {state['schema']!r}")
     if state["architecture"] != list(spec.sizes):
@@ -299,7 +305,11 @@ def validate_state(state, mode=None, spec=SMALL, api="SmallMLPTrainer", schema=S
         cfg["lr"], (cfg["beta1"], cfg["beta2"]), cfg["eps"], cfg["weight_decay"], api
     )
     schedule = check_schedule(state["data_schedule"], api)
-    return flat(weights), m, v, flags, step, config, schedule, state["numeric_mode"]
+    lr_schedule = None
+    if "lr_schedule" in state:
+        lr_schedule = _lrs.check_record(state["lr_schedule"], api)
+    mode = state["numeric_mode"]
+    return flat(weights), m, v, flags, step, config, schedule, mode, lr_schedule
 
 
 def flat(weights):

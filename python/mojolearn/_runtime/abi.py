@@ -53,8 +53,8 @@ LAYOUT = {
             "want_input_grad",
         ),
     ),
-    # The resident session (mojo/bindings/entries/mlp.mojo); `_step` / `_steps` take their
-    # addresses and params as positional ints, in this order.
+    # The resident session (mojo/bindings/entries/mlp.mojo); `_step` / `_steps` / `_set_lr`
+    # take their addresses and params as positional ints (`_set_lr`'s lr a float), in order.
     "mlp_resident_open": (
         ("params", "m", "v", "sizes"),
         ("layers", "capacity_rows", "t", "lr", "beta1", "beta2", "eps", "weight_decay"),
@@ -63,10 +63,12 @@ LAYOUT = {
         ("session", "x", "targets", "out"),
         ("mode", "rows", "target_itemsize", "want_input_grad", "t"),
     ),
+    # lrs: the address of k float64 rates, one per step (a schedule's), or 0: the session's lr.
     "mlp_resident_steps": (
-        ("session", "x", "targets", "out"),
+        ("session", "x", "targets", "out", "lrs"),
         ("rows", "k", "target_itemsize", "t"),
     ),
+    "mlp_resident_set_lr": (("session",), ("lr",)),  # positional, as `_step`
     "mlp_resident_download": (("session", "params", "m", "v"), ()),
     "mlp_resident_rollback": (("session",), ("t_before",)),
     "mlp_resident_close": (("session",), ()),
