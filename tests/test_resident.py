@@ -14,11 +14,11 @@ import mojolearn as ml
 import pytest
 from mojolearn._buffers.alloc import zeros
 from mojolearn._buffers.array import Array
-from mojolearn._mlp import core as _mlp_core
 from mojolearn._mlp import rng as _rng
 from mojolearn._mlp import session as _mlp_resident
 from mojolearn._mlp import spec as _spec
 from mojolearn._mlp import state as S
+from mojolearn._mlp import steps as _mlp_core
 from mojolearn._mlp.spec import SMALL
 from mojolearn._runtime import backend as _backend
 

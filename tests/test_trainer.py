@@ -11,9 +11,9 @@ import threading
 import mojolearn as ml
 import pytest
 from mojolearn._buffers.array import Array
-from mojolearn._mlp import core as _mlp_core
 from mojolearn._mlp import rng as _rng
 from mojolearn._mlp import spec as _spec
+from mojolearn._mlp import steps as _mlp_core
 from mojolearn._runtime import backend as _backend
 
 from tests.helpers import run_python

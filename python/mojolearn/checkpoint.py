@@ -29,7 +29,7 @@ from ._mlp.codec import (
     verify,
     write_atomic,
 )
-from ._mlp.core import trainer_from_bytes
+from ._mlp.persist import trainer_from_bytes
 from ._runtime.files import TMP_SUFFIX, clean_stale_temporaries
 
 __all__ = [

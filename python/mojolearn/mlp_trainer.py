@@ -14,8 +14,9 @@ from __future__ import annotations
 from ._mlp import codec as _ckpt
 from ._mlp import lr_schedule as _lrs
 from ._mlp import state as S
-from ._mlp.core import MLPCore, _binding
+from ._mlp.core import MLPCore
 from ._mlp.spec import LayerSizes
+from ._mlp.steps import _binding
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:

@@ -19,17 +19,17 @@ from ._mlp import state as S
 from ._mlp.batches import batch as _batch
 from ._mlp.batches import targets as _targets
 from ._mlp.batches import y_input as _y_input
-from ._mlp.core import (
+from ._mlp.core import MLPCore
+from ._mlp.spec import SMALL
+from ._mlp.steps import (
     _FUSED_KEY,
     _MODE_TRAIN,
     _OFF,
     _ZERO,
-    MLPCore,
     _binding,
     _env_get,
 )
-from ._mlp.core import _translate as _core_translate
-from ._mlp.spec import SMALL
+from ._mlp.steps import _translate as _core_translate
 from ._runtime import backend as _backend
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -52,7 +52,7 @@ _LOGITS_SHAPES = [(rows, _OUT) for rows in range(_MAX_ROWS + 1)]  # shared, not 
 
 
 def _translate(exc: BaseException) -> BaseException:
-    """A binding refusal as SmallMLPTrainer's error (see `_mlp_core._translate`)."""
+    """A binding refusal as SmallMLPTrainer's error (see `_mlp.steps._translate`)."""
     return _core_translate(exc, _API)
 
 

@@ -15,6 +15,7 @@ from mojolearn import trainer as trainer_mod
 from mojolearn._mlp import core as core_mod
 from mojolearn._mlp import spec as _spec
 from mojolearn._mlp import state as S
+from mojolearn._mlp import steps as steps_mod
 
 from ._util import LONG, new_seed, record
 
@@ -72,7 +73,7 @@ def _trainer_snapshot(t):
 # has applied the step to the resident state (the results are unpacked after it returns).
 _PY_POINTS = {
     "train_step": [(trainer_mod, "_new_object", 5)],  # its unrolled result views
-    "train_steps": [(core_mod, "_results", 1)],
+    "train_steps": [(steps_mod, "_results", 1)],
     "apply_gradients": [(S, "tensor", 4), (S, "flat", 1), (core_mod, "Session", 1)],
     "load_state_dict": [
         (S, "tensor", 7),
@@ -152,8 +153,8 @@ def _trainer_trial(rng, t, monkeypatch):
             monkeypatch.setattr(module, target, boom)
         else:
             entry = _ENTRIES[method]
-            proxy = _Proxy(core_mod._backend.binding(), entry, where, exc)
-            monkeypatch.setattr(core_mod, "_binding", lambda: proxy)
+            proxy = _Proxy(steps_mod._backend.binding(), entry, where, exc)
+            monkeypatch.setattr(steps_mod, "_binding", lambda: proxy)
             monkeypatch.setattr(t, "_run_step", proxy.mlp_resident_step)  # train_step's own
     call = {
         "train_step": lambda: t.train_step(X, y),

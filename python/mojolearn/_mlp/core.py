@@ -22,24 +22,33 @@ fast path, an unrolled `train_step` for the 8→16→3 network.
 from __future__ import annotations
 
 import array as _pyarray
-import os
 import threading
 
-from .._buffers.alloc import ZERO_F32, empty, zeros
-from .._buffers.array import Array, _new_object, _result_view
-from .._runtime import backend as _backend
-from . import batches as _batches
-from . import codec as _ckpt
+from .._buffers.alloc import zeros
+from .._buffers.array import Array
 from . import lr_schedule as _lrs
 from . import state as S
+from . import steps as _steps
 from .export import Export
 from .infer import Inference
+from .per_op import PerOperation
+from .persist import Persistence
 from .session import CAPACITY_ROWS, MAX_CAPACITY_ROWS, Session
+from .steps import (
+    _KEEP,
+    _MODE_FORWARD,
+    _MODE_GRADS,
+    _MODE_TRAIN,
+    SessionSteps,
+    _fused_enabled,
+    _State,
+    _translate,
+)
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
-    from typing import Any, Final, Literal, TypeAlias, TypeVar, overload
+    from collections.abc import Sequence
+    from typing import Any, TypeAlias, TypeVar
 
     from .._buffers.types import (
         BufferLike,
@@ -57,93 +66,8 @@ if TYPE_CHECKING:
     # The per-operation path's (new state or None, losses, logits, flat grads, input_grad).
     _Ops: TypeAlias = "tuple[_State | None, Array, Array, Array, Array | None]"
 
-# The mode argument of the step entries (Final: the overloads below tell them apart).
-_MODE_FORWARD: Final = 0
-_MODE_GRADS: Final = 1
-_MODE_TRAIN: Final = 2
-_ZERO = ZERO_F32
-_KEEP: Any = object()  # `_publish`: keep the current learning-rate schedule (None removes it)
 
-_binding: Callable[[], Any] = _backend.binding  # a module global: tests wrap it to inject failures
-
-# os.environ is re-read on every step (tests and tools flip the path between steps), so read
-# its backing dict directly: os.environ.get costs ~0.3 µs, more than a batch-1 step.
-_env_get: Callable[[Any], object]
-_FUSED_KEY: object
-_OFF: object
-try:
-    _env_get = os.environ._data.get  # type: ignore[attr-defined]
-    _FUSED_KEY = os.environ.encodekey("MOJOLEARN_MLP_FUSED")
-    _OFF = os.environ.encodevalue("0")
-except AttributeError:  # not CPython's os.environ: take the slow, portable way
-    _env_get, _FUSED_KEY, _OFF = os.environ.get, "MOJOLEARN_MLP_FUSED", "0"
-
-
-def _fused_enabled() -> bool:
-    """False while MOJOLEARN_MLP_FUSED=0 (the per-operation path), re-read on every call."""
-    return _env_get(_FUSED_KEY) != _OFF
-
-
-class _State:
-    """A host copy of the trainer state (the per-operation path and `tools/`)."""
-
-    __slots__ = ("params", "m", "v", "flags", "step")
-    params: Array
-    m: Array
-    v: Array
-    flags: Array | None
-    step: int
-
-    def __init__(self, params: Array, m: Array, v: Array, flags: Array | None, step: int) -> None:
-        self.params, self.m, self.v, self.flags, self.step = params, m, v, flags, step
-
-
-def trainer_from_bytes(
-    cls: type[_Trainer], data: bytes, lr_schedule: LRSchedule | None = None
-) -> _Trainer:
-    """A `cls` trainer from checkpoint bytes, checked as a file is (how trainers unpickle; a
-    custom learning-rate schedule travels beside the bytes as `lr_schedule`)."""
-    return cls._from_state(_ckpt.loads(data, schema=cls._FILE_SCHEMA), lr_schedule)
-
-
-def _translate(exc: BaseException, api: str) -> BaseException:
-    """A binding refusal as the trainer's error: a non-finite result as RuntimeError, a
-    refused input (the resident entries check X and targets) as ValueError naming it."""
-    if isinstance(exc, RuntimeError) and "not finite" in str(exc):
-        return RuntimeError(
-            f"{api}: the step produced a non-finite result and was not applied ({exc})"
-        )
-    if type(exc) is ValueError and str(exc).startswith("mlp_resident_"):
-        return ValueError(f"{api}: " + str(exc).partition(": ")[2])
-    return exc
-
-
-def _results(
-    buf: PyArray, addr: int, spec: LayerSizes, rows: int, k: int, want_dx: bool
-) -> tuple[Array, dict[str, Array], Array | None]:
-    """(logits, gradients dict, input_grad or None): Arrays viewing the flat result buffer at
-    `addr`, [losses (k) | logits (rows × classes) | grads (total) | input_grad (rows ×
-    inputs)] (each keeps it alive)."""
-    g = addr + 4 * (k + rows * spec.classes)
-    logits = _result_view(buf, (rows, spec.classes), addr + 4 * k, rows * spec.classes)
-    grads: dict[str, Array] = {}
-    make = _new_object
-    for name, shape, offset, size in spec.views:  # `_result_view`, inlined: ~0.1 µs a view
-        a = make(Array)
-        a._owner = buf
-        a._shape = shape
-        a._dtype = "<f4"
-        a._size = size
-        a._readonly = False
-        a._addr = g + offset
-        grads[name] = a
-    dx: Array | None = None
-    if want_dx:
-        dx = _result_view(buf, (rows, spec.inputs), g + 4 * spec.total, rows * spec.inputs)
-    return logits, grads, dx
-
-
-class MLPCore(Inference, Export):
+class MLPCore(SessionSteps, PerOperation, Persistence, Inference, Export):
     """The shared state, validation, transactions, steps and checkpoints of both trainers.
 
     Slotted (each subclass too): assigning to a public name other than the settable
@@ -221,7 +145,7 @@ class MLPCore(Inference, Export):
         if max_rows is None:
             max_rows = min(spec.max_rows(), MAX_CAPACITY_ROWS)
         self._max_rows = max_rows
-        self._mode = _binding().mode
+        self._mode = _steps._binding().mode
         self._lock = threading.RLock()
         self._step = step
         self._session = Session(
@@ -264,7 +188,7 @@ class MLPCore(Inference, Export):
         Returns:
             'identical' or 'fast', read from the loaded binding.
         """
-        return _binding().mode  # type: ignore[no-any-return]  # the binding is untyped
+        return _steps._binding().mode  # type: ignore[no-any-return]  # the binding is untyped
 
     def vendor_used(self) -> str:
         """The vendor of the binding the steps run in.
@@ -272,92 +196,11 @@ class MLPCore(Inference, Export):
         Returns:
             'cpu', 'cuda' or 'hip', read from the loaded binding.
         """
-        return _binding().vendor  # type: ignore[no-any-return]
+        return _steps._binding().vendor  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------ settings
 
-    @property
-    def lr(self) -> float:
-        """The learning rate of the next step: while `lr_schedule` is set, its checked
-        `lr_at(step_ + 1)`; else the AdamW lr, as given. Assigning one (checked as the
-        constructor's `lr`: a ValueError changes nothing; refused while `lr_schedule` is set)
-        takes effect at the next step and is recorded in `state_dict()["config"]`,
-        checkpoints and the state hash."""
-        with self._lock:
-            if self._lr_schedule is not None:
-                return _lrs.rate(self._lr_schedule, self._step + 1, self._API)
-            return self._config["lr"]
-
-    @lr.setter
-    def lr(self, value: float) -> None:
-        if self._lr_schedule is not None:
-            raise ValueError(
-                f"{self._API}: lr cannot be set while lr_schedule is set (the schedule gives "
-                f"every step's rate); set lr_schedule = None first"
-            )
-        self._set_config("lr", value)
-
-    @property
-    def lr_schedule(self) -> LRSchedule | None:
-        """The learning-rate schedule, or None (every step at `lr`).
-
-        Step t (one-based) runs at `lr_at(t)`, checked as the optimizers check a scheduled
-        rate (a real number, finite and >= 0 as given and in float32); a refused rate, or an
-        exception of `lr_at`, refuses the step and changes nothing. Assigning one (an object
-        with `lr_at`, checked as the constructor's `lr_schedule`: a TypeError changes nothing)
-        takes effect at the next step; None removes it, the next step then runs at the
-        trainer's `lr` (the constructor's, or the last assigned). `state_dict()`, checkpoints
-        and the state hash record it: the project's schedules in full, any other as
-        {"kind": "custom", "class": ...}, which a load needs again (`lr_schedule=`).
-        """
-        return self._lr_schedule
-
-    @lr_schedule.setter
-    def lr_schedule(self, value: LRSchedule | None) -> None:
-        schedule = _lrs.checked(value, self._API)
-        with self._lock:  # a new session: DataParallel notices the change (its state hash)
-            p, m, v, t = self._session.download()
-            self._publish(p, m, v, t, lr_schedule=schedule)
-
-    @property
-    def weight_decay(self) -> float:
-        """The AdamW weight decay, as given. Assigning one (checked as the constructor's
-        `weight_decay`: a ValueError changes nothing) takes effect at the next step and is
-        recorded in `state_dict()["config"]`, checkpoints and the state hash."""
-        return self._config["weight_decay"]
-
-    @weight_decay.setter
-    def weight_decay(self, value: float) -> None:
-        self._set_config("weight_decay", value)
-
-    def _set_config(self, key: str, value: float) -> None:
-        """Set one hyperparameter: the whole config checked as the constructor checks it,
-        then the session reopened holding it (the same state; its hyperparameters are fixed
-        when it opens). A refusal or a failed open changes nothing."""
-        with self._lock:
-            c = dict(self._config)
-            c[key] = value
-            config = S.check_config(
-                c["lr"], (c["beta1"], c["beta2"]), c["eps"], c["weight_decay"], self._API
-            )
-            p, m, v, t = self._session.download()
-            self._publish(p, m, v, t, config)
-
     # ------------------------------------------------------------ state
-
-    @property
-    def data_schedule(self) -> dict[str, Any]:
-        """The stored data-order description (a fresh copy). Assigning a new one (validated
-        like the constructor's: a ValueError leaves the old one) records where the data
-        stream stands, e.g. before a save."""
-        with self._lock:
-            return S.check_schedule(self._schedule, self._API)  # type: ignore[no-any-return]
-
-    @data_schedule.setter
-    def data_schedule(self, value: dict[str, Any]) -> None:
-        schedule = S.check_schedule(value, self._API)
-        with self._lock:
-            self._schedule = schedule
 
     @property
     def _st(self) -> _State:
@@ -410,168 +253,6 @@ class MLPCore(Inference, Export):
         )
         old.close()
 
-    def state_dict(self) -> dict[str, Any]:
-        """An independent snapshot of the whole resumable state.
-
-        Returns:
-            A new dict: `schema`, `architecture` (the layer sizes), `numeric_mode`,
-            `parameter_order`, `weights` (fresh Arrays by name), `optimizer` (`kind`, `step`
-            and the AdamW moments `m`, `v` as flat fresh Arrays; SmallMLPTrainer's also its
-            `flags`), `config` (the hyperparameters, as given; `lr` is the rate used when no
-            schedule is set), `data_schedule` and, only while `lr_schedule` is set, its record
-            `lr_schedule` (see the `lr_schedule` property). Nothing in it shares memory with
-            the trainer.
-
-        Example:
-            >>> state = trainer.state_dict()
-            >>> trainer.train_step(X, y)
-            >>> trainer.load_state_dict(state)  # back to the snapshot, bit for bit
-        """
-        with self._lock:
-            st = self._st
-            optimizer = {"kind": S.OPTIMIZER, "step": st.step, "m": st.m, "v": st.v}
-            if st.flags is not None:
-                optimizer["flags"] = st.flags
-            state = {
-                "schema": self._SCHEMA,
-                "architecture": list(self._spec.sizes),
-                "numeric_mode": self._mode,
-                "parameter_order": list(self._spec.names),
-                "weights": S.split(st.params, self._spec),
-                "optimizer": optimizer,
-                "config": dict(self._config),
-                "data_schedule": S.check_schedule(self._schedule, self._API),
-            }
-            if self._lr_schedule is not None:
-                state["lr_schedule"] = _lrs.record(self._lr_schedule)
-            return state
-
-    def load_state_dict(
-        self: _Trainer, state: dict[str, Any], *, lr_schedule: LRSchedule | None = None
-    ) -> _Trainer:
-        """Restore a `state_dict()` snapshot of the same layer sizes and numeric mode.
-
-        The whole state is validated and copied before anything changes. Its learning-rate
-        schedule comes with it: none, the project's schedule its record describes, or, for a
-        custom one, `lr_schedule` (else this trainer's own schedule) of the recorded class.
-
-        Args:
-            state: a `state_dict()` of a trainer of this class (its tensors may be any
-                float32 / int32 buffers of the right shapes).
-            lr_schedule: the state's schedule again, needed when it is a custom one (a
-                project schedule must equal the record; with no record, refused).
-
-        Returns:
-            self.
-
-        Raises:
-            ValueError: a wrong schema, architecture, numeric mode, shape or value, or an
-                `lr_schedule` that is not the state's (the trainer is unchanged).
-            TypeError: a tensor that is not a buffer of the right dtype, or an `lr_schedule`
-                without `lr_at`.
-        """
-        params, m, v, flags, step, config, schedule, _, rec = S.validate_state(
-            state, self._mode, self._spec, self._API, self._SCHEMA
-        )
-        with self._lock:
-            lr_sched = _lrs.resolve(rec, lr_schedule, self._lr_schedule, self._API)
-            self._publish(params, m, v, step, config, schedule, flags, lr_schedule=lr_sched)
-        return self
-
-    def state_hash(self) -> str:
-        """A digest of the whole state: equal hashes mean bit-equal states.
-
-        Returns:
-            The SHA-256 (hex) of the canonical JSON of this state's checkpoint payload (the
-            hash `save_checkpoint` records in the file).
-        """
-        return _ckpt.state_hash(_ckpt.encode_state(self.state_dict()))
-
-    def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
-        """Write the whole state to `path` atomically (see `mojolearn.checkpoint`).
-
-        The bytes go to a temporary file in the same folder, which then replaces `path`: a
-        reader sees the old file or the new one, never part of one.
-
-        Args:
-            path: the checkpoint file (replaced if it exists).
-
-        Raises:
-            ValueError: `path` names something other than a regular file, or the state is
-                over the file's size bound; nothing is written.
-            OSError: the file cannot be written.
-        """
-        with self._lock:
-            data = _ckpt.dumps(self.state_dict())
-        _ckpt.write_atomic(path, data)
-
-    @classmethod
-    def _load(
-        cls, path: str | os.PathLike[str], allow_profile_change: bool, max_bytes: int | None
-    ) -> dict[str, Any]:
-        """The checked state of a checkpoint file of this class's file schema."""
-        if cls._FILE_SCHEMA == _ckpt.FILE_SCHEMA:
-            return _ckpt.load_resumable(path, allow_profile_change)
-        return _ckpt.load_resumable(path, allow_profile_change, cls._FILE_SCHEMA, max_bytes)
-
-    def load_checkpoint(
-        self: _Trainer,
-        path: str | os.PathLike[str],
-        *,
-        allow_profile_change: bool = False,
-        max_bytes: int | None = None,
-        lr_schedule: LRSchedule | None = None,
-    ) -> _Trainer:
-        """Restore this trainer from a `save_checkpoint` file of the same layer sizes.
-
-        The file is checked whole (size bound, schema, hash, arithmetic profile, every
-        field) before anything changes.
-
-        Args:
-            path: the checkpoint file.
-            allow_profile_change: accept a file written under another arithmetic profile (a
-                migration: bits then follow this mojolearn's arithmetic).
-            max_bytes: the size bound (MLPTrainer files; default `checkpoint.MLP_MAX_BYTES`).
-                SmallMLPTrainer files have their fixed bound and ignore it.
-            lr_schedule: the file's learning-rate schedule again, as `load_state_dict` takes
-                it (needed for a custom one, unless this trainer holds one of its class).
-
-        Returns:
-            self.
-
-        Raises:
-            ValueError: the file is refused (named reason), holds other layer sizes, or a
-                schedule `lr_schedule` is not; the trainer is unchanged.
-            TypeError: an `lr_schedule` without `lr_at`.
-            OSError: the file cannot be read.
-        """
-        state = self._load(path, allow_profile_change, max_bytes)
-        return self.load_state_dict(state, lr_schedule=lr_schedule)
-
-    def _custom_schedule(self) -> LRSchedule | None:
-        """The schedule when it is a custom one (a copy needs the object; a project
-        schedule is rebuilt from its record), else None."""
-        s = self._lr_schedule
-        return s if s is not None and _lrs.record(s)["kind"] == "custom" else None
-
-    # A copy is a trainer of its own: same state bits, its own session and lock (a shallow
-    # copy would share the session, and each would then step the other's state).
-    def __copy__(self: _Trainer) -> _Trainer:
-        return type(self)._from_state(self.state_dict(), self._custom_schedule())
-
-    def __deepcopy__(self: _Trainer, memo: dict[int, Any]) -> _Trainer:
-        import copy
-
-        custom = copy.deepcopy(self._custom_schedule(), memo)
-        return type(self)._from_state(self.state_dict(), custom)
-
-    def __reduce__(self) -> tuple[Callable[..., MLPCore], tuple[Any, ...]]:
-        data = _ckpt.dumps(self.state_dict())
-        custom = self._custom_schedule()
-        if custom is None:
-            return trainer_from_bytes, (type(self), data)
-        return trainer_from_bytes, (type(self), data, custom)
-
     # ------------------------------------------------------------ steps
     #
     # The fused path (default) is ONE resident-session call per public call: the session
@@ -601,214 +282,7 @@ class MLPCore(Inference, Export):
             return None
         return _pyarray.array("d", self._rates(self._step + 1, k))
 
-    def _check_room(self, k: int) -> None:
-        """Refuse `k` more steps when they would pass the step counter's bound."""
-        if self._step + k > S.MAX_STEP:
-            raise ValueError(
-                f"{self._API}: the step counter is exhausted (step "
-                f"{self._step} + {k} would pass 2**31-1)"
-            )
-
-    def _recover(self, t_before: int) -> None:
-        """After a failure: roll the session back to step `t_before` if the step was applied."""
-        try:
-            self._step = self._session.rollback(t_before)
-        except Exception:  # the session refused: it was never changed
-            pass
-
-    def _fit(self, rows: int) -> None:
-        """A session whose scratch holds `rows` rows (reopened larger, state unchanged, when
-        a batch outgrows it). Caller holds the lock."""
-        if rows > self._session.capacity:  # checked again: callers test it before calling
-            p, m, v, t = self._session.download()
-            self._publish(
-                p, m, v, t, capacity=min(self._max_rows, max(rows, 2 * self._session.capacity))
-            )
-
-    def _x_input(
-        self, X: BufferLike, name: str = "X", stacked: bool = False
-    ) -> tuple[object, int, int]:
-        """(object to keep alive, address, rows) of a float32 C-contiguous (rows, inputs) batch;
-        finiteness is checked by the binding."""
-        return _batches.x_input(X, self._API, self._spec.inputs, self._max_rows, name, stacked)  # type: ignore[no-any-return]
-
-    def _y_input(self, targets: BufferLike, rows: int) -> tuple[object, int, int]:
-        """(object to keep alive, address, itemsize) of `rows` int32 labels; the binding checks
-        the class range."""
-        return _batches.y_input(targets, rows, self._spec.classes, self._API)  # type: ignore[no-any-return]
-
-    if TYPE_CHECKING:  # forward mode has no gradient views
-
-        @overload
-        def _pass(
-            self,
-            X: BufferLike,
-            targets: BufferLike | None,
-            mode: Literal[0],
-            want_dx: bool,
-            k: int = 1,
-            stacked: bool = False,
-        ) -> tuple[PyArray, Array, None, None]: ...
-
-        @overload
-        def _pass(
-            self,
-            X: BufferLike,
-            targets: BufferLike,
-            mode: Literal[1, 2],
-            want_dx: bool,
-            k: int = 1,
-            stacked: bool = False,
-        ) -> tuple[PyArray, Array, dict[str, Array], Array | None]: ...
-
-    def _pass(
-        self,
-        X: BufferLike,
-        targets: BufferLike | None,
-        mode: int,
-        want_dx: bool,
-        k: int = 1,
-        stacked: bool = False,
-    ) -> _Pass | None:
-        """One resident pass (forward / grads / one train step) on X and targets (ignored in
-        forward mode), or k train steps in one call over k stacked batches; returns the
-        result buffer [losses (k) | logits | grads | input_grad] and the `_results` views of
-        it (logits only in forward mode). The binding reads the objects itself; what it
-        declines comes back through `_intake` (a copy, or the refusal naming it). Caller
-        holds the lock."""
-        spec = self._spec
-        lrs = self._step_rates(k) if mode == _MODE_TRAIN else None
-        q = _batches.quick(X, targets, spec.inputs, self._max_rows, k)
-        if q is not None:
-            r = self._run_pass(*q, mode, want_dx, k, lrs)  # type: ignore[call-arg]  # q: 4 args
-            if r is not None:
-                return r
-        x, xa, total = self._x_input(X, stacked=stacked)
-        if stacked:
-            self._check_stack(total, k)
-        if mode == _MODE_FORWARD:
-            y, ya, itemsize = x, xa, 4
-        else:
-            y, ya, itemsize = self._y_input(targets, total)  # type: ignore[arg-type]  # not None
-        return self._run_pass(xa, ya, itemsize, total // k, mode, want_dx, k, lrs)
-
-    def _check_stack(self, total: int, k: int) -> None:
-        """Refuse X unless its `total` rows stack k equal batches of 1 to `max_rows` rows."""
-        if total % k or not 1 <= total // k <= self._max_rows:
-            raise ValueError(
-                f"{self._API}: X must stack k={k} equal batches of 1 to "
-                f"{self._max_rows} rows, got {total} rows"
-            )
-
-    def _run_pass(
-        self,
-        xa: object,
-        ya: object,
-        itemsize: int,
-        rows: int,
-        mode: int,
-        want_dx: bool,
-        k: int,
-        lrs: PyArray | None = None,
-    ) -> _Pass | None:
-        """`_pass` on inputs as the binding takes them (`_batches.quick`; rows 0: X is an
-        object whose rows the binding takes, making the result buffer); None when it declined
-        an object (nothing was done). `lrs`: the k steps' scheduled rates (`_step_rates`),
-        handed to the session after any regrowth (a new session has the config's lr). A
-        failure after the binding applied a training run (e.g. a MemoryError making the
-        views) rolls it back."""
-        if rows > self._session.capacity:
-            self._fit(rows)
-        spec = self._spec
-        step = self._step
-        grads: dict[str, Array] | None
-        dx: Array | None
-        try:
-            if rows:
-                buf = _ZERO * (
-                    k + rows * spec.classes + spec.total + (rows * spec.inputs if want_dx else 0)
-                )
-                out = buf.buffer_info()[0]
-            if k == 1:
-                if lrs is not None:
-                    self._session.set_lr(lrs[0])
-                after = _binding().mlp_resident_step(
-                    self._session.handle,
-                    xa,
-                    ya,
-                    out if rows else _ZERO,
-                    mode,
-                    rows,
-                    itemsize,
-                    want_dx,
-                    step,
-                )
-            else:
-                after = _binding().mlp_resident_steps(
-                    self._session.handle,
-                    xa,
-                    ya,
-                    out if rows else _ZERO,
-                    0 if lrs is None else lrs.buffer_info()[0],
-                    rows,
-                    k,
-                    itemsize,
-                    step,
-                )
-            if after is None:
-                return None
-            if not rows:
-                after, buf, out, rows = after
-            self._step = after
-            if mode == _MODE_FORWARD:  # logits only: no gradient views to build
-                logits, grads, dx = (
-                    _result_view(buf, (rows, spec.classes), out + 4 * k, rows * spec.classes),
-                    None,
-                    None,
-                )
-            else:
-                logits, grads, dx = _results(buf, out, spec, rows, k, want_dx)
-        except BaseException as exc:
-            if mode == _MODE_TRAIN:
-                self._recover(step)
-            new = _translate(_backend.translate(exc), self._API)
-            if new is exc:
-                raise
-            raise new from None
-        return buf, logits, grads, dx
-
     # -- the data-parallel pieces (mojolearn.distributed): caller holds the lock ---------
-
-    def _microbatch(self, xa: int, ya: int, itemsize: int, rows: int, divide_by: int) -> PyArray:
-        """The result buffer [loss | logits | grads] of one microbatch on the current state,
-        its loss and gradient divided by `divide_by` (the whole batch's rows). No step."""
-        if rows > self._session.capacity:
-            self._fit(rows)
-        spec = self._spec
-        buf = _ZERO * (1 + rows * spec.classes + spec.total)
-        try:
-            _binding().mlp_resident_grads(
-                [self._session.handle, xa, ya, buf.buffer_info()[0]],
-                [rows, itemsize, divide_by, self._step],
-            )
-        except (RuntimeError, ValueError) as exc:
-            raise _translate(exc, self._API) from None
-        return buf
-
-    def _apply_flat(self, grads_addr: int) -> int:
-        """One AdamW step in the session with the flat gradients at `grads_addr`; returns the
-        new step count. All or nothing."""
-        self._check_room(1)
-        lrs = self._step_rates(1)
-        if lrs is not None:
-            self._session.set_lr(lrs[0])
-        try:
-            self._step = _binding().mlp_resident_apply(
-                [self._session.handle, grads_addr], [self._step]
-            )
-        except (RuntimeError, ValueError) as exc:
-            raise _translate(exc, self._API) from None
-        return self._step
 
     def _check_want_dx(self, value: object) -> None:
         """Refuse a `return_input_grad` that is not a bool."""
@@ -989,7 +463,7 @@ class MLPCore(Inference, Export):
             hyper = self._hyper(self._rates(t + 1, 1)[0])  # a refused rate changes nothing
             p, m, v, t = self._session.download()  # fresh copies: the update runs on them
             try:
-                _binding().mlp_adamw(
+                _steps._binding().mlp_adamw(
                     [p._addr, g._addr, m._addr, v._addr], [spec.total, t + 1, *hyper]
                 )
             except (RuntimeError, ValueError) as exc:
@@ -1005,125 +479,6 @@ class MLPCore(Inference, Export):
         return self._pass(X, None, _MODE_FORWARD, False)[1]
 
     # ------------------------------------------------------------ per-operation path
-
-    def _owned_batch(self, X: BufferLike, name: str = "X", stacked: bool = False) -> Array:
-        """X as an owned float32 (rows, inputs) copy, checked finite."""
-        return _batches.owned_batch(X, self._API, self._spec.inputs, self._max_rows, name, stacked)  # type: ignore[no-any-return]
-
-    def _labels(self, targets: BufferLike, rows: int) -> Array:
-        """targets as an int32 (rows,) Array of classes in range."""
-        return _batches.targets(targets, rows, self._spec.classes, self._API)  # type: ignore[no-any-return]
-
-    if TYPE_CHECKING:  # only a training run has a new state
-
-        @overload
-        def _run_ops(
-            self,
-            x: Array,
-            y: Array,
-            rows: int,
-            mode: Literal[0, 1],
-            k: int = 1,
-            want_dx: bool = False,
-        ) -> tuple[None, Array, Array, Array, Array | None]: ...
-
-        @overload
-        def _run_ops(
-            self,
-            x: Array,
-            y: Array,
-            rows: int,
-            mode: Literal[2],
-            k: int = 1,
-            want_dx: bool = False,
-        ) -> tuple[_State, Array, Array, Array, Array | None]: ...
-
-    def _run_ops(
-        self, x: Array, y: Array, rows: int, mode: int, k: int = 1, want_dx: bool = False
-    ) -> _Ops:
-        """The per-operation calls on a host copy of the state; returns
-        (new _State or None, losses Array (k,), logits, flat grads, dx). Caller holds the lock."""
-        from . import ops as _mlp_ops
-
-        spec = self._spec
-        st = self._st
-        rates = self._rates(st.step + 1, k) if mode == _MODE_TRAIN else [self._config["lr"]]
-        losses = zeros((k,))
-        logits = empty((rows, spec.classes))
-        grads = zeros((spec.total,))
-        dx = empty((rows, spec.inputs)) if want_dx else zeros((1,))
-        new = (
-            _State(
-                empty((spec.total,)),
-                empty((spec.total,)),
-                empty((spec.total,)),
-                st.flags,
-                st.step + k,
-            )
-            if mode == _MODE_TRAIN
-            else None
-        )
-        try:
-            _mlp_ops.steps(
-                _binding(),
-                spec,
-                x,
-                y,
-                rows,
-                mode,
-                k,
-                st,
-                new,
-                losses,
-                logits,
-                grads,
-                dx,
-                want_dx,
-                self._hyper(rates[0]),
-                rates,
-            )
-        except (RuntimeError, ValueError) as exc:
-            raise _translate(exc, self._API) from None
-        return new, losses, logits, grads, (dx if want_dx else None)
-
-    def _train_step_ops(self, X: BufferLike, targets: BufferLike, want_dx: bool) -> TrainStepResult:
-        """`train_step` on the per-operation path. Caller holds the lock."""
-        x = self._owned_batch(X)
-        y = self._labels(targets, x.shape[0])
-        new, losses, logits, grads, dx = self._run_ops(x, y, x.shape[0], _MODE_TRAIN, 1, want_dx)
-        self._publish(new.params, new.m, new.v, new.step)
-        result: TrainStepResult = {
-            "step": new.step,
-            "loss": losses._mv[0],
-            "logits": logits,
-            "gradients": S.split(grads, self._spec),
-        }
-        if want_dx:
-            result["input_grad"] = dx  # type: ignore[typeddict-item]  # an Array when asked
-        return result
-
-    def _train_steps_ops(self, X: BufferLike, targets: BufferLike, k: int) -> TrainStepsResult:
-        """`train_steps` on the per-operation path. Caller holds the lock."""
-        x = self._owned_batch(X, stacked=True)
-        self._check_stack(x.shape[0], k)
-        y = self._labels(targets, x.shape[0])
-        rows = x.shape[0] // k
-        new, losses, logits, grads, _ = self._run_ops(x, y, rows, _MODE_TRAIN, k)
-        self._publish(new.params, new.m, new.v, new.step)
-        values: list[float] = losses._mv.tolist()  # type: ignore[assignment]  # float32 values
-        return {
-            "step": new.step,
-            "losses": values,
-            "loss": values[-1],
-            "logits": logits,
-            "gradients": S.split(grads, self._spec),
-        }
-
-    def _forward_ops(self, x: Array) -> Array:
-        """`predict_logits` on the per-operation path. Caller holds the lock."""
-        rows = x.shape[0]
-        y = zeros((rows,), "<i4")
-        return self._run_ops(x, y, rows, _MODE_FORWARD)[2]
 
     def _lr_repr(self) -> str:
         s = self._lr_schedule
