@@ -49,7 +49,7 @@ from ._buffers.array import Array
 from ._buffers.formats import dtype_name
 from ._buffers.intake import borrowed_f32, f32_shared, probe
 from ._runtime import backend as _backend
-from ._runtime.portable import round_f32
+from ._runtime.portable import f32_in_range, round_f32
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ def _locked(method: _F) -> _F:
 
 
 # Steps travel to the binding as float64: beyond 2**53 a count would no longer be exact.
-MAX_STEP = (1 << 53) - 1
+STEP_F64_EXACT = (1 << 53) - 1
 
 
 def _binding() -> Any:
@@ -110,26 +110,19 @@ def _f32_hyper(
     value: object,
     lo: float = 0.0,
     lo_open: bool = False,
-    hi: float | None = None,
+    hi: float = math.inf,
     hi_open: bool = True,
 ) -> float:
     """`value` as given (binary64: profile v2 forms each step's scalars from it), checked
     against [lo, hi) (or the open variants) before AND after rounding to float32, as the
     per-element update uses the rounded value: 0.99999999 rounds to 1.0 and 1e-50 to 0.0,
-    both refused by name."""
+    both refused by name, in torch's words."""
     v = _real(name, value)
-    r = round_f32(v) if math.isfinite(v) else v
-    for x in (v, r):
-        bad = not math.isfinite(x) or x < lo or (lo_open and x == lo)
-        if hi is not None:
-            bad = bad or x > hi or (hi_open and x == hi)
-        if bad:
-            rng = (
-                f"{'(' if lo_open else '['}{lo}, {hi if hi is not None else 'inf'}"
-                f"{')' if hi_open or hi is None else ']'}"
-            )
-            why = "" if x is v else f" (it rounds to {r!r} in float32)"
-            raise ValueError(f"Invalid {name}: {value!r}{why}; expected a finite value in {rng}")
+    code = f32_in_range(v, lo, hi, lo_open, hi_open)
+    if code:
+        rng = f"{'(' if lo_open else '['}{lo}, {hi}{')' if hi_open or hi == math.inf else ']'}"
+        why = f" (it rounds to {round_f32(v)!r} in float32)" if code == 2 else ""
+        raise ValueError(f"Invalid {name}: {value!r}{why}; expected a finite value in {rng}")
     return v
 
 
@@ -578,8 +571,8 @@ class _Optimizer:
     def _run(self, g_addrs: list[int], max_norm: float | None) -> float | None:
         """One transactional binding step with gradients at `g_addrs`; commits host state."""
         t = self._step._mv[0] + 1
-        if t > MAX_STEP:
-            raise ValueError(f"the step counter is exhausted (t would pass {MAX_STEP})")
+        if t > STEP_F64_EXACT:
+            raise ValueError(f"the step counter is exhausted (t would pass {STEP_F64_EXACT})")
         lr = self._next_lr(t)
         clip = max_norm is not None
         if self._pdev is not None:
@@ -771,8 +764,8 @@ class _Optimizer:
         if extra:
             raise ValueError(f"state has unknown keys {sorted(extra)}")
         t = state["t"]
-        if type(t) is not int or not 0 <= t <= MAX_STEP:
-            raise ValueError(f"state['t'] must be an int in [0, {MAX_STEP}], got {t!r}")
+        if type(t) is not int or not 0 <= t <= STEP_F64_EXACT:
+            raise ValueError(f"state['t'] must be an int in [0, {STEP_F64_EXACT}], got {t!r}")
         m = _state_f32(state["exp_avg"], "exp_avg", self._n_total)
         v = _state_f32(state["exp_avg_sq"], "exp_avg_sq", self._n_total)
         if self._KIND != _SGD and v._size and min(v.tolist()) < 0:

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 _IN, _HID, _OUT = S.ARCHITECTURE
 _MAX_ROWS = 256
 _API = "SmallMLPTrainer"
-_MAX_STEP = S.MAX_STEP
+_MAX_STEP = S.STEP_INT32_MAX
 _TOTAL = S.TOTAL
 _W1_SHAPE, _B1_SHAPE, _W2_SHAPE, _B2_SHAPE = S.SHAPES
 # `train_step` spells the flat gradient layout out (offsets 0, 128, 144, 192).

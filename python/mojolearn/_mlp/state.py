@@ -10,18 +10,19 @@ import json
 import math
 import numbers
 import operator
-import struct
 
 from .._buffers.array import Array
 from .._buffers.formats import dtype_name, is_int32, is_native_f32
 from .._buffers.intake import as_f32_c, as_i32_c, probe
+from .._runtime.portable import f32_in_range, round_f32
 from .spec import SMALL
 
 NAMES, SHAPES, OFFSETS, TOTAL = SMALL.names, SMALL.shapes, SMALL.offsets, SMALL.total
 ARCHITECTURE = list(SMALL.sizes)
 SCHEMA = "mojolearn.small-mlp-trainer.v1"
 OPTIMIZER = "AdamW"
-MAX_STEP = (1 << 31) - 1
+# The v1 schema's step counter is an int32 (the reference layout), whatever the transport.
+STEP_INT32_MAX = (1 << 31) - 1
 CONFIG_KEYS = ("lr", "beta1", "beta2", "eps", "weight_decay")
 STATE_KEYS = frozenset(
     (
@@ -38,20 +39,10 @@ STATE_KEYS = frozenset(
 OPTIMIZER_KEYS = frozenset(("kind", "step", "m", "v", "flags"))
 MODES = ("identical", "fast")
 
-_F32 = struct.Struct("<f")
-# Values at or above this round to infinity in binary32 (halfway between FLT_MAX and 2**128).
-_F32_OVERFLOW = 3.4028235677973366e38
 _SCHEDULE_NODES = 128
 _SCHEDULE_DEPTH = 8
 _SCHEDULE_STRING = 2048
 _SCHEDULE_BYTES = 2048
-
-
-def round_f32(x):
-    """`x` rounded once to binary32 (ties to even), as a Python float; None when it overflows."""
-    if not math.isfinite(x) or abs(x) >= _F32_OVERFLOW:
-        return None
-    return _F32.unpack(_F32.pack(x))[0]
 
 
 def canonical(value):
@@ -74,7 +65,7 @@ def _scalar(value, name, api="SmallMLPTrainer"):
         raise ValueError(
             f"{api}: {name} must be a real number, got {type(value).__name__}"
         ) from None
-    if round_f32(x) is None:
+    if round_f32(x, overflow="none") is None:
         raise ValueError(f"{api}: {name} must be a finite float32, got {x!r}")
     return x
 
@@ -96,15 +87,15 @@ def check_config(lr, betas, eps, weight_decay, api="SmallMLPTrainer"):
         "eps": _scalar(eps, "eps", api),
         "weight_decay": _scalar(weight_decay, "weight_decay", api),
     }
-    f32 = {key: round_f32(x) for key, x in cfg.items()}
-    if not (cfg["lr"] > 0 and f32["lr"] > 0):
+    # The values are finite float32 by now; a nonzero code is a value outside its range.
+    if f32_in_range(cfg["lr"], 0.0, lo_open=True):
         raise ValueError(f"{api}: invalid learning rate {lr!r} (must be > 0 in float32)")
-    if not (cfg["eps"] > 0 and f32["eps"] > 0):
+    if f32_in_range(cfg["eps"], 0.0, lo_open=True):
         raise ValueError(f"{api}: invalid eps {eps!r} (must be > 0 in float32)")
-    if not cfg["weight_decay"] >= 0:
+    if f32_in_range(cfg["weight_decay"], 0.0):  # x >= 0 holds for its rounding too
         raise ValueError(f"{api}: invalid weight_decay {weight_decay!r} (must be >= 0)")
     for i, key in enumerate(("beta1", "beta2")):
-        if not (0 <= cfg[key] < 1 and 0 <= f32[key] < 1):
+        if f32_in_range(cfg[key], 0.0, 1.0, hi_open=True):
             raise ValueError(
                 f"{api}: invalid beta at index {i}: {betas[i]!r} (must be in [0, 1) in float32)"
             )
@@ -221,7 +212,7 @@ def check_step(step, api="SmallMLPTrainer"):
         raise ValueError(
             f"{api}: optimizer step must be an integer, got {type(step).__name__}"
         ) from None
-    if not 0 <= step <= MAX_STEP:
+    if not 0 <= step <= STEP_INT32_MAX:
         raise ValueError(f"{api}: optimizer step must be in [0, 2**31-1], got {step}")
     return step
 
