@@ -11,6 +11,7 @@ SmallMLPTrainer's bits from the same `w`.
 
 from __future__ import annotations
 
+from ._buffers.intake import owned_tensor
 from ._mlp import codec as _ckpt
 from ._mlp import state as S
 from ._mlp.core import MLPCore, _binding
@@ -98,7 +99,7 @@ class MLPTrainer(MLPCore):
                     f"bias{spec.layers}), got {len(weights)}"
                 )
             tensors = [
-                S.tensor(w, shape, name, api=_API)
+                owned_tensor(w, shape, name, _API)
                 for w, shape, name in zip(weights, spec.shapes, spec.names)
             ]
         self._init_core(spec, S.flat(tensors), config, schedule)

@@ -47,7 +47,7 @@ from ._buffers import reader as _reader
 from ._buffers.alloc import zeros
 from ._buffers.array import Array
 from ._buffers.formats import dtype_name
-from ._buffers.intake import borrowed_f32, f32_shared, probe
+from ._buffers.intake import f32_tensor, f32_view, is_buffer, leaf_view, probe, tensor_list
 from ._runtime import backend as _backend
 from ._runtime.portable import f32_in_range, round_f32
 
@@ -148,78 +148,6 @@ def _schedule(value: LRSchedule | None) -> LRSchedule | None:
             f"lr_schedule must have a one-based lr_at(t) method, got {type(value).__name__}"
         )
     return value
-
-
-def _is_sparse(obj: object) -> bool:
-    return getattr(obj, "is_sparse", False) is True or hasattr(obj, "tocsr")
-
-
-def _is_buffer(obj: object) -> bool:
-    if type(obj) is Array or hasattr(type(obj), "__dlpack__"):  # torch tensors: DLPack
-        return True
-    try:
-        probe(obj)
-        return True
-    except (TypeError, ValueError):
-        return False
-
-
-def _leaf_view(obj: object, name: str) -> object:
-    """A torch tensor that requires grad as the optimizer can update it: a leaf (a model's
-    parameter) as `obj.detach()`, which shares its storage, so the step writes the parameter in
-    place as torch.optim does under `no_grad`; a non-leaf (the result of an operation) is
-    refused, as torch.optim refuses it. Anything else is returned as it is."""
-    if getattr(obj, "requires_grad", False) is not True or not _reader.is_torch(obj):
-        return obj
-    t: Any = obj
-    if not t.is_leaf:
-        raise ValueError(
-            f"{name}: can't optimize a non-leaf tensor (it requires grad and is the result of "
-            f"an operation, grad_fn={type(t.grad_fn).__name__}); pass the leaf tensors that "
-            f"hold the values, such as model.parameters()"
-        )
-    return t.detach()
-
-
-def _f32_tensor(obj: object, name: str, writable: bool) -> tuple[Array, tuple[int, ...]]:
-    """(Array sharing obj's memory, shape): a C-contiguous float32 buffer, refused otherwise."""
-    if _is_sparse(obj):
-        raise TypeError(f"{name}: sparse tensors are not supported")
-    if isinstance(obj, dict):
-        raise TypeError(
-            f"{name}: parameter groups (dicts) are not supported; pass the tensors themselves"
-        )
-    arr = f32_shared(obj, name, writable)
-    return arr, arr._shape
-
-
-def _f32_view(obj: object, name: str, writable: bool) -> tuple[Any, int, tuple[int, ...]]:
-    """(keep-alive, address, shape) of a C-contiguous float32 buffer: read zero-copy in one
-    binding call (`_intake.borrowed_f32`: ~0.1-0.3 µs, where an Array sharing the memory costs
-    several µs to build), or, for what that declines, borrowed or refused by `_f32_tensor`."""
-    r: tuple[Any, int, tuple[int, ...]] | None = borrowed_f32(obj, None, writable)
-    if r is None:
-        arr, shape = _f32_tensor(obj, name, writable)
-        return arr, arr._addr, shape
-    return r
-
-
-def _tensor_list(obj: Any, name: str) -> list[Any]:
-    """A buffer means one tensor; any other iterable (not a dict) is a list of tensors."""
-    if type(obj) is list or type(obj) is tuple:
-        return list(obj)
-    if _is_buffer(obj) or _is_sparse(obj):
-        return [obj]
-    if isinstance(obj, dict):
-        raise TypeError(
-            f"{name}: parameter groups (dicts) are not supported; pass a list of float32 buffers"
-        )
-    try:
-        return list(obj)
-    except TypeError:
-        raise TypeError(
-            f"{name} must be a float32 buffer or a list of them, got {type(obj).__name__}"
-        ) from None
 
 
 def _addresses(values: Iterable[int]) -> PyArray:
@@ -334,7 +262,7 @@ class _Optimizer:
 
     def _setup(self, ctor: dict[str, Any], params: Buffers, hyper: dict[str, Any]) -> None:
         self._ctor = ctor
-        tensors = _tensor_list(params, "params")
+        tensors = tensor_list(params, "params")
         if isinstance(params, _Iterator):
             # model.parameters() is a generator: keep the list it gave, so that get_params()
             # and set_params() see the tensors, not an exhausted generator.
@@ -344,7 +272,7 @@ class _Optimizer:
         self._params, self._shapes, self._sizes, self._offsets = [], [], [], []
         off = 0
         for j, obj in enumerate(tensors):
-            arr, shape = _f32_tensor(_leaf_view(obj, f"params[{j}]"), f"params[{j}]", True)
+            arr, shape = f32_tensor(leaf_view(obj, f"params[{j}]"), f"params[{j}]", True)
             self._params.append(arr)
             self._shapes.append(shape)
             self._sizes.append(arr._size)
@@ -516,8 +444,8 @@ class _Optimizer:
     def _grads(self, grads: Buffers, name: str, writable: bool) -> tuple[list[Any], list[int]]:
         """(keep-alives, addresses) of one float32, C-contiguous gradient per parameter, of its
         shape, apart from the parameters and from each other; refused by name otherwise.
-        Each is read as `_f32_view` reads it."""
-        tensors = _tensor_list(grads, name)
+        Each is read as `f32_view` reads it."""
+        tensors = tensor_list(grads, name)
         if len(tensors) != len(self._params):
             raise ValueError(
                 f"{name}: expected {len(self._params)} gradients (one per "
@@ -526,7 +454,7 @@ class _Optimizer:
         keeps: list[Any] = []
         addrs: list[int] = []
         for j, obj in enumerate(tensors):
-            keep, addr, shape = _f32_view(obj, f"{name}[{j}]", writable)
+            keep, addr, shape = f32_view(obj, f"{name}[{j}]", writable)
             if shape != self._shapes[j]:
                 raise ValueError(
                     f"{name}[{j}] has shape {shape}, but params[{j}] has shape {self._shapes[j]}"
@@ -683,7 +611,7 @@ class _Optimizer:
         """
         a = self._accumulation
         max_norm = self._max_norm(max_norm)
-        if isinstance(microbatch_grads, dict) or _is_buffer(microbatch_grads):
+        if isinstance(microbatch_grads, dict) or is_buffer(microbatch_grads):
             raise TypeError("microbatch_grads must be a list of gradient lists")
         batches = list(microbatch_grads)
         if len(batches) != a:
@@ -928,7 +856,7 @@ def _state_f32(value: object, name: str, n: int) -> Array:
             _real(f"state['{name}'] values", x)
         arr = Array([float(x) for x in value], "<f4")
     else:
-        arr, _ = _f32_tensor(value, f"state['{name}']", writable=False)
+        arr, _ = f32_tensor(value, f"state['{name}']", writable=False)
     if arr._size != n:
         raise ValueError(f"state['{name}'] holds {arr._size} values, expected {n}")
     if n and _binding().all_finite([arr._addr], [n]) != 1:
@@ -1235,8 +1163,8 @@ def clip_grad_norm_(
     max_norm = _f32_hyper("max_norm", max_norm, lo_open=True)
     p = _norm_type(norm_type)
     _bool("error_if_nonfinite", error_if_nonfinite)
-    tensors = _tensor_list(grads, "grads")
-    views = [_f32_view(g, f"grads[{j}]", writable=True) for j, g in enumerate(tensors)]
+    tensors = tensor_list(grads, "grads")
+    views = [f32_view(g, f"grads[{j}]", writable=True) for j, g in enumerate(tensors)]
     if not views:
         return 0.0
     table: Any = []  # the list, then the int64 array of it

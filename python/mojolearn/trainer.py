@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ._buffers.alloc import zeros
 from ._buffers.array import Array, _new_object, _result_view
+from ._buffers.intake import owned_tensor
 from ._mlp import codec as _ckpt
 from ._mlp import state as S
 from ._mlp.batches import batch as _batch
@@ -107,7 +108,7 @@ class SmallMLPTrainer(MLPCore):
         weight_decay: float = 0.01,
     ) -> None:
         weights = [
-            S.tensor(w, s, n)
+            owned_tensor(w, s, n, _API)
             for w, s, n in zip((weight1, bias1, weight2, bias2), S.SHAPES, S.NAMES)
         ]
         config = S.check_config(lr, betas, eps, weight_decay)

@@ -26,6 +26,7 @@ import threading
 
 from .._buffers.alloc import ZERO_F32, empty, zeros
 from .._buffers.array import Array, _new_object, _result_view
+from .._buffers.intake import owned_tensor
 from .._runtime import backend as _backend
 from . import batches as _batches
 from . import codec as _ckpt
@@ -849,7 +850,7 @@ class MLPCore:
             )
         g = S.flat(
             [
-                S.tensor(v, s, name + " gradient", api=api)
+                owned_tensor(v, s, name + " gradient", api)
                 for v, s, name in zip(gradients, spec.shapes, spec.names)
             ]
         )

@@ -12,8 +12,7 @@ import numbers
 import operator
 
 from .._buffers.array import Array
-from .._buffers.formats import dtype_name, is_int32, is_native_f32
-from .._buffers.intake import as_f32_c, as_i32_c, probe
+from .._buffers.intake import owned_tensor
 from .._runtime.portable import f32_in_range, round_f32
 from .spec import SMALL
 
@@ -168,41 +167,6 @@ def check_schedule(value, api="SmallMLPTrainer"):
     return json.loads(encoded)
 
 
-def tensor(value, shape, name, dtype="<f4", api="SmallMLPTrainer"):
-    """An owned, C-contiguous copy of `value` with exactly `shape`; float32 values finite.
-
-    TypeError for anything that is not a buffer of the dtype (lists included: no guessing),
-    ValueError for a wrong shape or a non-finite value."""
-    kind = "float32" if dtype == "<f4" else "int32"
-    try:
-        pb = probe(value)
-    except ValueError as exc:
-        raise ValueError(f"{api}: {name}: {exc}") from None
-    except TypeError:
-        raise TypeError(
-            f"{api}: {name} must be a {kind} buffer (NumPy array, "
-            f"array.array, memoryview or mojolearn.Array), got "
-            f"{type(value).__name__}"
-        ) from None
-    ok = (
-        is_native_f32(pb.format, pb.itemsize)
-        if dtype == "<f4"
-        else is_int32(pb.format, pb.itemsize)
-    )
-    if not ok:
-        raise TypeError(f"{api}: {name} must be {kind}, got {dtype_name(pb.format, pb.itemsize)}")
-    if tuple(pb.shape) != tuple(shape):
-        raise ValueError(f"{api}: {name} must have shape {tuple(shape)}, got {tuple(pb.shape)}")
-    arr, copied = (as_f32_c if dtype == "<f4" else as_i32_c)(value, name=name)
-    if not copied:
-        arr = arr.copy()
-    if dtype == "<f4":
-        bad = next((i for i, x in enumerate(arr._mv.tolist()) if not math.isfinite(x)), None)
-        if bad is not None:
-            raise ValueError(f"{api}: {name} must be finite (flat index {bad} is {arr._mv[bad]!r})")
-    return arr
-
-
 def check_step(step, api="SmallMLPTrainer"):
     if isinstance(step, bool):
         raise ValueError(f"{api}: optimizer step must be an integer, got a bool")
@@ -263,19 +227,21 @@ def validate_state(state, mode=None, spec=SMALL, api="SmallMLPTrainer", schema=S
             ]
         )
     _fields(state["weights"], spec.names, "state weights", api)
-    weights = [tensor(state["weights"][n], s, n, api=api) for n, s in zip(spec.names, spec.shapes)]
+    weights = [
+        owned_tensor(state["weights"][n], s, n, api) for n, s in zip(spec.names, spec.shapes)
+    ]
     opt = state["optimizer"]
     _fields(opt, opt_keys, "state optimizer", api)
     if opt["kind"] != OPTIMIZER:
         raise ValueError(f"{api}: optimizer kind must be 'AdamW', got {opt['kind']!r}")
     step = check_step(opt["step"], api)
-    m = tensor(opt["m"], (spec.total,), "optimizer m", api=api)
-    v = tensor(opt["v"], (spec.total,), "optimizer v", api=api)
+    m = owned_tensor(opt["m"], (spec.total,), "optimizer m", api)
+    v = owned_tensor(opt["v"], (spec.total,), "optimizer v", api)
     if min(v._mv.tolist()) < 0:
         raise ValueError(f"{api}: optimizer v (second moments) must be >= 0")
     flags = None
     if small:
-        flags = tensor(opt["flags"], (4,), "optimizer flags", "<i4", api)
+        flags = owned_tensor(opt["flags"], (4,), "optimizer flags", api, "<i4")
         if any(f not in (0, 1) for f in flags._mv.tolist()):
             raise ValueError(f"{api}: optimizer flags must be 0 or 1, got {flags.tolist()}")
     cfg = state["config"]
