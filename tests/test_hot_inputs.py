@@ -297,8 +297,6 @@ def test_optimizers_read_gradients_in_the_binding_with_the_bits_of_arrays(
 ):
     # Gradients of every kind are read zero-copy in one binding call each (never an Array
     # built per step), clipped in place where asked, as Array gradients are.
-    import mojolearn.optim as optim
-
     rng = random.Random(seed)
 
     def values():
@@ -313,7 +311,7 @@ def test_optimizers_read_gradients_in_the_binding_with_the_bits_of_arrays(
     def fail(*args, **kwargs):
         raise AssertionError("an Array was built for a gradient the binding should read")
 
-    monkeypatch.setattr(optim, "_f32_tensor", fail)
+    monkeypatch.setattr(_intake, "f32_tensor", fail)  # f32_view's way for what it declines
     for k, g in enumerate(steps):
         theirs = [_as_kind(v, s, kind) for v, s in zip(g, SHAPES)]
         arrays = [ml.Array.from_list(v, "<f4").reshape(s) for v, s in zip(g, SHAPES)]

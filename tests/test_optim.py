@@ -390,13 +390,38 @@ def test_get_and_set_params_rebuild_through_the_constructor(seed):
         opt.set_params(nope=1)
 
 
+@pytest.mark.parametrize("kind", ["Adam", "AdamW", "SGD"])
+def test_set_params_swaps_all_the_state_because_the_collaborators_keep_none(kind, seed):
+    # set_params swaps __dict__: the state_dict and residency mixins must keep every value
+    # there (no __slots__, no class-level state), or a rebuilt optimizer would keep old buffers.
+    from mojolearn._optim.base import _Fields
+
+    r = random.Random(seed)
+    params, grads = small_problem(r)
+    opt = getattr(mojolearn, kind)(params, lr=0.01)
+    assert all("__slots__" not in vars(k) for k in type(opt).__mro__)
+    assert set(_Fields.__annotations__) <= set(vars(opt))
+    opt.params_to_device()
+    opt.step_device(grads)
+    lock, hyper = opt._lock, opt._hyper
+    opt.set_params(weight_decay=0.5)
+    assert opt._lock is lock and opt._hyper is not hyper and opt._hyper.weight_decay == 0.5
+    assert opt.t == 0 and opt._pdev is None and opt._gdev is None
+    assert set(opt.state_dict()["exp_avg"].tolist()) == {0.0}
+
+
 def test_hyperparameters_are_kept_as_given_and_lr_assignment_is_checked(seed):
     # Profile v2: the values as given (binary64), checked as given and in float32.
     r = random.Random(seed)
     params, _ = small_problem(r)
     opt = Adam(params, lr=0.1, betas=(0.9, 0.999))
     assert opt.lr == 0.1 != f32(0.1)
-    assert opt._hyper["beta1"] == 0.9 and opt._hyper["beta2"] == 0.999
+    assert opt._hyper.beta1 == 0.9 and opt._hyper.beta2 == 0.999
+    with pytest.raises(AttributeError, match="Hyper is frozen: beta1 is fixed"):
+        opt._hyper.beta1 = 0.5  # what the optimizer is changes only through set_params
+    with pytest.raises(AttributeError, match="Hyper is frozen: eps is fixed"):
+        del opt._hyper.eps
+    assert opt._hyper.beta1 == 0.9 and opt._hyper.eps == 1e-8
     opt.lr = 0.3
     assert opt.lr == 0.3
     for bad in (-0.1, math.nan, math.inf, 1e39):

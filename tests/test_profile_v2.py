@@ -50,8 +50,8 @@ import mojolearn as ml
 import pytest
 from mojolearn import Array, checkpoint
 from mojolearn._mlp import rng as _rng
-from mojolearn._mlp import state as _mlp_state
 from mojolearn._runtime import backend as _backend
+from mojolearn._runtime.portable import round_f32
 
 from tests.helpers import run_python
 from tests.test_cli import assert_one_line_error, done_record, ok, run_cli
@@ -83,12 +83,13 @@ TO_V1 = """
 import json as _json
 from mojolearn import checkpoint as _C
 from mojolearn._mlp import state as _S
+from mojolearn._runtime.portable import round_f32
 
 def to_v1(data):
     env = _json.loads(data)
     env["arithmetic_profile"] = _C.PROFILE_V1
     payload = env["payload"]
-    payload["config"] = {k: _S.round_f32(x) for k, x in payload["config"].items()}
+    payload["config"] = {k: round_f32(x) for k, x in payload["config"].items()}
     env["payload_sha256"] = _C.state_hash(payload)
     return _S.canonical(env) + b"\\n"
 """
@@ -461,7 +462,7 @@ def test_v1_files_load_and_verify(v1_files):
     for name, (path, cls) in [*v1_files.items(), ("v1_mlp_fast", (V1_MLP_FAST, ml.MLPTrainer))]:
         env = _envelope(path)
         assert env["arithmetic_profile"] == checkpoint.PROFILE_V1, name
-        assert all(_mlp_state.round_f32(x) == x for x in env["payload"]["config"].values())
+        assert all(round_f32(x) == x for x in env["payload"]["config"].values())
         state = checkpoint.load(path, schema=cls._FILE_SCHEMA)
         assert state["optimizer"]["step"] == env["payload"]["optimizer"]["step"] > 0, name
         report = checkpoint.verify(path)

@@ -10,7 +10,7 @@ import struct
 import mojolearn
 import pytest
 from mojolearn import ConstantLR, WarmupCosineLR, WarmupLinearLR
-from mojolearn._runtime.portable import cospi, round_f32
+from mojolearn._runtime.portable import cospi, f32_in_range, round_f32
 
 from tests.reference.f32 import f32, hexf
 
@@ -23,6 +23,57 @@ def test_round_f32_matches_struct_rounding_and_handles_overflow(seed):
         assert round_f32(x) == struct.unpack("<f", struct.pack("<f", x))[0]
     assert round_f32(3.5e38) == math.inf and round_f32(-1e300) == -math.inf
     assert round_f32(1e-46) == 0.0 and round_f32(2e-45) == 2**-149 * 1  # subnormal kept
+
+
+def test_round_f32_none_policy_gives_none_exactly_where_float32_holds_no_finite_value(seed):
+    # The one rounding helper, with the checks' policy: None where the IEEE result is not
+    # finite (past the float32 range, or a NaN or infinite input), the same value elsewhere.
+    r = random.Random(seed)
+    edge = [
+        3.4028235677973366e38,
+        math.nextafter(3.4028235677973366e38, 0.0),
+        3.4028234663852886e38,
+    ]
+    values = [r.uniform(-1, 1) * 10.0 ** r.randint(-46, 39) for _ in range(2000)]
+    for x in values + edge + [-x for x in edge] + [math.inf, -math.inf, math.nan]:
+        expected = f32(x)
+        got = round_f32(x, overflow="none")
+        if math.isfinite(expected):
+            assert hexf(got) == hexf(expected), (seed, x)
+        else:
+            assert got is None, (seed, x)
+    assert round_f32(3.4028235677973366e38, overflow="none") is None  # the tie goes up
+    with pytest.raises(ValueError, match="overflow must be 'inf' or 'none', got 'nan'"):
+        round_f32(1.0, overflow="nan")
+
+
+def test_f32_in_range_checks_the_value_and_its_float32_rounding(seed):
+    # Against a plain reference: both x and f32(x) finite and inside the range (ends closed or
+    # open); 1 names x itself, 2 its rounding.
+    r = random.Random(seed)
+
+    def inside(v, lo, hi, lo_open, hi_open):
+        if not math.isfinite(v):
+            return False
+        return (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
+
+    ends = [0.0, 1.0, -math.inf, math.inf, -2.5, 1e-45]
+    near = [0.0, 1.0, 1e-50, 0.99999999, 1.00000001, 1e39, -1e-50, 2.5, -2.5, 1e-45, 3e-46]
+    for _ in range(3000):
+        lo, hi = sorted(r.sample(ends, 2))
+        lo_open, hi_open = r.random() < 0.5, r.random() < 0.5
+        x = r.choice(near + [math.nan, math.inf, -math.inf, r.uniform(-3, 3)])
+        expected = (
+            1
+            if not inside(x, lo, hi, lo_open, hi_open)
+            else 2
+            if not inside(f32(x), lo, hi, lo_open, hi_open)
+            else 0
+        )
+        assert f32_in_range(x, lo, hi, lo_open, hi_open) == expected, (seed, x, lo, hi)
+    assert f32_in_range(0.99999999, 0.0, 1.0, hi_open=True) == 2  # rounds to 1.0
+    assert f32_in_range(1e-50, 0.0, lo_open=True) == 2  # rounds to 0.0
+    assert f32_in_range(1e39) == 2 and f32_in_range(math.inf) == 1  # finite only
 
 
 def test_cospi_is_accurate_and_exact_at_the_landmarks(seed):

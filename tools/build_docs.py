@@ -23,8 +23,9 @@ _own_members = pdoc.doc.Class.own_members.func
 
 def _with_undocumented_bases(cls):
     """A class's own members plus those it inherits from classes of undocumented modules
-    (optim._Optimizer, _mlp_core.MLPCore, schedules._Schedule): they are its API, and pdoc
-    would show nothing of them (it lists inherited members of documented modules only)."""
+    (optim._Optimizer and its _optim mixins, _mlp_core.MLPCore, schedules._Schedule): they are
+    its API, and pdoc would show nothing of them (it lists inherited members of documented
+    modules only)."""
     members = list(_own_members(cls))
     for (module, _), inherited in cls.inherited_members.items():
         if module not in DOCUMENTED:

@@ -11,6 +11,7 @@ SmallMLPTrainer's bits from the same `w`.
 
 from __future__ import annotations
 
+from ._buffers.intake import owned_tensor
 from ._mlp import codec as _ckpt
 from ._mlp import lr_schedule as _lrs
 from ._mlp import state as S
@@ -110,7 +111,7 @@ class MLPTrainer(MLPCore):
                     f"bias{spec.layers}), got {len(weights)}"
                 )
             tensors = [
-                S.tensor(w, shape, name, api=_API)
+                owned_tensor(w, shape, name, _API)
                 for w, shape, name in zip(weights, spec.shapes, spec.names)
             ]
         self._init_core(spec, S.flat(tensors), config, schedule, lr_schedule=lr_sched)
@@ -207,45 +208,7 @@ class MLPTrainer(MLPCore):
                 f"{_API}.from_torch: module must be a torch.nn.Sequential of Linear "
                 f"and ReLU layers, got {type(module).__name__}"
             )
-        layers = list(module)
-        sizes: list[int]
-        weights: list[Any]
-        layer: Any  # a Linear or a ReLU, checked below
-        sizes, weights = [], []
-        for i, layer in enumerate(layers):
-            want_linear = i % 2 == 0
-            if want_linear and not isinstance(layer, torch.nn.Linear):
-                raise ValueError(
-                    f"{_API}.from_torch: module[{i}] must be a Linear layer, got "
-                    f"{type(layer).__name__}"
-                )
-            if not want_linear and not isinstance(layer, torch.nn.ReLU):
-                raise ValueError(
-                    f"{_API}.from_torch: module[{i}] must be a ReLU (one between "
-                    f"every two Linear layers), got {type(layer).__name__}"
-                )
-            if want_linear:
-                if layer.bias is None:
-                    raise ValueError(
-                        f"{_API}.from_torch: module[{i}] has no bias (Linear layers "
-                        f"with bias=True only)"
-                    )
-                if sizes and layer.in_features != sizes[-1]:
-                    raise ValueError(
-                        f"{_API}.from_torch: module[{i}] takes {layer.in_features} "
-                        f"inputs but the layer before gives {sizes[-1]}"
-                    )
-                sizes = sizes or [layer.in_features]
-                sizes.append(layer.out_features)
-                weights += [
-                    layer.weight.detach().cpu().contiguous(),
-                    layer.bias.detach().cpu().contiguous(),
-                ]
-        if not layers or len(layers) % 2 == 0:
-            raise ValueError(
-                f"{_API}.from_torch: module must end with a Linear layer (no ReLU "
-                f"after the last), got {len(layers)} modules"
-            )
+        sizes, weights = _torch_layers(module)
         return cls(
             sizes,
             weights,
@@ -331,3 +294,49 @@ class MLPTrainer(MLPCore):
             weight_decay=weight_decay,
             lr_schedule=lr_schedule,
         )
+
+
+def _torch_layers(module: Any) -> tuple[list[int], list[Any]]:
+    """(layer sizes, detached CPU weights in parameter order) of an nn.Sequential of Linear and
+    ReLU layers, its structure checked (`MLPTrainer.from_torch`)."""
+    import torch
+
+    layers = list(module)
+    sizes: list[int]
+    weights: list[Any]
+    layer: Any  # a Linear or a ReLU, checked below
+    sizes, weights = [], []
+    for i, layer in enumerate(layers):
+        want_linear = i % 2 == 0
+        if want_linear and not isinstance(layer, torch.nn.Linear):
+            raise ValueError(
+                f"{_API}.from_torch: module[{i}] must be a Linear layer, got {type(layer).__name__}"
+            )
+        if not want_linear and not isinstance(layer, torch.nn.ReLU):
+            raise ValueError(
+                f"{_API}.from_torch: module[{i}] must be a ReLU (one between "
+                f"every two Linear layers), got {type(layer).__name__}"
+            )
+        if want_linear:
+            if layer.bias is None:
+                raise ValueError(
+                    f"{_API}.from_torch: module[{i}] has no bias (Linear layers "
+                    f"with bias=True only)"
+                )
+            if sizes and layer.in_features != sizes[-1]:
+                raise ValueError(
+                    f"{_API}.from_torch: module[{i}] takes {layer.in_features} "
+                    f"inputs but the layer before gives {sizes[-1]}"
+                )
+            sizes = sizes or [layer.in_features]
+            sizes.append(layer.out_features)
+            weights += [
+                layer.weight.detach().cpu().contiguous(),
+                layer.bias.detach().cpu().contiguous(),
+            ]
+    if not layers or len(layers) % 2 == 0:
+        raise ValueError(
+            f"{_API}.from_torch: module must end with a Linear layer (no ReLU "
+            f"after the last), got {len(layers)} modules"
+        )
+    return sizes, weights

@@ -37,301 +37,60 @@ from __future__ import annotations
 
 import array as _pyarray
 import math
-import numbers
 import sys
 import threading
-import weakref
 from collections.abc import Iterator as _Iterator
 
 from ._buffers import reader as _reader
 from ._buffers.alloc import zeros
 from ._buffers.array import Array
-from ._buffers.formats import dtype_name
-from ._buffers.intake import borrowed_f32, f32_shared, probe
+from ._buffers.intake import f32_tensor, f32_view, is_buffer, leaf_view, tensor_list
+from ._optim.base import (
+    _ADAM,
+    _ADAMW,
+    _SGD,
+    STEP_F64_EXACT,
+    Hyper,
+    _accumulation_steps,
+    _addresses,
+    _betas,
+    _binding,
+    _bool,
+    _Buf,
+    _copy,
+    _f32_hyper,
+    _locked,
+    _lr_schedule,
+    _norm_type,
+    _refuse_kwargs,
+    _resident_flag,
+)
+from ._optim.resident import DeviceArray as DeviceArray  # public here and in mojolearn.training
+from ._optim.resident import _Resident
+from ._optim.state import _StateDict
 from ._runtime import backend as _backend
 from ._runtime.portable import round_f32
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Iterable
     from typing import Any, NoReturn, TypeVar
 
-    from ._buffers.types import Buffers, LRSchedule, PyArray
+    from ._buffers.types import Buffers, LRSchedule
 
-    _F = TypeVar("_F", bound=Callable[..., Any])
     _Opt = TypeVar("_Opt", bound="_Optimizer")
-
-_REFUSED = ("foreach", "fused", "capturable", "differentiable", "amsgrad")
-_ADAM, _ADAMW, _SGD = 0, 1, 2
-
-
-def _locked(method: _F) -> _F:
-    """Serialize a method on the optimizer's lock: a step releases the GIL inside the binding,
-    so two threads must never run steps, state swaps or device copies of one optimizer at once
-    (a swap frees the memory a running step writes)."""
-
-    def run(self: _Optimizer, *args: Any, **kwargs: Any) -> Any:
-        with self._lock:
-            return method(self, *args, **kwargs)
-
-    run.__name__, run.__doc__, run.__wrapped__ = method.__name__, method.__doc__, method  # type: ignore[attr-defined]
-    return run  # type: ignore[return-value]  # `method`'s signature, behind the lock
-
-
-# Steps travel to the binding as float64: beyond 2**53 a count would no longer be exact.
-MAX_STEP = (1 << 53) - 1
-
-
-def _binding() -> Any:
-    return _backend.binding()
-
-
-# -- argument checks ---------------------------------------------------------------------------
-
-
-def _refuse_kwargs(cls: str, kwargs: dict[str, Any]) -> None:
-    for key in kwargs:
-        if key in _REFUSED:
-            raise TypeError(
-                f"{cls}: {key!r} is not supported (mojolearn has one fixed, "
-                f"single-tensor-per-call implementation)"
-            )
-        raise TypeError(f"{cls}() got an unexpected keyword argument {key!r}")
-
-
-def _real(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    return float(value)
-
-
-def _f32_hyper(
-    name: str,
-    value: object,
-    lo: float = 0.0,
-    lo_open: bool = False,
-    hi: float | None = None,
-    hi_open: bool = True,
-) -> float:
-    """`value` as given (binary64: profile v2 forms each step's scalars from it), checked
-    against [lo, hi) (or the open variants) before AND after rounding to float32, as the
-    per-element update uses the rounded value: 0.99999999 rounds to 1.0 and 1e-50 to 0.0,
-    both refused by name."""
-    v = _real(name, value)
-    r = round_f32(v) if math.isfinite(v) else v
-    for x in (v, r):
-        bad = not math.isfinite(x) or x < lo or (lo_open and x == lo)
-        if hi is not None:
-            bad = bad or x > hi or (hi_open and x == hi)
-        if bad:
-            rng = (
-                f"{'(' if lo_open else '['}{lo}, {hi if hi is not None else 'inf'}"
-                f"{')' if hi_open or hi is None else ']'}"
-            )
-            why = "" if x is v else f" (it rounds to {r!r} in float32)"
-            raise ValueError(f"Invalid {name}: {value!r}{why}; expected a finite value in {rng}")
-    return v
-
-
-def _bool(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
-    return value
-
-
-def _accumulation_steps(value: int) -> int:
-    ok = type(value) is int and value >= 1 and value & (value - 1) == 0
-    if not ok:
-        raise ValueError(
-            f"Invalid accumulation_steps: {value!r}; expected an int power of two "
-            f">= 1 (1, 2, 4, ...)"
-        )
-    return value
-
-
-def _schedule(value: LRSchedule | None) -> LRSchedule | None:
-    if value is not None and not callable(getattr(value, "lr_at", None)):
-        raise TypeError(
-            f"lr_schedule must have a one-based lr_at(t) method, got {type(value).__name__}"
-        )
-    return value
-
-
-def _is_sparse(obj: object) -> bool:
-    return getattr(obj, "is_sparse", False) is True or hasattr(obj, "tocsr")
-
-
-def _is_buffer(obj: object) -> bool:
-    if type(obj) is Array or hasattr(type(obj), "__dlpack__"):  # torch tensors: DLPack
-        return True
-    try:
-        probe(obj)
-        return True
-    except (TypeError, ValueError):
-        return False
-
-
-def _leaf_view(obj: object, name: str) -> object:
-    """A torch tensor that requires grad as the optimizer can update it: a leaf (a model's
-    parameter) as `obj.detach()`, which shares its storage, so the step writes the parameter in
-    place as torch.optim does under `no_grad`; a non-leaf (the result of an operation) is
-    refused, as torch.optim refuses it. Anything else is returned as it is."""
-    if getattr(obj, "requires_grad", False) is not True or not _reader.is_torch(obj):
-        return obj
-    t: Any = obj
-    if not t.is_leaf:
-        raise ValueError(
-            f"{name}: can't optimize a non-leaf tensor (it requires grad and is the result of "
-            f"an operation, grad_fn={type(t.grad_fn).__name__}); pass the leaf tensors that "
-            f"hold the values, such as model.parameters()"
-        )
-    return t.detach()
-
-
-def _f32_tensor(obj: object, name: str, writable: bool) -> tuple[Array, tuple[int, ...]]:
-    """(Array sharing obj's memory, shape): a C-contiguous float32 buffer, refused otherwise."""
-    if _is_sparse(obj):
-        raise TypeError(f"{name}: sparse tensors are not supported")
-    if isinstance(obj, dict):
-        raise TypeError(
-            f"{name}: parameter groups (dicts) are not supported; pass the tensors themselves"
-        )
-    arr = f32_shared(obj, name, writable)
-    return arr, arr._shape
-
-
-def _f32_view(obj: object, name: str, writable: bool) -> tuple[Any, int, tuple[int, ...]]:
-    """(keep-alive, address, shape) of a C-contiguous float32 buffer: read zero-copy in one
-    binding call (`_intake.borrowed_f32`: ~0.1-0.3 µs, where an Array sharing the memory costs
-    several µs to build), or, for what that declines, borrowed or refused by `_f32_tensor`."""
-    r: tuple[Any, int, tuple[int, ...]] | None = borrowed_f32(obj, None, writable)
-    if r is None:
-        arr, shape = _f32_tensor(obj, name, writable)
-        return arr, arr._addr, shape
-    return r
-
-
-def _tensor_list(obj: Any, name: str) -> list[Any]:
-    """A buffer means one tensor; any other iterable (not a dict) is a list of tensors."""
-    if type(obj) is list or type(obj) is tuple:
-        return list(obj)
-    if _is_buffer(obj) or _is_sparse(obj):
-        return [obj]
-    if isinstance(obj, dict):
-        raise TypeError(
-            f"{name}: parameter groups (dicts) are not supported; pass a list of float32 buffers"
-        )
-    try:
-        return list(obj)
-    except TypeError:
-        raise TypeError(
-            f"{name} must be a float32 buffer or a list of them, got {type(obj).__name__}"
-        ) from None
-
-
-def _addresses(values: Iterable[int]) -> PyArray:
-    return _pyarray.array("q", values)
-
-
-# -- binding-owned or host memory ---------------------------------------------------------------
-
-
-class _Buf:
-    """n float32 of zero-filled working memory: binding-owned (resident) or an owned Array."""
-
-    n: int
-    resident: bool
-    addr: int
-    array: Array | None
-
-    def __init__(self, n: int, resident: bool) -> None:
-        self.n = n
-        self.resident = resident
-        if resident:
-            b = _binding()
-            self.addr = b.optim_resident_alloc([], [n])
-            self._free: Any = weakref.finalize(self, b.raw.optim_resident_free, [self.addr], [])
-            self.array = None
-        else:
-            self.array = Array._wrap(_pyarray.array("f", bytes(4 * max(n, 1))), (max(n, 1),), "<f4")
-            self.addr = self.array._addr
-
-    def __reduce_ex__(self, protocol: object) -> NoReturn:
-        # A copy would share (and later double-free) the binding-owned memory.
-        raise TypeError(
-            "optimizer state cannot be copied or pickled directly; use "
-            "state_dict() / load_state_dict()"
-        )
-
-    def at(self, offset: int) -> int:
-        return self.addr + 4 * offset
-
-    def download(self, offset: int = 0, n: int | None = None) -> Array:
-        n = self.n - offset if n is None else n
-        out = Array._wrap(_pyarray.array("f", bytes(4 * n)), (n,), "<f4")
-        _copy(out._addr, self.at(offset), n)
-        return out
-
-    def upload(self, src_addr: int, offset: int, n: int) -> None:
-        _copy(self.at(offset), src_addr, n)
-
-
-def _copy(dst: int, src: int, n: int) -> None:
-    if n > 0:
-        _binding().optim_copy([dst, src], [n])
-
-
-class DeviceArray:
-    """A float32 tensor in binding-owned memory (a copy), from `param_device(j)`.
-
-    Attributes:
-        shape: the tensor's shape.
-        dtype: "float32".
-        vendor: the binding's vendor ('cpu', 'cuda' or 'hip').
-    """
-
-    shape: tuple[int, ...]
-    dtype: str
-    vendor: str
-
-    def __init__(self, buf: _Buf, shape: Sequence[int], vendor: str) -> None:
-        """Wrap memory the optimizer copied (`param_device` makes these; not user code).
-
-        Args:
-            buf: the binding-owned copy.
-            shape: its shape.
-            vendor: the binding's vendor.
-        """
-        self._buf = buf
-        self.shape = tuple(shape)
-        self.dtype = "float32"
-        self.vendor = vendor
-
-    @property
-    def size(self) -> int:
-        """The number of values."""
-        return self._buf.n
-
-    def to_host(self) -> Array:
-        """Copy the tensor to host memory.
-
-        Returns:
-            A new `mojolearn.Array` with this tensor's values and shape.
-        """
-        return self._buf.download().reshape(self.shape)
-
-    def __repr__(self) -> str:
-        return f"DeviceArray(shape={self.shape}, dtype='float32', vendor={self.vendor!r})"
 
 
 # -- the optimizers -----------------------------------------------------------------------------
 
 
-class _Optimizer:
-    _KIND: int | None = None
+class _Optimizer(_StateDict, _Resident):
+    """Setup, gradients and the step; the state_dict (`_optim.state`) and device residency
+    (`_optim.resident`) are mixed in."""
+
+    _KIND: int  # the update rule, `_ADAM`, `_ADAMW` or `_SGD`
     _lr: float
-    _pdev: _Buf | None
-    _gdev: _Buf | None
+    _lr_schedule: LRSchedule | None
     _acc: _Buf | None
     total_norm_: float | None
     """The pre-clip global gradient norm of the last step that clipped (`max_norm`), else
@@ -339,9 +98,12 @@ class _Optimizer:
     clip_coef_: float | None
     """The clipping coefficient of that step, else None."""
 
-    def _setup(self, ctor: dict[str, Any], params: Buffers, hyper: dict[str, Any]) -> None:
+    def _setup(self, ctor: dict[str, Any], hyper: Hyper, lr: float) -> None:
+        """Read the parameters and allocate the state; the constructor checked `hyper` and
+        `lr`, this checks the rest of `ctor` (its arguments, as given)."""
         self._ctor = ctor
-        tensors = _tensor_list(params, "params")
+        params = ctor["params"]
+        tensors = tensor_list(params, "params")
         if isinstance(params, _Iterator):
             # model.parameters() is a generator: keep the list it gave, so that get_params()
             # and set_params() see the tensors, not an exhausted generator.
@@ -351,7 +113,7 @@ class _Optimizer:
         self._params, self._shapes, self._sizes, self._offsets = [], [], [], []
         off = 0
         for j, obj in enumerate(tensors):
-            arr, shape = _f32_tensor(_leaf_view(obj, f"params[{j}]"), f"params[{j}]", True)
+            arr, shape = f32_tensor(leaf_view(obj, f"params[{j}]"), f"params[{j}]", True)
             self._params.append(arr)
             self._shapes.append(shape)
             self._sizes.append(arr._size)
@@ -370,14 +132,10 @@ class _Optimizer:
         self._torch_params = [t for t in tensors if _reader.is_torch(t)]
         self._n_total = off
         self._hyper = hyper
-        self._lr = hyper["lr"]
-        self._schedule = _schedule(ctor["lr_schedule"])
+        self._lr = lr
+        self._lr_schedule = _lr_schedule(ctor["lr_schedule"])
         self._accumulation = _accumulation_steps(ctor["accumulation_steps"])
-        self._maximize = _bool("maximize", ctor["maximize"])
-        res = ctor["resident"]
-        if res is not None and not isinstance(res, bool):
-            raise TypeError(f"resident must be None or a bool, got {type(res).__name__}")
-        self._resident = res is not False
+        self._resident = _resident_flag(ctor["resident"])
         # The step count lives in memory the binding writes when it commits a step.
         self._step = Array._wrap(_pyarray.array("q", [0]), (1,), "<i8")
         n = self._n_total
@@ -437,30 +195,6 @@ class _Optimizer:
     def accumulation_steps(self) -> int:
         """The number of microbatch gradients `step_accumulated` combines."""
         return self._accumulation
-
-    @property
-    @_locked
-    def exp_avg(self) -> Array:
-        """Adam's first moment / SGD's momentum buffer: a flat float32 `Array` copy."""
-        return self._m.download()
-
-    @property
-    @_locked
-    def exp_avg_sq(self) -> Array:
-        """Adam's second moment (zeros for SGD): a flat float32 `Array` copy."""
-        return self._v.download()
-
-    @property
-    @_locked
-    def buf_initialized(self) -> Array:
-        """Per-tensor flags (int32 `Array` copy): 1 once a tensor's momentum buffer holds
-        state; SGD's first step with momentum copies the gradient in instead."""
-        return self._flags.copy()
-
-    @property
-    def resident_(self) -> bool:
-        """True when the moments live in binding-owned (device) memory."""
-        return self._resident
 
     @_locked
     def get_params(self, deep: bool = True) -> dict[str, Any]:
@@ -523,8 +257,8 @@ class _Optimizer:
     def _grads(self, grads: Buffers, name: str, writable: bool) -> tuple[list[Any], list[int]]:
         """(keep-alives, addresses) of one float32, C-contiguous gradient per parameter, of its
         shape, apart from the parameters and from each other; refused by name otherwise.
-        Each is read as `_f32_view` reads it."""
-        tensors = _tensor_list(grads, name)
+        Each is read as `f32_view` reads it."""
+        tensors = tensor_list(grads, name)
         if len(tensors) != len(self._params):
             raise ValueError(
                 f"{name}: expected {len(self._params)} gradients (one per "
@@ -533,7 +267,7 @@ class _Optimizer:
         keeps: list[Any] = []
         addrs: list[int] = []
         for j, obj in enumerate(tensors):
-            keep, addr, shape = _f32_view(obj, f"{name}[{j}]", writable)
+            keep, addr, shape = f32_view(obj, f"{name}[{j}]", writable)
             if shape != self._shapes[j]:
                 raise ValueError(
                     f"{name}[{j}] has shape {shape}, but params[{j}] has shape {self._shapes[j]}"
@@ -570,16 +304,16 @@ class _Optimizer:
         )
 
     def _next_lr(self, t: int) -> float:
-        if self._schedule is None:
+        if self._lr_schedule is None:
             return self._lr
-        value = self._schedule.lr_at(t)
+        value = self._lr_schedule.lr_at(t)
         return _f32_hyper(f"lr_schedule.lr_at({t})", value)
 
     def _run(self, g_addrs: list[int], max_norm: float | None) -> float | None:
         """One transactional binding step with gradients at `g_addrs`; commits host state."""
         t = self._step._mv[0] + 1
-        if t > MAX_STEP:
-            raise ValueError(f"the step counter is exhausted (t would pass {MAX_STEP})")
+        if t > STEP_F64_EXACT:
+            raise ValueError(f"the step counter is exhausted (t would pass {STEP_F64_EXACT})")
         lr = self._next_lr(t)
         clip = max_norm is not None
         if self._pdev is not None:
@@ -592,7 +326,7 @@ class _Optimizer:
             table += (p, g, n)
         table = _addresses(table)
         h = self._hyper
-        norm, coef = _binding().optim_step(
+        norm, coef = _binding().optim_step(  # in `_abi.LAYOUT`'s order
             [
                 table.buffer_info()[0],
                 self._m.addr,
@@ -602,19 +336,19 @@ class _Optimizer:
                 self._step._addr,
             ],
             [
-                self._KIND,
+                h.kind,
                 len(self._sizes),
                 self._n_total,
                 t,
                 lr,
-                h["beta1"],
-                h["beta2"],
-                h["eps"],
-                h["weight_decay"],
-                h["momentum"],
-                h["dampening"],
-                int(h["nesterov"]),
-                int(self._maximize),
+                h.beta1,
+                h.beta2,
+                h.eps,
+                h.weight_decay,
+                h.momentum,
+                h.dampening,
+                int(h.nesterov),
+                int(h.maximize),
                 int(clip),
                 0.0 if max_norm is None else max_norm,
             ],
@@ -624,11 +358,6 @@ class _Optimizer:
         self.total_norm_ = norm if clip else None
         self.clip_coef_ = coef if clip else None
         return norm if clip else None
-
-    def _sync_params_to_host(self) -> None:
-        for arr, off, n in zip(self._params, self._offsets, self._sizes):
-            _copy(arr._addr, self._pdev.at(off), n)  # type: ignore[union-attr]  # callers check
-        self._wrote_params()
 
     def _wrote_params(self) -> None:
         """Bump the torch parameters' version counters, as a torch in-place op would (torch's
@@ -690,7 +419,7 @@ class _Optimizer:
         """
         a = self._accumulation
         max_norm = self._max_norm(max_norm)
-        if isinstance(microbatch_grads, dict) or _is_buffer(microbatch_grads):
+        if isinstance(microbatch_grads, dict) or is_buffer(microbatch_grads):
             raise TypeError("microbatch_grads must be a list of gradient lists")
         batches = list(microbatch_grads)
         if len(batches) != a:
@@ -733,245 +462,39 @@ class _Optimizer:
         for addr, n in zip(addrs, self._sizes):
             _copy(addr, self._zeros._addr, n)
 
-    # -- state --------------------------------------------------------------------------------
 
-    @_locked
-    def state_dict(self) -> dict[str, Any]:
-        """Everything a resumed run needs, as copies.
+# Constructor arguments shared by all three, for the docstrings.
+_PARAMS_DOC = """params: the float32 parameter buffers (one, a list, or any iterable such as
+                a torch `model.parameters()`, read once), updated in place; each its own
+                memory. A torch leaf tensor that requires grad is written through
+                `p.detach()` (the same memory), and its version counter is bumped, as a torch
+                in-place update does."""
+_RAISES_DOC = """Raises:
+            TypeError: a parameter that is not a float32 buffer, a wrongly typed argument.
+            ValueError: an argument out of range (named as torch names it), empty or
+                overlapping `params`, a torch tensor that requires grad and is not a leaf."""
 
-        Returns:
-            {"t": the step count, "exp_avg", "exp_avg_sq": flat float32 Arrays,
-            "buf_initialized": an int32 Array, one flag per tensor}.
-        """
-        return {
-            "t": self.t,
-            "exp_avg": self._m.download(),
-            "exp_avg_sq": self._v.download(),
-            "buf_initialized": self._flags.copy(),
-        }
 
-    @_locked
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a `state_dict`; the optimizer keeps its own copy.
+def _adam_doc(decay: str) -> str:
+    """The constructor docstring of Adam and AdamW, which differ in their weight decay."""
+    return f"""Check the arguments and allocate the moments (zeros).
 
         Args:
-            state: a `state_dict()` (its arrays may be lists or float32 buffers).
+            {_PARAMS_DOC}
+            lr: the learning rate, >= 0 (float32); a schedule replaces it every step.
+            betas: (beta1, beta2), each in [0, 1).
+            eps: > 0, added to the denominator.
+            weight_decay: >= 0; {decay}
+            lr_schedule: a schedule (`lr_at(t)`) giving every step's rate, or None.
+            accumulation_steps: the microbatches `step_accumulated` combines, a power of two.
+            maximize: ascend instead of descend.
+            resident: None or True: the moments live in binding-owned memory; False: host
+                Arrays.
+            **kwargs: none are accepted; torch's `foreach`, `fused`, `capturable`,
+                `differentiable` and `amsgrad` are refused by name (TypeError).
 
-        Raises:
-            TypeError: `state` is not a dict, or a field has the wrong type.
-            ValueError: missing or unknown keys, wrong lengths or values. Every field is
-                checked before anything changes.
+        {_RAISES_DOC}
         """
-        if not isinstance(state, dict):
-            raise TypeError(f"state must be a dict from state_dict(), got {type(state).__name__}")
-        keys = {"t", "exp_avg", "exp_avg_sq", "buf_initialized"}
-        missing, extra = keys - set(state), set(state) - keys
-        if missing:
-            raise ValueError(f"state is missing {sorted(missing)}")
-        if extra:
-            raise ValueError(f"state has unknown keys {sorted(extra)}")
-        t = state["t"]
-        if type(t) is not int or not 0 <= t <= MAX_STEP:
-            raise ValueError(f"state['t'] must be an int in [0, {MAX_STEP}], got {t!r}")
-        m = _state_f32(state["exp_avg"], "exp_avg", self._n_total)
-        v = _state_f32(state["exp_avg_sq"], "exp_avg_sq", self._n_total)
-        if self._KIND != _SGD and v._size and min(v.tolist()) < 0:
-            raise ValueError("state['exp_avg_sq'] holds a negative value; a second moment is >= 0")
-        flags = _state_flags(state["buf_initialized"], len(self._sizes))
-        # Fill fresh buffers, then publish them with plain attribute stores (no call in
-        # between, so no interrupt can land between them on CPython 3.11+).
-        new_m, new_v = _Buf(self._n_total, self._resident), _Buf(self._n_total, self._resident)
-        new_m.upload(m._addr, 0, self._n_total)
-        new_v.upload(v._addr, 0, self._n_total)
-        new_flags = Array._wrap(_pyarray.array("i", flags), (len(flags),), "<i4")
-        new_step = Array._wrap(_pyarray.array("q", [t]), (1,), "<i8")
-        self._m, self._v, self._flags, self._step = new_m, new_v, new_flags, new_step
-
-    # -- device-resident parameters ------------------------------------------------------------
-
-    def params_resident_available(self) -> bool:
-        """Whether `params_to_device` works on this build.
-
-        Returns:
-            True (binding-owned memory exists on every build).
-        """
-        return True
-
-    @_locked
-    def params_to_device(self: _Opt) -> _Opt:
-        """Copy the parameters into binding-owned memory and keep them there.
-
-        `step_device` then neither uploads nor downloads them. Call again after editing the
-        host arrays.
-
-        Returns:
-            self.
-        """
-        if self._pdev is None:
-            self._pdev = _Buf(self._n_total, True)
-        for arr, off, n in zip(self._params, self._offsets, self._sizes):
-            self._pdev.upload(arr._addr, off, n)
-        return self
-
-    def _need_pdev(self, what: str) -> None:
-        if self._pdev is None:
-            raise RuntimeError(
-                f"{what}: the parameters are not on the device; call params_to_device() first"
-            )
-
-    @_locked
-    def params_to_host(self) -> list[Any]:
-        """Copy the device parameters into the caller's arrays (they stay resident).
-
-        Returns:
-            The parameter objects as given to the constructor, now holding the values.
-
-        Raises:
-            RuntimeError: `params_to_device` was not called.
-        """
-        self._need_pdev("params_to_host")
-        self._sync_params_to_host()
-        return self._objects
-
-    @_locked
-    def param_device(self, j: int) -> DeviceArray:
-        """A device copy of one resident parameter.
-
-        Args:
-            j: the parameter's index in `params`.
-
-        Returns:
-            A `DeviceArray` holding a copy of its resident values.
-
-        Raises:
-            RuntimeError: `params_to_device` was not called.
-            TypeError: `j` is not an int.
-            IndexError: `j` is out of range.
-        """
-        self._need_pdev("param_device")
-        if isinstance(j, bool) or not isinstance(j, int):
-            raise TypeError(f"param_device(j): j must be an int, got {type(j).__name__}")
-        if not 0 <= j < len(self._params):
-            raise IndexError(f"param_device(j): j={j} outside [0, {len(self._params)})")
-        buf = _Buf(self._sizes[j], True)
-        _copy(buf.addr, self._pdev.at(self._offsets[j]), self._sizes[j])  # type: ignore[union-attr]
-        return DeviceArray(buf, self._shapes[j], self.vendor_used())
-
-    @_locked
-    def grads_to_device(self: _Opt, grads: Buffers) -> _Opt:
-        """Copy a gradient list into the device gradient buffer, for `step_device()`.
-
-        Args:
-            grads: float32 buffers matching `params`.
-
-        Returns:
-            self.
-        """
-        keeps, addrs = self._grads(grads, "grads", writable=False)
-        if self._gdev is None:
-            self._gdev = _Buf(self._n_total, True)
-        for addr, off, n in zip(addrs, self._offsets, self._sizes):
-            self._gdev.upload(addr, off, n)
-        return self
-
-    @_locked
-    def grads_to_host(self, grads: Buffers) -> Buffers:
-        """Copy the device gradient (clipped, if the last device step clipped) into `grads`.
-
-        Args:
-            grads: writable float32 buffers matching `params`.
-
-        Returns:
-            `grads`.
-
-        Raises:
-            RuntimeError: there is no device gradient yet.
-        """
-        if self._gdev is None:
-            raise RuntimeError("grads_to_host: no device gradient; call grads_to_device first")
-        keeps, addrs = self._grads(grads, "grads", writable=True)
-        for addr, off, n in zip(addrs, self._offsets, self._sizes):
-            _copy(addr, self._gdev.at(off), n)
-        return grads
-
-    @_locked
-    def step_device(
-        self, grads: Buffers | None = None, max_norm: float | None = None
-    ) -> float | None:
-        """`step` on the device-resident parameters.
-
-        Args:
-            grads: used directly and copied into the device gradient buffer after the step
-                (scaled in place on the host when clipping, as `step`); None: the device
-                gradient from `grads_to_device` is used and clipped there.
-            max_norm: as in `step`.
-
-        Returns:
-            What `step` returns.
-
-        Raises:
-            RuntimeError: `params_to_device` was not called, or no gradient is available.
-        """
-        self._need_pdev("step_device")
-        max_norm = self._max_norm(max_norm)
-        if grads is None:
-            if self._gdev is None:
-                raise RuntimeError(
-                    "step_device: no device gradient; pass grads or call grads_to_device first"
-                )
-            return self._run([self._gdev.at(o) for o in self._offsets], max_norm)
-        keeps, addrs = self._grads(grads, "grads", writable=max_norm is not None)
-        result = self._run(addrs, max_norm)
-        if self._gdev is None:
-            self._gdev = _Buf(self._n_total, True)
-        for addr, off, n in zip(addrs, self._offsets, self._sizes):
-            self._gdev.upload(addr, off, n)
-        return result
-
-
-def _state_f32(value: object, name: str, n: int) -> Array:
-    if isinstance(value, (list, tuple)):
-        for x in value:
-            _real(f"state['{name}'] values", x)
-        arr = Array.from_list([float(x) for x in value], "<f4")
-    else:
-        arr, _ = _f32_tensor(value, f"state['{name}']", writable=False)
-    if arr._size != n:
-        raise ValueError(f"state['{name}'] holds {arr._size} values, expected {n}")
-    if n and _binding().all_finite([arr._addr], [n]) != 1:
-        raise ValueError(f"state['{name}'] holds a NaN or an infinity")
-    return arr
-
-
-def _state_flags(value: Any, n: int) -> list[int]:
-    if isinstance(value, (list, tuple)):
-        flags = list(value)
-    else:
-        try:
-            pb = probe(value)
-        except TypeError:
-            raise TypeError(
-                f"state['buf_initialized'] must be a list or an int32 buffer, got "
-                f"{type(value).__name__}"
-            ) from None
-        if dtype_name(pb.format, pb.itemsize) not in ("int32", "int64", "uint8", "int8"):
-            raise TypeError(
-                f"state['buf_initialized'] must hold integers, got "
-                f"{dtype_name(pb.format, pb.itemsize)}"
-            )
-        flags = (
-            Array.from_buffer(value).tolist()
-            if pb.itemsize in (4, 8)
-            else list(memoryview(value).cast("B"))
-        )
-    if len(flags) != n:
-        raise ValueError(
-            f"state['buf_initialized'] has {len(flags)} flags, expected {n} (one per tensor)"
-        )
-    for f in flags:
-        if type(f) is not int or f not in (0, 1):
-            raise ValueError(f"state['buf_initialized'] flags must be 0 or 1, got {f!r}")
-    return flags
 
 
 class Adam(_Optimizer):
@@ -994,31 +517,6 @@ class Adam(_Optimizer):
         resident: bool | None = None,
         **kwargs: NoReturn,
     ) -> None:
-        """Check the arguments and allocate the moments (zeros).
-
-        Args:
-            params: the float32 parameter buffers (one, a list, or any iterable such as
-                a torch `model.parameters()`, read once), updated in place; each its own
-                memory. A torch leaf tensor that requires grad is written through
-                `p.detach()` (the same memory), and its version counter is bumped, as a torch
-                in-place update does.
-            lr: the learning rate, >= 0 (float32); a schedule replaces it every step.
-            betas: (beta1, beta2), each in [0, 1).
-            eps: > 0, added to the denominator.
-            weight_decay: >= 0; coupled: added to the gradient (`g + wd*p`).
-            lr_schedule: a schedule (`lr_at(t)`) giving every step's rate, or None.
-            accumulation_steps: the microbatches `step_accumulated` combines, a power of two.
-            maximize: ascend instead of descend.
-            resident: None or True: the moments live in binding-owned memory; False: host
-                Arrays.
-            **kwargs: none are accepted; torch's `foreach`, `fused`, `capturable`,
-                `differentiable` and `amsgrad` are refused by name (TypeError).
-
-        Raises:
-            TypeError: a parameter that is not a float32 buffer, a wrongly typed argument.
-            ValueError: an argument out of range (named as torch names it), empty or
-                overlapping `params`, a torch tensor that requires grad and is not a leaf.
-        """
         _refuse_kwargs(type(self).__name__, kwargs)
         ctor = dict(
             params=params,
@@ -1031,19 +529,22 @@ class Adam(_Optimizer):
             maximize=maximize,
             resident=resident,
         )
-        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-            raise ValueError(f"Invalid betas: {betas!r}; expected a pair (beta1, beta2)")
-        hyper = dict(
-            lr=_f32_hyper("learning rate", lr),
-            beta1=_f32_hyper("beta parameter at index 0", betas[0], hi=1.0),
-            beta2=_f32_hyper("beta parameter at index 1", betas[1], hi=1.0),
+        beta1, beta2 = _betas(betas)
+        rate = _f32_hyper("learning rate", lr)
+        hyper = Hyper(
+            self._KIND,
+            beta1=_f32_hyper("beta parameter at index 0", beta1, hi=1.0),
+            beta2=_f32_hyper("beta parameter at index 1", beta2, hi=1.0),
             eps=_f32_hyper("epsilon value", eps, lo_open=True),
             weight_decay=_f32_hyper("weight_decay value", weight_decay),
             momentum=0.0,
             dampening=0.0,
             nesterov=False,
+            maximize=_bool("maximize", maximize),
         )
-        self._setup(ctor, params, hyper)
+        self._setup(ctor, hyper, rate)
+
+    __init__.__doc__ = _adam_doc("coupled: added to the gradient (`g + wd*p`).")
 
 
 class AdamW(Adam):
@@ -1065,31 +566,6 @@ class AdamW(Adam):
         resident: bool | None = None,
         **kwargs: NoReturn,
     ) -> None:
-        """Check the arguments and allocate the moments (zeros).
-
-        Args:
-            params: the float32 parameter buffers (one, a list, or any iterable such as
-                a torch `model.parameters()`, read once), updated in place; each its own
-                memory. A torch leaf tensor that requires grad is written through
-                `p.detach()` (the same memory), and its version counter is bumped, as a torch
-                in-place update does.
-            lr: the learning rate, >= 0 (float32); a schedule replaces it every step.
-            betas: (beta1, beta2), each in [0, 1).
-            eps: > 0, added to the denominator.
-            weight_decay: >= 0; decoupled: `p = p * (1 - lr*wd)` before the moment update.
-            lr_schedule: a schedule (`lr_at(t)`) giving every step's rate, or None.
-            accumulation_steps: the microbatches `step_accumulated` combines, a power of two.
-            maximize: ascend instead of descend.
-            resident: None or True: the moments live in binding-owned memory; False: host
-                Arrays.
-            **kwargs: none are accepted; torch's `foreach`, `fused`, `capturable`,
-                `differentiable` and `amsgrad` are refused by name (TypeError).
-
-        Raises:
-            TypeError: a parameter that is not a float32 buffer, a wrongly typed argument.
-            ValueError: an argument out of range (named as torch names it), empty or
-                overlapping `params`, a torch tensor that requires grad and is not a leaf.
-        """
         super().__init__(
             params,
             lr=lr,
@@ -1102,6 +578,8 @@ class AdamW(Adam):
             resident=resident,
             **kwargs,
         )
+
+    __init__.__doc__ = _adam_doc("decoupled: `p = p * (1 - lr*wd)` before the moment update.")
 
 
 class SGD(_Optimizer):
@@ -1125,32 +603,6 @@ class SGD(_Optimizer):
         resident: bool | None = None,
         **kwargs: NoReturn,
     ) -> None:
-        """Check the arguments and allocate the momentum buffers (zeros).
-
-        Args:
-            params: the float32 parameter buffers (one, a list, or any iterable such as
-                a torch `model.parameters()`, read once), updated in place; each its own
-                memory. A torch leaf tensor that requires grad is written through
-                `p.detach()` (the same memory), and its version counter is bumped, as a torch
-                in-place update does.
-            lr: the learning rate, >= 0 (float32); a schedule replaces it every step.
-            momentum: >= 0 (0: plain SGD).
-            dampening: scales the gradient's share of the momentum update.
-            weight_decay: >= 0, added to the gradient (`g + wd*p`).
-            nesterov: Nesterov momentum (needs momentum > 0 and dampening 0).
-            maximize: ascend instead of descend.
-            lr_schedule: a schedule (`lr_at(t)`) giving every step's rate, or None.
-            accumulation_steps: the microbatches `step_accumulated` combines, a power of two.
-            resident: None or True: the buffers live in binding-owned memory; False: host
-                Arrays.
-            **kwargs: none are accepted; torch's `foreach`, `fused`, `capturable`,
-                `differentiable` are refused by name (TypeError).
-
-        Raises:
-            TypeError: a parameter that is not a float32 buffer, a wrongly typed argument.
-            ValueError: an argument out of range (named as torch names it), empty or
-                overlapping `params`, a torch tensor that requires grad and is not a leaf.
-        """
         _refuse_kwargs(type(self).__name__, kwargs)
         ctor = dict(
             params=params,
@@ -1164,41 +616,41 @@ class SGD(_Optimizer):
             accumulation_steps=accumulation_steps,
             resident=resident,
         )
-        hyper = dict(
-            lr=_f32_hyper("learning rate", lr),
+        rate = _f32_hyper("learning rate", lr)
+        hyper = Hyper(
+            self._KIND,
             momentum=_f32_hyper("momentum value", momentum),
             dampening=_f32_hyper("dampening value", dampening, lo=-math.inf),
             weight_decay=_f32_hyper("weight_decay value", weight_decay),
             nesterov=_bool("nesterov", nesterov),
+            maximize=_bool("maximize", maximize),
             beta1=0.0,
             beta2=0.0,
             eps=1.0,
         )
-        if hyper["nesterov"] and (hyper["momentum"] <= 0 or hyper["dampening"] != 0):
+        if hyper.nesterov and (hyper.momentum <= 0 or hyper.dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum > 0 and zero dampening")
-        self._setup(ctor, params, hyper)
+        self._setup(ctor, hyper, rate)
 
+    __init__.__doc__ = f"""Check the arguments and allocate the momentum buffers (zeros).
 
-def _norm_type(value: object) -> float:
-    """`norm_type` as the binding takes it: +inf, or a finite p >= 1 rounded to float32 (the
-    per-element `p · log32(|g|)` and the root use the rounded value; 1 and 2 pick their own
-    sums by it)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(
-            f"clip_grad_norm_: norm_type must be a real number (a p >= 1, or float('inf') "
-            f"for the max-abs norm), got {type(value).__name__}"
-        )
-    p = float(value)
-    if p == math.inf:
-        return p
-    r = round_f32(p) if math.isfinite(p) else p
-    if not (p >= 1.0 and math.isfinite(r)):  # NaN fails the comparison
-        why = " (it rounds to inf in float32)" if math.isfinite(p) and p >= 1.0 else ""
-        raise ValueError(
-            f"Invalid norm_type: {value!r}{why}; expected a p-norm order p >= 1 (finite) or "
-            f"float('inf')"
-        )
-    return r
+        Args:
+            {_PARAMS_DOC}
+            lr: the learning rate, >= 0 (float32); a schedule replaces it every step.
+            momentum: >= 0 (0: plain SGD).
+            dampening: scales the gradient's share of the momentum update.
+            weight_decay: >= 0, added to the gradient (`g + wd*p`).
+            nesterov: Nesterov momentum (needs momentum > 0 and dampening 0).
+            maximize: ascend instead of descend.
+            lr_schedule: a schedule (`lr_at(t)`) giving every step's rate, or None.
+            accumulation_steps: the microbatches `step_accumulated` combines, a power of two.
+            resident: None or True: the buffers live in binding-owned memory; False: host
+                Arrays.
+            **kwargs: none are accepted; torch's `foreach`, `fused`, `capturable`,
+                `differentiable` are refused by name (TypeError).
+
+        {_RAISES_DOC}
+        """
 
 
 def clip_grad_norm_(
@@ -1242,8 +694,8 @@ def clip_grad_norm_(
     max_norm = _f32_hyper("max_norm", max_norm, lo_open=True)
     p = _norm_type(norm_type)
     _bool("error_if_nonfinite", error_if_nonfinite)
-    tensors = _tensor_list(grads, "grads")
-    views = [_f32_view(g, f"grads[{j}]", writable=True) for j, g in enumerate(tensors)]
+    tensors = tensor_list(grads, "grads")
+    views = [f32_view(g, f"grads[{j}]", writable=True) for j, g in enumerate(tensors)]
     if not views:
         return 0.0
     table: Any = []  # the list, then the int64 array of it

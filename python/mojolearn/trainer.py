@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ._buffers.alloc import zeros
 from ._buffers.array import Array, _new_object, _result_view
+from ._buffers.intake import owned_tensor
 from ._mlp import codec as _ckpt
 from ._mlp import lr_schedule as _lrs
 from ._mlp import state as S
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 _IN, _HID, _OUT = S.ARCHITECTURE
 _MAX_ROWS = 256
 _API = "SmallMLPTrainer"
-_MAX_STEP = S.MAX_STEP
+_MAX_STEP = S.STEP_INT32_MAX
 _TOTAL = S.TOTAL
 _W1_SHAPE, _B1_SHAPE, _W2_SHAPE, _B2_SHAPE = S.SHAPES
 # `train_step` spells the flat gradient layout out (offsets 0, 128, 144, 192).
@@ -113,7 +114,7 @@ class SmallMLPTrainer(MLPCore):
         lr_schedule: LRSchedule | None = None,
     ) -> None:
         weights = [
-            S.tensor(w, s, n)
+            owned_tensor(w, s, n, _API)
             for w, s, n in zip((weight1, bias1, weight2, bias2), S.SHAPES, S.NAMES)
         ]
         config = S.check_config(lr, betas, eps, weight_decay)

@@ -93,7 +93,7 @@ def random_state(rng, mode="identical"):
         "weights": weights,
         "optimizer": {
             "kind": S.OPTIMIZER,
-            "step": rng.choice([0, 1, rng.randrange(S.MAX_STEP + 1)]),
+            "step": rng.choice([0, 1, rng.randrange(S.STEP_INT32_MAX + 1)]),
             "m": f32_bits(rng, S.TOTAL),
             "v": f32_bits(rng, S.TOTAL, nonneg=True),
             "flags": flags,

@@ -16,6 +16,7 @@ from mojolearn._mlp import core as core_mod
 from mojolearn._mlp import spec as _spec
 from mojolearn._mlp import state as S
 from mojolearn._mlp import steps as steps_mod
+from mojolearn._optim import state as optim_state
 
 from ._util import LONG, new_seed, record
 
@@ -278,7 +279,7 @@ def _opt_trial(rng, opt, params, sched, monkeypatch):
         where = rng.randrange(3)
         if method == "load_state_dict":
             monkeypatch.setattr(
-                optim, "_state_flags", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt())
+                optim_state, "_state_flags", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt())
             )
         elif where == 0:
             sched.fail = True

@@ -56,6 +56,7 @@ from .._buffers.array import frombytes
 from .._runtime import files as _files
 from .._runtime.files import TMP_SUFFIX, clean_stale_temporaries  # noqa: F401 (API)
 from .._runtime.files import write_atomic as write_atomic  # API, and the trainers' save_checkpoint
+from .._runtime.portable import round_f32
 from . import state as S
 from .spec import MAX_PARAMS, SMALL, LayerSizes
 
@@ -256,7 +257,9 @@ def _decode_payload(payload: Any, small: bool = True, profile: str = PROFILE) ->
         )
     if type(payload["config"]) is dict:
         for key, x in payload["config"].items():
-            if profile == PROFILE_V1 and (type(x) is not float or S.round_f32(x) != x):
+            if profile == PROFILE_V1 and (
+                type(x) is not float or round_f32(x, overflow="none") != x
+            ):
                 raise ValueError(
                     f"checkpoint: config {key} must be a float32 value written as "
                     f"a JSON float, got {x!r}"

@@ -26,6 +26,7 @@ import threading
 
 from .._buffers.alloc import zeros
 from .._buffers.array import Array
+from .._buffers.intake import owned_tensor
 from . import lr_schedule as _lrs
 from . import state as S
 from . import steps as _steps
@@ -453,7 +454,7 @@ class MLPCore(SessionSteps, PerOperation, Persistence, Inference, Export):
             )
         g = S.flat(
             [
-                S.tensor(v, s, name + " gradient", api=api)
+                owned_tensor(v, s, name + " gradient", api)
                 for v, s, name in zip(gradients, spec.shapes, spec.names)
             ]
         )

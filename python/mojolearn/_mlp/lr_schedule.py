@@ -2,8 +2,8 @@
 
 `lr_schedule` is one of the project's schedules (`ConstantLR`, `WarmupLinearLR`,
 `WarmupCosineLR`) or any object with a one-based `lr_at(t)` (checked as the optimizers check
-theirs: `optim._schedule`). The step being taken, t = step_ + 1, runs at `lr_at(t)`, checked as
-the optimizers check a scheduled rate (`optim._f32_hyper`: a real number, finite and >= 0 both
+theirs: `_optim.base._lr_schedule`). The step being taken, t = step_ + 1, runs at `lr_at(t)`, checked as
+the optimizers check a scheduled rate (`_optim.base._f32_hyper`: a real number, finite and >= 0 both
 as given and rounded to float32; 0 is a step that moves the moments, not the weights) and
 then used as given (binary64, profile v2). What `lr_at` itself raises reaches the caller
 unchanged. Either way the step is not taken and nothing changes.
@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import math
 
-from .. import optim as _optim
+from .._optim.base import _f32_hyper, _lr_schedule
+from .._optim.schedules import ConstantLR, WarmupCosineLR, WarmupLinearLR
 from .._runtime.portable import round_f32
-from ..schedules import ConstantLR, WarmupCosineLR, WarmupLinearLR
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def checked(value: object, api: str) -> LRSchedule | None:
         TypeError: anything else, named.
     """
     try:
-        return _optim._schedule(value)  # type: ignore[arg-type]  # what it checks
+        return _lr_schedule(value)  # type: ignore[arg-type]  # what it checks
     except TypeError as exc:
         raise TypeError(f"{api}: {exc}") from None
 
@@ -67,7 +67,7 @@ def rate(schedule: LRSchedule, t: int, api: str) -> float:
     if type(value) is float and 0.0 <= value < _F32_OVERFLOW:
         return value
     try:
-        return _optim._f32_hyper(f"lr_schedule.lr_at({t})", value)
+        return _f32_hyper(f"lr_schedule.lr_at({t})", value)
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"{api}: {exc}") from None
 

@@ -10,11 +10,10 @@ import json
 import math
 import numbers
 import operator
-import struct
 
 from .._buffers.array import Array, frombytes
-from .._buffers.formats import dtype_name, is_int32, is_native_f32
-from .._buffers.intake import as_f32_c, as_i32_c, probe
+from .._buffers.intake import owned_tensor
+from .._runtime.portable import f32_in_range, round_f32
 from . import lr_schedule as _lrs
 from .spec import SMALL
 
@@ -22,7 +21,8 @@ NAMES, SHAPES, OFFSETS, TOTAL = SMALL.names, SMALL.shapes, SMALL.offsets, SMALL.
 ARCHITECTURE = list(SMALL.sizes)
 SCHEMA = "mojolearn.small-mlp-trainer.v1"
 OPTIMIZER = "AdamW"
-MAX_STEP = (1 << 31) - 1
+# The v1 schema's step counter is an int32 (the reference layout), whatever the transport.
+STEP_INT32_MAX = (1 << 31) - 1
 CONFIG_KEYS = ("lr", "beta1", "beta2", "eps", "weight_decay")
 STATE_KEYS = frozenset(
     (
@@ -42,9 +42,6 @@ OPTIONAL_STATE_KEYS = frozenset(("lr_schedule",))
 OPTIMIZER_KEYS = frozenset(("kind", "step", "m", "v", "flags"))
 MODES = ("identical", "fast")
 
-_F32 = struct.Struct("<f")
-# Values at or above this round to infinity in binary32 (halfway between FLT_MAX and 2**128).
-_F32_OVERFLOW = 3.4028235677973366e38
 _SCHEDULE_NODES = 128
 _SCHEDULE_DEPTH = 8
 _SCHEDULE_STRING = 2048
@@ -54,13 +51,6 @@ _SCHEDULE_BYTES = 2048
 # any width (a name, a mean and a standard deviation per input column, a name per class),
 # still well inside the 1 MiB that checkpoint.MLP_MAX_BYTES keeps beside the tensors.
 _SCHEDULE_BOUNDS = {"MLPTrainer": (1 << 16, 512 << 10)}
-
-
-def round_f32(x):
-    """`x` rounded once to binary32 (ties to even), as a Python float; None when it overflows."""
-    if not math.isfinite(x) or abs(x) >= _F32_OVERFLOW:
-        return None
-    return _F32.unpack(_F32.pack(x))[0]
 
 
 def canonical(value):
@@ -83,7 +73,7 @@ def _scalar(value, name, api="SmallMLPTrainer"):
         raise ValueError(
             f"{api}: {name} must be a real number, got {type(value).__name__}"
         ) from None
-    if round_f32(x) is None:
+    if round_f32(x, overflow="none") is None:
         raise ValueError(f"{api}: {name} must be a finite float32, got {x!r}")
     return x
 
@@ -105,15 +95,15 @@ def check_config(lr, betas, eps, weight_decay, api="SmallMLPTrainer"):
         "eps": _scalar(eps, "eps", api),
         "weight_decay": _scalar(weight_decay, "weight_decay", api),
     }
-    f32 = {key: round_f32(x) for key, x in cfg.items()}
-    if not (cfg["lr"] > 0 and f32["lr"] > 0):
+    # The values are finite float32 by now; a nonzero code is a value outside its range.
+    if f32_in_range(cfg["lr"], 0.0, lo_open=True):
         raise ValueError(f"{api}: invalid learning rate {lr!r} (must be > 0 in float32)")
-    if not (cfg["eps"] > 0 and f32["eps"] > 0):
+    if f32_in_range(cfg["eps"], 0.0, lo_open=True):
         raise ValueError(f"{api}: invalid eps {eps!r} (must be > 0 in float32)")
-    if not cfg["weight_decay"] >= 0:
+    if f32_in_range(cfg["weight_decay"], 0.0):  # x >= 0 holds for its rounding too
         raise ValueError(f"{api}: invalid weight_decay {weight_decay!r} (must be >= 0)")
     for i, key in enumerate(("beta1", "beta2")):
-        if not (0 <= cfg[key] < 1 and 0 <= f32[key] < 1):
+        if f32_in_range(cfg[key], 0.0, 1.0, hi_open=True):
             raise ValueError(
                 f"{api}: invalid beta at index {i}: {betas[i]!r} (must be in [0, 1) in float32)"
             )
@@ -187,41 +177,6 @@ def check_schedule(value, api="SmallMLPTrainer"):
     return json.loads(encoded)
 
 
-def tensor(value, shape, name, dtype="<f4", api="SmallMLPTrainer"):
-    """An owned, C-contiguous copy of `value` with exactly `shape`; float32 values finite.
-
-    TypeError for anything that is not a buffer of the dtype (lists included: no guessing),
-    ValueError for a wrong shape or a non-finite value."""
-    kind = "float32" if dtype == "<f4" else "int32"
-    try:
-        pb = probe(value)
-    except ValueError as exc:
-        raise ValueError(f"{api}: {name}: {exc}") from None
-    except TypeError:
-        raise TypeError(
-            f"{api}: {name} must be a {kind} buffer (NumPy array, "
-            f"array.array, memoryview or mojolearn.Array), got "
-            f"{type(value).__name__}"
-        ) from None
-    ok = (
-        is_native_f32(pb.format, pb.itemsize)
-        if dtype == "<f4"
-        else is_int32(pb.format, pb.itemsize)
-    )
-    if not ok:
-        raise TypeError(f"{api}: {name} must be {kind}, got {dtype_name(pb.format, pb.itemsize)}")
-    if tuple(pb.shape) != tuple(shape):
-        raise ValueError(f"{api}: {name} must have shape {tuple(shape)}, got {tuple(pb.shape)}")
-    arr, copied = (as_f32_c if dtype == "<f4" else as_i32_c)(value, name=name)
-    if not copied:
-        arr = arr.copy()
-    if dtype == "<f4":
-        bad = next((i for i, x in enumerate(arr._mv.tolist()) if not math.isfinite(x)), None)
-        if bad is not None:
-            raise ValueError(f"{api}: {name} must be finite (flat index {bad} is {arr._mv[bad]!r})")
-    return arr
-
-
 def check_step(step, api="SmallMLPTrainer"):
     if isinstance(step, bool):
         raise ValueError(f"{api}: optimizer step must be an integer, got a bool")
@@ -231,7 +186,7 @@ def check_step(step, api="SmallMLPTrainer"):
         raise ValueError(
             f"{api}: optimizer step must be an integer, got {type(step).__name__}"
         ) from None
-    if not 0 <= step <= MAX_STEP:
+    if not 0 <= step <= STEP_INT32_MAX:
         raise ValueError(f"{api}: optimizer step must be in [0, 2**31-1], got {step}")
     return step
 
@@ -284,19 +239,21 @@ def validate_state(state, mode=None, spec=SMALL, api="SmallMLPTrainer", schema=S
             ]
         )
     _fields(state["weights"], spec.names, "state weights", api)
-    weights = [tensor(state["weights"][n], s, n, api=api) for n, s in zip(spec.names, spec.shapes)]
+    weights = [
+        owned_tensor(state["weights"][n], s, n, api) for n, s in zip(spec.names, spec.shapes)
+    ]
     opt = state["optimizer"]
     _fields(opt, opt_keys, "state optimizer", api)
     if opt["kind"] != OPTIMIZER:
         raise ValueError(f"{api}: optimizer kind must be 'AdamW', got {opt['kind']!r}")
     step = check_step(opt["step"], api)
-    m = tensor(opt["m"], (spec.total,), "optimizer m", api=api)
-    v = tensor(opt["v"], (spec.total,), "optimizer v", api=api)
+    m = owned_tensor(opt["m"], (spec.total,), "optimizer m", api)
+    v = owned_tensor(opt["v"], (spec.total,), "optimizer v", api)
     if min(v._mv.tolist()) < 0:
         raise ValueError(f"{api}: optimizer v (second moments) must be >= 0")
     flags = None
     if small:
-        flags = tensor(opt["flags"], (4,), "optimizer flags", "<i4", api)
+        flags = owned_tensor(opt["flags"], (4,), "optimizer flags", api, "<i4")
         if any(f not in (0, 1) for f in flags._mv.tolist()):
             raise ValueError(f"{api}: optimizer flags must be 0 or 1, got {flags.tolist()}")
     cfg = state["config"]

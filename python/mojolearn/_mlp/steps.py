@@ -115,7 +115,7 @@ class SessionSteps:
         self: MLPCore, k: int
     ) -> None:
         """Refuse `k` more steps when they would pass the step counter's bound."""
-        if self._step + k > S.MAX_STEP:
+        if self._step + k > S.STEP_INT32_MAX:
             raise ValueError(
                 f"{self._API}: the step counter is exhausted (step "
                 f"{self._step} + {k} would pass 2**31-1)"

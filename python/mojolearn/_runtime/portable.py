@@ -3,7 +3,9 @@
 Only Python float `+ - * /` (IEEE binary64, round to nearest even) and `math.sqrt` (correctly
 rounded) are used, plus exact operations (`abs`, comparisons, `%` by 2.0, integer ops). No
 `math.cos` / `math.exp` / `math.log`: libm results may differ by an ulp between platforms.
-Results that feed the binding are rounded once to float32 with `round_f32`.
+Results that feed the binding are rounded once to float32 with `round_f32`, the one rounding
+helper of the package; `f32_in_range` is the one float32 range check under the hyperparameter
+checks of the optimizers and the trainers.
 """
 
 import math
@@ -39,14 +41,40 @@ _SIN = (
 PI = 3.141592653589793
 
 
-def round_f32(x):
-    """`x` rounded to the nearest float32 (ties to even) as a Python float; ±inf on overflow,
-    subnormals kept."""
+def round_f32(x, overflow="inf"):
+    """`x` rounded to the nearest float32 (ties to even) as a Python float, subnormals kept.
+
+    `overflow` says what a value float32 cannot hold becomes. "inf": the IEEE result, ±inf past
+    the largest float32 (a NaN or an infinity stays as it is), for arithmetic that carries on.
+    "none": None for a result that is not finite (a NaN or an infinite `x` included), for the
+    checks that refuse such a value by name."""
     x = float(x)
     try:
-        return _F32.unpack(_F32.pack(x))[0]
+        r = _F32.unpack(_F32.pack(x))[0]
     except OverflowError:  # raised exactly when the correctly rounded value is infinite
-        return math.copysign(math.inf, x)
+        r = math.copysign(math.inf, x)
+    if overflow == "inf":
+        return r
+    if overflow == "none":
+        return r if math.isfinite(r) else None
+    raise ValueError(f"round_f32: overflow must be 'inf' or 'none', got {overflow!r}")
+
+
+def f32_in_range(x, lo=-math.inf, hi=math.inf, lo_open=False, hi_open=False):
+    """Where a float `x` and its float32 rounding lie against the range from `lo` to `hi` (each
+    end closed unless open; the value must be finite either way): 0 when both lie inside, 1 when
+    `x` does not, 2 when `x` does but its rounding does not (0.99999999 rounds to 1.0, 1e-50 to
+    0.0, 1e39 to inf). A float32 update uses the rounded value, so a hyperparameter check needs
+    both; each caller words its own refusal (the optimizers as torch, the trainers with their
+    name)."""
+    for code, v in ((1, x), (2, round_f32(x) if math.isfinite(x) else x)):
+        if not (
+            math.isfinite(v)
+            and (v > lo if lo_open else v >= lo)
+            and (v < hi if hi_open else v <= hi)
+        ):
+            return code
+    return 0
 
 
 def _poly(coeffs, x2):

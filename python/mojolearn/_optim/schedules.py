@@ -1,0 +1,160 @@
+"""Learning-rate schedules: `lr_at(t)` for the one-based step `t`, as a float32 value.
+
+Each takes `(peak_lr, warmup_steps=0, total_steps=None, min_lr=0.0)`:
+
+- warmup, 1 <= t <= warmup_steps: `peak_lr * t / warmup_steps` (linear from 0; peak at
+  t = warmup_steps);
+- then `ConstantLR`: `peak_lr`; `WarmupLinearLR`: linear decay; `WarmupCosineLR`: cosine decay,
+  reaching `min_lr` exactly at `total_steps`;
+- t >= total_steps: `min_lr`.
+
+`total_steps=None` means: `ConstantLR` stays at `peak_lr` forever; `WarmupLinearLR` and
+`WarmupCosineLR` refuse it (ValueError), because a decay needs an end. Given, `total_steps` must
+exceed `warmup_steps`.
+
+Values are computed in Python double with `+ - * /` only (the cosine is
+`mojolearn._runtime.portable.cospi`, never `math.cos`) from the float32-rounded `peak_lr` and `min_lr`,
+then rounded to float32, so every platform gets the same bits. Note: torch's
+`torch.optim.lr_scheduler.ConstantLR` multiplies the lr by a factor for a number of steps; this
+`ConstantLR` is a warmup-then-constant schedule (see DEVIATIONS.md).
+
+Example:
+    >>> schedule = mojolearn.WarmupCosineLR(1e-3, warmup_steps=100, total_steps=1000)
+    >>> opt = mojolearn.AdamW(params, lr_schedule=schedule)
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from .._runtime.portable import cospi, round_f32
+
+
+def _nonneg_lr(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    v = float(value)
+    if not (math.isfinite(v) and v >= 0.0):
+        raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
+    r = round_f32(v)
+    if not math.isfinite(r):
+        raise ValueError(f"{name} {value!r} overflows float32")
+    return r  # type: ignore[no-any-return]  # _portable is not annotated yet
+
+
+def _steps(name: str, value: object, allow_none: bool) -> int | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    return value
+
+
+class _Schedule:
+    _needs_total = True
+    peak_lr: float
+    min_lr: float
+    warmup_steps: int
+    total_steps: int | None
+
+    def __init__(
+        self,
+        peak_lr: float,
+        warmup_steps: int = 0,
+        total_steps: int | None = None,
+        min_lr: float = 0.0,
+    ) -> None:
+        """Check and keep the schedule's four numbers.
+
+        Args:
+            peak_lr: the rate at the end of the warmup, >= 0 (rounded to float32).
+            warmup_steps: steps of linear warmup from 0 (0: none).
+            total_steps: the step where the rate reaches `min_lr` and stays; required by
+                the decaying schedules, and then greater than `warmup_steps`.
+            min_lr: the final rate, in [0, peak_lr] (rounded to float32).
+
+        Raises:
+            TypeError: a rate that is not a real number, a step count that is not an int.
+            ValueError: a negative or non-finite value, `min_lr > peak_lr`, a missing
+                `total_steps` (decaying schedules) or one not above `warmup_steps`.
+        """
+        self.peak_lr = _nonneg_lr("peak_lr", peak_lr)
+        self.min_lr = _nonneg_lr("min_lr", min_lr)
+        self.warmup_steps = _steps("warmup_steps", warmup_steps, False)  # type: ignore[assignment]
+        self.total_steps = _steps("total_steps", total_steps, True)
+        if self.min_lr > self.peak_lr:
+            raise ValueError(f"min_lr ({min_lr!r}) must not exceed peak_lr ({peak_lr!r})")
+        name = type(self).__name__
+        if self.total_steps is None and self._needs_total:
+            raise ValueError(
+                f"{name} needs total_steps (the step where the decay reaches "
+                f"min_lr); use ConstantLR for no decay"
+            )
+        if self.total_steps is not None and self.total_steps <= self.warmup_steps:
+            raise ValueError(
+                f"total_steps ({self.total_steps}) must exceed warmup_steps ({self.warmup_steps})"
+            )
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(peak_lr={self.peak_lr!r}, warmup_steps="
+            f"{self.warmup_steps!r}, total_steps={self.total_steps!r}, "
+            f"min_lr={self.min_lr!r})"
+        )
+
+    def lr_at(self, t: int) -> float:
+        """The learning rate of a step.
+
+        Args:
+            t: the one-based step (t = 1 is the first step).
+
+        Returns:
+            The rate, a float32 value (the same bits on every platform).
+
+        Raises:
+            TypeError: `t` is not an int.
+            ValueError: `t` < 1.
+        """
+        if isinstance(t, bool) or not isinstance(t, int):
+            raise TypeError(f"lr_at(t): t must be an int, got {type(t).__name__}")
+        if t < 1:
+            raise ValueError(f"lr_at(t): t is one-based (the first step is t=1), got {t}")
+        w, total = self.warmup_steps, self.total_steps
+        if t <= w:
+            return round_f32(self.peak_lr * t / w)  # type: ignore[no-any-return]
+        if total is not None and t >= total:
+            return self.min_lr
+        if total is None:
+            return self.peak_lr
+        return round_f32(self._decay((t - w) / (total - w)))  # type: ignore[no-any-return]
+
+    def _decay(self, progress: float) -> float:
+        raise NotImplementedError
+
+
+class ConstantLR(_Schedule):
+    """Linear warmup to `peak_lr`, then constant; `min_lr` from `total_steps` on (if given)."""
+
+    _needs_total = False
+
+    def _decay(self, progress: float) -> float:
+        return self.peak_lr
+
+
+class WarmupLinearLR(_Schedule):
+    """Linear warmup, then linear decay from `peak_lr` to `min_lr` at `total_steps`:
+    `min_lr + (peak_lr - min_lr) * (1 - progress)`, progress = (t - warmup) / (total - warmup)."""
+
+    def _decay(self, progress: float) -> float:
+        return self.min_lr + (self.peak_lr - self.min_lr) * (1.0 - progress)
+
+
+class WarmupCosineLR(_Schedule):
+    """Linear warmup, then cosine decay: `min_lr + (peak_lr - min_lr) * 0.5 * (1 +
+    cospi(progress))`, progress = (t - warmup) / (total - warmup)."""
+
+    def _decay(self, progress: float) -> float:
+        return self.min_lr + (self.peak_lr - self.min_lr) * 0.5 * (1.0 + cospi(progress))  # type: ignore[no-any-return]
