@@ -329,7 +329,6 @@ class DataParallel:
         """
         self._usable()
         t: MLPCore = self.trainer  # the shared core's private entries
-        m = self.microbatches
         mine = self.microbatches_of(self.rank)
         changed = self._changed()
         problem, buffers, total, per, rate = None, [], None, 0, None
@@ -338,23 +337,7 @@ class DataParallel:
                 rate = t.lr  # this step's: custom schedules can differ where records agree
             x, xa, rows = t._x_input(X, stacked=True)
             total = rows if global_rows is None else global_rows
-            if isinstance(total, bool) or type(total) is not int or total < 1 or total % m:
-                raise ValueError(
-                    f"DataParallel: the batch has {total!r} rows, not a multiple "
-                    f"of microbatches={m} (R/M rows each)"
-                )
-            per = total // m
-            if not 1 <= per <= t.max_rows:
-                raise ValueError(
-                    f"DataParallel: microbatches of {per} rows (R={total}, M={m}) "
-                    f"exceed the trainer's {t.max_rows}"
-                )
-            want = total if global_rows is None else per * len(mine)
-            if rows != want:
-                raise ValueError(
-                    f"DataParallel: X has {rows} rows; the shard of rank "
-                    f"{self.rank} is {len(mine)} microbatches of {per} rows"
-                )
+            per = self._rows_per_microbatch(total, rows, global_rows is None, len(mine))
             y, ya, itemsize = t._y_input(targets, rows)
             inputs = t._spec.inputs
             with t._lock:
@@ -380,27 +363,11 @@ class DataParallel:
             try:
                 said = self._gathered(problem, total, t.step_, digest, rate)
                 self._same_state(said, 1)
-                self._differ(
-                    f"the learning rate of step {t.step_ + 1} (lr_schedule)",
-                    [(s[4], repr(s[4])) for s in said],
-                    "every process must set the same lr_schedule",
-                )
+                self._same_rate(said)
             except Exception:
                 agreed = True
                 raise
-            self._gather(buffers, per)
-            b = _backend.binding()
-            n = t._spec.total
-            srcs, sums = self._grad_srcs.buffer_info()[0], self._sum.buffer_info()[0]
-            b.optim_tree_sum([srcs, sums], [m, n])
-            srcs, sums = self._loss_srcs.buffer_info()[0], self._loss.buffer_info()[0]
-            b.optim_tree_sum([srcs, sums], [m, 1])
-            problem = None
-            with t._lock:
-                try:
-                    step = t._apply_flat(self._sum.buffer_info()[0])
-                except Exception as exc:  # noqa: BLE001 - the same on every process
-                    problem = exc
+            step, problem = self._combine_and_apply(buffers, per)
             self._seen = (t._session, t.step_)
             agreed = True  # an error of _agree is raised on every process alike
             self._agree(problem)
@@ -409,6 +376,54 @@ class DataParallel:
             if self._cut:  # e.g. KeyboardInterrupt between two collectives: see mark_cut
                 mark_cut()
         return {"step": step, "loss": self._loss[0]}
+
+    def _same_rate(self, said: list[Any]) -> None:
+        """The processes' rates of this step (None without a schedule) must agree."""
+        self._differ(
+            f"the learning rate of step {self.trainer.step_ + 1} (lr_schedule)",
+            [(s[4], repr(s[4])) for s in said],
+            "every process must set the same lr_schedule",
+        )
+
+    def _combine_and_apply(self, buffers: list[Any], per: int) -> tuple[int, Exception | None]:
+        """Gather every microbatch's gradients and loss, combine them in the fixed tree and
+        apply the sum: (the new step count, or the trainer's step and the refusal that every
+        process then raises alike)."""
+        t: MLPCore = self.trainer
+        self._gather(buffers, per)
+        b = _backend.binding()
+        m, n = self.microbatches, t._spec.total
+        srcs, sums = self._grad_srcs.buffer_info()[0], self._sum.buffer_info()[0]
+        b.optim_tree_sum([srcs, sums], [m, n])
+        srcs, sums = self._loss_srcs.buffer_info()[0], self._loss.buffer_info()[0]
+        b.optim_tree_sum([srcs, sums], [m, 1])
+        with t._lock:
+            try:
+                return t._apply_flat(self._sum.buffer_info()[0]), None
+            except Exception as exc:  # noqa: BLE001 - the same on every process
+                return t.step_, exc
+
+    def _rows_per_microbatch(self, total: object, rows: int, whole: bool, shards: int) -> int:
+        """R / M, the batch's R checked against M, the trainer's max_rows and X's rows (the
+        whole batch, or this process's `shards` microbatches)."""
+        m = self.microbatches
+        if isinstance(total, bool) or type(total) is not int or total < 1 or total % m:
+            raise ValueError(
+                f"DataParallel: the batch has {total!r} rows, not a multiple "
+                f"of microbatches={m} (R/M rows each)"
+            )
+        per = total // m
+        if not 1 <= per <= self.trainer.max_rows:
+            raise ValueError(
+                f"DataParallel: microbatches of {per} rows (R={total}, M={m}) "
+                f"exceed the trainer's {self.trainer.max_rows}"
+            )
+        if rows != (total if whole else per * shards):
+            raise ValueError(
+                f"DataParallel: X has {rows} rows; the shard of rank "
+                f"{self.rank} is {shards} microbatches of {per} rows"
+            )
+        return per
 
     def _gather(self, buffers: list[Any], per: int) -> None:
         """All M gradients (and losses) into the preallocated arrays, microbatch order: this
