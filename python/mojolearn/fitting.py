@@ -287,7 +287,9 @@ def _data(trainer: MLPCore, X: Any, y: Any, xname: str, yname: str) -> tuple[Arr
             f"{_API}: {xname} must have {sizes[0]} columns (the trainer's inputs), got {width}"
         )
     if y_arr._shape != (n,):
-        raise ValueError(f"{_API}: {yname} must have shape ({n},) to match {xname}, got {y_arr._shape}")
+        raise ValueError(
+            f"{_API}: {yname} must have shape ({n},) to match {xname}, got {y_arr._shape}"
+        )
     labels = y_arr._mv
     lo, hi = min(labels), max(labels)
     if lo < 0 or hi >= sizes[-1]:
