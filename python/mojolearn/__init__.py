@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ._buffers.array import from_dlpack as from_dlpack
     from ._mlp.spec import init_small_mlp as init_small_mlp
     from .batches import Batches as Batches
+    from .fitting import fit as fit
     from .linalg import matmul as matmul
     from .loss import cross_entropy as cross_entropy
     from .mlp_trainer import MLPTrainer as MLPTrainer
@@ -84,6 +85,7 @@ _LAZY = {
     "from_dlpack": "_buffers.array",
     "training": "training",
     "Batches": "batches",
+    "fit": "fitting",
 }
 
 

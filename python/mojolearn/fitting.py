@@ -1,0 +1,378 @@
+"""`mojolearn.fit`: a small training loop over the public API, with early stopping and resume.
+
+The loop is the command line's `--val-fraction` / `--patience` loop (cli/run.py) in Python:
+epochs of seeded `Batches`, `train_step` on each batch, the validation rows scored at each
+epoch's end, "improved" meaning a validation loss strictly below the best so far, and a run that
+stops once `patience` epochs in a row have not improved. With a checkpoint path the state is
+saved at every epoch's end: the data position and the loop's state (a few values, never the
+history) go into the trainer's `data_schedule`, the history into a side file, the best state into
+`PATH.best`; calling `fit` again on the same path continues the run exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+
+from ._buffers.array import Array
+from ._buffers.intake import as_f32_c, as_i32_c
+from ._mlp.core import MLPCore
+from ._runtime import files as _files
+from .batches import Batches
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ._buffers.types import BufferLike
+
+SCHEMA = "mojolearn.fit.v1"
+BEST_SUFFIX = ".best"  # the best state of a run with `val`: PATH.best (the command line's name)
+HISTORY_SUFFIX = ".fit-history.json"  # the history of a run with a checkpoint: beside PATH
+_API = "fit"
+# The record's fields that must match for a checkpoint to continue this call's run (the
+# rest is the position: epoch, step, best, bad_epochs, and the Batches' epoch and batch).
+_SETUP = ("data_sha256", "val", "patience")
+_BATCHES_SETUP = ("n", "features", "batch_size", "seed", "shuffle", "drop_last")
+
+
+def fit(
+    trainer: MLPCore,
+    X: BufferLike,
+    y: BufferLike,
+    *,
+    epochs: int,
+    batch_size: int,
+    val: tuple[BufferLike, BufferLike] | None = None,
+    patience: int | None = None,
+    seed: int,
+    checkpoint: str | os.PathLike[str] | None = None,
+) -> list[dict[str, Any]]:
+    """Train `trainer` on (X, y) for `epochs` epochs of shuffled mini-batches; the history.
+
+    Each epoch iterates a `Batches(X, y, batch_size, seed=seed)` (a new seeded order every
+    epoch, the last batch shorter when `batch_size` does not divide the rows) and calls
+    `trainer.train_step` on every batch. At the epoch's end `trainer.evaluate(*val)` scores the
+    validation rows; an epoch improves when its validation loss is strictly below the best so
+    far (the first always does). With `patience`, the run stops after `patience` epochs in a
+    row without improvement. At every epoch's end the trainer's `data_schedule` becomes the
+    run's record (schema "mojolearn.fit.v1": the `Batches.state()`, hashes of the data, the
+    epochs done, the best epoch, the epochs without improvement), with or without a checkpoint,
+    so the final state hash does not depend on whether one was kept.
+
+    With `checkpoint=PATH` the state is saved to PATH at every epoch's end (after the history,
+    in `PATH.fit-history.json`), and with `val` the best state so far to `PATH.best` (a full
+    checkpoint, saved when an epoch improves). When PATH exists it must hold a record of this
+    same run (data, `batch_size`, `seed`, `val`, `patience`): the trainer is restored from it
+    and the run continues where it stood, bit for bit as if never interrupted (`epochs` may
+    grow); the history returned is the whole run's. A run that has reached `epochs` or spent
+    its patience trains nothing more.
+
+    Args:
+        trainer: a `SmallMLPTrainer` or `MLPTrainer`.
+        X: float32 features (n, inputs), n >= 1 (any buffer `Batches` takes).
+        y: n integer labels in [0, classes).
+        epochs: the epochs to run in all (counting those a resumed checkpoint has done), an
+            int >= 1.
+        batch_size: rows per batch, an int in [1, trainer.max_rows].
+        val: the validation rows `(Xv, yv)` (float32 (m, inputs), m integer labels), or None.
+        patience: stop after this many epochs in a row without improvement, an int >= 1
+            (needs `val`), or None (run all epochs).
+        seed: the shuffle's seed, an int in [0, 2**64).
+        checkpoint: a file path (str or os.PathLike) to save to and resume from, or None.
+
+    Returns:
+        The history: one dict per epoch done, in order, with "epoch" (1-based), "step" (the
+        trainer's step at the epoch's end), "loss" (the epoch's mean training loss per row:
+        each batch's loss weighted by its rows) and, with `val`, "val_loss", "val_accuracy"
+        (`trainer.evaluate`'s) and "improved" (a new best validation loss).
+
+    Raises:
+        TypeError: an argument of the wrong type (the message names it).
+        ValueError: an argument out of range, shapes or labels that do not fit the trainer,
+            `patience` without `val`, or a checkpoint path that holds something other than
+            this run's record. Every refusal comes before anything changes.
+        RuntimeError: a step the trainer refuses mid-run (a non-finite result): the trainer
+            keeps its last completed step, the checkpoint its last epoch's end.
+        OSError: a checkpoint file that cannot be read or written.
+
+    Example:
+        >>> X = mojolearn.Array.from_list([[0.1 * (i % 7)] * 8 for i in range(64)])
+        >>> y = mojolearn.Array.from_list([i % 3 for i in range(64)], "<i4")
+        >>> trainer = mojolearn.MLPTrainer([8, 16, 3], seed=0, data_schedule={"seed": 0})
+        >>> history = mojolearn.fit(
+        ...     trainer, X, y, epochs=5, batch_size=16, val=(X, y), patience=2, seed=0
+        ... )
+        >>> history[-1]["step"], sorted(history[0])
+        (20, ['epoch', 'improved', 'loss', 'step', 'val_accuracy', 'val_loss'])
+    """
+    run = _Run(trainer, X, y, epochs, batch_size, val, patience, seed, checkpoint)
+    while run.epoch < epochs and not run.patience_spent():
+        _epoch(run)
+    return run.history
+
+
+class _Run:
+    """The checked arguments and the loop's state; a checkpoint's run restored into them."""
+
+    def __init__(
+        self,
+        trainer: Any,
+        X: Any,
+        y: Any,
+        epochs: Any,
+        batch_size: Any,
+        val: Any,
+        patience: Any,
+        seed: Any,
+        checkpoint: Any,
+    ) -> None:
+        if not isinstance(trainer, MLPCore):
+            raise TypeError(
+                f"{_API}: trainer must be a SmallMLPTrainer or MLPTrainer, "
+                f"got {type(trainer).__name__}"
+            )
+        self.trainer = trainer
+        _positive("epochs", epochs)
+        _positive("batch_size", batch_size)
+        if batch_size > trainer.max_rows:
+            raise ValueError(
+                f"{_API}: batch_size must be at most the trainer's max_rows "
+                f"{trainer.max_rows}, got {batch_size}"
+            )
+        self.X, self.y = _data(trainer, X, y, "X", "y")
+        self.val = _val(trainer, val)
+        if patience is not None:
+            _positive("patience", patience)
+            if val is None:
+                raise ValueError(f"{_API}: patience needs val (the rows it watches), got None")
+        self.patience: int | None = patience
+        self.batches = _batches(self.X, self.y, batch_size, seed)
+        self.paths = None if checkpoint is None else _paths(checkpoint)
+        self.setup = self._setup_record()
+        self.epoch, self.bad_epochs = 0, 0
+        self.best: dict[str, Any] | None = None
+        self.history: list[dict[str, Any]] = []
+        if self.paths is not None and os.path.exists(self.paths[0]):
+            self._resume()
+        elif self.paths is not None:
+            _remove_earlier_best(self.paths[1])
+
+    def patience_spent(self) -> bool:
+        return self.patience is not None and self.bad_epochs >= self.patience
+
+    def _setup_record(self) -> dict[str, Any]:
+        """What identifies the run: its data (hashed), validation rows and patience."""
+        val = None
+        if self.val is not None:
+            val = {"n": self.val[0]._shape[0], "sha256": _sha256(*self.val)}
+        return {"data_sha256": _sha256(self.X, self.y), "val": val, "patience": self.patience}
+
+    def record(self) -> dict[str, Any]:
+        """The trainer's `data_schedule` at an epoch's end: setup, position, stopping state."""
+        return {
+            "schema": SCHEMA,
+            **self.setup,
+            "batches": self.batches.state(),
+            "epoch": self.epoch,
+            "step": self.trainer.step_,
+            "best": self.best,
+            "bad_epochs": self.bad_epochs,
+        }
+
+    def _resume(self) -> None:
+        """Continue the run PATH holds: checked whole (its record, its history) before the
+        trainer takes its state, so a refusal changes nothing."""
+        assert self.paths is not None
+        path, _, history_path = self.paths
+        shown = _files.shown(path)
+        try:
+            state = type(self.trainer)._load(path, False, None)
+        except ValueError as exc:
+            raise ValueError(f"{_API}: checkpoint {shown}: {exc}") from None
+        rec = state["data_schedule"]
+        self._check_record(rec, shown)
+        history = _read_history(history_path, rec["epoch"])
+        if state["optimizer"]["step"] != rec["step"]:
+            raise ValueError(
+                f"{_API}: checkpoint {shown}: its record is at step {rec['step']}, "
+                f"its state at step {state['optimizer']['step']}"
+            )
+        batches = Batches.from_state(self.X, self.y, rec["batches"])
+        try:
+            self.trainer.load_state_dict(state)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{_API}: checkpoint {shown}: {exc}") from None
+        self.batches, self.history = batches, history
+        self.epoch, self.best, self.bad_epochs = rec["epoch"], rec["best"], rec["bad_epochs"]
+
+    def _check_record(self, rec: Any, shown: str) -> None:
+        """Refuse, naming the field, a record that is not this run's (or not a fit's)."""
+        if type(rec) is not dict or rec.get("schema") != SCHEMA:
+            raise ValueError(
+                f"{_API}: checkpoint {shown} exists and holds no fit record (its "
+                f"data_schedule is not {SCHEMA!r}); pass another path or remove it"
+            )
+        here = {**self.setup, **{k: self.batches.state()[k] for k in _BATCHES_SETUP}}
+        there = {k: rec.get(k) for k in _SETUP}
+        batches = rec.get("batches")
+        there.update({k: batches.get(k) for k in _BATCHES_SETUP} if type(batches) is dict else {})
+        for key, value in here.items():
+            if there.get(key) != value:
+                raise ValueError(
+                    f"{_API}: checkpoint {shown} holds another run: its {key} is "
+                    f"{there.get(key)!r}, this call's {value!r}"
+                )
+        if rec["batches"]["epoch"] != rec.get("epoch") or rec["batches"]["batch"] != 0:
+            raise ValueError(f"{_API}: checkpoint {shown}: its record is not at an epoch's end")
+
+
+def _epoch(run: _Run) -> None:
+    """One epoch: its steps, its validation score and stopping state, its history entry, the
+    record in the trainer, and with a checkpoint the saves (history, best, checkpoint)."""
+    trainer = run.trainer
+    losses: list[float] = []
+    rows = 0
+    for Xb, yb in run.batches:
+        n = Xb._shape[0]
+        losses.append(float(trainer.train_step(Xb, yb)["loss"]) * n)
+        rows += n
+    run.epoch += 1
+    entry: dict[str, Any] = {"epoch": run.epoch, "step": trainer.step_}
+    entry["loss"] = math.fsum(losses) / rows
+    improved = False
+    if run.val is not None:
+        scores = trainer.evaluate(*run.val)
+        loss = scores["loss"]
+        improved = run.best is None or loss < run.best["val_loss"]
+        if improved:
+            run.best = {"epoch": run.epoch, "step": trainer.step_, "val_loss": loss}
+            run.bad_epochs = 0
+        else:
+            run.bad_epochs += 1
+        entry.update(val_loss=loss, val_accuracy=scores["accuracy"], improved=improved)
+    run.history.append(entry)
+    trainer.data_schedule = run.record()
+    if run.paths is not None:
+        path, best, history = run.paths
+        _files.write_atomic(history, _history_bytes(run.history), f"{_API}: history")
+        if improved:
+            trainer.save_checkpoint(best)
+        trainer.save_checkpoint(path)
+
+
+def _positive(name: str, value: Any) -> None:
+    if isinstance(value, bool) or type(value) is not int:
+        raise TypeError(f"{_API}: {name} must be an int >= 1, got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{_API}: {name} must be an int >= 1, got {value}")
+
+
+def _data(trainer: MLPCore, X: Any, y: Any, xname: str, yname: str) -> tuple[Array, Array]:
+    """(X, y) as float32 (n, inputs) and n int32 labels in [0, classes), n >= 1, checked
+    against the trainer up front (a batch refused mid-epoch would leave half an epoch done)."""
+    try:
+        x_arr = as_f32_c(X, 2, xname)[0]
+        y_arr = as_i32_c(y, 1, yname)[0]
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{_API}: {exc}") from None
+    n, width = x_arr._shape
+    sizes = trainer.layer_sizes
+    if n == 0:
+        raise ValueError(f"{_API}: {xname} must have at least one row, got shape {x_arr._shape}")
+    if width != sizes[0]:
+        raise ValueError(
+            f"{_API}: {xname} must have {sizes[0]} columns (the trainer's inputs), got {width}"
+        )
+    if y_arr._shape != (n,):
+        raise ValueError(
+            f"{_API}: {yname} must have shape ({n},) to match {xname}, got {y_arr._shape}"
+        )
+    labels = y_arr._mv
+    lo, hi = min(labels), max(labels)
+    if lo < 0 or hi >= sizes[-1]:
+        bad = lo if lo < 0 else hi
+        raise ValueError(
+            f"{_API}: {yname} must hold labels in [0, {sizes[-1]}) (the trainer's classes), "
+            f"got {bad}"
+        )
+    return x_arr, y_arr
+
+
+def _val(trainer: MLPCore, val: Any) -> tuple[Array, Array] | None:
+    if val is None:
+        return None
+    if type(val) not in (tuple, list) or len(val) != 2:
+        raise TypeError(
+            f"{_API}: val must be a pair (Xv, yv) or None, got {type(val).__name__}"
+            + (f" of length {len(val)}" if type(val) in (tuple, list) else "")
+        )
+    return _data(trainer, val[0], val[1], "val[0]", "val[1]")
+
+
+def _batches(X: Array, y: Array, batch_size: int, seed: Any) -> Batches:
+    try:
+        return Batches(X, y, batch_size, seed=seed)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(str(exc).replace("Batches: ", f"{_API}: ", 1)) from None
+
+
+def _paths(checkpoint: Any) -> tuple[str, str, str]:
+    """(PATH, PATH.best, PATH's history), each the real path, checked before anything is
+    written: not an existing non-regular file, in a writable folder that exists."""
+    what = f"{_API}: checkpoint"
+    try:
+        if isinstance(checkpoint, bytes) or not isinstance(checkpoint, (str, os.PathLike)):
+            raise TypeError(
+                f"{what} must be a str or os.PathLike path, got {type(checkpoint).__name__}"
+            )
+        real = _files.resolve(checkpoint, what)[0]
+        side = [_files.resolve(real + s, what)[0] for s in (BEST_SUFFIX, HISTORY_SUFFIX)]
+    except OSError as exc:
+        raise ValueError(f"{what} {_files.shown(checkpoint)}: {exc.strerror or exc}") from None
+    folder = os.path.dirname(real)
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise ValueError(
+            f"{what} {_files.shown(checkpoint)}: the folder {_files.shown(folder)} "
+            f"{'is not writable' if os.path.isdir(folder) else 'does not exist'}"
+        )
+    return real, side[0], side[1]
+
+
+def _remove_earlier_best(best: str) -> None:
+    """A fresh run owns PATH.best: an earlier run's goes, so it never holds another run's
+    state (the command line does the same)."""
+    if os.path.isfile(best):
+        os.remove(best)
+
+
+def _sha256(X: Array, y: Array) -> str:
+    digest = hashlib.sha256(X._mv.cast("B"))
+    digest.update(y._mv.cast("B"))
+    return digest.hexdigest()
+
+
+def _history_bytes(history: list[dict[str, Any]]) -> bytes:
+    return (json.dumps(history, allow_nan=False) + "\n").encode()
+
+
+def _read_history(path: str, epochs: int) -> list[dict[str, Any]]:
+    """The first `epochs` entries of a run's history file (it may hold one more: a save cut
+    between the history and the checkpoint)."""
+    shown = _files.shown(path)
+    try:
+        with open(path, "rb") as f:
+            history = json.loads(f.read(1 << 26))
+    except (OSError, ValueError) as exc:
+        raise ValueError(
+            f"{_API}: the checkpoint's history {shown} cannot be read ({exc}); "
+            f"the run cannot continue with its history"
+        ) from None
+    if type(history) is not list or len(history) < epochs:
+        raise ValueError(
+            f"{_API}: the checkpoint's history {shown} does not hold the {epochs} epochs "
+            f"the checkpoint has done"
+        )
+    return list(history[:epochs])
