@@ -2,11 +2,13 @@
 
 A `train` checkpoint's data_schedule is the record `schedule_record` writes (format
 `SCHEDULE_FORMAT`): the dataset's identity, the options that fix the bits (seed, batch size,
-lr, weight decay, mode, layers, microbatches, validation fraction, patience), the data
-position of the next batch, the early-stopping state and the data's preprocessing (its
-feature columns, standardization and class names: what `predict` applies to raw rows).
-Checkpoints written before the preprocessing, validation and patience fields existed have
-none of them and still resume (the next save adds the preprocessing).
+lr, weight decay, mode, layers, microbatches, validation fraction, patience, and a warmup
+learning-rate schedule's name and warmup: the trainer's `lr_schedule` record holds its rates),
+the data position of the next batch, the early-stopping state and the data's preprocessing
+(its feature columns, standardization and class names: what `predict` applies to raw rows).
+Checkpoints written before the preprocessing, validation, patience and schedule fields
+existed have none of them and still resume (the next save adds the preprocessing); a run of
+the constant schedule writes no schedule fields, so its bytes are what they always were.
 `run_schedule_problem` checks it against the state; `resolve_options` takes the options of a
 run from the command line, else the checkpoint's (on --resume), else the defaults.
 """
