@@ -15,7 +15,7 @@ from . import data as _data
 from .inspect import cmd_info, cmd_verify
 from .predict import cmd_predict
 from .progress import printable
-from .resume import DEFAULT_CHECKPOINT, DEFAULTS
+from .resume import DEFAULT_CHECKPOINT, DEFAULTS, LR_SCHEDULES
 from .run import BEST_SUFFIX, cmd_train
 from .usage import EXIT_BAD_INPUT, EXIT_OK
 
@@ -145,8 +145,9 @@ TRAIN_EPILOG = (
     f"--checkpoint {DEFAULT_CHECKPOINT} (history in {DEFAULT_CHECKPOINT}"
     f".history.jsonl); without --resume an existing checkpoint and history at that "
     f"path are replaced. On --resume, options left out are taken from the checkpoint; "
-    f"options that differ from it (dataset, batch size, seed, lr, weight decay, mode) "
-    f"are refused. Exit codes: 0 done, 2 bad input or a diverged run (the last "
+    f"options that differ from it (dataset, batch size, seed, lr, weight decay, mode, "
+    f"schedule, warmup) are refused; a scheduled run ends where its schedule does."
+    f" Exit codes: 0 done, 2 bad input or a diverged run (the last "
     f"checkpoint kept), 130 interrupted by Ctrl-C, 143 by SIGTERM (checkpoint saved "
     f"in both cases)."
 )
@@ -188,6 +189,14 @@ TRAIN_OPTIONS = (
     _o("--lr", "LR", _float_in(True, "> 0"), f"AdamW learning rate (default {d['lr']})"),
     _o("--weight-decay", "WD", _float_in(False, ">= 0"),
        f"AdamW decoupled weight decay (default {d['weight_decay']})"),
+    _o("--schedule", None, None,
+       "learning-rate schedule over the run's steps (what --steps/--epochs resolve to): "
+       "constant (default: every step at --lr), warmup-linear or warmup-cosine (linear warmup "
+       "from 0 to --lr over --warmup steps, then linear or cosine decay to 0 at the last step)",
+       choices=LR_SCHEDULES),
+    _o("--warmup", "N", _int_in(0, (1 << 31) - 1, "in [0, 2**31)"),
+       "with --schedule warmup-linear or warmup-cosine: steps of linear warmup, below the "
+       "run's steps (default 0)"),
     _o("--seed", "S", _int_in(0, (1 << 64) - 1, "in [0, 2**64)"),
        f"seed of the initial weights and the data order (default {d['seed']})"),
     _o("--mode", None, None, "numeric mode (default identical: the same bits on every machine)",

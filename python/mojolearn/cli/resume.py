@@ -2,11 +2,13 @@
 
 A `train` checkpoint's data_schedule is the record `schedule_record` writes (format
 `SCHEDULE_FORMAT`): the dataset's identity, the options that fix the bits (seed, batch size,
-lr, weight decay, mode, layers, microbatches, validation fraction, patience), the data
-position of the next batch, the early-stopping state and the data's preprocessing (its
-feature columns, standardization and class names: what `predict` applies to raw rows).
-Checkpoints written before the preprocessing, validation and patience fields existed have
-none of them and still resume (the next save adds the preprocessing).
+lr, weight decay, mode, layers, microbatches, validation fraction, patience, and a warmup
+learning-rate schedule's name and warmup: the trainer's `lr_schedule` record holds its rates),
+the data position of the next batch, the early-stopping state and the data's preprocessing
+(its feature columns, standardization and class names: what `predict` applies to raw rows).
+Checkpoints written before the preprocessing, validation, patience and schedule fields
+existed have none of them and still resume (the next save adds the preprocessing); a run of
+the constant schedule writes no schedule fields, so its bytes are what they always were.
 `run_schedule_problem` checks it against the state; `resolve_options` takes the options of a
 run from the command line, else the checkpoint's (on --resume), else the defaults.
 """
@@ -26,6 +28,10 @@ DEFAULT_CHECKPOINT = "mojolearn-run.ckpt"
 DEFAULTS = dict(epochs=30, batch_size=16, lr=0.01, weight_decay=0.01, seed=0, checkpoint_every=50)
 DIGITS_LAYERS = [64, 128, 10]  # `--dataset digits` without --layers
 SCHEDULE_FORMAT = "mojolearn.data-schedule.v1"
+# --schedule's names; `constant` (every step at --lr) is the default and sets no lr_schedule,
+# so its runs and checkpoints are byte for byte what they were before schedules.
+LR_SCHEDULES = ("constant", "warmup-linear", "warmup-cosine")
+_LR_KINDS = {"warmup-linear": "warmup_linear", "warmup-cosine": "warmup_cosine"}
 
 # -- the data-schedule v1 record -----------------------------------------------------------
 
@@ -57,6 +63,8 @@ def schedule_record(dataset, opts, epoch, cursor, stopping=None):
         schedule.update(val_fraction=opts["val_fraction"], n_val=dataset.n_val)
     if opts["patience"] is not None:
         schedule.update(patience=opts["patience"], early_stopping=dict(stopping))
+    if opts["schedule"] != "constant":  # a constant run records what it always did
+        schedule.update(schedule=opts["schedule"], warmup=opts["warmup"])
     return schedule
 
 
@@ -145,7 +153,7 @@ def run_schedule_problem(state):
             f"data position epoch {schedule['epoch']} cursor {schedule['cursor']} does "
             f"not match step {step} (expected epoch {where[0]} cursor {where[1]})"
         )
-    problem = _stopping_problem(schedule, step)
+    problem = _stopping_problem(schedule, step) or _lr_schedule_problem(schedule, state)
     if problem or "preprocessing" not in schedule:  # none in a file written before it
         return problem
     return preprocessing_problem(schedule["preprocessing"], state["architecture"])
@@ -175,6 +183,29 @@ def _stopping_problem(schedule, step):
         or (best is not None and not _number_in(False)(best))
     ):
         return f"data_schedule early_stopping {stopping!r} is out of range at step {step}"[:300]
+    return None
+
+
+def _lr_schedule_problem(schedule, state):
+    """Why the schedule and warmup fields (both absent: constant, or both there) disagree with
+    the state's learning-rate schedule (the record `--schedule` and `--warmup` made)."""
+    name, warmup, rec = schedule.get("schedule"), schedule.get("warmup"), state.get("lr_schedule")
+    if name is None and warmup is None:
+        if rec is not None:
+            return f"the state has an lr_schedule ({rec.get('kind')}) its data_schedule lacks"
+        return None
+    if name not in _LR_KINDS or not _int_at_least(0)(warmup):
+        return (
+            f"data_schedule schedule must be one of {sorted(_LR_KINDS)} with warmup an integer "
+            f">= 0, got {name!r} and {warmup!r}"
+        )[:300]
+    want = dict(kind=_LR_KINDS[name], peak_lr=round_f32(schedule["lr"]), warmup_steps=warmup)
+    want["min_lr"] = 0.0
+    if rec is None or any(rec.get(k) != v for k, v in want.items()):
+        return (
+            f"data_schedule schedule {name} (warmup {warmup}, lr {schedule['lr']!r}) differs "
+            f"from the state's lr_schedule {rec!r}"
+        )[:300]
     return None
 
 
@@ -277,6 +308,8 @@ _RECORDED = (
     ("microbatches", "--microbatches"),
     ("val_fraction", "--val-fraction"),
     ("patience", "--patience"),
+    ("schedule", "--schedule"),
+    ("warmup", "--warmup"),
 )
 
 
@@ -284,6 +317,7 @@ def resolve_options(args, stored):
     """The run's options: given ones, else the checkpoint's (on --resume), else defaults.
     On --resume a given option that differs from the checkpoint is refused by name."""
     opts = {key: getattr(args, key) for key, _ in _RECORDED}
+    _warmup_needs_schedule(args, stored)
     if stored is None:
         # MOJOLEARN_NUMERIC_MODE, else identical; digits' default network is MLPTrainer's.
         defaults = dict(
@@ -293,6 +327,8 @@ def resolve_options(args, stored):
             val_fraction=None,
             patience=None,
             layers=DIGITS_LAYERS if args.dataset == _data.DIGITS_NAME else None,
+            schedule="constant",
+            warmup=None if args.schedule in (None, "constant") else 0,
         )
         return _needs_validation(
             {k: (v if v is not None else defaults[k]) for k, v in opts.items()}
@@ -300,6 +336,8 @@ def resolve_options(args, stored):
     conflicts = []
     for key, flag in _RECORDED:
         given, saved = opts[key], stored.get(key)
+        if key == "schedule" and saved is None:
+            saved = "constant"  # what a checkpoint without schedule fields ran
         if given is not None and given != saved:
             conflicts.append(f"{flag} {given} (checkpoint: {saved})")
         opts[key] = saved
@@ -309,6 +347,16 @@ def resolve_options(args, stored):
             f"{'; '.join(conflicts)} (leave them out or pass the saved values)"
         )
     return opts
+
+
+def _warmup_needs_schedule(args, stored):
+    """Refuse --warmup for a run whose schedule (given, else the checkpoint's) has none."""
+    schedule = args.schedule or (stored or {}).get("schedule") or "constant"
+    if args.warmup is not None and schedule == "constant":
+        raise UsageError(
+            f"--warmup {args.warmup} applies only with --schedule warmup-linear or "
+            f"warmup-cosine (the run's schedule is constant: every step at --lr)"
+        )
 
 
 def _needs_validation(opts):

@@ -218,13 +218,14 @@ def setup(args, group):
         except ValueError as exc:
             raise UsageError(f"--resume: {_shown(ckpt)}: {exc}") from None
         start, epoch, cursor = trainer.step_, stored["epoch"], stored["cursor"]
+        end = _scheduled_end(args, trainer, end)
         stopping = stored.get("early_stopping")
         if group.root:
             history.resume_at(start)
     else:
         start, epoch, cursor = 0, 0, 0
         stopping = dict(best_step=0, best_val_loss=None, bad_epochs=0)
-        trainer = _new_trainer(dataset, opts, stopping)
+        trainer = _new_trainer(dataset, opts, stopping, end)
     dp = None
     if opts["microbatches"] is not None:
         from ..distributed import DataParallel
@@ -266,9 +267,39 @@ def _remove_earlier_best(best):
         raise UsageError(f"--checkpoint's best {_shown(best)}: {exc.strerror or exc}") from None
 
 
-def _new_trainer(dataset, opts, stopping):
-    """A fresh run's trainer; a data_schedule too large for it (it records the data's column
-    and class names) is refused by name."""
+def _scheduled_end(args, trainer, end):
+    """The step a resumed run ends at: a warmup schedule's own end (its total steps, what
+    --steps/--epochs resolved to when the run began), so the rates continue exactly; a
+    --steps/--epochs ending elsewhere is refused by name. `end` when there is no schedule."""
+    schedule = trainer.lr_schedule
+    if schedule is None:
+        return end
+    total = schedule.total_steps
+    given = "--steps" if args.steps is not None else "--epochs" if args.epochs else None
+    if given is not None and end != total:
+        value = args.steps if args.steps is not None else args.epochs
+        raise UsageError(
+            f"--resume: {given} {value} ends the run at step {end}, but the checkpoint's "
+            f"learning-rate schedule ends at step {total} (its total steps); leave "
+            f"--steps/--epochs out or pass --steps {total}"
+        )
+    return total
+
+
+def _warmup_fits(opts, end):
+    """Refuse a warmup schedule whose warmup does not end before the run does."""
+    if opts["schedule"] != "constant" and opts["warmup"] >= end:
+        raise UsageError(
+            f"--warmup {opts['warmup']} must be below the run's {end} steps (--steps/--epochs): "
+            f"the {opts['schedule']} schedule decays after its warmup, to 0 at the last step"
+        )
+
+
+def _new_trainer(dataset, opts, stopping, end):
+    """A fresh run's trainer (its learning-rate schedule over the run's `end` steps); a
+    data_schedule too large for it (it records the data's column and class names) is
+    refused by name."""
+    _warmup_fits(opts, end)
     schedule = schedule_record(dataset, opts, 0, 0, stopping)
     problem = schedule_problem(opts, schedule)
     if problem:
@@ -278,7 +309,7 @@ def _new_trainer(dataset, opts, stopping):
             f"and {dataset.n_classes} class names; shorter names fit{more}"
         )
     try:
-        return new_trainer(opts, schedule)
+        return new_trainer(opts, schedule, end)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
@@ -366,9 +397,12 @@ def _announce(args, run, out):
         }
     )
     net = f"MLPTrainer {opts['layers']}" if opts["layers"] else "SmallMLPTrainer [8, 16, 3]"
+    lr = f"lr {opts['lr']}"
+    if opts["schedule"] != "constant":
+        lr += f" ({opts['schedule']}, warmup {opts['warmup']}, to 0 at step {end})"
     progress.message(
         f"{'resuming' if run.start else 'training'} {net} on {what}: step {run.start} "
-        f"-> {end}, batch {opts['batch_size']}, lr {opts['lr']}, weight decay "
+        f"-> {end}, batch {opts['batch_size']}, {lr}, weight decay "
         f"{opts['weight_decay']}, seed {opts['seed']}, mode {opts['mode']}"
     )
     if run.start >= end:

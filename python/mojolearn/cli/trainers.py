@@ -11,9 +11,24 @@ def _small_trainer_class():
     return SmallMLPTrainer
 
 
-def new_trainer(opts, schedule):
-    """SmallMLPTrainer (no --layers) or MLPTrainer, seeded weights, the run's options."""
+def lr_schedule_for(opts, total_steps):
+    """The learning-rate schedule of --schedule and --warmup over a run of `total_steps`
+    steps: None for constant (every step at --lr, as before schedules), else the project's
+    warmup schedule peaking at --lr and decaying to min_lr 0 (torch's CosineAnnealingLR
+    eta_min default, and the schedules' own) at the run's last step."""
+    from ..schedules import WarmupCosineLR, WarmupLinearLR
+
+    kind = {"warmup-linear": WarmupLinearLR, "warmup-cosine": WarmupCosineLR}.get(opts["schedule"])
+    if kind is None:
+        return None
+    return kind(opts["lr"], warmup_steps=opts["warmup"], total_steps=total_steps, min_lr=0.0)
+
+
+def new_trainer(opts, schedule, total_steps):
+    """SmallMLPTrainer (no --layers) or MLPTrainer, seeded weights, the run's options; its
+    learning-rate schedule (`lr_schedule_for`) spans `total_steps` steps."""
     hyper = dict(data_schedule=schedule, lr=opts["lr"], weight_decay=opts["weight_decay"])
+    hyper["lr_schedule"] = lr_schedule_for(opts, total_steps)
     if opts["layers"] is None:
         from .._mlp.spec import init_small_mlp
 
