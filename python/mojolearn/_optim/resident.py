@@ -1,7 +1,7 @@
 """Device residency: the parameters (and a gradient) kept in binding-owned memory between
 steps, so `step_device` updates them with no host copy of parameters or moments. On a GPU
 vendor that memory is host-side too: the optimizer math runs on the host in every build.
-`DeviceArray` is a copy of one resident tensor (public as `mojolearn.DeviceArray`)."""
+`DeviceArray` is a copy of one resident tensor (public as `mojolearn.training.DeviceArray`)."""
 
 from __future__ import annotations
 
