@@ -87,7 +87,7 @@ def measure_ours(mode, rounds, budget, inputs):
             X, y = np.asarray(X), np.asarray(y, np.int64)
         # A schedule whose rate changes every step for the whole run (total far away).
         sched = ml.SmallMLPTrainer(
-            *_rng.init_small_mlp(3),
+            *_spec.init_small_mlp(3),
             data_schedule={"bench": batch},
             lr_schedule=ml.WarmupCosineLR(1e-3, warmup_steps=100, total_steps=1 << 30),
         )
