@@ -7,7 +7,8 @@ Each run executes `tools/<script> <args>` of tree A, then of tree B (each with i
 times, alternating, so that the machine's drift falls on both alike. Every output line is cut
 into a label (its text before the first number) and its numbers; lines whose labels match in
 both trees are compared: the median of each figure over the runs, and B / A (for times, < 1 is
-faster after). Labels seen once per run only; lines without numbers are skipped.
+faster after). A line that starts with a number (a table row) is labelled by that number; the
+first line of a label in a run counts; lines without numbers are skipped.
 """
 
 from __future__ import annotations
@@ -29,9 +30,12 @@ def _parse(text: str) -> dict[str, list[float]]:
         if not m:
             continue
         label = " ".join(line[: m.start()].split())
-        if not label or label in out:
+        values = [float(x) for x in NUMBER.findall(line[m.start() :])]
+        if not label:  # a table row: its first column (e.g. the batch size) is the label
+            label, values = f"row {m.group()}", values[1:]
+        if label in out:
             continue
-        out[label] = [float(x) for x in NUMBER.findall(line[m.start() :])]
+        out[label] = values
     return out
 
 
