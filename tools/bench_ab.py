@@ -31,8 +31,9 @@ def _parse(text: str) -> dict[str, list[float]]:
             continue
         label = " ".join(line[: m.start()].split())
         values = [float(x) for x in NUMBER.findall(line[m.start() :])]
-        if not label:  # a table row: its first column (e.g. the batch size) is the label
-            label, values = f"row {m.group()}", values[1:]
+        if not label:  # a table row: its first column and its words (e.g. "1000 Adam") label it
+            words = [w for w in NUMBER.sub(" ", line[m.end() :]).split() if w.isalpha()]
+            label, values = " ".join(["row", m.group(), *words]), values[1:]
         if label in out:
             continue
         out[label] = values
