@@ -5,6 +5,19 @@ on first use, which also fixes the numeric mode for the process.
 
 The API reference is built from the docstrings: `bash tools/build_docs.sh` (README).
 
+Modules: the public ones are `mojolearn` (every name below), `mojolearn.training` (the
+torch.optim-like names, `Batches`, `fit`), `mojolearn.distributed` (`DataParallel`),
+`mojolearn.checkpoint` (checkpoint files without a trainer) and the `mojolearn` command line
+(`mojolearn.cli:main`). Beneath them the package is four private wings, each importing only its
+own layer and the ones below (`_buffers` < `_runtime` < `_mlp`, `_optim` < public < `cli`):
+
+    _buffers/  Array, DLPack, the buffer reader, the one intake door, take
+    _runtime/  the compiled binding and its ABI table, threads, portable math, files, MPI world
+    _mlp/      layer sizes, state and codec, the trainer core and its mixins (session steps,
+               per-operation path, persistence, inference, export), LR-schedule records
+    _optim/    the optimizers' checks and Hyper record, state_dict, device residency, schedules
+    cli/       parser, train, resume, predict, info/verify, plot, data, history, progress
+
 Example:
     >>> import mojolearn
     >>> trainer = mojolearn.MLPTrainer([8, 16, 3], seed=0, data_schedule={"seed": 0})
