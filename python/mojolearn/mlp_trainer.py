@@ -1,7 +1,7 @@
 """`MLPTrainer`: any layer sizes [inputs, hidden..., classes], ReLU between layers, mean
 cross-entropy, AdamW, with SmallMLPTrainer's API and promises.
 
-It is the MLP trainer core (`_mlp_core.MLPCore`) with MLPTrainer's constructor: the state lives
+It is the MLP trainer core (`_mlp.core.MLPCore`) with MLPTrainer's constructor: the state lives
 in a resident session whose scratch grows with the batch, every step is one binding call
 (identical mode is docs/ARITHMETIC.md "Any layer sizes" and equals `tests/reference/mlp.py`
 bit for bit), a refused or interrupted step changes nothing, calls are serialized by one lock.

@@ -1,6 +1,6 @@
 """`SmallMLPTrainer`: Linear(8, 16) → ReLU → Linear(16, 3), mean cross-entropy, AdamW.
 
-The [8, 16, 3] case of the MLP trainer core (`_mlp_core.MLPCore`, which MLPTrainer is too):
+The [8, 16, 3] case of the MLP trainer core (`_mlp.core.MLPCore`, which MLPTrainer is too):
 the reference's constructor (four weight buffers), its state layout and file schema
 (`mojolearn.small-mlp-checkpoint.v1`, with the always-zero flags), a batch limit of 256 rows,
 and one fast path a benchmark justifies: `train_step` checks Array inputs inline, hands any other

@@ -2,7 +2,7 @@
 
 State = flat float32 parameters in the order weight1, bias1, ..., weightL, biasL, flat AdamW
 moments m, v in the same order, the step count t (and, for SmallMLPTrainer, the v1 layout's
-always-zero flags). It lives in a resident session (`_mlp_resident.Session`): binding-owned
+always-zero flags). It lives in a resident session (`_mlp.session.Session`): binding-owned
 memory that every step updates, so a step is ONE binding call with no state copies; the
 binding checks the batch (finite X, labels in range), writes the results into one fresh
 buffer and either completes or leaves the state as it was. `state_dict`, checkpoints and
@@ -11,12 +11,18 @@ swap it in; the session closes itself when the trainer goes. Calls are serialize
 trainer's one lock.
 
 With MOJOLEARN_MLP_FUSED=0 a step runs instead as the per-operation calls the fused step fuses
-(`_mlp_ops`) on a host copy of the state, then publishes it as a new session: same kernels,
+(`_mlp/ops.py`) on a host copy of the state, then publishes it as a new session: same kernels,
 same order, same bits.
 
 A subclass sets `_API` (the name in messages), `_SCHEMA` / `_FILE_SCHEMA` (its payload and
 file schemas), and constructs through `_init_core`; SmallMLPTrainer adds its one justified
 fast path, an unrolled `train_step` for the 8→16→3 network.
+
+This class keeps the constructor, the introspection, the transactions (`_st`, `_publish`) and
+the public steps; its mixins hold the rest: `SessionSteps` (`_mlp/steps.py`: the binding calls
+on the session, growth, rollback), `PerOperation` (`_mlp/per_op.py`), `Persistence`
+(`_mlp/persist.py`: settings, state_dict, checkpoints, copies, pickles), `Inference`
+(`_mlp/infer.py`) and `Export` (`_mlp/export.py`).
 """
 
 from __future__ import annotations
