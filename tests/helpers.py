@@ -39,3 +39,41 @@ def run_python(code, env=None, block_numpy=False, timeout=120):
             f"subprocess failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
         )
     return proc.stdout
+
+
+def data_parallel_runner(script):
+    """`run(mpi, mode, alone=False)`: `script` (a child reading its mode from argv[1]) run alone
+    (`mpi` False; `alone` sets DP_ALONE=1) or under `mpiexec -n 2`, its stdout; the calling
+    test is skipped when mpi4py or mpiexec is missing."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        pytest.skip("mpi4py is not installed (the 'mpi' extra; CI installs it)")
+    mpiexec = shutil.which(
+        "mpiexec", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    )
+    if mpiexec is None:
+        pytest.skip("mpiexec is not on PATH (the mpich wheel provides it)")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, PKG_PARENT]))
+
+    def run(mpi, mode, alone=False):
+        prefix = [mpiexec, "-n", "2"] if mpi else []
+        cmd = [*prefix, sys.executable, "-c", script, mode]
+        proc = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=dict(env, DP_ALONE="1") if alone else env,
+            cwd=root,
+        )
+        assert proc.returncode == 0, f"{cmd}: rc {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+        return proc.stdout
+
+    return run

@@ -11,12 +11,8 @@ import array
 import copy
 import json
 import math
-import os
 import pickle
 import random
-import shutil
-import subprocess
-import sys
 
 import mojolearn as ml
 import pytest
@@ -26,7 +22,7 @@ from mojolearn._mlp import state as _state
 from mojolearn._runtime.world import OneProcess
 from mojolearn.distributed import DataParallel
 
-from .helpers import PKG_PARENT, run_python
+from .helpers import data_parallel_runner, run_python
 
 SIZES = {"small": [8, 16, 3], "mlp": [8, 10, 7, 3]}
 FILE_SCHEMA = {"small": ckpt.FILE_SCHEMA, "mlp": ckpt.MLP_FILE_SCHEMA}
@@ -634,38 +630,15 @@ if rank == 0:
 
 
 def test_data_parallel_processes_must_agree_on_the_schedule():
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        pytest.skip("mpi4py is not installed (the 'mpi' extra; CI installs it)")
-    mpiexec = shutil.which(
-        "mpiexec", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
-    )
-    if mpiexec is None:
-        pytest.skip("mpiexec is not on PATH (the mpich wheel provides it)")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, PKG_PARENT]))
+    run = data_parallel_runner(_DP_CHILD)
 
-    def run(prefix, mode, alone=False):
-        cmd = [*prefix, sys.executable, "-c", _DP_CHILD, mode]
-        proc = subprocess.run(
-            cmd,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=dict(env, DP_ALONE="1") if alone else env,
-            cwd=root,
-        )
-        assert proc.returncode == 0, f"{cmd}: rc {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-        return proc.stdout
-
-    alone = run([], "same", alone=True).split()
+    alone = run(False, "same", alone=True).split()
     assert alone[0] == "4"
-    assert run([mpiexec, "-n", "2"], "same").split() == alone
-    project = run([mpiexec, "-n", "2"], "project")  # refused at construction, step 0
+    assert run(True, "same").split() == alone
+    project = run(True, "project")  # refused at construction, step 0
     assert project.count("refused") == 2 and "disagree on lr_schedule" in project
     assert " 0 DataParallel" in project
-    custom = run([mpiexec, "-n", "2"], "custom")  # same record, different rates from step 3
+    custom = run(True, "custom")  # same record, different rates from step 3
     assert custom.count("refused") == 2
     assert "disagree on the learning rate of step 3 (lr_schedule)" in custom
     assert " 2 DataParallel" in custom  # steps 1 and 2 ran; step 3 was taken by no process

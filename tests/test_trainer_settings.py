@@ -4,17 +4,13 @@ read-only."""
 
 import array
 import math
-import os
 import random
-import shutil
-import subprocess
-import sys
 
 import mojolearn as ml
 import pytest
 from mojolearn._mlp import spec as _spec
 
-from .helpers import PKG_PARENT
+from .helpers import data_parallel_runner
 
 SIZES = {"small": [8, 16, 3], "mlp": [8, 10, 7, 3]}
 
@@ -203,33 +199,10 @@ if dp.rank == 0:
 
 
 def test_data_parallel_after_a_set():
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        pytest.skip("mpi4py is not installed (the 'mpi' extra; CI installs it)")
-    mpiexec = shutil.which(
-        "mpiexec", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
-    )
-    if mpiexec is None:
-        pytest.skip("mpiexec is not on PATH (the mpich wheel provides it)")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, PKG_PARENT]))
+    run = data_parallel_runner(_DP_CHILD)
 
-    def run(prefix, mode, alone=False):
-        cmd = [*prefix, sys.executable, "-c", _DP_CHILD, mode]
-        proc = subprocess.run(
-            cmd,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=dict(env, DP_ALONE="1") if alone else env,
-            cwd=root,
-        )
-        assert proc.returncode == 0, f"{cmd}: rc {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-        return proc.stdout
-
-    alone = run([], "all", alone=True).split()
+    alone = run(False, "all", alone=True).split()
     assert alone[0] == "4"
-    assert run([mpiexec, "-n", "2"], "all").split() == alone  # set everywhere: the same bits
-    one = run([mpiexec, "-n", "2"], "one")  # set on rank 1 only: refused at the next step
+    assert run(True, "all").split() == alone  # set everywhere: the same bits
+    one = run(True, "one")  # set on rank 1 only: refused at the next step
     assert one.count("refused") == 2 and "the trainer's state (state hash)" in one
