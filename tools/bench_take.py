@@ -26,21 +26,10 @@ sys.path.insert(
 import mojolearn as ml  # noqa: E402
 from mojolearn._buffers.array import frombytes  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_intake import _time_interleaved  # noqa: E402  (one interleaved timer for tools/)
+
 SHAPES = ((1000, 30, 16), (10000, 784, 256))  # (source rows, columns, rows gathered)
-
-
-def _time_interleaved(fns, calls, rounds):
-    """Median µs per call of each function, rounds interleaved."""
-    for fn in fns.values():
-        fn()
-    samples = {k: [] for k in fns}
-    for _ in range(rounds):
-        for k, fn in fns.items():
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            samples[k].append((time.perf_counter() - t0) / calls * 1e6)
-    return {k: statistics.median(v) for k, v in samples.items()}
 
 
 def _methods(n, cols, rows, rng):
