@@ -57,6 +57,43 @@ def _measure(reps):
     return {"mode": ml.numeric_mode_used(), "figures": out}
 
 
+def _input_kinds(reps, rows=256):
+    """rows/s of `predict` per input kind a user passes (identical mode, this process), beside
+    an Array of the same values: Array, memoryview, NumPy and torch (those installed)."""
+    import array
+
+    import mojolearn as ml
+
+    t = ml.MLPTrainer(SIZES, seed=0, data_schedule={"seed": 0})
+    rng = random.Random(1)
+    flat = array.array("f", (rng.uniform(-1, 1) for _ in range(rows * SIZES[0])))
+    kinds = {
+        "Array": ml.Array.from_buffer(flat).reshape((rows, SIZES[0])),
+        "memoryview": memoryview(flat).cast("B").cast("f", (rows, SIZES[0])),
+    }  # an array.array is 1-D: predict needs (rows, inputs), so it is refused by name
+    try:
+        import numpy as np
+
+        kinds["NumPy"] = np.frombuffer(flat, np.float32).reshape(rows, SIZES[0])
+    except ImportError:
+        pass
+    try:
+        import torch
+
+        kinds["torch"] = torch.frombuffer(bytearray(flat.tobytes()), dtype=torch.float32).reshape(
+            rows, SIZES[0]
+        )
+    except ImportError:
+        pass
+    fns = [functools.partial(t.predict, x) for x in kinds.values()]
+    calls = max(1, int(0.05 / max(_alternating_seconds(fns, 3)[0] / 3, 1e-7)))
+    samples = [_alternating_seconds(fns, calls) for _ in range(reps)]
+    return {
+        name: statistics.median(rows * calls / s[i] for s in samples)
+        for i, name in enumerate(kinds)
+    }
+
+
 def _child(mode, reps):
     env = dict(os.environ, MOJOLEARN_NUMERIC_MODE=mode)
     proc = subprocess.run(
@@ -92,6 +129,12 @@ def main():
                 f"{f['predict_proba']:13,.0f} {f['predict'] / base:14.3f} "
                 f"{f['predict_proba'] / base:12.3f}"
             )
+    kinds = _input_kinds(args.reps)
+    print(
+        "\npredict, 256 rows a call, by input kind (rows/s, ratio to Array, one run, interleaved):"
+    )
+    for name, rate in kinds.items():
+        print(f"  {name:<12} {rate:12,.0f} ({rate / kinds['Array']:.3f}x)")
 
 
 if __name__ == "__main__":
