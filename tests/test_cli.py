@@ -14,6 +14,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 import zlib
 
 import pytest
@@ -176,6 +177,24 @@ def _read_until(child, step):
     raise AssertionError(f"child ended before step {step}: {child.stderr.read()}")
 
 
+def _finish(child, timeout=TIMEOUT):
+    """The child's end and the rest of its (stdout, stderr). Stdout is read on through the
+    buffered reader `_read_until` used: communicate() reads the pipe itself and would drop
+    what that reader had already taken in, cutting the next JSON line at its start."""
+    timer = threading.Timer(timeout, child.kill)
+    timer.start()
+    try:
+        err = []
+        reader = threading.Thread(target=lambda: err.append(child.stderr.read()))
+        reader.start()
+        out = child.stdout.read()
+        reader.join()
+        child.wait()
+    finally:
+        timer.cancel()
+    return out, err[0]
+
+
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGINT", "SIGTERM"])
 def test_resume_after_a_signal_at_a_random_step(tmp_path, seed, how):
     rng = random.Random(seed)
@@ -196,7 +215,7 @@ def test_resume_after_a_signal_at_a_random_step(tmp_path, seed, how):
     try:
         seen = _read_until(child, at)
         child.send_signal(getattr(signal, how))
-        out, err = child.communicate(timeout=TIMEOUT)
+        out, err = _finish(child)
     finally:
         if child.poll() is None:
             child.kill()

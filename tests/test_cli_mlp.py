@@ -7,6 +7,7 @@ import random
 import signal
 
 from tests.test_cli import (
+    _finish,
     _read_until,
     _start_child,
     assert_one_line_error,
@@ -51,7 +52,7 @@ def test_digits_resumes_after_sigkill_at_a_random_step_to_the_same_bits(tmp_path
     try:
         _read_until(child, rng.randint(20, 300))
         child.send_signal(signal.SIGKILL)
-        child.communicate(timeout=120)
+        _finish(child)
     finally:
         if child.poll() is None:
             child.kill()

@@ -19,6 +19,7 @@ from .distributed.test_data_parallel import MPIEXEC, _mpi_or_skip
 from .test_cli import (
     TIMEOUT,
     _env,
+    _finish,
     _read_until,
     _start_child,
     _uninterrupted,
@@ -142,7 +143,7 @@ def test_resume_after_a_signal_mid_schedule_matches_uninterrupted(tmp_path, seed
     try:
         seen = _read_until(child, at)
         child.send_signal(getattr(signal, how))
-        child.communicate(timeout=TIMEOUT)
+        _finish(child)
     finally:
         if child.poll() is None:
             child.kill()
