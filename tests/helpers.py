@@ -44,7 +44,9 @@ def run_python(code, env=None, block_numpy=False, timeout=120):
 def data_parallel_runner(script):
     """`run(mpi, mode, alone=False)`: `script` (a child reading its mode from argv[1]) run alone
     (`mpi` False; `alone` sets DP_ALONE=1) or under `mpiexec -n 2`, its stdout; the calling
-    test is skipped when mpi4py or mpiexec is missing."""
+    test is skipped when mpi4py or mpiexec is missing. The two ranks share one stdout pipe, so
+    a child writes each line in one call (`print` writes its pieces one by one when Python's
+    output is unbuffered: CI's ranks interleaved "refused" and the rank mid-line)."""
     import shutil
     import subprocess
 

@@ -622,7 +622,8 @@ try:
     for X, y in _rng.batches(11, 32, 4):
         dp.train_step(X, y)
 except ValueError as e:
-    print("refused", rank, t.step_, str(e), flush=True)
+    sys.stdout.write(f"refused {rank} {t.step_} {e}\\n")  # one write: ranks share the pipe
+    sys.stdout.flush()
     sys.exit(0)
 if rank == 0:
     print(t.step_, t.state_hash(), flush=True)

@@ -191,7 +191,8 @@ for i, (X, y) in enumerate(_rng.batches(11, 32, 4)):
     try:
         dp.train_step(X, y)
     except ValueError as e:
-        print("refused", dp.rank, str(e), flush=True)
+        sys.stdout.write(f"refused {dp.rank} {e}\\n")  # one write: ranks share the pipe
+        sys.stdout.flush()
         sys.exit(0)
 if dp.rank == 0:
     print(t.step_, t.state_hash(), flush=True)
