@@ -63,13 +63,14 @@ def no_intake(monkeypatch):
         import mojolearn.linalg as linalg
         import mojolearn.trainer as trainer
 
-        for name in ("x_input", "y_input", "batch", "targets"):
+        for name in ("batch", "targets"):
             monkeypatch.setattr(_batches, name, fail)
-        for name in ("f32", "borrowed_f32", "as_f32_c", "labels"):
+        for name in ("x", "y", "declined"):
+            monkeypatch.setattr(_batches.BatchReader, name, fail)
+        for name in ("f32", "borrowed_f32", "c_f32", "c_i32", "as_f32_c", "labels"):
             monkeypatch.setattr(_intake, name, fail)
         monkeypatch.setattr(linalg, "f32", fail)
-        for name in ("_batch", "_targets", "_y_input"):
-            monkeypatch.setattr(trainer, name, fail)
+        monkeypatch.setattr(trainer.SmallMLPTrainer, "_declined", fail)
 
     return arm
 
@@ -208,6 +209,50 @@ def test_a_tensor_that_requires_grad_is_refused_by_name_everywhere():
         t.train_step(X.detach(), y)  # the same memory, detached, is read
     with pytest.raises(TypeError, match=r"a: from_dlpack: .*detach"):
         ml.matmul(X, torch.ones(8, 2))
+
+
+@pytest.mark.parametrize("which", sorted(TRAINERS))
+def test_a_declined_x_walks_down_the_intake_once(which):
+    """The way of an X the binding declines (issue 28): the step's first try, then the reader,
+    the intake and the buffer reader, each entered once (no room left and come back to), with
+    one read of X in the binding (its copy) and the bits of the same batch as an Array."""
+    np = pytest.importorskip("numpy")
+    import sys
+
+    from mojolearn._buffers import reader as _reader
+
+    rng = np.random.default_rng(3)
+    X = np.asfortranarray(rng.random((6, 8), dtype=np.float32))
+    y = rng.integers(0, 3, 6)  # int64: read in place
+    a, b = TRAINERS[which](), TRAINERS[which]()
+    raw, reads = _reader._raw or _reader._entry(), []
+    _reader._kind(X)  # how NumPy arrays export is learnt once per type, by a read of its own
+
+    def counted(obj, spec):
+        reads.append(obj is X)
+        return raw(obj, spec)
+
+    rooms = []
+
+    def watch(frame, event, arg):
+        if event == "call" and any(v is X for v in frame.f_locals.values()):
+            name = frame.f_code.co_filename
+            if "mojolearn" in name and (not rooms or rooms[-1] != name):
+                rooms.append(name)
+
+    _reader._raw = counted
+    sys.setprofile(watch)
+    try:
+        got = a.train_step(X, y)
+    finally:
+        sys.setprofile(None)
+        _reader._raw = raw
+    walk = [name.rpartition("mojolearn")[2] for name in rooms]
+    assert len(set(walk)) == len(walk), walk
+    assert walk[-3:] == ["/_mlp/batches.py", "/_buffers/intake.py", "/_buffers/reader.py"], walk
+    assert reads.count(True) == 1, reads
+    want = b.train_step(ml.Array.from_list(X.ravel().tolist(), "<f4").reshape((6, 8)), y)
+    assert got["loss"] == want["loss"] and a.state_hash() == b.state_hash()
 
 
 def test_a_buffer_is_held_only_while_its_step_runs():
@@ -354,16 +399,25 @@ def test_the_step_entries_refuse_inconsistent_calls_by_name():
     X, y = ml.Array.from_list([0.5] * 16, "<f4").reshape((2, 8)), ml.Array.from_list([0, 1], "<i4")
     out = array.array("f", bytes(4 * 4096))
     # An int without the rows (X) or the itemsize (targets) that say what it holds is a user's
-    # int, not an address: declined (None, nothing done), for the Python side to refuse.
-    assert (
-        raw.mlp_resident_step(h, X._addr, y._addr, out.buffer_info()[0], 2, 0, 4, False, 0) is None
-    )
-    assert (
-        raw.mlp_resident_step(h, X._addr, y._addr, out.buffer_info()[0], 2, 2, 0, False, 0) is None
-    )
+    # int, not an address: declined (nothing done), saying which, for the Python side to refuse.
+    at = out.buffer_info()[0]
+    bx, by, room = _batches.DECLINED_X, _batches.DECLINED_TARGETS, _batches.DECLINED_CAPACITY
+    assert raw.mlp_resident_step(h, X._addr, y._addr, at, 2, 0, 4, False, 0) == bx
+    assert raw.mlp_resident_step(h, X._addr, y._addr, at, 2, 2, 0, False, 0) == by
     mv = _memoryview([0.5] * 16, 2, 8)
-    assert raw.mlp_resident_step(h, mv, y._addr, out.buffer_info()[0], 2, 0, 4, False, 0) is None
-    assert raw.mlp_resident_step(h, mv, y._addr, array.array("f", [0.0]), 2, 0, 0, False, 0) is None
+    assert raw.mlp_resident_step(h, mv, y._addr, at, 2, 0, 4, False, 0) == bx
+    assert raw.mlp_resident_step(h, mv, y._addr, array.array("f", [0.0]), 2, 0, 0, False, 0) == by
+    # Layouts the binding does not take in place, and rows past the session's scratch.
+    doubles = memoryview(array.array("d", [0.5] * 16)).cast("B").cast("d", (2, 8))
+    template = array.array("f", [0.0])
+    assert raw.mlp_resident_step(h, doubles, y, template, 2, 0, 0, False, 0) == bx
+    assert raw.mlp_resident_step(h, mv, array.array("H", [0, 1]), template, 2, 0, 0, False, 0) == by
+    big = t._session.capacity + 1
+    tall = _memoryview([0.5] * (8 * big), big, 8)
+    labels = array.array("i", [0] * big)
+    assert raw.mlp_resident_step(h, tall, labels, template, 2, 0, 0, False, 0) == room
+    assert raw.mlp_resident_steps(h, tall, labels, template, 0, 0, 1, 0, 0) == room
+    assert raw.mlp_resident_steps(h, doubles, y, template, 0, 0, 1, 0, 0) == bx
     with pytest.raises(ValueError, match="the output template must be a one-item float32"):
         raw.mlp_resident_step(h, mv, y._addr, array.array("d", [0.0]), 2, 0, 4, False, 0)
     with pytest.raises(ValueError, match="the output template must be a one-item float32"):

@@ -17,9 +17,6 @@ from ._buffers.intake import owned_tensor
 from ._mlp import codec as _ckpt
 from ._mlp import lr_schedule as _lrs
 from ._mlp import state as S
-from ._mlp.batches import batch as _batch
-from ._mlp.batches import targets as _targets
-from ._mlp.batches import y_input as _y_input
 from ._mlp.core import MLPCore
 from ._mlp.spec import SMALL
 from ._mlp.steps import (
@@ -29,6 +26,7 @@ from ._mlp.steps import (
     _ZERO,
     _binding,
     _env_get,
+    _step_result,
 )
 from ._mlp.steps import _translate as _core_translate
 from ._runtime import backend as _backend
@@ -229,8 +227,8 @@ class SmallMLPTrainer(MLPCore):
             )
         # An Array X (and int32 Array targets) checked inline; any other X goes to the binding
         # as it is: it reads X and targets, takes the rows from X and makes the result buffer,
-        # or declines (`_declined` then copies or refuses by name). At batch 1 each saved call
-        # is ~3 % of a step (bench_train.py).
+        # or declines, saying why (`_declined` then copies, converts or refuses by name). At
+        # batch 1 each saved call is ~3 % of a step (bench_train.py).
         xa: object  # an address, or the object itself (rows 0)
         ya: object
         if (
@@ -243,8 +241,8 @@ class SmallMLPTrainer(MLPCore):
             xa = X._addr
             if type(targets) is Array and targets._dtype == "<i4" and targets._shape == (rows,):
                 ya, itemsize = targets._addr, 4
-            else:  # through the intake; its keep-alive lives as long as this frame
-                y_kept, ya, itemsize = _y_input(targets, rows, _OUT, _API)
+            else:  # through the reader; its keep-alive lives as long as this frame
+                y_kept, ya, itemsize = self._reader.y(targets, rows)
         else:
             xa, rows, itemsize = X, 0, 0
             ya = targets._mv if type(targets) is Array else targets  # a buffer the binding reads
@@ -286,7 +284,7 @@ class SmallMLPTrainer(MLPCore):
                         return_input_grad,
                         step,
                     )
-                    if r is not None:
+                    if type(r) is tuple:
                         self._step, buf, addr, rows = r
                         g = 1 + rows * _OUT
                 if rows:  # `_results`, inlined and unrolled for this hottest call (~5 %)
@@ -340,16 +338,19 @@ class SmallMLPTrainer(MLPCore):
                 if new is exc:
                     raise
                 raise new from None
+            return self._declined(X, targets, return_input_grad, r)
         finally:
             lock.release()
-        return self._declined(X, targets, return_input_grad)
 
-    def _declined(self, X: BufferLike, targets: BufferLike, want_dx: bool) -> TrainStepResult:
-        """`train_step` on what the binding declined, as Arrays from the intake: borrowed,
-        copied (strided, other integer dtypes) or refused by name."""
-        x = _batch(X, _API, _IN, _MAX_ROWS)
-        y = _targets(targets, x._shape[0], _OUT, _API, check_range=False)
-        return self.train_step(x, y, return_input_grad=want_dx)
+    def _declined(
+        self, X: BufferLike, targets: BufferLike, want_dx: bool, reason: int
+    ) -> TrainStepResult:
+        """`train_step` on what the binding declined for `reason`: the operand it declined
+        copied or converted (or refused by name) by the reader, then the step on addresses.
+        Caller holds the lock."""
+        lrs = self._step_rates(1)
+        r = self._declined_pass(X, targets, _MODE_TRAIN, want_dx, 1, False, lrs, reason)
+        return _step_result(self._step, r, want_dx)
 
     def __repr__(self) -> str:
         return f"SmallMLPTrainer(step={self._step}, {self._lr_repr()}, mode={self._mode!r})"

@@ -238,9 +238,10 @@ def mlp_train_step(addrs: PythonObject, params: PythonObject) raises -> PythonOb
 comptime MLP_RESIDENT_OPEN = Layout(
     "mlp_resident_open", "params,m,v,sizes",
     "layers,capacity_rows,t,lr,beta1,beta2,eps,weight_decay")
-comptime MLP_RESIDENT_STEP = Layout("mlp_resident_step", "session,x,targets,out",
+comptime MLP_RESIDENT_STEP = Layout("mlp_resident_step", "session,x,targets,out_or_template",
                                     "mode,rows,target_itemsize,want_input_grad,t")
-comptime MLP_RESIDENT_STEPS = Layout("mlp_resident_steps", "session,x,targets,out,lrs",
+comptime MLP_RESIDENT_STEPS = Layout("mlp_resident_steps",
+                                     "session,x,targets,out_or_template,lrs",
                                      "rows,k,target_itemsize,t")
 comptime MLP_RESIDENT_SET_LR = Layout("mlp_resident_set_lr", "session", "lr")  # positional
 comptime MLP_RESIDENT_DOWNLOAD = Layout("mlp_resident_download", "session,params,m,v", "")
@@ -395,6 +396,15 @@ def _resident_run(E: StaticString, s: Session, x_at: Int, y: Int, out_at: Int, m
     return s.t()
 
 
+# A declined call returns why, as a negative int (a step count is never negative), and does
+# nothing: the Python side (`_mlp/batches.BatchReader`) then copies or converts that operand
+# or refuses it by name (X: not float32 (rows, inputs) C-contiguous on the CPU, or not an
+# object read here; TARGETS: X read, the labels not int32/int64 (rows,) C-contiguous;
+# CAPACITY: both fine, but more rows than the session's scratch holds: the session grows).
+comptime DECLINED_X = -1
+comptime DECLINED_TARGETS = -2
+comptime DECLINED_CAPACITY = -3
+
 # `_user_int`: an int stands for an address the caller checked only with the rows (X) or the
 # itemsize (targets) that say what it holds; without them it is a user's int passed as a batch
 # (`train_step(12345, y)`, `train_step(X, 678)`), and the call is declined, so that the Python
@@ -407,12 +417,14 @@ def _batch_run(E: StaticString, session: PythonObject, x: PythonObject, targets:
     views held until the step ends). rows_given 0: the rows are X's (an object). `out_` the
     address of the result buffer (the return is the step count), or a one-item float32
     array.array of +0.0 from which the buffer is made here (the return is (step, buffer, its
-    address, rows): cheaper than making it in Python). None when an object is declined, or
-    (rows from X) when they are not k batches the session holds."""
+    address, rows): cheaper than making it in Python). A DECLINED_* code when an object is
+    declined, or (rows from X) when they are not k batches the session holds."""
     var s = _session(E, addr_arg(E, "session", session))
     if is_int(x) and is_int(targets) and is_int(out_):  # all addresses: nothing to read here
-        if rows_given == 0 or int_arg(E, "target_itemsize", target_itemsize, 0, 8) == 0:
-            return PythonObject(None)  # a caller's int, not a checked address: `_user_int`
+        if rows_given == 0:
+            return PythonObject(DECLINED_X)  # a caller's int, not a checked address: `_user_int`
+        if int_arg(E, "target_itemsize", target_itemsize, 0, 8) == 0:
+            return PythonObject(DECLINED_TARGETS)  # `_user_int`
         return PythonObject(_resident_run(
             E, s, addr_arg(E, "x", x), addr_arg(E, "targets", targets), addr_arg(E, "out", out_),
             mode, rows_given, k, int_arg(E, "target_itemsize", target_itemsize, 4, 8), want_dx,
@@ -432,27 +444,29 @@ def _objects_run(E: StaticString, s: Session, x: PythonObject, targets: PythonOb
     var x_at: Int
     if rows_given == 0:
         if is_int(x) or is_int(out_):
-            return PythonObject(None)  # `_user_int`
+            return PythonObject(DECLINED_X)  # `_user_int`
         x_at = input_arg(E, "x", x, _X_SPEC, -1, s.inputs(), xs, xh)
         rows = Int(xs.shape[0]) // k
-        if x_at == 0 or rows < 1 or rows * k != Int(xs.shape[0]) or rows > s.capacity:
-            return PythonObject(None)
+        if x_at == 0 or rows < 1 or rows * k != Int(xs.shape[0]):
+            return PythonObject(DECLINED_X)
     else:
         x_at = input_arg(E, "x", x, _X_SPEC, rows * k, s.inputs(), xs, xh)
         if x_at == 0:
-            return PythonObject(None)
+            return PythonObject(DECLINED_X)
     var ys = Seen()
     var yh = Held()
     var y_at = x_at  # forward mode reads no targets
     var itemsize = 4
     if mode != MODE_FORWARD:
         if is_int(targets) and int_arg(E, "target_itemsize", target_itemsize, 0, 8) == 0:
-            return PythonObject(None)  # `_user_int`
+            return PythonObject(DECLINED_TARGETS)  # `_user_int`
         y_at = input_arg(E, "targets", targets, _Y_SPEC, rows * k, 0, ys, yh)
         if y_at == 0:
-            return PythonObject(None)
+            return PythonObject(DECLINED_TARGETS)
         itemsize = ys.itemsize if ys.itemsize != 0 else int_arg(E, "target_itemsize",
                                                                   target_itemsize, 4, 8)
+    if rows > s.capacity:  # both read: the caller grows the session and calls again
+        return PythonObject(DECLINED_CAPACITY)
     var step = int_arg(E, "t", t, 0, _MAX_STEP)
     if is_int(out_):
         var done = _resident_run(E, s, x_at, y_at, addr_arg(E, "out", out_), mode, rows, k,
@@ -487,9 +501,10 @@ def mlp_resident_step(session: PythonObject, x: PythonObject, targets: PythonObj
                       t: PythonObject) raises -> PythonObject:
     """One pass on a session: mode 0 forward (logits), 1 gradients (loss, logits, grads,
     input_grad), 2 one training step. x / targets: addresses, or the objects themselves
-    (float32 (rows, inputs) / int32 or int64 (rows,), C-contiguous: else None is returned
-    and nothing is done; an object's own itemsize overrides target_itemsize). Returns the
-    session's step count afterwards."""
+    (float32 (rows, inputs) / int32 or int64 (rows,), C-contiguous: else a DECLINED_* code
+    is returned and nothing is done; an object's own itemsize overrides target_itemsize).
+    out_or_template: the result buffer's address, or the template it is made from (`_batch_run`).
+    Returns the session's step count afterwards."""
     comptime E = MLP_RESIDENT_STEP.name
     return _batch_run(E, session, x, targets, out_, int_arg(E, "mode", mode, 0, 2),
                       int_arg(E, "rows", rows, 0, _MAX_CAPACITY), 1, target_itemsize,
@@ -504,7 +519,7 @@ def mlp_resident_steps(session: PythonObject, x: PythonObject, targets: PythonOb
     (addresses or objects, as `mlp_resident_step`); out holds the k losses and the last
     step's logits and grads. `lrs`: the address of k binary64 learning rates, step i at
     lrs[i] (a schedule's; each finite and >= 0), or 0 for the session's lr. Returns the new
-    step count, or None (an object declined)."""
+    step count, or a DECLINED_* code (an object declined)."""
     comptime E = MLP_RESIDENT_STEPS.name
     return _batch_run(E, session, x, targets, out_, MODE_TRAIN,
                       int_arg(E, "rows", rows, 0, _MAX_CAPACITY),

@@ -144,6 +144,15 @@ def borrowed_f32(obj, ndim=None, writable=False, pin=False):
     return keep, address, shape
 
 
+def c_f32(obj, ndim=None, declined=False):
+    """(keep, address, shape) of a non-empty float32 buffer in C order: borrowed in place, or
+    a copy made in the binding (any strides; a torch tensor, pinned: the module docstring
+    says why), or None (the caller's refusal describes it). `declined`: a step entry of the
+    binding has declined it already (`_reader.c_order`)."""
+    r = _reader.c_order(obj, _F32[ndim, False], declined)
+    return None if r is None else r[:3]
+
+
 def f32(obj, name, ndim=None, writable=False):
     """(keep, address, shape) of a float32 buffer: borrowed when C-contiguous, else (read-only
     use only) a C-order copy. TypeError for any other dtype, ValueError for another ndim or,
@@ -243,6 +252,14 @@ def labels(obj, rows, name):
         return None
     keep, address, shape, itemsize = r
     return (keep, address, itemsize) if shape == (rows,) else None
+
+
+def c_i32(obj, ndim=None):
+    """(keep, address, shape) of a non-empty integer buffer converted to int32 C order in the
+    binding (any integer dtype, any strides), or None (another dtype, a value outside int32:
+    the caller's refusal says which)."""
+    r = _reader.c_order(obj, _I32[ndim], True)
+    return None if r is None else r[:3]
 
 
 def i32(obj, name, ndim=None):

@@ -160,6 +160,35 @@ def read(obj, spec_, pin=False):
     return r[3], r[0], r[1], r[2]
 
 
+def c_order(obj, spec_, declined=False):
+    """(keep, address, shape, itemsize) of `obj` in C order: read in place as `read` with `pin`
+    does, else a C-order copy made in the binding when its layout is one `spec_` copies (any
+    strides; integers converted to int32 for I32); None when neither (the caller describes it
+    to say why). `declined`: a step entry of the binding has already declined to read `obj`
+    in place by the same rule, so a buffer goes straight to the copy."""
+    kind = _kinds.get(type(obj))
+    if kind is None:
+        kind = _kind(obj)
+    if kind == _BUFFER:
+        if not declined:
+            r = read(obj, spec_, True)
+            if r is not None:
+                return r
+        r = (_raw or _entry())(obj, spec_ | _COPY)
+    elif kind == _DLPACK:  # the step entries read no capsule: try it in place first
+        cap = _capsule(obj, kind)
+        if cap is None:
+            return None
+        raw = _raw or _entry()
+        r = raw(cap, spec_ | _CAPSULE)
+        if r is not None:
+            return cap, r[0], r[1], r[2]
+        r = raw(cap, spec_ | _CAPSULE | _COPY)
+    else:  # a torch tensor is read pinned, which is a copy (any strides) already
+        return None if kind == _NONE else read(obj, spec_, True)
+    return None if r is None or type(r) is int else (r[3], r[0], r[1], r[2])
+
+
 def copy(src, spec_, capsule=False):
     """(bytearray, address, shape, itemsize) of a C-order copy of `src` (a buffer-protocol
     object, a torch tensor, or with `capsule` a DLPack capsule), made in the binding: float32

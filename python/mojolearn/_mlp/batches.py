@@ -1,67 +1,80 @@
 """Batches into the trainers: X as a float32 C-contiguous (rows, inputs) buffer and targets as
 int32 / int64 class indices, refused by name otherwise. Both trainers use these: `quick` for a
-step's first try (the binding reads the objects itself), `x_input` / `y_input` for the
-addresses of what it declined (through `_intake`: borrowed, copied or refused), `batch` /
-`owned_batch` / `targets` for Arrays (the per-operation path)."""
+step's first try (`steps._quick`: the binding reads the objects itself), a `BatchReader` for
+what it declined
+(through `_buffers.intake`: borrowed, copied or refused), `batch` / `owned_batch` / `targets`
+for Arrays (the per-operation path, and the refusals' messages)."""
 
 from .._buffers.array import Array
 from .._buffers.formats import dtype_name, is_integer, is_native_f32
-from .._buffers.intake import as_f32_c, as_i32_c, borrowed_f32, labels, probe
+from .._buffers.intake import as_f32_c, as_i32_c, c_f32, c_i32, labels, probe
 from .._runtime import backend as _backend
 
-
-def quick(X, targets, inputs, max_rows, k=1):
-    """(x, y, target_itemsize, rows) as the binding's step entries take them, reading no
-    buffer here: an Array X that fits as its address and rows (checked here); any other X as
-    itself with rows 0 (the binding reads it, takes its rows and makes the result buffer, and
-    declines with None what it cannot take zero-copy). Targets likewise: int32 labels of an
-    Array X as their address, else the object (an Array as its memoryview), itemsize 0: its
-    own. None when an Array X is not k batches of 1 to `max_rows` (the caller's slow path,
-    `x_input`, then refuses by name)."""
-    if type(X) is not Array:
-        return X, (targets._mv if type(targets) is Array else targets), 0, 0
-    if not (X._dtype == "<f4" and len(shape := X._shape) == 2 and shape[1] == inputs):
-        return None
-    total = shape[0]
-    rows = total // k
-    if not 0 < rows <= max_rows or rows * k != total:
-        return None
-    if type(targets) is Array and targets._dtype == "<i4" and targets._shape == (total,):
-        return X._addr, targets._addr, 4, rows
-    return X._addr, (targets._mv if type(targets) is Array else targets), 0, rows
+# Why the binding's step entries declined a call (mojo/bindings/entries/mlp.mojo): X was not
+# read there, the labels were not, or the batch has more rows than the session's scratch.
+DECLINED_X, DECLINED_TARGETS, DECLINED_CAPACITY = -1, -2, -3
 
 
-def x_input(X, api, inputs, max_rows, name="X", stacked=False):
-    """(keep, address, rows) of X; finiteness is the binding's to check."""
-    if type(X) is Array:  # `borrowed_f32` inlined for the commonest input: ~0.1 µs a step
-        if (
-            X._dtype == "<f4"
-            and len(shape := X._shape) == 2
-            and shape[1] == inputs
-            and 0 < shape[0]
-            and (shape[0] <= max_rows or stacked)
-        ):
-            return X, X._addr, shape[0]
-    else:
-        r = borrowed_f32(X, 2, pin=True)  # a torch X: copied (nothing pins its storage)
-        if r is not None:
-            keep, addr, (rows, cols) = r
-            if cols == inputs and (rows <= max_rows or stacked):
-                return keep, addr, rows
-    keep = batch(X, api, inputs, max_rows, name, stacked)  # a copy, or the precise refusal
-    return keep, keep._addr, keep._shape[0]
+class BatchReader:
+    """One trainer's way in for batches, bound once to its name (for messages), inputs,
+    classes and row limit. A step's first try hands the objects to the binding
+    (`steps._quick`); what it declines comes here with the reason, and each
+    operand is read once: in place, or copied or converted in the binding (one
+    `intake.c_f32` / `c_i32`), else described and refused by name (`batch`, `targets`)."""
 
+    __slots__ = ("api", "inputs", "classes", "max_rows")
 
-def y_input(values, rows, classes, api):
-    """(keep, address, itemsize) of `rows` labels: signed int32 / int64 go to the binding as
-    they are (it checks the class range); other integer dtypes are converted to int32."""
-    if type(values) is Array and values._dtype == "<i4" and values._shape == (rows,):
-        return values, values._addr, 4  # the commonest labels, before a call
-    r = labels(values, rows, "targets")
-    if r is None:
-        y = targets(values, rows, classes, api, check_range=False)
+    def __init__(self, api, inputs, classes, max_rows):
+        self.api, self.inputs, self.classes, self.max_rows = api, inputs, classes, max_rows
+
+    def x(self, X, name="X", stacked=False, declined=False):
+        """(keep, address, rows) of X as float32 C-order (rows, inputs); `declined`: the
+        binding declined to read it in place, so it is copied. Finiteness is the binding's to
+        check."""
+        if type(X) is Array:
+            if (
+                X._dtype == "<f4"
+                and len(shape := X._shape) == 2
+                and shape[1] == self.inputs
+                and 0 < shape[0]
+                and (shape[0] <= self.max_rows or stacked)
+            ):
+                return X, X._addr, shape[0]
+        else:
+            r = c_f32(X, 2, declined)
+            if r is not None:
+                keep, addr, (rows, cols) = r
+                if cols == self.inputs and (rows <= self.max_rows or stacked):
+                    return keep, addr, rows
+        keep = batch(X, self.api, self.inputs, self.max_rows, name, stacked)  # the refusal
+        return keep, keep._addr, keep._shape[0]
+
+    def y(self, values, rows, declined=False):
+        """(keep, address, itemsize) of `rows` labels: signed int32 / int64 read in place (the
+        binding checks the class range), any other integers converted to int32 in the binding
+        (`declined`: the binding declined them, so straight to the conversion)."""
+        if type(values) is Array and values._dtype == "<i4" and values._shape == (rows,):
+            return values, values._addr, 4  # the commonest labels, before a call
+        if not declined:
+            r = labels(values, rows, "targets")
+            if r is not None:
+                return r
+        if type(values) is not Array:
+            r = c_i32(values, 1)
+            if r is not None and r[2] == (rows,):
+                return r[0], r[1], 4
+        y = targets(values, rows, self.classes, self.api, check_range=False)  # the refusal
         return y, y._addr, 4
-    return r
+
+    def declined(self, X, targets_, reason, stacked=False):
+        """(x keep, x address, rows, y keep, y address, itemsize) of a call the binding
+        declined for `reason` (a DECLINED_* code): the operand it declined copied or
+        converted, the other read in place; forward mode (`targets_` None) reads X only."""
+        x, xa, rows = self.x(X, stacked=stacked, declined=reason == DECLINED_X)
+        if targets_ is None:
+            return x, xa, rows, x, xa, 4
+        y, ya, itemsize = self.y(targets_, rows, declined=reason == DECLINED_TARGETS)
+        return x, xa, rows, y, ya, itemsize
 
 
 def _probe(obj, api, name, expected):

@@ -36,6 +36,7 @@ from .._buffers.intake import owned_tensor
 from . import lr_schedule as _lrs
 from . import state as S
 from . import steps as _steps
+from .batches import BatchReader
 from .export import Export
 from .infer import Inference
 from .per_op import PerOperation
@@ -94,6 +95,7 @@ class MLPCore(SessionSteps, PerOperation, Persistence, Inference, Export):
         "_schedule",
         "_flags",
         "_max_rows",
+        "_reader",
         "_mode",
         "_lock",
         "_step",
@@ -112,6 +114,7 @@ class MLPCore(SessionSteps, PerOperation, Persistence, Inference, Export):
     _schedule: dict[str, Any]
     _flags: Array | None  # SmallMLPTrainer's v1 optimizer flags (int32, 4); None otherwise
     _max_rows: int
+    _reader: BatchReader  # the batches' way in: what the binding declines
     _mode: str
     _lock: threading.RLock
     _step: int
@@ -152,6 +155,7 @@ class MLPCore(SessionSteps, PerOperation, Persistence, Inference, Export):
         if max_rows is None:
             max_rows = min(spec.max_rows(), MAX_CAPACITY_ROWS)
         self._max_rows = max_rows
+        self._reader = BatchReader(self._API, spec.inputs, spec.classes, max_rows)
         self._mode = _steps._binding().mode
         self._lock = threading.RLock()
         self._step = step
@@ -334,16 +338,8 @@ class MLPCore(SessionSteps, PerOperation, Persistence, Inference, Export):
             self._check_room(1)
             if not _fused_enabled():
                 return self._train_step_ops(X, targets, return_input_grad)
-            buf, logits, grads, dx = self._pass(X, targets, _MODE_TRAIN, return_input_grad)
-            result: TrainStepResult = {
-                "step": self._step,
-                "loss": buf[0],
-                "logits": logits,
-                "gradients": grads,
-            }
-            if return_input_grad:
-                result["input_grad"] = dx  # type: ignore[typeddict-item]  # an Array when asked
-            return result
+            r = self._pass(X, targets, _MODE_TRAIN, return_input_grad)
+            return _steps._step_result(self._step, r, return_input_grad)
 
     def train_steps(self, X: BufferLike, targets: BufferLike, k: int) -> TrainStepsResult:
         """`k` AdamW steps in ONE binding call, bit-equal to k `train_step` calls.

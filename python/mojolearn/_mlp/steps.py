@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any, Final, Literal, TypeAlias, overload
 
-    from .._buffers.types import BufferLike, PyArray
+    from .._buffers.types import BufferLike, PyArray, TrainStepResult
     from .core import MLPCore
     from .spec import LayerSizes
 
@@ -106,6 +106,41 @@ def _results(
     return logits, grads, dx
 
 
+def _step_result(step: int, r: _Pass, want_dx: bool) -> TrainStepResult:
+    """A `train_step` result from a one-step `_pass` result `r` (`step`: the new count)."""
+    buf, logits, grads, dx = r
+    result: TrainStepResult = {
+        "step": step,
+        "loss": buf[0],
+        "logits": logits,
+        "gradients": grads,  # type: ignore[typeddict-item]  # a dict: a training pass
+    }
+    if want_dx:
+        result["input_grad"] = dx  # type: ignore[typeddict-item]  # an Array when asked
+    return result
+
+
+def _quick(X: Any, targets: Any, inputs: int, max_rows: int, k: int = 1) -> tuple[Any, ...] | None:
+    """(x, y, target_itemsize, rows) as the binding's step entries take them, reading no
+    buffer here: an Array X that fits as its address and rows (checked here); any other X as
+    itself with rows 0 (the binding reads it, takes its rows and makes the result buffer, and
+    declines, saying why, what it cannot take zero-copy). Targets likewise: int32 labels of an
+    Array X as their address, else the object (an Array as its memoryview), itemsize 0: its
+    own. None when an Array X is not k batches of 1 to `max_rows` (the binding is not called:
+    `BatchReader.x` refuses it by name)."""
+    if type(X) is not Array:
+        return X, (targets._mv if type(targets) is Array else targets), 0, 0
+    if not (X._dtype == "<f4" and len(shape := X._shape) == 2 and shape[1] == inputs):
+        return None
+    total = shape[0]
+    rows = total // k
+    if not 0 < rows <= max_rows or rows * k != total:
+        return None
+    if type(targets) is Array and targets._dtype == "<i4" and targets._shape == (total,):
+        return X._addr, targets._addr, 4, rows
+    return X._addr, (targets._mv if type(targets) is Array else targets), 0, rows
+
+
 class SessionSteps:
     """The core's binding calls on its resident session (a mixin of `MLPCore`): the fused path."""
 
@@ -146,14 +181,14 @@ class SessionSteps:
     ) -> tuple[object, int, int]:
         """(object to keep alive, address, rows) of a float32 C-contiguous (rows, inputs) batch;
         finiteness is checked by the binding."""
-        return _batches.x_input(X, self._API, self._spec.inputs, self._max_rows, name, stacked)  # type: ignore[no-any-return]
+        return self._reader.x(X, name, stacked)  # type: ignore[no-any-return]
 
     def _y_input(  # type: ignore[misc]  # self: the MLPCore this mixes into
         self: MLPCore, targets: BufferLike, rows: int
     ) -> tuple[object, int, int]:
         """(object to keep alive, address, itemsize) of `rows` int32 labels; the binding checks
         the class range."""
-        return _batches.y_input(targets, rows, self._spec.classes, self._API)  # type: ignore[no-any-return]
+        return self._reader.y(targets, rows)  # type: ignore[no-any-return]
 
     if TYPE_CHECKING:  # forward mode has no gradient views
 
@@ -187,28 +222,44 @@ class SessionSteps:
         want_dx: bool,
         k: int = 1,
         stacked: bool = False,
-    ) -> _Pass | None:
+    ) -> _Pass:
         """One resident pass (forward / grads / one train step) on X and targets (ignored in
         forward mode), or k train steps in one call over k stacked batches; returns the
         result buffer [losses (k) | logits | grads | input_grad] and the `_results` views of
         it (logits only in forward mode). The binding reads the objects itself; what it
-        declines comes back through `_intake` (a copy, or the refusal naming it). Caller
-        holds the lock."""
-        spec = self._spec
+        declines goes to `_declined_pass` with the reason. Caller holds the lock."""
         lrs = self._step_rates(k) if mode == _MODE_TRAIN else None
-        q = _batches.quick(X, targets, spec.inputs, self._max_rows, k)
+        q = _quick(X, targets, self._spec.inputs, self._max_rows, k)
+        reason = _batches.DECLINED_X
         if q is not None:
             r = self._run_pass(*q, mode, want_dx, k, lrs)  # type: ignore[call-arg]  # q: 4 args
-            if r is not None:
+            if type(r) is tuple:
                 return r
-        x, xa, total = self._x_input(X, stacked=stacked)
+            reason = r
+        return self._declined_pass(X, targets, mode, want_dx, k, stacked, lrs, reason)
+
+    def _declined_pass(  # type: ignore[misc]  # self: the MLPCore this mixes into
+        self: MLPCore,
+        X: BufferLike,
+        targets: BufferLike | None,
+        mode: int,
+        want_dx: bool,
+        k: int,
+        stacked: bool,
+        lrs: PyArray | None,
+        reason: int,
+    ) -> _Pass:
+        """`_pass` after the binding declined it for `reason` (`_batches.DECLINED_*`): the
+        reader copies or converts the operand it declined, or refuses it by name, and the pass
+        runs on addresses (which the binding never declines). Caller holds the lock."""
+        x, xa, total, y, ya, itemsize = self._reader.declined(
+            X, None if mode == _MODE_FORWARD else targets, reason, stacked
+        )
         if stacked:
             self._check_stack(total, k)
-        if mode == _MODE_FORWARD:
-            y, ya, itemsize = x, xa, 4
-        else:
-            y, ya, itemsize = self._y_input(targets, total)  # type: ignore[arg-type]  # not None
-        return self._run_pass(xa, ya, itemsize, total // k, mode, want_dx, k, lrs)
+        r = self._run_pass(xa, ya, itemsize, total // k, mode, want_dx, k, lrs)
+        assert type(r) is tuple  # addresses with their rows and itemsize: never declined
+        return r
 
     def _check_stack(  # type: ignore[misc]  # self: the MLPCore this mixes into
         self: MLPCore, total: int, k: int
@@ -230,10 +281,10 @@ class SessionSteps:
         want_dx: bool,
         k: int,
         lrs: PyArray | None = None,
-    ) -> _Pass | None:
-        """`_pass` on inputs as the binding takes them (`_batches.quick`; rows 0: X is an
-        object whose rows the binding takes, making the result buffer); None when it declined
-        an object (nothing was done). `lrs`: the k steps' scheduled rates (`_step_rates`),
+    ) -> _Pass | int:
+        """`_pass` on inputs as the binding takes them (`_quick`; rows 0: X is an
+        object whose rows the binding takes, making the result buffer); a `_batches.DECLINED_*`
+        code when it declined an object (nothing was done). `lrs`: the k steps' scheduled rates (`_step_rates`),
         handed to the session after any regrowth (a new session has the config's lr). A
         failure after the binding applied a training run (e.g. a MemoryError making the
         views) rolls it back."""
@@ -275,10 +326,12 @@ class SessionSteps:
                     itemsize,
                     step,
                 )
-            if after is None:
-                return None
             if not rows:
+                if type(after) is int:  # declined: why
+                    return after  # type: ignore[no-any-return]
                 after, buf, out, rows = after
+            elif after < 0:  # declined (an object's targets): why
+                return after  # type: ignore[no-any-return]
             self._step = after
             if mode == _MODE_FORWARD:  # logits only: no gradient views to build
                 logits, grads, dx = (

@@ -60,12 +60,12 @@ LAYOUT = {
         ("layers", "capacity_rows", "t", "lr", "beta1", "beta2", "eps", "weight_decay"),
     ),
     "mlp_resident_step": (
-        ("session", "x", "targets", "out"),
+        ("session", "x", "targets", "out_or_template"),
         ("mode", "rows", "target_itemsize", "want_input_grad", "t"),
     ),
     # lrs: the address of k float64 rates, one per step (a schedule's), or 0: the session's lr.
     "mlp_resident_steps": (
-        ("session", "x", "targets", "out", "lrs"),
+        ("session", "x", "targets", "out_or_template", "lrs"),
         ("rows", "k", "target_itemsize", "t"),
     ),
     "mlp_resident_set_lr": (("session",), ("lr",)),  # positional, as `_step`
