@@ -382,3 +382,31 @@ def test_structured_fuzz(seed):
             checkpoint.loads(rewrap(env))
         except ValueError:
             pass
+
+
+def test_each_trainer_reads_its_schema_record(tmp_path):
+    # One record per trainer class: its state and file schemas, its bound, its optimizer
+    # fields; the table finds it by either name, and the command line builds its class.
+    from mojolearn._mlp.schema import MLP_RECORD, SCHEMAS, SMALL_RECORD, record
+    from mojolearn.cli.trainers import trainer_for
+
+    mlp = ml.MLPTrainer([8, 5, 3], seed=4, data_schedule=SCHEDULE)
+    for t, rec in ((trained(), SMALL_RECORD), (mlp, MLP_RECORD)):
+        assert type(t)._SCHEMA_REC is rec and rec.api == type(t).__name__
+        state = t.state_dict()
+        assert state["schema"] == rec.state_schema
+        assert set(state["optimizer"]) == rec.optimizer_keys
+        t.save_checkpoint(tmp_path / "ck")
+        env = json.loads((tmp_path / "ck").read_bytes())
+        assert env["schema"] == rec.file_schema
+        assert SCHEMAS[rec.file_schema] is SCHEMAS[rec.state_schema] is rec
+        assert type(trainer_for(checkpoint.load(tmp_path / "ck", schema=None))) is type(t)
+        other = MLP_RECORD if rec is SMALL_RECORD else SMALL_RECORD
+        assert record(rec.file_schema, "file_schema", other) is rec
+        # a name of the other kind, another name or an unhashable value: the default
+        for name in (rec.state_schema, "garbage", ["x"], None):
+            assert record(name, "file_schema", other) is other
+    assert SMALL_RECORD.max_bytes == checkpoint.MAX_BYTES and SMALL_RECORD.spec is _spec.SMALL
+    assert MLP_RECORD.max_bytes == checkpoint.MLP_MAX_BYTES and MLP_RECORD.spec is None
+    with pytest.raises(AttributeError):
+        SMALL_RECORD.max_bytes = 1  # frozen

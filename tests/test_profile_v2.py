@@ -463,7 +463,7 @@ def test_v1_files_load_and_verify(v1_files):
         env = _envelope(path)
         assert env["arithmetic_profile"] == checkpoint.PROFILE_V1, name
         assert all(round_f32(x) == x for x in env["payload"]["config"].values())
-        state = checkpoint.load(path, schema=cls._FILE_SCHEMA)
+        state = checkpoint.load(path, schema=cls._SCHEMA_REC.file_schema)
         assert state["optimizer"]["step"] == env["payload"]["optimizer"]["step"] > 0, name
         report = checkpoint.verify(path)
         assert report["profile"] == checkpoint.PROFILE_V1, name
@@ -478,7 +478,7 @@ def test_identical_v1_resume_refused_naming_both_profiles(v1_files):
             cls.from_checkpoint(path)
         assert str(refused.value) == V1_REFUSAL, name
         with pytest.raises(ValueError) as refused:
-            checkpoint.load_resumable(path, schema=cls._FILE_SCHEMA)
+            checkpoint.load_resumable(path, schema=cls._SCHEMA_REC.file_schema)
         assert str(refused.value) == V1_REFUSAL, name
         other = _small_trainer(1) if cls is ml.SmallMLPTrainer else None
         if other is None:

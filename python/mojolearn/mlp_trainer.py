@@ -12,10 +12,10 @@ SmallMLPTrainer's bits from the same `w`.
 from __future__ import annotations
 
 from ._buffers.intake import owned_tensor
-from ._mlp import codec as _ckpt
 from ._mlp import lr_schedule as _lrs
 from ._mlp import state as S
 from ._mlp.core import MLPCore
+from ._mlp.schema import MLP_RECORD
 from ._mlp.spec import LayerSizes
 from ._mlp.steps import _binding
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from ._buffers.types import BufferLike, LRSchedule
 
-_API = "MLPTrainer"
+_API = MLP_RECORD.api  # "MLPTrainer"
 
 
 class MLPTrainer(MLPCore):
@@ -76,8 +76,7 @@ class MLPTrainer(MLPCore):
 
     __slots__ = ()
     _API = _API
-    _SCHEMA = S.MLP_SCHEMA
-    _FILE_SCHEMA = _ckpt.MLP_FILE_SCHEMA
+    _SCHEMA_REC = MLP_RECORD
 
     def __init__(
         self,
@@ -163,7 +162,7 @@ class MLPTrainer(MLPCore):
             raise ValueError(f"{_API}: state must be a state_dict() with an architecture list")
         spec = LayerSizes(state["architecture"], _API)
         params, m, v, _, step, config, schedule, _, rec = S.validate_state(
-            state, _binding().mode, spec, _API, S.MLP_SCHEMA
+            state, _binding().mode, spec, MLP_RECORD
         )
         lr_sched = _lrs.resolve(rec, lr_schedule, None, _API)
         trainer = cls.__new__(cls)

@@ -14,10 +14,10 @@ from __future__ import annotations
 from ._buffers.alloc import zeros
 from ._buffers.array import Array, _new_object, _result_view
 from ._buffers.intake import owned_tensor
-from ._mlp import codec as _ckpt
 from ._mlp import lr_schedule as _lrs
 from ._mlp import state as S
 from ._mlp.core import MLPCore
+from ._mlp.schema import SMALL_RECORD
 from ._mlp.spec import SMALL
 from ._mlp.steps import (
     _FUSED_KEY,
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 _IN, _HID, _OUT = S.ARCHITECTURE
 _MAX_ROWS = 256
-_API = "SmallMLPTrainer"
+_API = SMALL_RECORD.api  # "SmallMLPTrainer"
 _MAX_STEP = S.STEP_INT32_MAX
 _TOTAL = S.TOTAL
 _W1_SHAPE, _B1_SHAPE, _W2_SHAPE, _B2_SHAPE = S.SHAPES
@@ -93,8 +93,7 @@ class SmallMLPTrainer(MLPCore):
 
     __slots__ = ("_run_step",)
     _API = _API
-    _SCHEMA = S.SCHEMA
-    _FILE_SCHEMA = _ckpt.FILE_SCHEMA
+    _SCHEMA_REC = SMALL_RECORD
     _run_step: Callable[..., Any]  # the binding's mlp_resident_step
 
     def __init__(
@@ -164,7 +163,7 @@ class SmallMLPTrainer(MLPCore):
             >>> t = SmallMLPTrainer.from_checkpoint("run.ckpt")  # a WarmupCosineLR continues
             >>> t = SmallMLPTrainer.from_checkpoint("run.ckpt", lr_schedule=MySchedule())
         """
-        state = _ckpt.load_resumable(path, allow_profile_change)
+        state = cls._load(path, allow_profile_change, None)
         return cls._from_state(state, lr_schedule)
 
     @classmethod

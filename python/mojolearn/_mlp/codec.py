@@ -58,7 +58,8 @@ from .._runtime.files import TMP_SUFFIX, clean_stale_temporaries  # noqa: F401 (
 from .._runtime.files import write_atomic as write_atomic  # API, and the trainers' save_checkpoint
 from .._runtime.portable import round_f32
 from . import state as S
-from .spec import MAX_PARAMS, SMALL, LayerSizes
+from .schema import MLP_RECORD, SMALL_RECORD, Schema, record
+from .spec import LayerSizes
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -70,17 +71,13 @@ if TYPE_CHECKING:
 
     _Path = str | bytes | os.PathLike[str] | os.PathLike[bytes]
 
-FILE_SCHEMA = "mojolearn.small-mlp-checkpoint.v1"
-MLP_FILE_SCHEMA = "mojolearn.mlp-checkpoint.v1"
+FILE_SCHEMA, MAX_BYTES = SMALL_RECORD.file_schema, SMALL_RECORD.max_bytes
+MLP_FILE_SCHEMA, MLP_MAX_BYTES = MLP_RECORD.file_schema, MLP_RECORD.max_bytes
 PROFILE = "mojolearn.portable-fp32.v2"
 # Files written before profile v2 (every one until 0.x's fma change): readable, and resumable
 # in fast mode; an identical-mode v1 state resumes only when asked (`check_resumable`).
 PROFILE_V1 = "mojolearn.portable-fp32.v1"
 REFERENCE_PROFILE = "mojolearn.neural-training.fp32.v1"
-MAX_BYTES = 32768
-# The largest admissible MLP (2**26 parameters): params, m and v at 8 hex digits a value, plus
-# 1 MiB for everything else (names, shapes, config, the data_schedule of at most 512 KiB).
-MLP_MAX_BYTES = 3 * 8 * MAX_PARAMS + (1 << 20)
 _TAIL = 64  # the canonical envelope ends with its schema: `"schema":"<name>"}\n`
 _ENVELOPE = frozenset(("schema", "payload", "payload_sha256"))
 _TENSOR = frozenset(("dtype", "shape", "hex"))
@@ -115,12 +112,13 @@ def dumps(state: dict[str, Any], profile: str = PROFILE) -> bytes:
     """The checkpoint file bytes of a `state_dict()` (SmallMLPTrainer's or MLPTrainer's: the
     file schema follows the state's). ValueError when over the size bound."""
     payload = encode_state(state)
-    schema = MLP_FILE_SCHEMA if payload.get("schema") == S.MLP_SCHEMA else FILE_SCHEMA
-    envelope = {"schema": schema, "payload": payload, "payload_sha256": state_hash(payload)}
+    rec = record(payload.get("schema"), "state_schema", SMALL_RECORD)
+    envelope = {"schema": rec.file_schema, "payload": payload}
+    envelope["payload_sha256"] = state_hash(payload)
     if profile != REFERENCE_PROFILE:
         envelope["arithmetic_profile"] = profile
     data: bytes = S.canonical(envelope) + b"\n"
-    bound = _bound(schema, None)
+    bound = rec.max_bytes
     if len(data) > bound:
         raise ValueError(
             f"checkpoint: {len(data)} bytes exceed the {bound}-byte bound "
@@ -134,7 +132,7 @@ def _bound(schema: str | None, max_bytes: int | None) -> int:
         if isinstance(max_bytes, bool) or type(max_bytes) is not int or max_bytes < 1:
             raise ValueError(f"checkpoint: max_bytes must be a positive int, got {max_bytes!r}")
         return max_bytes
-    return MAX_BYTES if schema == FILE_SCHEMA else MLP_MAX_BYTES
+    return record(schema, "file_schema", MLP_RECORD).max_bytes  # None: the largest
 
 
 # ---------------------------------------------------------------- decoding
@@ -203,10 +201,10 @@ def _spec_of(payload: dict[str, Any]) -> LayerSizes:
         raise ValueError(str(exc)) from None
 
 
-def _decode_payload(payload: Any, small: bool = True, profile: str = PROFILE) -> dict[str, Any]:
-    """The state of a payload: SmallMLPTrainer's (`small`) or MLPTrainer's, every tensor's
-    length checked against the declared architecture before it is decoded; `profile` the
-    envelope's (a v1 writer rounded its config to float32)."""
+def _decode_payload(payload: Any, schema: Schema, profile: str = PROFILE) -> dict[str, Any]:
+    """The state of a payload of `schema`'s trainer class, every tensor's length checked
+    against its fixed layer sizes or else the declared architecture before it is decoded;
+    `profile` the envelope's (a v1 writer rounded its config to float32)."""
     if type(payload) is not dict:
         raise ValueError("checkpoint: payload must be an object")
     missing = S.STATE_KEYS - set(payload)
@@ -216,8 +214,7 @@ def _decode_payload(payload: Any, small: bool = True, profile: str = PROFILE) ->
             f"checkpoint: payload has missing fields {sorted(missing)} / unknown "
             f"fields {sorted(unknown)}"
         )
-    spec = SMALL if small else _spec_of(payload)
-    opt_keys = S.OPTIMIZER_KEYS if small else S.MLP_OPTIMIZER_KEYS
+    spec = _spec_of(payload) if schema.spec is None else schema.spec
     state = dict(payload)
     weights = payload["weights"]
     if type(weights) is not dict or set(weights) != set(spec.names):
@@ -226,12 +223,12 @@ def _decode_payload(payload: Any, small: bool = True, profile: str = PROFILE) ->
         n: _decode_tensor(weights[n], s, "<f4", n) for n, s in zip(spec.names, spec.shapes)
     }
     opt = payload["optimizer"]
-    if type(opt) is not dict or set(opt) != opt_keys:
-        raise ValueError(f"checkpoint: optimizer must hold exactly {sorted(opt_keys)}")
+    if type(opt) is not dict or set(opt) != schema.optimizer_keys:
+        raise ValueError(f"checkpoint: optimizer must hold exactly {sorted(schema.optimizer_keys)}")
     opt = dict(opt)
     opt["m"] = _decode_tensor(opt["m"], (spec.total,), "<f4", "m")
     opt["v"] = _decode_tensor(opt["v"], (spec.total,), "<f4", "v")
-    if small:
+    if "flags" in schema.optimizer_keys:
         opt["flags"] = _decode_tensor(opt["flags"], (4,), "<i4", "flags")
     state["optimizer"] = opt
     if type(payload["config"]) is dict and any(
@@ -239,13 +236,7 @@ def _decode_payload(payload: Any, small: bool = True, profile: str = PROFILE) ->
     ):
         raise ValueError("checkpoint: config values must be numbers")
     # Every semantic rule (finite values, v >= 0, ranges, schedule bounds) is the trainer's.
-    S.validate_state(
-        state,
-        None,
-        spec,
-        "SmallMLPTrainer" if small else "MLPTrainer",
-        S.SCHEMA if small else S.MLP_SCHEMA,
-    )
+    S.validate_state(state, None, spec, schema)
     # The trainer would keep 3.0 or rounded config values, so its state (and hash) would no
     # longer be this file's: refuse what the writer cannot have written.
     if type(payload["architecture"]) is list and any(
@@ -335,9 +326,9 @@ def _parse(
     if envelope["schema"] not in wanted:
         names = " or ".join(repr(w) for w in wanted)
         raise ValueError(f"checkpoint: schema must be {names}, got {envelope['schema']!r}"[:300])
-    small = envelope["schema"] == FILE_SCHEMA
-    if small and len(data) > MAX_BYTES:
-        raise ValueError(f"checkpoint: {len(data)} bytes exceed the {MAX_BYTES}-byte bound")
+    rec = record(envelope["schema"], "file_schema", MLP_RECORD)
+    if rec.spec is not None and len(data) > rec.max_bytes:  # a fixed layout's bound is fixed
+        raise ValueError(f"checkpoint: {len(data)} bytes exceed the {rec.max_bytes}-byte bound")
     if S.canonical(envelope) + b"\n" != bytes(data):
         raise ValueError(
             "checkpoint: the file is not canonical JSON (sorted keys, no spaces, ASCII)"
@@ -364,7 +355,7 @@ def _parse(
             f"{PROFILE!r}; resuming would not reproduce the original run's bits. "
             f"Pass allow_profile_change=True to migrate (bits then follow {PROFILE!r})"
         )
-    return _decode_payload(payload, small, profile), envelope
+    return _decode_payload(payload, rec, profile), envelope
 
 
 def check_resumable(
@@ -413,10 +404,10 @@ def read_bounded(
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         st = os.fstat(fd)
-        bound = max_bytes
-        if schema != FILE_SCHEMA and st.st_size > MAX_BYTES:
+        bound, rec = max_bytes, record(schema, "file_schema", MLP_RECORD)
+        if rec.spec is None and st.st_size > MAX_BYTES:
             tail = os.pread(fd, _TAIL, max(0, st.st_size - _TAIL))
-            if not tail.endswith(b'"schema":"' + MLP_FILE_SCHEMA.encode() + b'"}\n'):
+            if not tail.endswith(b'"schema":"' + rec.file_schema.encode() + b'"}\n'):
                 bound = MAX_BYTES
         _check_regular(st, path, bound)
         data: bytes = _files.read_at_most(fd, bound)

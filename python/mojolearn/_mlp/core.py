@@ -14,9 +14,10 @@ With MOJOLEARN_MLP_FUSED=0 a step runs instead as the per-operation calls the fu
 (`_mlp/ops.py`) on a host copy of the state, then publishes it as a new session: same kernels,
 same order, same bits.
 
-A subclass sets `_API` (the name in messages), `_SCHEMA` / `_FILE_SCHEMA` (its payload and
-file schemas), and constructs through `_init_core`; SmallMLPTrainer adds its one justified
-fast path, an unrolled `train_step` for the 8→16→3 network.
+A subclass sets `_API` (the name in messages), `_SCHEMA_REC` (its persistence record,
+`_mlp/schema.py`: payload and file schemas, size bound, optimizer fields), and constructs
+through `_init_core`; SmallMLPTrainer adds its one justified fast path, an unrolled
+`train_step` for the 8→16→3 network.
 
 This class keeps the constructor, the introspection, the transactions (`_st`, `_publish`) and
 the public steps; its mixins hold the rest: `SessionSteps` (`_mlp/steps.py`: the binding calls
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
         TrainStepResult,
         TrainStepsResult,
     )
+    from .schema import Schema
     from .spec import LayerSizes
 
     _Trainer = TypeVar("_Trainer", bound="MLPCore")
@@ -106,8 +108,7 @@ class MLPCore(SessionSteps, PerOperation, Persistence, Inference, Export):
 
     # Set by each subclass.
     _API: str  # the name in messages: "SmallMLPTrainer", "MLPTrainer"
-    _SCHEMA: str  # the `state_dict()` schema
-    _FILE_SCHEMA: str  # the checkpoint file schema
+    _SCHEMA_REC: Schema  # its state and file schemas, size bound, optimizer fields
 
     _spec: LayerSizes
     _config: dict[str, float]  # lr, beta1, beta2, eps, weight_decay (as given: profile v2)

@@ -27,7 +27,7 @@ def trainer_from_bytes(
 ) -> _Trainer:
     """A `cls` trainer from checkpoint bytes, checked as a file is (how trainers unpickle; a
     custom learning-rate schedule travels beside the bytes as `lr_schedule`)."""
-    return cls._from_state(_ckpt.loads(data, schema=cls._FILE_SCHEMA), lr_schedule)
+    return cls._from_state(_ckpt.loads(data, schema=cls._SCHEMA_REC.file_schema), lr_schedule)
 
 
 class Persistence:
@@ -159,7 +159,7 @@ class Persistence:
             if st.flags is not None:
                 optimizer["flags"] = st.flags
             state = {
-                "schema": self._SCHEMA,
+                "schema": self._SCHEMA_REC.state_schema,
                 "architecture": list(self._spec.sizes),
                 "numeric_mode": self._mode,
                 "parameter_order": list(self._spec.names),
@@ -197,7 +197,7 @@ class Persistence:
                 without `lr_at`.
         """
         params, m, v, flags, step, config, schedule, _, rec = S.validate_state(
-            state, self._mode, self._spec, self._API, self._SCHEMA
+            state, self._mode, self._spec, self._SCHEMA_REC
         )
         with self._lock:
             lr_sched = _lrs.resolve(rec, lr_schedule, self._lr_schedule, self._API)
@@ -242,10 +242,11 @@ class Persistence:
         allow_profile_change: bool,
         max_bytes: int | None,
     ) -> dict[str, Any]:
-        """The checked state of a checkpoint file of this class's file schema."""
-        if cls._FILE_SCHEMA == _ckpt.FILE_SCHEMA:
-            return _ckpt.load_resumable(path, allow_profile_change)
-        return _ckpt.load_resumable(path, allow_profile_change, cls._FILE_SCHEMA, max_bytes)
+        """The checked state of a checkpoint file of this class's file schema (a fixed
+        layout's files have their fixed bound: `max_bytes` is ignored)."""
+        rec = cls._SCHEMA_REC
+        bound = max_bytes if rec.spec is None else None
+        return _ckpt.load_resumable(path, allow_profile_change, rec.file_schema, bound)
 
     def load_checkpoint(  # type: ignore[misc]  # self: the MLPCore this mixes into
         self: _Trainer,

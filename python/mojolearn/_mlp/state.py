@@ -15,11 +15,12 @@ from .._buffers.array import Array, frombytes
 from .._buffers.intake import owned_tensor
 from .._runtime.portable import f32_in_range, round_f32
 from . import lr_schedule as _lrs
+from .schema import MLP_RECORD, SMALL_RECORD
 from .spec import SMALL
 
 NAMES, SHAPES, OFFSETS, TOTAL = SMALL.names, SMALL.shapes, SMALL.offsets, SMALL.total
 ARCHITECTURE = list(SMALL.sizes)
-SCHEMA = "mojolearn.small-mlp-trainer.v1"
+SCHEMA, MLP_SCHEMA = SMALL_RECORD.state_schema, MLP_RECORD.state_schema
 OPTIMIZER = "AdamW"
 # The v1 schema's step counter is an int32 (the reference layout), whatever the transport.
 STEP_INT32_MAX = (1 << 31) - 1
@@ -39,7 +40,6 @@ STATE_KEYS = frozenset(
 # Present only while a learning-rate schedule is set (`_lr_schedule`'s record), so a state
 # without one is the reference's v1 layout, field for field.
 OPTIONAL_STATE_KEYS = frozenset(("lr_schedule",))
-OPTIMIZER_KEYS = frozenset(("kind", "step", "m", "v", "flags"))
 MODES = ("identical", "fast")
 
 _SCHEDULE_NODES = 128
@@ -200,25 +200,20 @@ def _fields(obj, keys, what, api, optional=frozenset()):
         raise ValueError(f"{api}: {what} has missing fields {missing} / unknown fields {unknown}")
 
 
-MLP_SCHEMA = "mojolearn.mlp-trainer.v1"
-MLP_OPTIMIZER_KEYS = frozenset(("kind", "step", "m", "v"))
-
-
-def validate_state(state, mode=None, spec=SMALL, api="SmallMLPTrainer", schema=SCHEMA):
+def validate_state(state, mode, spec, schema):
     """Check a whole state (`state_dict()` form, tensors as buffers) and copy it.
 
-    `schema` SCHEMA is SmallMLPTrainer's state (with the v1 layout's optimizer flags),
-    MLP_SCHEMA an MLPTrainer's (no flags); `architecture` must be `spec`'s.
+    `schema` is the trainer class's record (`_mlp.schema.Schema`: its name in messages, its
+    state schema, its optimizer fields); `architecture` must be `spec`'s.
     Returns (params, m, v, flags, step, config, schedule, numeric_mode, lr_schedule): params,
     m, v flat owned float32 Arrays of `spec.total`, flags an int32 Array of 4 (None for
     MLPTrainer), lr_schedule the checked learning-rate schedule record or None.
     `mode`, when given, is the process's numeric mode, which the state must have been saved
     under."""
-    small = schema == SCHEMA
-    opt_keys = OPTIMIZER_KEYS if small else MLP_OPTIMIZER_KEYS
+    api, name = schema.api, schema.state_schema
     _fields(state, STATE_KEYS, "state", api, OPTIONAL_STATE_KEYS)
-    if state["schema"] != schema:
-        raise ValueError(f"{api}: state schema must be {schema!r}, got {state['schema']!r}")
+    if state["schema"] != name:
+        raise ValueError(f"{api}: state schema must be {name!r}, got {state['schema']!r}")
     if state["architecture"] != list(spec.sizes):
         raise ValueError(
             f"{api}: architecture must be {list(spec.sizes)}, got {state['architecture']!r}"[:300]
@@ -243,7 +238,7 @@ def validate_state(state, mode=None, spec=SMALL, api="SmallMLPTrainer", schema=S
         owned_tensor(state["weights"][n], s, n, api) for n, s in zip(spec.names, spec.shapes)
     ]
     opt = state["optimizer"]
-    _fields(opt, opt_keys, "state optimizer", api)
+    _fields(opt, schema.optimizer_keys, "state optimizer", api)
     if opt["kind"] != OPTIMIZER:
         raise ValueError(f"{api}: optimizer kind must be 'AdamW', got {opt['kind']!r}")
     step = check_step(opt["step"], api)
@@ -252,7 +247,7 @@ def validate_state(state, mode=None, spec=SMALL, api="SmallMLPTrainer", schema=S
     if min(v._mv.tolist()) < 0:
         raise ValueError(f"{api}: optimizer v (second moments) must be >= 0")
     flags = None
-    if small:
+    if "flags" in schema.optimizer_keys:  # the v1 layout's
         flags = owned_tensor(opt["flags"], (4,), "optimizer flags", api, "<i4")
         if any(f not in (0, 1) for f in flags._mv.tolist()):
             raise ValueError(f"{api}: optimizer flags must be 0 or 1, got {flags.tolist()}")

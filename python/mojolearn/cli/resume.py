@@ -19,7 +19,7 @@ import os
 from .._runtime import files as _files
 from .._runtime.portable import round_f32
 from . import data as _data
-from .trainers import checkpoints, mlp_schema
+from .trainers import checkpoints, schema_of
 from .usage import UsageError
 
 _shown = _files.shown
@@ -129,7 +129,7 @@ def run_schedule_problem(state):
     if type(m) is not int or m < 1 or m & (m - 1):
         return f"data_schedule microbatches must be a power of two, got {m!r}"[:300]
     layers = schedule.get("layers")
-    mlp = state["schema"] == mlp_schema()
+    mlp = schema_of(state).spec is None  # `train --layers` records the layers it was given
     if mlp and layers != state["architecture"] or not mlp and "layers" in schedule:
         return (
             f"data_schedule layers {layers!r} differ from the state's network "

@@ -1,14 +1,9 @@
 """The few calls the command line makes on trainers and checkpoints.
 
 SmallMLPTrainer (no --layers) or MLPTrainer, chosen by the options or by a checkpoint's
-schema; the library is imported on first use, after the numeric mode is chosen.
+schema (its record in `_mlp.schema.SCHEMAS`); the library is imported on first use, after the
+numeric mode is chosen.
 """
-
-
-def _small_trainer_class():
-    from ..trainer import SmallMLPTrainer
-
-    return SmallMLPTrainer
 
 
 def lr_schedule_for(opts, total_steps):
@@ -31,27 +26,27 @@ def new_trainer(opts, schedule, total_steps):
     hyper["lr_schedule"] = lr_schedule_for(opts, total_steps)
     if opts["layers"] is None:
         from .._mlp.spec import init_small_mlp
+        from ..trainer import SmallMLPTrainer
 
-        return _small_trainer_class()(*init_small_mlp(opts["seed"]), **hyper)
+        return SmallMLPTrainer(*init_small_mlp(opts["seed"]), **hyper)
     from ..mlp_trainer import MLPTrainer
 
     return MLPTrainer(opts["layers"], seed=opts["seed"], **hyper)
 
 
 def trainer_for(state):
-    """The trainer (class by the state's schema) holding a checked checkpoint state."""
-    if state["schema"] == mlp_schema():
-        from ..mlp_trainer import MLPTrainer
+    """The trainer (class by the state's schema record) holding a checked checkpoint state."""
+    import mojolearn
 
-        return MLPTrainer._from_state(state)
-    return _small_trainer_class()._from_state(state)
+    # The record's name in messages is the public class's name.
+    return getattr(mojolearn, schema_of(state).api)._from_state(state)
 
 
-def mlp_schema():
-    """The state schema of an MLPTrainer checkpoint (SmallMLPTrainer's is the other one)."""
-    from .._mlp.state import MLP_SCHEMA
+def schema_of(state):
+    """The record (`_mlp.schema.Schema`) of a checked checkpoint state's schema."""
+    from .._mlp.schema import SCHEMAS
 
-    return MLP_SCHEMA
+    return SCHEMAS[state["schema"]]
 
 
 def checkpoints():
