@@ -13,8 +13,9 @@ own layer and the ones below (`_buffers` < `_runtime` < `_mlp`, `_optim` < publi
 
     _buffers/  Array, DLPack, the buffer reader, the one intake door, take
     _runtime/  the compiled binding and its ABI table, threads, portable math, files, MPI world
-    _mlp/      layer sizes, state and codec, the trainer core and its mixins (session steps,
-               per-operation path, persistence, inference, export), LR-schedule records
+    _mlp/      layer sizes and result layout, state, schema records and codec, the batch
+               reader, the trainer core and its mixins (session steps, per-operation path,
+               persistence, inference, export), LR-schedule records
     _optim/    the optimizers' checks and Hyper record, state_dict, device residency, schedules
     cli/       parser, train, resume, predict, info/verify, plot, data, history, progress
 
