@@ -433,6 +433,32 @@ def test_batch_memory_bound_admits_4096_rows_of_784_256_10():
     assert spec.batch_bytes(spec.max_rows() + 1) > _layers.MAX_BATCH_BYTES
 
 
+def test_result_layout_is_the_buffer_order(seed):
+    """ResultLayout against the buffer written out region by region: [losses (k) | logits
+    (rows x classes) | grads (every parameter) | input_grad (rows x inputs) when asked]."""
+    rng = random.Random(seed)
+    for _ in range(200):
+        sizes = [rng.randint(1, 40) for _ in range(rng.randint(1, 4))] + [rng.randint(2, 20)]
+        k, rows, want_dx = rng.randint(1, 300), rng.randint(0, 500), rng.random() < 0.5
+        params = sum(o * i + o for i, o in zip(sizes, sizes[1:]))
+        regions = [("losses", k), ("logits", rows * sizes[-1]), ("grads", params)]
+        regions += [("input_grad", rows * sizes[0])] if want_dx else []
+        spec = _spec.LayerSizes(sizes)
+        at = _spec.ResultLayout(k, rows, spec, want_dx)
+        start = 0
+        for name, length in regions:
+            assert getattr(at, name) == start, (sizes, k, rows, want_dx, name)
+            start += length
+        assert at.size == start and (at.k, at.rows) == (k, rows)
+        assert want_dx or at.input_grad is None
+        cached = spec.layouts[k, rows, want_dx]  # what the steps use: the same offsets
+        assert repr(cached) == repr(at) and spec.layouts[k, rows, want_dx] is cached
+    with pytest.raises(AttributeError, match="read-only"):
+        at.grads = 0
+    with pytest.raises(AttributeError, match="read-only"):
+        del at.size
+
+
 def test_predictions_and_sessions_agree(seed):
     rng = random.Random(seed)
     t = trainer([5, 8, 4], 4)
