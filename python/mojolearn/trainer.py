@@ -21,7 +21,7 @@ from ._mlp.batches import batch as _batch
 from ._mlp.batches import targets as _targets
 from ._mlp.batches import y_input as _y_input
 from ._mlp.core import MLPCore
-from ._mlp.spec import SMALL
+from ._mlp.spec import SMALL, ResultLayout
 from ._mlp.steps import (
     _FUSED_KEY,
     _MODE_TRAIN,
@@ -45,10 +45,19 @@ _IN, _HID, _OUT = S.ARCHITECTURE
 _MAX_ROWS = 256
 _API = "SmallMLPTrainer"
 _MAX_STEP = S.STEP_INT32_MAX
-_TOTAL = S.TOTAL
+# `train_step` unrolls its result views: their constants come from the spec and the result
+# layout, here, once. Each gradient's shape, size and byte offset from weight1's:
 _W1_SHAPE, _B1_SHAPE, _W2_SHAPE, _B2_SHAPE = S.SHAPES
-# `train_step` spells the flat gradient layout out (offsets 0, 128, 144, 192).
+_W1_SIZE, _B1_SIZE, _W2_SIZE, _B2_SIZE = (view[3] for view in SMALL.views)
+_, _B1_AT, _W2_AT, _B2_AT = (view[2] for view in SMALL.views)
+# The unrolled body is four gradient views (offsets 0, 128, 144, 192).
 assert S.OFFSETS == (0, 128, 144, 192) and S.TOTAL == 195 and S.ARCHITECTURE == [8, 16, 3]
+# [loss | logits | grads | input_grad] of a batch of `rows`: `_LAYOUTS[rows][want_dx]` (a list
+# index costs what the offset arithmetic did; a ResultLayout per step would cost ~1 µs).
+_LAYOUTS = [
+    (ResultLayout(1, rows, SMALL, False), ResultLayout(1, rows, SMALL, True))
+    for rows in range(_MAX_ROWS + 1)
+]
 _LOGITS_SHAPES = [(rows, _OUT) for rows in range(_MAX_ROWS + 1)]  # shared, not rebuilt per step
 
 
@@ -260,8 +269,8 @@ class SmallMLPTrainer(MLPCore):
                 self._session.set_lr(self._rates(step + 1, 1)[0])
             try:
                 if rows:
-                    g = 1 + rows * _OUT  # [loss | logits | grads | input_grad]
-                    buf = _ZERO * (g + _TOTAL + rows * _IN if return_input_grad else g + _TOTAL)
+                    at = _LAYOUTS[rows][return_input_grad]
+                    buf = _ZERO * at.size
                     addr = buf.buffer_info()[0]
                     self._step = self._run_step(
                         self._session.handle,
@@ -288,36 +297,36 @@ class SmallMLPTrainer(MLPCore):
                     )
                     if r is not None:
                         self._step, buf, addr, rows = r
-                        g = 1 + rows * _OUT
+                        at = _LAYOUTS[rows][return_input_grad]
                 if rows:  # `_results`, inlined and unrolled for this hottest call (~5 %)
                     make = _new_object
                     A = Array
-                    a = addr + 4 * g
+                    a = addr + 4 * at.grads
                     logits = make(A)
                     logits._owner = buf
                     logits._shape = _LOGITS_SHAPES[rows]
-                    logits._size = g - 1
-                    logits._addr = addr + 4
+                    logits._size = rows * _OUT
+                    logits._addr = addr + 4 * at.logits
                     w1 = make(A)
                     w1._owner = buf
                     w1._shape = _W1_SHAPE
-                    w1._size = 128
+                    w1._size = _W1_SIZE
                     w1._addr = a
                     b1 = make(A)
                     b1._owner = buf
                     b1._shape = _B1_SHAPE
-                    b1._size = 16
-                    b1._addr = a + 512
+                    b1._size = _B1_SIZE
+                    b1._addr = a + _B1_AT
                     w2 = make(A)
                     w2._owner = buf
                     w2._shape = _W2_SHAPE
-                    w2._size = 48
-                    w2._addr = a + 576
+                    w2._size = _W2_SIZE
+                    w2._addr = a + _W2_AT
                     b2 = make(A)
                     b2._owner = buf
                     b2._shape = _B2_SHAPE
-                    b2._size = 3
-                    b2._addr = a + 768
+                    b2._size = _B2_SIZE
+                    b2._addr = a + _B2_AT
                     logits._dtype = w1._dtype = b1._dtype = w2._dtype = b2._dtype = "<f4"
                     logits._readonly = w1._readonly = b1._readonly = w2._readonly = b2._readonly = (
                         False
@@ -328,10 +337,9 @@ class SmallMLPTrainer(MLPCore):
                         "logits": logits,
                         "gradients": {"weight1": w1, "bias1": b1, "weight2": w2, "bias2": b2},
                     }
-                    if return_input_grad:
-                        at = g + _TOTAL
+                    if (dx_at := at.input_grad) is not None:  # return_input_grad
                         result["input_grad"] = _result_view(
-                            buf, (rows, _IN), addr + 4 * at, rows * _IN
+                            buf, (rows, _IN), addr + 4 * dx_at, rows * _IN
                         )
                     return result
             except BaseException as exc:  # refused, or e.g. a KeyboardInterrupt after it ran

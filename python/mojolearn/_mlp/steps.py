@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from .._buffers.types import BufferLike, PyArray
     from .core import MLPCore
-    from .spec import LayerSizes
+    from .spec import LayerSizes, ResultLayout
 
     # [losses (k) | logits | grads | input_grad] and its views: logits, gradients (None in
     # forward mode), input_grad (None unless asked).
@@ -82,13 +82,13 @@ def _translate(exc: BaseException, api: str) -> BaseException:
 
 
 def _results(
-    buf: PyArray, addr: int, spec: LayerSizes, rows: int, k: int, want_dx: bool
+    buf: PyArray, addr: int, spec: LayerSizes, at: ResultLayout
 ) -> tuple[Array, dict[str, Array], Array | None]:
     """(logits, gradients dict, input_grad or None): Arrays viewing the flat result buffer at
-    `addr`, [losses (k) | logits (rows × classes) | grads (total) | input_grad (rows ×
-    inputs)] (each keeps it alive)."""
-    g = addr + 4 * (k + rows * spec.classes)
-    logits = _result_view(buf, (rows, spec.classes), addr + 4 * k, rows * spec.classes)
+    `addr`, laid out as `at` says (each keeps it alive)."""
+    rows = at.rows
+    g = addr + 4 * at.grads
+    logits = _result_view(buf, (rows, spec.classes), addr + 4 * at.logits, rows * spec.classes)
     grads: dict[str, Array] = {}
     make = _new_object
     for name, shape, offset, size in spec.views:  # `_result_view`, inlined: ~0.1 µs a view
@@ -101,8 +101,8 @@ def _results(
         a._addr = g + offset
         grads[name] = a
     dx: Array | None = None
-    if want_dx:
-        dx = _result_view(buf, (rows, spec.inputs), g + 4 * spec.total, rows * spec.inputs)
+    if at.input_grad is not None:
+        dx = _result_view(buf, (rows, spec.inputs), addr + 4 * at.input_grad, rows * spec.inputs)
     return logits, grads, dx
 
 
@@ -245,9 +245,7 @@ class SessionSteps:
         dx: Array | None
         try:
             if rows:
-                buf = _ZERO * (
-                    k + rows * spec.classes + spec.total + (rows * spec.inputs if want_dx else 0)
-                )
+                buf = _ZERO * spec.layouts[k, rows, want_dx].size
                 out = buf.buffer_info()[0]
             if k == 1:
                 if lrs is not None:
@@ -280,14 +278,17 @@ class SessionSteps:
             if not rows:
                 after, buf, out, rows = after
             self._step = after
+            at: ResultLayout = spec.layouts[k, rows, want_dx]
             if mode == _MODE_FORWARD:  # logits only: no gradient views to build
                 logits, grads, dx = (
-                    _result_view(buf, (rows, spec.classes), out + 4 * k, rows * spec.classes),
+                    _result_view(
+                        buf, (rows, spec.classes), out + 4 * at.logits, rows * spec.classes
+                    ),
                     None,
                     None,
                 )
             else:
-                logits, grads, dx = _results(buf, out, spec, rows, k, want_dx)
+                logits, grads, dx = _results(buf, out, spec, at)
         except BaseException as exc:
             if mode == _MODE_TRAIN:
                 self._recover(step)
@@ -300,12 +301,13 @@ class SessionSteps:
     def _microbatch(  # type: ignore[misc]  # self: the MLPCore this mixes into
         self: MLPCore, xa: int, ya: int, itemsize: int, rows: int, divide_by: int
     ) -> PyArray:
-        """The result buffer [loss | logits | grads] of one microbatch on the current state,
-        its loss and gradient divided by `divide_by` (the whole batch's rows). No step."""
+        """The result buffer of one microbatch on the current state (`ResultLayout(1, rows,
+        spec, False)`: [loss | logits | grads]), its loss and gradient divided by `divide_by`
+        (the whole batch's rows). No step."""
         if rows > self._session.capacity:
             self._fit(rows)
-        spec = self._spec
-        buf = _ZERO * (1 + rows * spec.classes + spec.total)
+        at: ResultLayout = self._spec.layouts[1, rows, False]
+        buf = _ZERO * at.size
         try:
             _binding().mlp_resident_grads(
                 [self._session.handle, xa, ya, buf.buffer_info()[0]],
