@@ -451,8 +451,11 @@ def test_result_layout_is_the_buffer_order(seed):
             start += length
         assert at.size == start and (at.k, at.rows) == (k, rows)
         assert want_dx or at.input_grad is None
-        cached = spec.layouts[k, rows, want_dx]  # what the steps use: the same offsets
-        assert repr(cached) == repr(at) and spec.layouts[k, rows, want_dx] is cached
+        key = rows if k == 1 else (k, rows)  # how the steps look theirs up
+        cached = spec.layouts[key][want_dx]
+        assert cached == at == spec.layouts[k, rows][want_dx] and repr(cached) == repr(at)
+        assert spec.layouts[key][want_dx] is cached  # kept, not made again
+        assert at != _spec.ResultLayout(k, rows + 1, spec, want_dx)
     with pytest.raises(AttributeError, match="read-only"):
         at.grads = 0
     with pytest.raises(AttributeError, match="read-only"):

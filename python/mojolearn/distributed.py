@@ -432,7 +432,7 @@ class DataParallel:
         in-place Allgatherv fills in the others'."""
         spec = self._port.spec
         n = spec.total
-        at: ResultLayout = spec.layouts[1, per, False]  # `microbatch`'s buffers
+        at: ResultLayout = spec.layouts[per][False]  # `microbatch`'s buffers
         start = at.grads
         first = self.microbatches_of(self.rank)[:1]
         grads, losses = memoryview(self._grads), memoryview(self._losses)

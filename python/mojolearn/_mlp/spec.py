@@ -198,15 +198,26 @@ class ResultLayout:
     def __delattr__(self, name: str) -> None:
         raise AttributeError(f"ResultLayout is read-only: cannot delete {name}")
 
+    def _fields(self) -> tuple[int | None, ...]:
+        return tuple(getattr(self, n) for n in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ResultLayout) and other._fields() == self._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
     def __repr__(self) -> str:
-        fields = ", ".join(f"{n}={getattr(self, n)}" for n in self.__slots__)
+        fields = ", ".join(f"{n}={v}" for n, v in zip(self.__slots__, self._fields()))
         return f"ResultLayout({fields})"
 
 
 class _Layouts(dict):
-    """A spec's ResultLayout by (k, rows, want_dx), made on first use: a step looks its layout
-    up (one dict read) instead of making one (~1 µs, a third of a batch-1 step). At most
-    _MAX_LAYOUTS are kept; past that a layout is made and not kept."""
+    """A spec's result layouts, made on first use, as pairs (without input_grad, with it)
+    indexed by want_dx: `layouts[rows][want_dx]` for one step, `layouts[k, rows][want_dx]`
+    for k. A step looks its layout up instead of making one (~1 µs, a third of a batch-1
+    step); one step's key is `rows` alone, no tuple to build and hash (~35 ns). At most
+    _MAX_LAYOUTS keys are kept; past that a pair is made and not kept."""
 
     __slots__ = ("_spec",)
 
@@ -215,11 +226,11 @@ class _Layouts(dict):
         self._spec = spec
 
     def __missing__(self, key):
-        k, rows, want_dx = key
-        layout = ResultLayout(k, rows, self._spec, want_dx)
+        k, rows = (1, key) if type(key) is int else key
+        pair = (ResultLayout(k, rows, self._spec, False), ResultLayout(k, rows, self._spec, True))
         if len(self) < _MAX_LAYOUTS:
-            self[key] = layout
-        return layout
+            self[key] = pair
+        return pair
 
 
 _MAX_LAYOUTS = 1024

@@ -245,7 +245,8 @@ class SessionSteps:
         dx: Array | None
         try:
             if rows:
-                buf = _ZERO * spec.layouts[k, rows, want_dx].size
+                at: ResultLayout = spec.layouts[rows if k == 1 else (k, rows)][want_dx]
+                buf = _ZERO * at.size
                 out = buf.buffer_info()[0]
             if k == 1:
                 if lrs is not None:
@@ -277,8 +278,8 @@ class SessionSteps:
                 return None
             if not rows:
                 after, buf, out, rows = after
+                at = spec.layouts[rows if k == 1 else (k, rows)][want_dx]
             self._step = after
-            at: ResultLayout = spec.layouts[k, rows, want_dx]
             if mode == _MODE_FORWARD:  # logits only: no gradient views to build
                 logits, grads, dx = (
                     _result_view(
@@ -306,7 +307,7 @@ class SessionSteps:
         (the whole batch's rows). No step."""
         if rows > self._session.capacity:
             self._fit(rows)
-        at: ResultLayout = self._spec.layouts[1, rows, False]
+        at: ResultLayout = self._spec.layouts[rows][False]
         buf = _ZERO * at.size
         try:
             _binding().mlp_resident_grads(
