@@ -45,19 +45,26 @@ _IN, _HID, _OUT = S.ARCHITECTURE
 _MAX_ROWS = 256
 _API = "SmallMLPTrainer"
 _MAX_STEP = S.STEP_INT32_MAX
-# `train_step` unrolls its result views: their constants come from the spec and the result
-# layout, here, once. Each gradient's shape, size and byte offset from weight1's:
+# `train_step` unrolls its result views; their constants come from the spec and the result
+# layout, here, once. The unrolled body is four gradient views (offsets 0, 128, 144, 192).
+assert S.OFFSETS == (0, 128, 144, 192) and S.TOTAL == 195 and S.ARCHITECTURE == [8, 16, 3]
 _W1_SHAPE, _B1_SHAPE, _W2_SHAPE, _B2_SHAPE = S.SHAPES
 _W1_SIZE, _B1_SIZE, _W2_SIZE, _B2_SIZE = (view[3] for view in SMALL.views)
-_, _B1_AT, _W2_AT, _B2_AT = (view[2] for view in SMALL.views)
-# The unrolled body is four gradient views (offsets 0, 128, 144, 192).
-assert S.OFFSETS == (0, 128, 144, 192) and S.TOTAL == 195 and S.ARCHITECTURE == [8, 16, 3]
-# [loss | logits | grads | input_grad] of a batch of `rows`: `_LAYOUTS[rows][want_dx]` (a list
-# index costs what the offset arithmetic did; a ResultLayout per step would cost ~1 µs).
-_LAYOUTS = [
-    (ResultLayout(1, rows, SMALL, False), ResultLayout(1, rows, SMALL, True))
-    for rows in range(_MAX_ROWS + 1)
-]
+
+
+def _views_at(rows: int, want_dx: bool) -> tuple[int, int, int, int, int, int, int | None]:
+    """`ResultLayout` as `train_step` reads it: the buffer's size in floats, then the byte
+    offsets from its start of the logits (z), weight1, bias1, weight2, bias2 and input_grad
+    (None unless `want_dx`) of a batch of `rows`."""
+    at = ResultLayout(1, rows, SMALL, want_dx)
+    w1, b1, w2, b2 = (4 * at.grads + view[2] for view in SMALL.views)
+    dx = None if at.input_grad is None else 4 * at.input_grad
+    return at.size, 4 * at.logits, w1, b1, w2, b2, dx
+
+
+# `_AT[rows][want_dx]`: an index and an unpack cost what the offset arithmetic did (making a
+# ResultLayout per step would cost ~1 µs; reading its fields and scaling them, ~30 ns).
+_AT = [(_views_at(rows, False), _views_at(rows, True)) for rows in range(_MAX_ROWS + 1)]
 _LOGITS_SHAPES = [(rows, _OUT) for rows in range(_MAX_ROWS + 1)]  # shared, not rebuilt per step
 
 
@@ -269,8 +276,8 @@ class SmallMLPTrainer(MLPCore):
                 self._session.set_lr(self._rates(step + 1, 1)[0])
             try:
                 if rows:
-                    at = _LAYOUTS[rows][return_input_grad]
-                    buf = _ZERO * at.size
+                    size, z_at, w1_at, b1_at, w2_at, b2_at, dx_at = _AT[rows][return_input_grad]
+                    buf = _ZERO * size
                     addr = buf.buffer_info()[0]
                     self._step = self._run_step(
                         self._session.handle,
@@ -297,36 +304,35 @@ class SmallMLPTrainer(MLPCore):
                     )
                     if r is not None:
                         self._step, buf, addr, rows = r
-                        at = _LAYOUTS[rows][return_input_grad]
+                        _, z_at, w1_at, b1_at, w2_at, b2_at, dx_at = _AT[rows][return_input_grad]
                 if rows:  # `_results`, inlined and unrolled for this hottest call (~5 %)
                     make = _new_object
                     A = Array
-                    a = addr + 4 * at.grads
                     logits = make(A)
                     logits._owner = buf
                     logits._shape = _LOGITS_SHAPES[rows]
                     logits._size = rows * _OUT
-                    logits._addr = addr + 4 * at.logits
+                    logits._addr = addr + z_at
                     w1 = make(A)
                     w1._owner = buf
                     w1._shape = _W1_SHAPE
                     w1._size = _W1_SIZE
-                    w1._addr = a
+                    w1._addr = addr + w1_at
                     b1 = make(A)
                     b1._owner = buf
                     b1._shape = _B1_SHAPE
                     b1._size = _B1_SIZE
-                    b1._addr = a + _B1_AT
+                    b1._addr = addr + b1_at
                     w2 = make(A)
                     w2._owner = buf
                     w2._shape = _W2_SHAPE
                     w2._size = _W2_SIZE
-                    w2._addr = a + _W2_AT
+                    w2._addr = addr + w2_at
                     b2 = make(A)
                     b2._owner = buf
                     b2._shape = _B2_SHAPE
                     b2._size = _B2_SIZE
-                    b2._addr = a + _B2_AT
+                    b2._addr = addr + b2_at
                     logits._dtype = w1._dtype = b1._dtype = w2._dtype = b2._dtype = "<f4"
                     logits._readonly = w1._readonly = b1._readonly = w2._readonly = b2._readonly = (
                         False
@@ -337,9 +343,9 @@ class SmallMLPTrainer(MLPCore):
                         "logits": logits,
                         "gradients": {"weight1": w1, "bias1": b1, "weight2": w2, "bias2": b2},
                     }
-                    if (dx_at := at.input_grad) is not None:  # return_input_grad
+                    if dx_at is not None:  # return_input_grad
                         result["input_grad"] = _result_view(
-                            buf, (rows, _IN), addr + 4 * dx_at, rows * _IN
+                            buf, (rows, _IN), addr + dx_at, rows * _IN
                         )
                     return result
             except BaseException as exc:  # refused, or e.g. a KeyboardInterrupt after it ran
