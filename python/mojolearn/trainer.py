@@ -50,6 +50,7 @@ _MAX_STEP = S.STEP_INT32_MAX
 assert S.OFFSETS == (0, 128, 144, 192) and S.TOTAL == 195 and S.ARCHITECTURE == [8, 16, 3]
 _W1_SHAPE, _B1_SHAPE, _W2_SHAPE, _B2_SHAPE = S.SHAPES
 _W1_SIZE, _B1_SIZE, _W2_SIZE, _B2_SIZE = (view[3] for view in SMALL.views)
+_W1_AT, _B1_AT, _W2_AT, _B2_AT = (view[2] for view in SMALL.views)  # bytes into the gradients
 
 
 def _views_at(rows: int, want_dx: bool) -> tuple[int, int, int, int, int, int, int | None]:
@@ -57,9 +58,9 @@ def _views_at(rows: int, want_dx: bool) -> tuple[int, int, int, int, int, int, i
     offsets from its start of the logits (z), weight1, bias1, weight2, bias2 and input_grad
     (None unless `want_dx`) of a batch of `rows`."""
     at = ResultLayout(1, rows, SMALL, want_dx)
-    w1, b1, w2, b2 = (4 * at.grads + view[2] for view in SMALL.views)
+    g = 4 * at.grads
     dx = None if at.input_grad is None else 4 * at.input_grad
-    return at.size, 4 * at.logits, w1, b1, w2, b2, dx
+    return at.size, 4 * at.logits, g + _W1_AT, g + _B1_AT, g + _W2_AT, g + _B2_AT, dx
 
 
 # `_AT[rows][want_dx]`: an index and an unpack cost what the offset arithmetic did (making a
