@@ -433,6 +433,84 @@ def test_batch_memory_bound_admits_4096_rows_of_784_256_10():
     assert spec.batch_bytes(spec.max_rows() + 1) > _layers.MAX_BATCH_BYTES
 
 
+def test_result_layout_is_the_buffer_order(seed):
+    """ResultLayout against the buffer written out region by region: [losses (k) | logits
+    (rows x classes) | grads (every parameter) | input_grad (rows x inputs) when asked]."""
+    rng = random.Random(seed)
+    for _ in range(200):
+        sizes = [rng.randint(1, 40) for _ in range(rng.randint(1, 4))] + [rng.randint(2, 20)]
+        k, rows, want_dx = rng.randint(1, 300), rng.randint(0, 500), rng.random() < 0.5
+        params = sum(o * i + o for i, o in zip(sizes, sizes[1:]))
+        regions = [("losses", k), ("logits", rows * sizes[-1]), ("grads", params)]
+        regions += [("input_grad", rows * sizes[0])] if want_dx else []
+        spec = _spec.LayerSizes(sizes)
+        at = _spec.ResultLayout(k, rows, spec, want_dx)
+        start = 0
+        for name, length in regions:
+            assert getattr(at, name) == start, (sizes, k, rows, want_dx, name)
+            start += length
+        assert at.size == start and (at.k, at.rows) == (k, rows)
+        assert want_dx or at.input_grad is None
+        key = rows if k == 1 else (k, rows)  # how the steps look theirs up
+        cached = spec.layouts[key][want_dx]
+        assert cached == at == spec.layouts[k, rows][want_dx] and repr(cached) == repr(at)
+        assert spec.layouts[key][want_dx] is cached  # kept, not made again
+        assert at != _spec.ResultLayout(k, rows + 1, spec, want_dx)
+    with pytest.raises(AttributeError, match="read-only"):
+        at.grads = 0
+    with pytest.raises(AttributeError, match="read-only"):
+        del at.size
+
+
+def _step_buffer(out):
+    """The result buffer a step's views share, and its address."""
+    buf = out["logits"]._owner
+    assert all(g._owner is buf for g in out["gradients"].values())
+    return buf, buf.buffer_info()[0]
+
+
+@pytest.mark.parametrize("small", [True, False], ids=["SmallMLPTrainer", "MLPTrainer"])
+@pytest.mark.parametrize("as_array", [True, False], ids=["Array", "memoryview"])
+def test_every_step_views_its_buffer_as_result_layout(seed, small, as_array):
+    """train_step (SmallMLPTrainer's unrolled views, the core's `_results`; a buffer made
+    here or, for a memoryview X, by the binding), train_steps and loss_and_grads."""
+    from mojolearn._mlp import rng as _rng
+
+    sizes = [8, 16, 3] if small else [5, 7, 4]
+    spec = _spec.LayerSizes(sizes)
+    if small:
+        t = ml.SmallMLPTrainer(*_spec.init_small_mlp(seed % (1 << 64)), data_schedule={"s": 1})
+    else:
+        t = trainer(sizes, seed % (1 << 64))
+    rows = random.Random(seed).randint(1, 40)
+    ((X, y),) = _rng.batches(seed % (1 << 64), rows, 1, sizes[0], sizes[-1])
+    ((Xk, yk),) = _rng.batches(seed % (1 << 64) ^ 1, 3 * rows, 1, sizes[0], sizes[-1])
+    if not as_array:
+        X = memoryview(X.tobytes()).cast("f", [rows, sizes[0]])
+    for want_dx in (False, True):
+        out = t.train_step(X, y, return_input_grad=want_dx)
+        buf, base = _step_buffer(out)
+        at = _spec.ResultLayout(1, rows, spec, want_dx)
+        assert len(buf) == at.size and buf[at.losses] == out["loss"]
+        assert out["logits"]._addr == base + 4 * at.logits
+        for name, _, offset, _ in spec.views:
+            assert out["gradients"][name]._addr == base + 4 * at.grads + offset, name
+        if want_dx:
+            assert out["input_grad"]._addr == base + 4 * at.input_grad
+            assert out["input_grad"].shape == (rows, sizes[0])
+    out = t.train_steps(Xk, yk, 3)
+    buf, base = _step_buffer(out)
+    at = _spec.ResultLayout(3, rows, spec, False)
+    assert len(buf) == at.size and buf[at.losses : at.losses + 3].tolist() == out["losses"]
+    assert out["logits"]._addr == base + 4 * at.logits
+    assert out["gradients"]["weight1"]._addr == base + 4 * at.grads
+    loss, grads = t.loss_and_grads(X, y)
+    buf = grads[0]._owner
+    at = _spec.ResultLayout(1, rows, spec, False)
+    assert len(buf) == at.size and buf[at.losses] == loss
+    assert grads[0]._addr == buf.buffer_info()[0] + 4 * at.grads
+
+
 def test_predictions_and_sessions_agree(seed):
     rng = random.Random(seed)
     t = trainer([5, 8, 4], 4)

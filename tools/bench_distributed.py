@@ -32,14 +32,13 @@ if m == 0:  # plain train_step, one process
     sys.exit()
 dp = D.DataParallel(t, microbatches=m)
 parts = {"grads": 0.0, "gather": 0.0, "combine+step": 0.0}
-real_gather, real_tree = dp._gather, t._apply_flat
 def timed(name, fn):
     def run(*a, **k):
         t1 = time.perf_counter(); r = fn(*a, **k); parts[name] += time.perf_counter() - t1; return r
     return run
 dp._gather = timed("gather", dp._gather)
-t._apply_flat = timed("combine+step", t._apply_flat)
-t._microbatch = timed("grads", t._microbatch)
+dp._port.apply = timed("combine+step", dp._port.apply)  # the trainer's port: plain attributes
+dp._port.microbatch = timed("grads", dp._port.microbatch)
 dp.train_step(*data[0])
 for k in parts: parts[k] = 0.0
 t0 = time.perf_counter()

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import array as _pyarray
 
-from ._mlp import lr_schedule as _lrs
 from ._mlp.core import MLPCore
 from ._runtime import backend as _backend
 from ._runtime.world import World, guard_job, mark_cut
@@ -40,6 +39,8 @@ if TYPE_CHECKING:
     from mpi4py import MPI
 
     from ._buffers.types import BufferLike, StepLoss
+    from ._mlp.port import Port
+    from ._mlp.spec import ResultLayout
     from .mlp_trainer import MLPTrainer
     from .trainer import SmallMLPTrainer
 
@@ -64,21 +65,20 @@ _FACTS = (
 )
 
 
-def _facts(trainer: MLPCore, m: int) -> tuple[tuple[object, str], ...]:
+def _facts(trainer: MLPCore, port: Port, m: int) -> tuple[tuple[object, str], ...]:
     """(value compared, value shown) for each of `_FACTS`."""
     import hashlib
     import json
 
-    c = trainer._config
+    c = port.config()
     schedule = json.dumps(trainer.data_schedule, sort_keys=True)
-    rec = None if trainer._lr_schedule is None else _lrs.record(trainer._lr_schedule)
-    lr_schedule = json.dumps(rec, sort_keys=True)  # null without a schedule
+    lr_schedule = json.dumps(port.schedule_record(), sort_keys=True)  # null without a schedule
     digest = trainer.state_hash()
     values: list[tuple[object, str]] = [
         (m, str(m)),
-        (trainer._API, trainer._API),
+        (port.api, port.api),
         (tuple(trainer.layer_sizes), str(trainer.layer_sizes)),
-        (trainer._mode, trainer._mode),
+        (port.mode, port.mode),
     ]
     values += [(c[k], f"{c[k]:.9g}") for k in ("lr", "beta1", "beta2", "eps", "weight_decay")]
     values += [(lr_schedule, lr_schedule[:200])]
@@ -167,15 +167,17 @@ class DataParallel:
                     f"DataParallel: microbatches must be a power of two >= 1 (1, 2, 4, ...), "
                     f"got {m!r}"
                 )
+            port = trainer._port()
             if self._mpi is not None:
-                facts = _facts(trainer, m)
+                facts = _facts(trainer, port, m)
         except Exception as exc:  # noqa: BLE001 - every process must hear of it
             problem = exc
         said = self._gathered(problem, facts)
         self._same_trainers([s[1] for s in said])
         self.trainer = trainer
         self.microbatches = m
-        n = trainer._spec.total
+        self._port = port  # the trainer's one way in (`_mlp/port.py`)
+        n = port.spec.total
         self._grads = _pyarray.array("f", bytes(4 * m * n))  # all M gradients, in order
         self._losses = _pyarray.array("f", bytes(4 * m))
         self._sum = _pyarray.array("f", bytes(4 * max(n, 1)))
@@ -184,7 +186,7 @@ class DataParallel:
         self._grad_srcs = _pyarray.array("q", [g + 4 * i * n for i in range(m)])
         self._loss_srcs = _pyarray.array("q", [l + 4 * i for i in range(m)])
         self._counts = [len(self.microbatches_of(r)) for r in range(self.size)]
-        self._seen = (trainer._session, trainer.step_)  # the state last agreed on
+        self._seen = port.mark()  # the state last agreed on
         if self._mpi is not None:
             guard_job(self._comm)
 
@@ -253,8 +255,8 @@ class DataParallel:
     def _changed(self) -> bool:
         """Whether this process's trainer was loaded or stepped outside `dp` since the last
         agreement on its state."""
-        t: MLPCore = self.trainer
-        return t._session is not self._seen[0] or t.step_ != self._seen[1]
+        session, step = self._port.mark()
+        return session is not self._seen[0] or step != self._seen[1]
 
     def _same_state(self, said: list[Any], at: int) -> None:
         """R (`said[r][at]`), the step count (`at + 1`) and, after a load on any process, the
@@ -278,16 +280,15 @@ class DataParallel:
         digests = [s[at + 2] for s in said]
         if all(d is None for d in digests):
             return
-        t: MLPCore = self.trainer
         if any(d is None for d in digests):
-            mine = digests[self.rank] or t.state_hash()
+            mine = digests[self.rank] or self.trainer.state_hash()
             digests = [s[1] for s in self._gathered(None, mine)]
         self._differ(
             "the trainer's state (state hash) after a load or a setting",
             [(d, d[:16]) for d in digests],
             "load the same checkpoint, or set the same lr and weight_decay, on every process",
         )
-        self._seen = (t._session, t.step_)
+        self._seen = self._port.mark()
 
     def _usable(self) -> None:
         """Refuse a call after a step was cut off on this process (its collectives no longer
@@ -328,29 +329,29 @@ class DataParallel:
             RuntimeError: another process failed, or left (every process raises).
         """
         self._usable()
-        t: MLPCore = self.trainer  # the shared core's private entries
+        t, port = self.trainer, self._port
         mine = self.microbatches_of(self.rank)
         changed = self._changed()
         problem, buffers, total, per, rate = None, [], None, 0, None
         try:
-            if self._mpi is not None and t._lr_schedule is not None:
+            if self._mpi is not None and t.lr_schedule is not None:
                 rate = t.lr  # this step's: custom schedules can differ where records agree
-            x, xa, rows = t._x_input(X, stacked=True)
+            x, xa, rows = port.read(X)
             total = rows if global_rows is None else global_rows
             per = self._rows_per_microbatch(total, rows, global_rows is None, len(mine))
-            y, ya, itemsize = t._y_input(targets, rows)
-            inputs = t._spec.inputs
-            with t._lock:
+            y, ya, itemsize = port.read_labels(targets, rows)
+            inputs = port.spec.inputs
+            with port.lock:
                 for j, i in enumerate(mine):
                     k = i if global_rows is None else j  # the microbatch's place in X
-                    buf = t._microbatch(
+                    buf = port.microbatch(
                         xa + 4 * k * per * inputs, ya + itemsize * k * per, itemsize, per, total
                     )
                     buffers.append(buf)
         except Exception as exc:  # noqa: BLE001 - every process must hear of it
             problem = exc
         if not changed:  # a session reopened larger for this batch holds the same state
-            self._seen = (t._session, t.step_)
+            self._seen = port.mark()
         digest = None
         if changed and problem is None and self._mpi is not None:
             try:
@@ -368,7 +369,7 @@ class DataParallel:
                 agreed = True
                 raise
             step, problem = self._combine_and_apply(buffers, per)
-            self._seen = (t._session, t.step_)
+            self._seen = port.mark()
             agreed = True  # an error of _agree is raised on every process alike
             self._agree(problem)
         finally:
@@ -389,19 +390,19 @@ class DataParallel:
         """Gather every microbatch's gradients and loss, combine them in the fixed tree and
         apply the sum: (the new step count, or the trainer's step and the refusal that every
         process then raises alike)."""
-        t: MLPCore = self.trainer
+        port = self._port
         self._gather(buffers, per)
         b = _backend.binding()
-        m, n = self.microbatches, t._spec.total
+        m, n = self.microbatches, port.spec.total
         srcs, sums = self._grad_srcs.buffer_info()[0], self._sum.buffer_info()[0]
         b.optim_tree_sum([srcs, sums], [m, n])
         srcs, sums = self._loss_srcs.buffer_info()[0], self._loss.buffer_info()[0]
         b.optim_tree_sum([srcs, sums], [m, 1])
-        with t._lock:
+        with port.lock:
             try:
-                return t._apply_flat(self._sum.buffer_info()[0]), None
+                return port.apply(self._sum.buffer_info()[0]), None
             except Exception as exc:  # noqa: BLE001 - the same on every process
-                return t.step_, exc
+                return self.trainer.step_, exc
 
     def _rows_per_microbatch(self, total: object, rows: int, whole: bool, shards: int) -> int:
         """R / M, the batch's R checked against M, the trainer's max_rows and X's rows (the
@@ -429,15 +430,16 @@ class DataParallel:
         """All M gradients (and losses) into the preallocated arrays, microbatch order: this
         process's block is copied in place (memoryview slices: one memcpy each), then one
         in-place Allgatherv fills in the others'."""
-        t: MLPCore = self.trainer  # the shared core's private entries
-        n, classes = t._spec.total, t._spec.classes
-        start = 1 + per * classes  # [loss | logits | grads]
+        spec = self._port.spec
+        n = spec.total
+        at: ResultLayout = spec.layouts[per][False]  # `microbatch`'s buffers
+        start = at.grads
         first = self.microbatches_of(self.rank)[:1]
         grads, losses = memoryview(self._grads), memoryview(self._losses)
         for j, buf in enumerate(buffers):
             i = first[0] + j
             grads[i * n : (i + 1) * n] = memoryview(buf)[start : start + n]
-            losses[i] = buf[0]
+            losses[i] = buf[at.losses]
         if self._mpi is None:
             return
         F, IN_PLACE = self._mpi.FLOAT, self._mpi.IN_PLACE

@@ -18,7 +18,7 @@ from ._mlp import lr_schedule as _lrs
 from ._mlp import state as S
 from ._mlp.core import MLPCore
 from ._mlp.schema import SMALL_RECORD
-from ._mlp.spec import SMALL
+from ._mlp.spec import SMALL, ResultLayout
 from ._mlp.steps import (
     _FUSED_KEY,
     _MODE_TRAIN,
@@ -43,10 +43,27 @@ _IN, _HID, _OUT = S.ARCHITECTURE
 _MAX_ROWS = 256
 _API = SMALL_RECORD.api  # "SmallMLPTrainer"
 _MAX_STEP = S.STEP_INT32_MAX
-_TOTAL = S.TOTAL
-_W1_SHAPE, _B1_SHAPE, _W2_SHAPE, _B2_SHAPE = S.SHAPES
-# `train_step` spells the flat gradient layout out (offsets 0, 128, 144, 192).
+# `train_step` unrolls its result views; their constants come from the spec and the result
+# layout, here, once. The unrolled body is four gradient views (offsets 0, 128, 144, 192).
 assert S.OFFSETS == (0, 128, 144, 192) and S.TOTAL == 195 and S.ARCHITECTURE == [8, 16, 3]
+_W1_SHAPE, _B1_SHAPE, _W2_SHAPE, _B2_SHAPE = S.SHAPES
+_W1_SIZE, _B1_SIZE, _W2_SIZE, _B2_SIZE = (view[3] for view in SMALL.views)
+_W1_AT, _B1_AT, _W2_AT, _B2_AT = (view[2] for view in SMALL.views)  # bytes into the gradients
+
+
+def _views_at(rows: int, want_dx: bool) -> tuple[int, int, int, int, int, int, int | None]:
+    """`ResultLayout` as `train_step` reads it: the buffer's size in floats, then the byte
+    offsets from its start of the logits (z), weight1, bias1, weight2, bias2 and input_grad
+    (None unless `want_dx`) of a batch of `rows`."""
+    at = ResultLayout(1, rows, SMALL, want_dx)
+    g = 4 * at.grads
+    dx = None if at.input_grad is None else 4 * at.input_grad
+    return at.size, 4 * at.logits, g + _W1_AT, g + _B1_AT, g + _W2_AT, g + _B2_AT, dx
+
+
+# `_AT[rows][want_dx]`: an index and an unpack cost what the offset arithmetic did (making a
+# ResultLayout per step would cost ~1 µs; reading its fields and scaling them, ~30 ns).
+_AT = [(_views_at(rows, False), _views_at(rows, True)) for rows in range(_MAX_ROWS + 1)]
 _LOGITS_SHAPES = [(rows, _OUT) for rows in range(_MAX_ROWS + 1)]  # shared, not rebuilt per step
 
 
@@ -257,8 +274,8 @@ class SmallMLPTrainer(MLPCore):
                 self._session.set_lr(self._rates(step + 1, 1)[0])
             try:
                 if rows:
-                    g = 1 + rows * _OUT  # [loss | logits | grads | input_grad]
-                    buf = _ZERO * (g + _TOTAL + rows * _IN if return_input_grad else g + _TOTAL)
+                    size, z_at, w1_at, b1_at, w2_at, b2_at, dx_at = _AT[rows][return_input_grad]
+                    buf = _ZERO * size
                     addr = buf.buffer_info()[0]
                     self._step = self._run_step(
                         self._session.handle,
@@ -285,36 +302,35 @@ class SmallMLPTrainer(MLPCore):
                     )
                     if type(r) is tuple:
                         self._step, buf, addr, rows = r
-                        g = 1 + rows * _OUT
+                        _, z_at, w1_at, b1_at, w2_at, b2_at, dx_at = _AT[rows][return_input_grad]
                 if rows:  # `_results`, inlined and unrolled for this hottest call (~5 %)
                     make = _new_object
                     A = Array
-                    a = addr + 4 * g
                     logits = make(A)
                     logits._owner = buf
                     logits._shape = _LOGITS_SHAPES[rows]
-                    logits._size = g - 1
-                    logits._addr = addr + 4
+                    logits._size = rows * _OUT
+                    logits._addr = addr + z_at
                     w1 = make(A)
                     w1._owner = buf
                     w1._shape = _W1_SHAPE
-                    w1._size = 128
-                    w1._addr = a
+                    w1._size = _W1_SIZE
+                    w1._addr = addr + w1_at
                     b1 = make(A)
                     b1._owner = buf
                     b1._shape = _B1_SHAPE
-                    b1._size = 16
-                    b1._addr = a + 512
+                    b1._size = _B1_SIZE
+                    b1._addr = addr + b1_at
                     w2 = make(A)
                     w2._owner = buf
                     w2._shape = _W2_SHAPE
-                    w2._size = 48
-                    w2._addr = a + 576
+                    w2._size = _W2_SIZE
+                    w2._addr = addr + w2_at
                     b2 = make(A)
                     b2._owner = buf
                     b2._shape = _B2_SHAPE
-                    b2._size = 3
-                    b2._addr = a + 768
+                    b2._size = _B2_SIZE
+                    b2._addr = addr + b2_at
                     logits._dtype = w1._dtype = b1._dtype = w2._dtype = b2._dtype = "<f4"
                     logits._readonly = w1._readonly = b1._readonly = w2._readonly = b2._readonly = (
                         False
@@ -325,10 +341,9 @@ class SmallMLPTrainer(MLPCore):
                         "logits": logits,
                         "gradients": {"weight1": w1, "bias1": b1, "weight2": w2, "bias2": b2},
                     }
-                    if return_input_grad:
-                        at = g + _TOTAL
+                    if dx_at is not None:  # return_input_grad
                         result["input_grad"] = _result_view(
-                            buf, (rows, _IN), addr + 4 * at, rows * _IN
+                            buf, (rows, _IN), addr + dx_at, rows * _IN
                         )
                     return result
             except BaseException as exc:  # refused, or e.g. a KeyboardInterrupt after it ran

@@ -108,6 +108,68 @@ def test_refusals_name_both_numbers_and_change_nothing():
     assert dp.microbatches_of(0) == [0, 1, 2, 3] and dp.rank == 0 and dp.size == 1
 
 
+@pytest.mark.parametrize("sizes", [[8, 16, 3], [6, 9, 5, 4]])
+def test_a_port_microbatch_is_loss_and_grads_laid_out_as_result_layout(seed, sizes):
+    """The port's microbatch over the whole batch (divided by its own rows) is
+    `loss_and_grads` bit for bit, at the offsets ResultLayout gives; reading and labels
+    refuse as the trainer does."""
+    if sizes == [8, 16, 3]:
+        t = ml.SmallMLPTrainer(*_spec.init_small_mlp(seed % (1 << 64)), data_schedule={"a": 1})
+    else:
+        t = ml.MLPTrainer(sizes, seed=seed % (1 << 64), data_schedule={"a": 1})
+    rows = 1 + seed % 37
+    ((X, y),) = _rng.batches(seed % (1 << 64), rows, 1, sizes[0], sizes[-1])
+    port = t._port()
+    before = port.mark()
+    x, xa, got_rows = port.read(X)
+    yk, ya, itemsize = port.read_labels(y, rows)
+    assert got_rows == rows and port.spec.sizes == tuple(sizes)
+    with port.lock:
+        buf = port.microbatch(xa, ya, itemsize, rows, rows)
+    at = _spec.ResultLayout(1, rows, port.spec, False)
+    loss, grads = t.loss_and_grads(X, y)
+    n = port.spec.total
+    assert len(buf) == at.size and buf[at.losses] == loss
+    assert buf[at.grads : at.grads + n].tobytes() == b"".join(g.tobytes() for g in grads)
+    assert port.mark() == before and before[1] == 0  # no step
+    t.train_step(X, y)
+    assert port.mark() == (before[0], 1)  # a step: the same session, one more step
+    t.lr = 0.5
+    assert port.mark()[0] is not before[0]  # a setting: a new session
+    assert port.config()["lr"] == 0.5 and port.schedule_record() is None
+    with pytest.raises(
+        ValueError, match=rf"{port.api}: targets must have shape \({rows + 1},\) to match X"
+    ):
+        port.read_labels(y, rows + 1)
+
+
+def test_data_parallel_reaches_the_trainer_only_through_its_port():
+    """distributed.py names no private attribute of anything but itself, except the one
+    `trainer._port()`; the checker flags a reach-in."""
+    import ast
+
+    from mojolearn import distributed
+
+    def reach_ins(source):
+        found = []
+        for node in ast.walk(ast.parse(source)):
+            if not isinstance(node, ast.Attribute) or not node.attr.startswith("_"):
+                continue
+            if node.attr.startswith("__") or (
+                isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+            ):
+                continue
+            found.append(ast.unparse(node))
+        return found
+
+    with open(distributed.__file__, encoding="utf-8") as f:
+        assert reach_ins(f.read()) == ["trainer._port"]
+    assert sorted(reach_ins("n = self.trainer._spec.total\nt._lock")) == [
+        "self.trainer._spec",
+        "t._lock",
+    ]
+
+
 def test_asking_for_mpi_without_mpi4py_names_what_to_install(monkeypatch):
     import builtins
 

@@ -42,6 +42,7 @@ from .export import Export
 from .infer import Inference
 from .per_op import PerOperation
 from .persist import Persistence
+from .port import Port
 from .session import CAPACITY_ROWS, MAX_CAPACITY_ROWS, Session
 from .steps import (
     _KEEP,
@@ -294,7 +295,11 @@ class MLPCore(SessionSteps, PerOperation, Persistence, Inference, Export):
             return None
         return _pyarray.array("d", self._rates(self._step + 1, k))
 
-    # -- the data-parallel pieces (mojolearn.distributed): caller holds the lock ---------
+    def _port(self) -> Port:
+        """The one way `mojolearn.distributed` drives this trainer (`_mlp/port.py`): reading
+        a batch, a microbatch's gradients, applying combined gradients, the lock, the spec
+        and the facts the processes compare."""
+        return Port(self)
 
     def _check_want_dx(self, value: object) -> None:
         """Refuse a `return_input_grad` that is not a bool."""

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from .._buffers.types import BufferLike, PyArray, TrainStepResult
     from .core import MLPCore
-    from .spec import LayerSizes
+    from .spec import LayerSizes, ResultLayout
 
     # [losses (k) | logits | grads | input_grad] and its views: logits, gradients (None in
     # forward mode), input_grad (None unless asked).
@@ -82,13 +82,13 @@ def _translate(exc: BaseException, api: str) -> BaseException:
 
 
 def _results(
-    buf: PyArray, addr: int, spec: LayerSizes, rows: int, k: int, want_dx: bool
+    buf: PyArray, addr: int, spec: LayerSizes, at: ResultLayout
 ) -> tuple[Array, dict[str, Array], Array | None]:
     """(logits, gradients dict, input_grad or None): Arrays viewing the flat result buffer at
-    `addr`, [losses (k) | logits (rows × classes) | grads (total) | input_grad (rows ×
-    inputs)] (each keeps it alive)."""
-    g = addr + 4 * (k + rows * spec.classes)
-    logits = _result_view(buf, (rows, spec.classes), addr + 4 * k, rows * spec.classes)
+    `addr`, laid out as `at` says (each keeps it alive)."""
+    rows = at.rows
+    g = addr + 4 * at.grads
+    logits = _result_view(buf, (rows, spec.classes), addr + 4 * at.logits, rows * spec.classes)
     grads: dict[str, Array] = {}
     make = _new_object
     for name, shape, offset, size in spec.views:  # `_result_view`, inlined: ~0.1 µs a view
@@ -101,8 +101,8 @@ def _results(
         a._addr = g + offset
         grads[name] = a
     dx: Array | None = None
-    if want_dx:
-        dx = _result_view(buf, (rows, spec.inputs), g + 4 * spec.total, rows * spec.inputs)
+    if at.input_grad is not None:
+        dx = _result_view(buf, (rows, spec.inputs), addr + 4 * at.input_grad, rows * spec.inputs)
     return logits, grads, dx
 
 
@@ -176,20 +176,6 @@ class SessionSteps:
                 p, m, v, t, capacity=min(self._max_rows, max(rows, 2 * self._session.capacity))
             )
 
-    def _x_input(  # type: ignore[misc]  # self: the MLPCore this mixes into
-        self: MLPCore, X: BufferLike, name: str = "X", stacked: bool = False
-    ) -> tuple[object, int, int]:
-        """(object to keep alive, address, rows) of a float32 C-contiguous (rows, inputs) batch;
-        finiteness is checked by the binding."""
-        return self._reader.x(X, name, stacked)  # type: ignore[no-any-return]
-
-    def _y_input(  # type: ignore[misc]  # self: the MLPCore this mixes into
-        self: MLPCore, targets: BufferLike, rows: int
-    ) -> tuple[object, int, int]:
-        """(object to keep alive, address, itemsize) of `rows` int32 labels; the binding checks
-        the class range."""
-        return self._reader.y(targets, rows)  # type: ignore[no-any-return]
-
     if TYPE_CHECKING:  # forward mode has no gradient views
 
         @overload
@@ -233,8 +219,8 @@ class SessionSteps:
         reason = _batches.DECLINED_X
         if q is not None:
             r = self._run_pass(*q, mode, want_dx, k, lrs)  # type: ignore[call-arg]  # q: 4 args
-            if type(r) is tuple:
-                return r
+            if type(r) is not int:
+                return r  # type: ignore[return-value]  # a _Pass
             reason = r
         return self._declined_pass(X, targets, mode, want_dx, k, stacked, lrs, reason)
 
@@ -282,10 +268,10 @@ class SessionSteps:
         k: int,
         lrs: PyArray | None = None,
     ) -> _Pass | int:
-        """`_pass` on inputs as the binding takes them (`_quick`; rows 0: X is an
-        object whose rows the binding takes, making the result buffer); a `_batches.DECLINED_*`
-        code when it declined an object (nothing was done). `lrs`: the k steps' scheduled rates (`_step_rates`),
-        handed to the session after any regrowth (a new session has the config's lr). A
+        """`_pass` on inputs as the binding takes them (`_quick`; rows 0: X is an object
+        whose rows the binding takes, making the result buffer); a `_batches.DECLINED_*` code
+        when it declined an object (nothing was done). `lrs`: the k steps' scheduled rates
+        (`_step_rates`), handed to the session after any regrowth (a new session has the config's lr). A
         failure after the binding applied a training run (e.g. a MemoryError making the
         views) rolls it back."""
         if rows > self._session.capacity:
@@ -296,9 +282,8 @@ class SessionSteps:
         dx: Array | None
         try:
             if rows:
-                buf = _ZERO * (
-                    k + rows * spec.classes + spec.total + (rows * spec.inputs if want_dx else 0)
-                )
+                at: ResultLayout = spec.layouts[rows if k == 1 else (k, rows)][want_dx]
+                buf = _ZERO * at.size
                 out = buf.buffer_info()[0]
             if k == 1:
                 if lrs is not None:
@@ -328,19 +313,22 @@ class SessionSteps:
                 )
             if not rows:
                 if type(after) is int:  # declined: why
-                    return after  # type: ignore[no-any-return]
+                    return after
                 after, buf, out, rows = after
+                at = spec.layouts[rows if k == 1 else (k, rows)][want_dx]
             elif after < 0:  # declined (an object's targets): why
                 return after  # type: ignore[no-any-return]
             self._step = after
             if mode == _MODE_FORWARD:  # logits only: no gradient views to build
                 logits, grads, dx = (
-                    _result_view(buf, (rows, spec.classes), out + 4 * k, rows * spec.classes),
+                    _result_view(
+                        buf, (rows, spec.classes), out + 4 * at.logits, rows * spec.classes
+                    ),
                     None,
                     None,
                 )
             else:
-                logits, grads, dx = _results(buf, out, spec, rows, k, want_dx)
+                logits, grads, dx = _results(buf, out, spec, at)
         except BaseException as exc:
             if mode == _MODE_TRAIN:
                 self._recover(step)
@@ -353,12 +341,13 @@ class SessionSteps:
     def _microbatch(  # type: ignore[misc]  # self: the MLPCore this mixes into
         self: MLPCore, xa: int, ya: int, itemsize: int, rows: int, divide_by: int
     ) -> PyArray:
-        """The result buffer [loss | logits | grads] of one microbatch on the current state,
-        its loss and gradient divided by `divide_by` (the whole batch's rows). No step."""
+        """The result buffer of one microbatch on the current state (`ResultLayout(1, rows,
+        spec, False)`: [loss | logits | grads]), its loss and gradient divided by `divide_by`
+        (the whole batch's rows). No step."""
         if rows > self._session.capacity:
             self._fit(rows)
-        spec = self._spec
-        buf = _ZERO * (1 + rows * spec.classes + spec.total)
+        at: ResultLayout = self._spec.layouts[rows][False]
+        buf = _ZERO * at.size
         try:
             _binding().mlp_resident_grads(
                 [self._session.handle, xa, ya, buf.buffer_info()[0]],
