@@ -2,9 +2,13 @@
 
     python tools/bench_ab.py BEFORE_TREE AFTER_TREE --runs 3 -- bench_train.py --quick
 
-Each run executes `tools/<script> <args>` of tree A, then of tree B (each with its own
+Each run executes `tools/<script> <args>` of tree A and of tree B (each with its own
 `python/` first on PYTHONPATH, so each measures its own package and its own script), `--runs`
-times, alternating, so that the machine's drift falls on both alike. Every output line is cut
+times, alternating, so that the machine's drift falls on both alike; the order flips every run
+(A B, B A, ...), since the second script of a pair measured up to 30 % faster on this host
+(identical code, a warmer machine). `--stat min` reports the best run instead of the median:
+a shared host's noise only adds time, and its processes run in a fast or a slow mode (the same
+call timed 2.5 or 4 µs a step, process by process), which a median of a few runs mixes. Every output line is cut
 into a label (its text before the first number) and its numbers; lines whose labels match in
 both trees are compared: the median of each figure over the runs, and B / A (for times, < 1 is
 faster after). A line that starts with a number (a table row) is labelled by that number; the
@@ -54,21 +58,24 @@ def main() -> None:
     ap.add_argument("a")
     ap.add_argument("b")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--stat", choices=("median", "min"), default="median")
     ap.add_argument("script")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     opts = ap.parse_args()
     runs: dict[str, list[dict[str, list[float]]]] = {opts.a: [], opts.b: []}
-    for _ in range(opts.runs):
-        for tree in (opts.a, opts.b):
+    for i in range(opts.runs):
+        for tree in (opts.a, opts.b) if i % 2 == 0 else (opts.b, opts.a):
             runs[tree].append(_run(tree, opts.script, opts.args))
+    stat = statistics.median if opts.stat == "median" else min
 
     def medians(tree: str, label: str) -> list[float] | None:
         rows = [r[label] for r in runs[tree] if label in r]
         if len(rows) != opts.runs or len({len(r) for r in rows}) != 1:
             return None
-        return [statistics.median(col) for col in zip(*rows)]
+        return [stat(col) for col in zip(*rows)]
 
-    print(f"{opts.script} {' '.join(opts.args)}: medians of {opts.runs} interleaved runs")
+    what = "medians" if opts.stat == "median" else "best (min)"
+    print(f"{opts.script} {' '.join(opts.args)}: {what} of {opts.runs} interleaved runs")
     print(f"A = {opts.a}\nB = {opts.b}")
     for label in runs[opts.a][0]:
         ma, mb = medians(opts.a, label), medians(opts.b, label)
