@@ -1,9 +1,8 @@
 """Batches into the trainers: X as a float32 C-contiguous (rows, inputs) buffer and targets as
-int32 / int64 class indices, refused by name otherwise. Both trainers use these: `quick` for a
-step's first try (`steps._quick`: the binding reads the objects itself), a `BatchReader` for
-what it declined
-(through `_buffers.intake`: borrowed, copied or refused), `batch` / `owned_batch` / `targets`
-for Arrays (the per-operation path, and the refusals' messages)."""
+int32 / int64 class indices, refused by name otherwise. A step first hands the objects to the
+binding (`steps._quick`); a `BatchReader` takes what it declined (through `_buffers.intake`:
+borrowed, copied or refused); `batch` / `owned_batch` / `targets` make Arrays (the
+per-operation path, and the refusals' messages)."""
 
 from .._buffers.array import Array
 from .._buffers.formats import dtype_name, is_integer, is_native_f32
@@ -17,10 +16,9 @@ DECLINED_X, DECLINED_TARGETS, DECLINED_CAPACITY = -1, -2, -3
 
 class BatchReader:
     """One trainer's way in for batches, bound once to its name (for messages), inputs,
-    classes and row limit. A step's first try hands the objects to the binding
-    (`steps._quick`); what it declines comes here with the reason, and each
-    operand is read once: in place, or copied or converted in the binding (one
-    `intake.c_f32` / `c_i32`), else described and refused by name (`batch`, `targets`)."""
+    classes and row limit. What the binding declines comes here with the reason, and each
+    operand is read once: in place, or copied or converted in the binding (one `intake.c_f32`
+    / `c_i32`), else described and refused by name (`batch`, `targets`)."""
 
     __slots__ = ("api", "inputs", "classes", "max_rows")
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import array as _pyarray
 import math
 import operator
+from collections import namedtuple
 
 from .._runtime.portable import round_f32
 from .rng import SplitMix64, _check_seed
@@ -161,10 +162,11 @@ class LayerSizes:
         return f"LayerSizes({list(self.sizes)})"
 
 
-class ResultLayout:
+class ResultLayout(namedtuple("ResultLayout", "k rows losses logits grads input_grad size")):
     """Where a step's results lie in its one float32 result buffer, in floats from its start:
     [losses (k) | logits (rows x classes) | grads (spec.total) | input_grad (rows x inputs),
-    only when asked], the order the binding's step entries write them.
+    only when asked], the order the binding's step entries write them. A frozen record
+    (collections' namedtuple, typed below: `typing` is never imported at run time).
 
     Attributes:
         k, rows: the steps and the rows of each step's batch.
@@ -175,7 +177,7 @@ class ResultLayout:
         size: the buffer's length.
     """
 
-    __slots__ = ("k", "rows", "losses", "logits", "grads", "input_grad", "size")
+    __slots__ = ()
     k: int
     rows: int
     losses: int
@@ -184,36 +186,11 @@ class ResultLayout:
     input_grad: int | None
     size: int
 
-    def __init__(self, k: int, rows: int, spec: LayerSizes, want_dx: bool) -> None:
+    def __new__(cls, k: int, rows: int, spec: LayerSizes, want_dx: bool) -> ResultLayout:
         grads = k + rows * spec.classes
         end = grads + spec.total
-        put = object.__setattr__  # past the refusing __setattr__; unrolled: ~0.4 µs less
-        put(self, "k", k)
-        put(self, "rows", rows)
-        put(self, "losses", 0)
-        put(self, "logits", k)
-        put(self, "grads", grads)
-        put(self, "input_grad", end if want_dx else None)
-        put(self, "size", end + rows * spec.inputs if want_dx else end)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"ResultLayout is read-only: cannot set {name}")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"ResultLayout is read-only: cannot delete {name}")
-
-    def _fields(self) -> tuple[int | None, ...]:
-        return tuple(getattr(self, n) for n in self.__slots__)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ResultLayout) and other._fields() == self._fields()
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{n}={v}" for n, v in zip(self.__slots__, self._fields()))
-        return f"ResultLayout({fields})"
+        dx, size = (end, end + rows * spec.inputs) if want_dx else (None, end)
+        return tuple.__new__(cls, (k, rows, 0, k, grads, dx, size))
 
 
 class _Layouts(dict):
