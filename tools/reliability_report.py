@@ -1,4 +1,4 @@
-"""Print the reliability figures R1...R17 as a table.
+"""Print the reliability figures R1...R18 as a table.
 
 Runs the suites in tests/reliability (CI sizes; `--long` sets MOJOLEARN_LONG_TESTS=1 for the
 large runs) with MOJOLEARN_RELIABILITY_OUT pointing at a scratch folder, where each suite
@@ -297,6 +297,7 @@ def _rows(f):
                 "-",
             )
         )
+    rows.extend(_round4_rows(f))
     if g("bad_inputs"):
         r = f["bad_inputs"]
         rows.append(
@@ -314,6 +315,30 @@ def _rows(f):
                 "CLI bad-input table rows",
                 str(r["cli_rows"]),
                 "one line on stderr, exit 2, nothing written",
+                "-",
+            )
+        )
+    return rows
+
+
+def _round4_rows(f):
+    """R18: issue 34's defects (round 4), one row per class. Each regression test records
+    `R18_<defect>` with its class, the variants it tried and how many held."""
+    by_class = {}
+    for key in sorted(f):
+        if key.startswith("R18_"):
+            r = f[key]
+            by_class.setdefault(r["cls"], []).append((key[4:], r))
+    rows = []
+    for cls, items in sorted(by_class.items()):
+        cases = sum(r["cases"] for _, r in items)
+        held = sum(r["held"] for _, r in items)
+        rows.append(
+            (
+                "R18",
+                f"{cls} ({', '.join(name for name, _ in items)})",
+                str(cases),
+                f"{held} held: " + "; ".join(r["what"] for _, r in items),
                 "-",
             )
         )

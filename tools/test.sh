@@ -118,9 +118,9 @@ export ROOT VENV PY
 export -f setup pytest_suite mojo_suite install_check lint_suite types_suite docs_suite gpu_suite
 suite "build (pip install -e, Mojo cache reused when unchanged)" 900 setup
 if [ "${RESULTS[0]}" != passed ]; then echo "build failed: nothing else can run"; exit 1; fi
-FIGURES=$(mktemp -d)  # the reliability suites record their counts here (R1..R17)
+FIGURES=$(mktemp -d)  # the reliability suites record their counts here (R1..R18)
 suite "pytest" 900 env MOJOLEARN_RELIABILITY_OUT="$FIGURES" bash -c 'pytest_suite'
-suite "reliability figures (R1-R17, from the pytest run)" 60 "$PY" tools/reliability_report.py --from "$FIGURES"
+suite "reliability figures (R1-R18, from the pytest run)" 60 "$PY" tools/reliability_report.py --from "$FIGURES"
 suite "mojo tests" 600 mojo_suite
 suite "pytest without NumPy" 600 env MOJOLEARN_BLOCK_NUMPY=1 "$PY" -m pytest -q -p no:cacheprovider
 suite "fresh-venv install check" 600 install_check
