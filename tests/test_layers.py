@@ -1,6 +1,6 @@
 """The package's house rules, read from its imports (issue 28).
 
-Layers, lowest first: `_buffers` < `_runtime` < `_mlp`, `_optim` < the public modules < `cli`.
+Layers, lowest first: `_buffers` < `_runtime` < `_mlp`, `_optim`, `_model` < the public modules < `cli`.
 A module may import its own layer or a lower one, never a higher one, and no chain of imports
 comes back to where it started at run time. For the layers every import counts: at the top,
 inside a function and under `TYPE_CHECKING` alike, since a lazy import is still a dependency.
@@ -17,7 +17,7 @@ import pathlib
 import mojolearn
 
 PKG = pathlib.Path(mojolearn.__file__).parent
-LAYERS = {"_buffers": 0, "_runtime": 1, "_mlp": 2, "_optim": 2, "cli": 4, "__main__": 4}
+LAYERS = {"_buffers": 0, "_runtime": 1, "_mlp": 2, "_optim": 2, "_model": 2, "cli": 4, "__main__": 4}
 PUBLIC = 3
 
 

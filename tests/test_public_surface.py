@@ -19,7 +19,7 @@ import typing
 
 import mojolearn
 
-MODULES = ("mojolearn", "mojolearn.training", "mojolearn.distributed")
+MODULES = ("mojolearn", "mojolearn.training", "mojolearn.distributed", "mojolearn.nn")
 
 
 class _Stub(type):

@@ -14,9 +14,9 @@ import pdoc.doc
 import pdoc.render
 
 # mojolearn documents the names of its __all__ (Array, MLPTrainer, ...) and the submodules
-# listed there (training); distributed is not in it, so it is named here.
+# listed there (training, nn); distributed is not in it, so it is named here.
 MODULES = ("mojolearn", "mojolearn.distributed")
-DOCUMENTED = {"mojolearn", "mojolearn.training", "mojolearn.distributed"}
+DOCUMENTED = {"mojolearn", "mojolearn.training", "mojolearn.distributed", "mojolearn.nn"}
 
 _own_members = pdoc.doc.Class.own_members.func
 

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     # exactly the keys of _LAZY (tests/test_public_surface.py checks).
     from typing import Any
 
+    from . import nn as nn
     from . import training as training
     from ._buffers.array import from_dlpack as from_dlpack
     from ._mlp.spec import init_small_mlp as init_small_mlp
@@ -98,6 +99,7 @@ _LAZY = {
     "init_small_mlp": "_mlp.spec",
     "from_dlpack": "_buffers.array",
     "training": "training",
+    "nn": "nn",
     "Batches": "batches",
     "fit": "fitting",
 }
