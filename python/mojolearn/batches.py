@@ -173,13 +173,7 @@ class Batches:
     def _reread(self) -> None:
         """X and y as they are now (a copied kind's writes since the last read show), of the
         shape they had at construction."""
-        X, y = _dataset(*self._source, "Batches")
-        shape = self._X._shape
-        if X._shape != shape:
-            raise ValueError(
-                f"Batches: X changed shape since the Batches was made: {shape}, now {X._shape}"
-            )
-        self._X, self._y = X, y
+        self._X, self._y = _dataset(*self._source, "Batches", self._X._shape)
 
     def _epoch_order(self, epoch: int) -> PyArray:
         """The row order of `epoch` as int64 (cached: an epoch is drawn once)."""
@@ -255,11 +249,18 @@ class Batches:
         return batches
 
 
-def _dataset(X: Any, y: Any, api: str) -> tuple[Array, Array]:
+def _dataset(
+    X: Any, y: Any, api: str, shape: tuple[int, ...] | None = None
+) -> tuple[Array, Array]:
     """X as a float32 (n, features) Array with n >= 1 and y as n int32 labels, through the
-    package's intake (borrowed when already so, else copied once)."""
+    package's intake (borrowed when already so, else copied); `shape`: the one X had when
+    the Batches was made (a later read)."""
     try:
         x_arr = as_f32_c(X, 2, "X")[0]
+        if shape is not None and x_arr._shape != shape:
+            raise ValueError(
+                f"X changed shape since the Batches was made: {shape}, now {x_arr._shape}"
+            )
         y_arr = as_i32_c(y, 1, "y")[0]
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"{api}: {exc}") from None
