@@ -249,9 +249,7 @@ class Batches:
         return batches
 
 
-def _dataset(
-    X: Any, y: Any, api: str, shape: tuple[int, ...] | None = None
-) -> tuple[Array, Array]:
+def _dataset(X: Any, y: Any, api: str, shape: tuple[int, ...] | None = None) -> tuple[Array, Array]:
     """X as a float32 (n, features) Array with n >= 1 and y as n int32 labels, through the
     package's intake (borrowed when already so, else copied); `shape`: the one X had when
     the Batches was made (a later read)."""

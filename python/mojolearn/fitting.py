@@ -70,16 +70,20 @@ def fit(
     same run (data, `batch_size`, `seed`, `val`, `patience`): the trainer is restored from it
     and the run continues where it stood, bit for bit as if never interrupted (`epochs` may
     grow); the history returned is the whole run's. A run that has reached `epochs` or spent
-    its patience trains nothing more.
+    its patience trains nothing more. A run with a custom `lr_schedule` continues on a
+    trainer whose `lr_schedule` is set to the same schedule before `fit` is called (the
+    checkpoint records its class only).
 
     Args:
         trainer: a `SmallMLPTrainer` or `MLPTrainer`.
-        X: float32 features (n, inputs), n >= 1 (any buffer `Batches` takes).
+        X: float32 features (n, inputs), n >= 1, every value finite (any buffer `Batches`
+            takes; read once, when `fit` is called: one scan for NaN and infinities).
         y: n integer labels in [0, classes).
         epochs: the epochs to run in all (counting those a resumed checkpoint has done), an
             int >= 1.
         batch_size: rows per batch, an int in [1, trainer.max_rows].
-        val: the validation rows `(Xv, yv)` (float32 (m, inputs), m integer labels), or None.
+        val: the validation rows `(Xv, yv)` (float32 (m, inputs), finite, m integer labels),
+            or None.
         patience: stop after this many epochs in a row without improvement, an int >= 1
             (needs `val`), or None (run all epochs).
         seed: the shuffle's seed, an int in [0, 2**64).
@@ -94,8 +98,13 @@ def fit(
     Raises:
         TypeError: an argument of the wrong type (the message names it).
         ValueError: an argument out of range, shapes or labels that do not fit the trainer,
-            `patience` without `val`, or a checkpoint path that holds something other than
-            this run's record. Every refusal comes before anything changes.
+            a NaN or infinity in X or val (the message names the argument, and the row and
+            column in the caller's data), `patience` without `val`, a checkpoint path that
+            holds something other than this run's record, a history file beside it that is
+            not the one `fit` wrote for that record, or a checkpoint of a run with a custom
+            `lr_schedule` while the trainer has no schedule of that class (set
+            `trainer.lr_schedule` to the same schedule first: a checkpoint records a custom
+            schedule's class, not the object). Every refusal comes before anything changes.
         RuntimeError: a step the trainer refuses mid-run (a non-finite result): the trainer
             keeps its last completed step, the checkpoint its last epoch's end.
         OSError: a checkpoint file that cannot be read or written.

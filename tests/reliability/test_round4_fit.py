@@ -117,7 +117,9 @@ def test_the_finite_check_is_one_scan_per_array_not_per_epoch(monkeypatch):
     rng = random.Random()
     calls = []
     real = _mlp_batches.all_finite
-    monkeypatch.setattr(_mlp_batches, "all_finite", lambda a, name: calls.append(name) or real(a, name))
+    monkeypatch.setattr(
+        _mlp_batches, "all_finite", lambda a, name: calls.append(name) or real(a, name)
+    )
     X, y = Array.from_list(_rows(rng, 20)), _labels(rng, 20)
     ml.fit(_trainer("mlp"), X, y, epochs=5, batch_size=4, seed=0, val=(X, y))
     assert calls == ["X", "val[0]"]
@@ -194,7 +196,7 @@ def _epoch(batches):
 
 def test_writes_between_epochs_show_in_the_next_epoch_for_every_input_kind():
     cases = held = 0
-    for name, X, y, write_x, relabel, within in _kinds():
+    for name, X, y, write_x, relabel, _ in _kinds():
         for shuffle in (False, True):
             batches = Batches(X, y, 4, seed=5, shuffle=shuffle)
             first = _epoch(batches)
@@ -324,8 +326,10 @@ def _junk(history):
         ("loss NaN", edit(0, "loss", math.nan)),
         ("loss null", edit(1, "loss", None)),
         ("improved an int", edit(0, "improved", 1)),
-        ("val_loss changed at the best epoch", edit(history[-1]["improved"] and 1 or 0,
-                                                    "val_loss", 123.5)),  # fmt: skip
+        (
+            "val_loss changed at the best epoch",
+            edit(history[-1]["improved"] and 1 or 0, "val_loss", 123.5),
+        ),  # fmt: skip
         ("a key missing", without(1, "val_accuracy")),
         ("an extra key", edit(0, "note", "hi")),
         ("entries of lists", json.dumps([list(e.values()) for e in history]).encode()),
