@@ -34,14 +34,20 @@ def _labels(rng, n):
     return Array.from_list([rng.randrange(3) for _ in range(n)], "<i4")
 
 
-def _as_kind(rows, kind):
-    if kind == "numpy":
-        np = pytest.importorskip("numpy")
-        return np.array(rows, dtype=np.float32)
-    if kind == "torch":
-        torch = pytest.importorskip("torch")
-        return torch.tensor(rows, dtype=torch.float32)
-    return Array.from_list(rows)
+def _input_kinds():
+    """The kinds of X to try: Array always, NumPy and torch where installed (the NumPy-free
+    pass runs the rest)."""
+    kinds = {"array": Array.from_list}
+    try:
+        import numpy as np
+
+        kinds["numpy"] = lambda rows: np.array(rows, dtype=np.float32)
+        import torch
+
+        kinds["torch"] = lambda rows: torch.tensor(rows, dtype=torch.float32)
+    except ImportError:
+        pass
+    return kinds
 
 
 def _snapshot(trainer, folder):
@@ -56,7 +62,7 @@ def test_a_non_finite_x_or_val_is_refused_up_front_naming_argument_row_and_colum
     rng = random.Random()
     n, m = 40, 12
     cases = held = 0
-    for kind in ("array", "numpy", "torch"):
+    for kind, as_kind in _input_kinds().items():
         for value in BAD_VALUES:
             for where in ("X", "val"):
                 for row in ("first", "last"):
@@ -73,9 +79,9 @@ def test_a_non_finite_x_or_val_is_refused_up_front_naming_argument_row_and_colum
                     with pytest.raises(ValueError) as info:
                         ml.fit(
                             trainer,
-                            _as_kind(X, kind),
+                            as_kind(X),
                             _labels(rng, n),
-                            val=(_as_kind(Xv, kind), _labels(rng, m)),
+                            val=(as_kind(Xv), _labels(rng, m)),
                             epochs=3,
                             batch_size=4,
                             seed=rng.randrange(1 << 64),
