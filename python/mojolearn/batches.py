@@ -53,8 +53,23 @@ class Batches:
     position as a small JSON object; `Batches.from_state(X, y, state)` continues from it,
     bit for bit.
 
-    X and y are read where they lie when they are C-contiguous (later writes to them show in
-    later batches); anything else is copied once, here.
+    X and y are read through the package's intake when an iteration starts (the first batch
+    of each `iter()`: every epoch, and an epoch continued after a `break`), so writes to them
+    between epochs (in-place augmentation, relabelling) show in the next epoch's batches, for
+    every input kind. What differs is whether a write within an epoch shows too:
+
+    - read where they lie, so a write shows in every later batch, even within the epoch: a
+      mojolearn.Array, a NumPy array, an `array.array` or `memoryview` (its export is held:
+      an `array.array` then refuses to resize), or another `__dlpack__` producer (through
+      its capsule), when C-contiguous float32 (X) or native int32 (y);
+    - copied when the iteration starts, so a write shows from the next `iter()` on: a CPU
+      torch tensor (nothing pins a torch tensor's memory against `resize_`, so it is never
+      read in place across calls; the copy is made with the GIL held), any strided buffer,
+      and labels of another integer dtype (converted to int32: torch's default int64
+      labels among them).
+
+    A source whose shape changed since construction is refused when the iteration starts
+    (ValueError; the position is unchanged).
 
     Args:
         X: float32 features of shape (n, features), n >= 1: any buffer the package accepts
@@ -82,6 +97,7 @@ class Batches:
     """
 
     __slots__ = (
+        "_source",
         "_X",
         "_y",
         "_n",
@@ -105,6 +121,7 @@ class Batches:
         shuffle: bool = True,
         drop_last: bool = False,
     ) -> None:
+        self._source = (X, y)
         self._X, self._y = _dataset(X, y, "Batches")
         self._n = n = self._X._shape[0]
         if isinstance(batch_size, bool) or type(batch_size) is not int or batch_size < 1:
@@ -137,6 +154,7 @@ class Batches:
 
     def __iter__(self) -> Iterator[tuple[Array, Array]]:
         """The rest of the current epoch, batch by batch, advancing the position."""
+        self._reread()
         epoch = self._epoch
         per_epoch = len(self)
         order = self._epoch_order(epoch)
@@ -151,6 +169,11 @@ class Batches:
             else:
                 self._batch = b + 1
             yield Xb, yb
+
+    def _reread(self) -> None:
+        """X and y as they are now (a copied kind's writes since the last read show), of the
+        shape they had at construction."""
+        self._X, self._y = _dataset(*self._source, "Batches", self._X._shape)
 
     def _epoch_order(self, epoch: int) -> PyArray:
         """The row order of `epoch` as int64 (cached: an epoch is drawn once)."""
@@ -222,14 +245,20 @@ class Batches:
                 f"got {state['batch']}"
             )
         batches._epoch, batches._batch = state["epoch"], state["batch"]
+        batches._source = (X, y)  # later iterations read the caller's objects, not the copies
         return batches
 
 
-def _dataset(X: Any, y: Any, api: str) -> tuple[Array, Array]:
+def _dataset(X: Any, y: Any, api: str, shape: tuple[int, ...] | None = None) -> tuple[Array, Array]:
     """X as a float32 (n, features) Array with n >= 1 and y as n int32 labels, through the
-    package's intake (borrowed when already so, else copied once)."""
+    package's intake (borrowed when already so, else copied); `shape`: the one X had when
+    the Batches was made (a later read)."""
     try:
         x_arr = as_f32_c(X, 2, "X")[0]
+        if shape is not None and x_arr._shape != shape:
+            raise ValueError(
+                f"X changed shape since the Batches was made: {shape}, now {x_arr._shape}"
+            )
         y_arr = as_i32_c(y, 1, "y")[0]
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"{api}: {exc}") from None

@@ -18,6 +18,8 @@ import os
 
 from ._buffers.array import Array
 from ._buffers.intake import as_f32_c, as_i32_c
+from ._mlp import batches as _mlp_batches
+from ._mlp import lr_schedule as _lrs
 from ._mlp.core import MLPCore
 from ._runtime import files as _files
 from .batches import Batches
@@ -68,16 +70,20 @@ def fit(
     same run (data, `batch_size`, `seed`, `val`, `patience`): the trainer is restored from it
     and the run continues where it stood, bit for bit as if never interrupted (`epochs` may
     grow); the history returned is the whole run's. A run that has reached `epochs` or spent
-    its patience trains nothing more.
+    its patience trains nothing more. A run with a custom `lr_schedule` continues on a
+    trainer whose `lr_schedule` is set to the same schedule before `fit` is called (the
+    checkpoint records its class only).
 
     Args:
         trainer: a `SmallMLPTrainer` or `MLPTrainer`.
-        X: float32 features (n, inputs), n >= 1 (any buffer `Batches` takes).
+        X: float32 features (n, inputs), n >= 1, every value finite (any buffer `Batches`
+            takes; read once, when `fit` is called: one scan for NaN and infinities).
         y: n integer labels in [0, classes).
         epochs: the epochs to run in all (counting those a resumed checkpoint has done), an
             int >= 1.
         batch_size: rows per batch, an int in [1, trainer.max_rows].
-        val: the validation rows `(Xv, yv)` (float32 (m, inputs), m integer labels), or None.
+        val: the validation rows `(Xv, yv)` (float32 (m, inputs), finite, m integer labels),
+            or None.
         patience: stop after this many epochs in a row without improvement, an int >= 1
             (needs `val`), or None (run all epochs).
         seed: the shuffle's seed, an int in [0, 2**64).
@@ -92,8 +98,13 @@ def fit(
     Raises:
         TypeError: an argument of the wrong type (the message names it).
         ValueError: an argument out of range, shapes or labels that do not fit the trainer,
-            `patience` without `val`, or a checkpoint path that holds something other than
-            this run's record. Every refusal comes before anything changes.
+            a NaN or infinity in X or val (the message names the argument, and the row and
+            column in the caller's data), `patience` without `val`, a checkpoint path that
+            holds something other than this run's record, a history file beside it that is
+            not the one `fit` wrote for that record, or a checkpoint of a run with a custom
+            `lr_schedule` while the trainer has no schedule of that class (set
+            `trainer.lr_schedule` to the same schedule first: a checkpoint records a custom
+            schedule's class, not the object). Every refusal comes before anything changes.
         RuntimeError: a step the trainer refuses mid-run (a non-finite result): the trainer
             keeps its last completed step, the checkpoint its last epoch's end.
         OSError: a checkpoint file that cannot be read or written.
@@ -142,7 +153,7 @@ class _Run:
                 f"{_API}: batch_size must be at most the trainer's max_rows "
                 f"{trainer.max_rows}, got {batch_size}"
             )
-        self.X, self.y = _data(trainer, X, y, "X", "y")
+        self.X, self.y = _data(trainer, X, y, "X", "y", "X")
         self.val = _val(trainer, val)
         if patience is not None:
             _positive("patience", patience)
@@ -194,13 +205,14 @@ class _Run:
             raise ValueError(f"{_API}: checkpoint {shown}: {exc}") from None
         rec = state["data_schedule"]
         self._check_record(rec, shown)
-        history = _read_history(history_path, rec["epoch"])
+        history = _read_history(history_path, rec)
         if state["optimizer"]["step"] != rec["step"]:
             raise ValueError(
                 f"{_API}: checkpoint {shown}: its record is at step {rec['step']}, "
                 f"its state at step {state['optimizer']['step']}"
             )
         batches = Batches.from_state(self.X, self.y, rec["batches"])
+        _check_schedule(self.trainer, state, shown)
         try:
             self.trainer.load_state_dict(state)
         except (TypeError, ValueError) as exc:
@@ -227,6 +239,24 @@ class _Run:
                 )
         if rec["batches"]["epoch"] != rec.get("epoch") or rec["batches"]["batch"] != 0:
             raise ValueError(f"{_API}: checkpoint {shown}: its record is not at an epoch's end")
+
+
+def _check_schedule(trainer: MLPCore, state: dict[str, Any], shown: str) -> None:
+    """A custom lr_schedule is recorded by class only: the trainer must already run one of
+    that class. Refused here, because the load's own message advises `lr_schedule=`, which
+    `fit` does not take."""
+    rec = state.get("lr_schedule")
+    if rec is None or rec["kind"] != "custom":
+        return
+    current = trainer.lr_schedule
+    if current is not None and _lrs.record(current) == rec:
+        return
+    got = "none" if current is None else f"one of class {type(current).__qualname__}"
+    raise ValueError(
+        f"{_API}: checkpoint {shown}: its lr_schedule is a custom schedule of class "
+        f"{rec['class']}, which a checkpoint cannot hold, and the trainer has {got}: set "
+        f"trainer.lr_schedule = <the same {rec['class']} schedule> before calling fit"[:400]
+    )
 
 
 def _epoch(run: _Run) -> None:
@@ -270,9 +300,12 @@ def _positive(name: str, value: Any) -> None:
         raise ValueError(f"{_API}: {name} must be an int >= 1, got {value}")
 
 
-def _data(trainer: MLPCore, X: Any, y: Any, xname: str, yname: str) -> tuple[Array, Array]:
-    """(X, y) as float32 (n, inputs) and n int32 labels in [0, classes), n >= 1, checked
-    against the trainer up front (a batch refused mid-epoch would leave half an epoch done)."""
+def _data(
+    trainer: MLPCore, X: Any, y: Any, xname: str, yname: str, arg: str
+) -> tuple[Array, Array]:
+    """(X, y) as float32 (n, inputs) finite values and n int32 labels in [0, classes), n >= 1,
+    checked against the trainer up front (a batch refused mid-epoch would leave half an epoch
+    done). `arg`: the argument the messages name (X, or val for val's pair)."""
     try:
         x_arr = as_f32_c(X, 2, xname)[0]
         y_arr = as_i32_c(y, 1, yname)[0]
@@ -298,7 +331,23 @@ def _data(trainer: MLPCore, X: Any, y: Any, xname: str, yname: str) -> tuple[Arr
             f"{_API}: {yname} must hold labels in [0, {sizes[-1]}) (the trainer's classes), "
             f"got {bad}"
         )
+    _finite(x_arr, xname, arg)
     return x_arr, y_arr
+
+
+def _finite(x_arr: Array, xname: str, arg: str) -> None:
+    """Refuse a NaN or infinity before the first step (the trainer would refuse it only at
+    its batch, epochs in, at a row of the shuffled batch). One scan in the binding; only a
+    refusal looks for where, as the row and column of the caller's data."""
+    if _mlp_batches.all_finite(x_arr, xname):
+        return
+    width = x_arr._shape[1]
+    flat = x_arr._mv
+    at = next(i for i in range(len(flat)) if not math.isfinite(flat[i]))
+    raise ValueError(
+        f"{_API}: {arg} must hold finite values: {xname} row {at // width}, column "
+        f"{at % width} is {flat[at]!r}"
+    )
 
 
 def _val(trainer: MLPCore, val: Any) -> tuple[Array, Array] | None:
@@ -309,7 +358,7 @@ def _val(trainer: MLPCore, val: Any) -> tuple[Array, Array] | None:
             f"{_API}: val must be a pair (Xv, yv) or None, got {type(val).__name__}"
             + (f" of length {len(val)}" if type(val) in (tuple, list) else "")
         )
-    return _data(trainer, val[0], val[1], "val[0]", "val[1]")
+    return _data(trainer, val[0], val[1], "val[0]", "val[1]", "val")
 
 
 def _batches(X: Array, y: Array, batch_size: int, seed: Any) -> Batches:
@@ -358,21 +407,70 @@ def _history_bytes(history: list[dict[str, Any]]) -> bytes:
     return (json.dumps(history, allow_nan=False) + "\n").encode()
 
 
-def _read_history(path: str, epochs: int) -> list[dict[str, Any]]:
-    """The first `epochs` entries of a run's history file (it may hold one more: a save cut
-    between the history and the checkpoint)."""
+def _read_history(path: str, rec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The first `rec["epoch"]` entries of a run's history file, each checked to be what
+    `_epoch` writes for this record's run (it may hold one more: a save cut between the
+    history and the checkpoint). Junk is refused, naming the file and what is wrong, so it
+    never comes back as the run's history."""
     shown = _files.shown(path)
+    epochs = rec["epoch"]
     try:
         with open(path, "rb") as f:
-            history = json.loads(f.read(1 << 26))
+            history = json.loads(f.read(1 << 26), parse_constant=_no_constant)
     except (OSError, ValueError) as exc:
         raise ValueError(
             f"{_API}: the checkpoint's history {shown} cannot be read ({exc}); "
             f"the run cannot continue with its history"
         ) from None
-    if type(history) is not list or len(history) < epochs:
+    if type(history) is not list or not epochs <= len(history) <= epochs + 1:
+        got = f"{len(history)} entries" if type(history) is list else type(history).__name__
         raise ValueError(
             f"{_API}: the checkpoint's history {shown} does not hold the {epochs} epochs "
-            f"the checkpoint has done"
+            f"the checkpoint has done (or one more), got {got}"
         )
+    keys = _HISTORY_KEYS + (_VAL_KEYS if rec["val"] is not None else ())
+    for i, entry in enumerate(history):
+        why = _entry_fault(entry, i + 1, keys)
+        if why is None and i + 1 == epochs and entry["step"] != rec["step"]:
+            why = f"its step is {entry['step']}, the checkpoint's {rec['step']}"
+        if why is None and rec["best"] is not None and i + 1 == rec["best"]["epoch"]:
+            if entry["val_loss"] != rec["best"]["val_loss"] or entry["improved"] is not True:
+                why = f"it is not the checkpoint's best epoch {rec['best']!r}"
+        if why is None and i and entry["step"] < history[i - 1]["step"]:
+            why = f"its step {entry['step']} is below the epoch before's"
+        if why is not None:
+            raise ValueError(
+                f"{_API}: the checkpoint's history {shown} is not this run's: entry {i} "
+                f"(epoch {i + 1}): {why}"[:400]
+            )
     return list(history[:epochs])
+
+
+_HISTORY_KEYS = ("epoch", "step", "loss")
+_VAL_KEYS = ("val_loss", "val_accuracy", "improved")
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON (the history is written with allow_nan=False)")
+
+
+def _entry_fault(entry: Any, epoch: int, keys: tuple[str, ...]) -> str | None:
+    """What is wrong with one history entry for `epoch`, or None: the keys `_epoch` writes,
+    each of the type it writes."""
+    if type(entry) is not dict:
+        return f"a {type(entry).__name__}, not a dict"
+    if sorted(entry) != sorted(keys):
+        return f"its keys are {sorted(entry)}, expected {sorted(keys)}"
+    for key in keys:
+        value = entry[key]
+        if key == "improved":
+            ok = type(value) is bool
+        elif key in ("epoch", "step"):
+            ok = type(value) is int and value >= 0
+        else:
+            ok = type(value) is float
+        if not ok:
+            return f"its {key} is {value!r}"[:200]
+    if entry["epoch"] != epoch:
+        return f"its epoch is {entry['epoch']}, expected {epoch}"
+    return None
