@@ -17,7 +17,15 @@ import pathlib
 import mojolearn
 
 PKG = pathlib.Path(mojolearn.__file__).parent
-LAYERS = {"_buffers": 0, "_runtime": 1, "_mlp": 2, "_optim": 2, "_model": 2, "cli": 4, "__main__": 4}
+LAYERS = {
+    "_buffers": 0,
+    "_runtime": 1,
+    "_mlp": 2,
+    "_optim": 2,
+    "_model": 2,
+    "cli": 4,
+    "__main__": 4,
+}
 PUBLIC = 3
 
 

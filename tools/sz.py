@@ -27,7 +27,7 @@ BUDGET = {
     "mojolearn/_optim": 600,
     "mojolearn/_model": 2400,  # the model engine (issue 35): the MLP wing moves here as it becomes a case of it
     "mojolearn/cli": 2100,  # 1900 at the cut; --schedule and --warmup came after
-    "mojo/training": 3200,
+    "mojo/training": 4400,  # 3200 until the model engine (issue 35): its layers and runner, conv and attention to come
     "mojo/bindings": 2000,
 }
 

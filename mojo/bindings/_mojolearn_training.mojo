@@ -23,6 +23,7 @@ from entries.mlp import (MLP_RESIDENT_APPLY, MLP_RESIDENT_ARENA, MLP_RESIDENT_CL
                          mlp_resident_close, mlp_resident_download, mlp_resident_grads,
                          mlp_resident_open, mlp_resident_rollback, mlp_resident_step,
                          mlp_resident_steps)
+from entries.model import MODEL_STEP, model_step
 from entries.optim import (OPTIM_CLIP_GRAD_NORM, OPTIM_COPY, OPTIM_RESIDENT_ALLOC,
                            OPTIM_RESIDENT_FREE, OPTIM_STEP, OPTIM_TREE_SUM, optim_clip_grad_norm,
                            optim_copy, optim_resident_alloc, optim_resident_free, optim_step,
@@ -46,7 +47,8 @@ def abi_layout() raises -> PythonObject:
                           MLP_RESIDENT_APPLY, MLP_RESIDENT_USE_POOL, POOL_OPEN, POOL_SERVE,
                           POOL_STOP, POOL_WORKER_PARTS, OPTIM_STEP, OPTIM_CLIP_GRAD_NORM,
                           OPTIM_TREE_SUM, OPTIM_RESIDENT_ALLOC, OPTIM_RESIDENT_FREE, OPTIM_COPY,
-                          CROSS_ENTROPY, SOFTMAX, ARGMAX, PORTABLE_MATH_EVAL, INTAKE_READ, ARRAY_TAKE]:
+                          CROSS_ENTROPY, SOFTMAX, ARGMAX, PORTABLE_MATH_EVAL, INTAKE_READ, ARRAY_TAKE,
+                          MODEL_STEP]:
         out.append(PythonObject(String(spec.name, "|", spec.addrs, "|", spec.params)))
     return out
 
@@ -96,4 +98,5 @@ def build_module(name: StaticString) raises -> PythonObject:
     m.def_function[portable_math_eval]("portable_math_eval")
     m.def_function[intake_read]("intake_read")
     m.def_function[array_take]("array_take")
+    m.def_function[model_step]("model_step")
     return m.finalize()

@@ -54,57 +54,44 @@ def fit(
 ) -> list[dict[str, Any]]:
     """Train `trainer` on (X, y) for `epochs` epochs of shuffled mini-batches; the history.
 
-    Each epoch iterates a `Batches(X, y, batch_size, seed=seed)` (a new seeded order every
-    epoch, the last batch shorter when `batch_size` does not divide the rows) and calls
-    `trainer.train_step` on every batch. At the epoch's end `trainer.evaluate(*val)` scores the
-    validation rows; an epoch improves when its validation loss is strictly below the best so
-    far (the first always does). With `patience`, the run stops after `patience` epochs in a
-    row without improvement. At every epoch's end the trainer's `data_schedule` becomes the
-    run's record (schema "mojolearn.fit.v1": the `Batches.state()`, hashes of the data, the
-    epochs done, the best epoch, the epochs without improvement), with or without a checkpoint,
-    so the final state hash does not depend on whether one was kept.
+    Each epoch iterates a `Batches(X, y, batch_size, seed=seed)` and calls `train_step` on
+    every batch; `trainer.evaluate(*val)` then scores the validation rows, and an epoch
+    improves when its validation loss is strictly below the best so far. With `patience` the
+    run stops after that many epochs in a row without improvement. Every epoch's end sets the
+    trainer's `data_schedule` to the run's record (schema "mojolearn.fit.v1": the batches'
+    position, data hashes, epochs done, best epoch, epochs without improvement).
 
-    With `checkpoint=PATH` the state is saved to PATH at every epoch's end (after the history,
-    in `PATH.fit-history.json`), and with `val` the best state so far to `PATH.best` (a full
-    checkpoint, saved when an epoch improves). When PATH exists it must hold a record of this
-    same run (data, `batch_size`, `seed`, `val`, `patience`): the trainer is restored from it
-    and the run continues where it stood, bit for bit as if never interrupted (`epochs` may
-    grow); the history returned is the whole run's. A run that has reached `epochs` or spent
-    its patience trains nothing more. A run with a custom `lr_schedule` continues on a
-    trainer whose `lr_schedule` is set to the same schedule before `fit` is called (the
-    checkpoint records its class only).
+    With `checkpoint=PATH` every epoch ends with a save to PATH (the history beside it in
+    `PATH.fit-history.json`; with `val`, the best state in `PATH.best`). When PATH exists it
+    must hold this same run (data, `batch_size`, `seed`, `val`, `patience`): the run continues
+    from it, bit for bit as if never interrupted (`epochs` may grow), and the whole run's
+    history is returned. A custom `lr_schedule` is recorded by class only: set
+    `trainer.lr_schedule` to the same schedule before calling `fit` again.
 
     Args:
         trainer: a `SmallMLPTrainer` or `MLPTrainer`.
         X: float32 features (n, inputs), n >= 1, every value finite (any buffer `Batches`
             takes; read once, when `fit` is called: one scan for NaN and infinities).
         y: n integer labels in [0, classes).
-        epochs: the epochs to run in all (counting those a resumed checkpoint has done), an
-            int >= 1.
+        epochs: the epochs to run in all (a resumed run's included), an int >= 1.
         batch_size: rows per batch, an int in [1, trainer.max_rows].
-        val: the validation rows `(Xv, yv)` (float32 (m, inputs), finite, m integer labels),
-            or None.
+        val: the validation rows `(Xv, yv)` (float32, finite; integer labels), or None.
         patience: stop after this many epochs in a row without improvement, an int >= 1
             (needs `val`), or None (run all epochs).
         seed: the shuffle's seed, an int in [0, 2**64).
         checkpoint: a file path (str or os.PathLike) to save to and resume from, or None.
 
     Returns:
-        The history: one dict per epoch done, in order, with "epoch" (1-based), "step" (the
-        trainer's step at the epoch's end), "loss" (the epoch's mean training loss per row:
-        each batch's loss weighted by its rows) and, with `val`, "val_loss", "val_accuracy"
-        (`trainer.evaluate`'s) and "improved" (a new best validation loss).
+        One dict per epoch done, in order: "epoch" (1-based), "step" (the trainer's step at
+        the epoch's end), "loss" (the epoch's mean training loss per row) and, with `val`,
+        "val_loss", "val_accuracy" (`trainer.evaluate`'s) and "improved".
 
     Raises:
         TypeError: an argument of the wrong type (the message names it).
-        ValueError: an argument out of range, shapes or labels that do not fit the trainer,
-            a NaN or infinity in X or val (the message names the argument, and the row and
-            column in the caller's data), `patience` without `val`, a checkpoint path that
-            holds something other than this run's record, a history file beside it that is
-            not the one `fit` wrote for that record, or a checkpoint of a run with a custom
-            `lr_schedule` while the trainer has no schedule of that class (set
-            `trainer.lr_schedule` to the same schedule first: a checkpoint records a custom
-            schedule's class, not the object). Every refusal comes before anything changes.
+        ValueError: an argument out of range; shapes or labels that do not fit the trainer; a
+            NaN or infinity in X or val (naming the argument, row and column); `patience`
+            without `val`; a PATH or history file that is not this run's; a run with a custom
+            `lr_schedule` the trainer lacks. Every refusal comes before anything changes.
         RuntimeError: a step the trainer refuses mid-run (a non-finite result): the trainer
             keeps its last completed step, the checkpoint its last epoch's end.
         OSError: a checkpoint file that cannot be read or written.

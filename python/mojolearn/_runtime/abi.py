@@ -121,6 +121,23 @@ LAYOUT = {
     # Row-wise first index of the maximum, int32 (the trainers' predict).
     "argmax": (("logits", "labels"), ("rows", "classes")),
     "portable_math_eval": (("x", "y"), ("n", "function")),
+    "model_step": (
+        (
+            "program",
+            "x",
+            "targets",
+            "params",
+            "m",
+            "v",
+            "new_params",
+            "new_m",
+            "new_v",
+            "losses",
+            "outputs",
+            "grads",
+        ),
+        ("rows", "mode", "k", "t", "lr", "beta1", "beta2", "eps", "weight_decay", "total"),
+    ),
     # Takes a Python object (a buffer or a DLPack capsule) and a spec int, not address lists:
     # `_reader` is its only caller.
     "intake_read": (("object",), ("spec",)),

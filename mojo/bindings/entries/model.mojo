@@ -1,0 +1,168 @@
+"""Binding entry of the model engine (training/model.mojo): a whole step of any program.
+
+model_step
+    addresses: program (int64 words, mojolearn/_model/program.py), x (k·rows × inputs float32),
+               targets (int32 class ids for cross-entropy, float32 for MSE), params, m, v
+               (read), new_params, new_m, new_v (written in mode train), losses (k, out),
+               outputs (rows × outputs, out: the last batch's), grads (total, out)
+    params:    rows >= 1, mode (0 forward, 1 grads, 2 train), k >= 1 (1 outside train), t >= 1
+               (the first step's one-based index), lr, beta1, beta2, eps, weight_decay,
+               total (floats of the flat buffer)
+    returns:   rows × outputs, the floats written to `outputs`
+    refuses:   a program that does not check (version, op codes, every tensor inside the arena,
+               every parameter tensor inside the flat buffer) and class ids outside [0,
+               classes) (ValueError, before anything is written); a non-finite output, loss,
+               gradient or new state (RuntimeError naming it). It never writes its inputs.
+"""
+from std.ffi import external_call
+from std.python import PythonObject
+
+from entries.args import Args, Layout, refuse_nonfinite
+from training.config import F32P, I64P
+from training.copy import copy_floats
+from training.model import (HEADER, MODE_FORWARD, MODE_TRAIN, OP_ADD, OP_DROPOUT, OP_LAYERNORM,
+                            OP_LINEAR, OP_RELU, RECORD, VERSION, model_steps)
+
+comptime MODEL_STEP = Layout(
+    "model_step", "program,x,targets,params,m,v,new_params,new_m,new_v,losses,outputs,grads",
+    "rows,mode,k,t,lr,beta1,beta2,eps,weight_decay,total")
+
+comptime _MAX_ROWS = 1 << 24
+comptime _MAX_STEP = (1 << 31) - 1
+comptime _MAX_OPS = 4096
+comptime _MAX_ARENA = 1 << 32  # floats of one example's activations
+comptime _MAX_TOTAL = 1 << 26
+comptime _F32_OVERFLOW = 3.4028235677973366e38
+
+
+def _inside(E: StaticString, what: StaticString, op: Int, at: Int, n: Int, size: Int) raises:
+    if at < 0 or n < 1 or at > size or n > size - at:
+        raise Error("ValueError: ", E, ": program op ", op, ": ", what, " [", at, ", +", n,
+                    ") is outside [0, ", size, ")")
+
+
+def _check_program(E: StaticString, w: I64P, total: Int) raises -> Int:
+    """Checks every word a step will read; returns the arena's floats per example."""
+    if Int(w[unsafe_offset=0]) != VERSION:
+        raise Error("ValueError: ", E, ": program version ", Int(w[unsafe_offset=0]),
+                    ", this binding runs ", VERSION)
+    var ops = Int(w[unsafe_offset=1])
+    var arena = Int(w[unsafe_offset=3])
+    var inputs = Int(w[unsafe_offset=4])
+    var loss = Int(w[unsafe_offset=7])
+    var classes = Int(w[unsafe_offset=8])
+    if ops < 1 or ops > _MAX_OPS or arena < 1 or arena > _MAX_ARENA or loss < 0 or loss > 1:
+        raise Error("ValueError: ", E, ": program header out of range (ops ", ops, ", arena ",
+                    arena, ", loss ", loss, ")")
+    _inside(E, "input", -1, 0, inputs, arena)
+    var outputs = Int(w[unsafe_offset=6])
+    _inside(E, "output", -1, Int(w[unsafe_offset=5]), outputs, arena)
+    if loss == 0 and (classes < 2 or outputs % classes != 0):
+        raise Error("ValueError: ", E, ": program classes ", classes, " do not divide the ",
+                    outputs, " outputs")
+    for op in range(ops):
+        var r = w.unsafe_offset(HEADER + op * RECORD)
+        var code = Int(r[unsafe_offset=0])
+        var src = Int(r[unsafe_offset=1])
+        var dst = Int(r[unsafe_offset=2])
+        var a = Int(r[unsafe_offset=3])
+        if code == OP_LINEAR:
+            var n_out = Int(r[unsafe_offset=4])
+            var lead = Int(r[unsafe_offset=8])
+            if a < 1 or n_out < 1 or lead < 1 or a > _MAX_ARENA // lead or n_out > _MAX_ARENA // lead:
+                raise Error("ValueError: ", E, ": program op ", op, ": bad Linear sizes")
+            _inside(E, "src", op, src, a * lead, arena)
+            _inside(E, "dst", op, dst, n_out * lead, arena)
+            if a > _MAX_TOTAL // n_out:
+                raise Error("ValueError: ", E, ": program op ", op, ": weight too large")
+            _inside(E, "weight", op, Int(r[unsafe_offset=5]), a * n_out, total)
+            if Int(r[unsafe_offset=6]) >= 0:
+                _inside(E, "bias", op, Int(r[unsafe_offset=6]), n_out, total)
+        elif code == OP_LAYERNORM:
+            var lead = Int(r[unsafe_offset=4])
+            if a < 1 or lead < 1 or a > _MAX_ARENA // lead:
+                raise Error("ValueError: ", E, ": program op ", op, ": bad LayerNorm sizes")
+            _inside(E, "src", op, src, a * lead, arena)
+            _inside(E, "dst", op, dst, a * lead, arena)
+            _inside(E, "stats", op, Int(r[unsafe_offset=7]), 2 * lead, arena)
+            if Int(r[unsafe_offset=5]) >= 0 or Int(r[unsafe_offset=6]) >= 0:
+                _inside(E, "weight", op, Int(r[unsafe_offset=5]), a, total)
+                _inside(E, "bias", op, Int(r[unsafe_offset=6]), a, total)
+        elif code == OP_RELU or code == OP_DROPOUT or code == OP_ADD:
+            _inside(E, "src", op, src, a, arena)
+            _inside(E, "dst", op, dst, a, arena)
+            if code == OP_ADD:
+                _inside(E, "other", op, Int(r[unsafe_offset=4]), a, arena)
+            if code == OP_DROPOUT:
+                var th = Int(r[unsafe_offset=4])
+                if th < 0 or th >= (1 << 24):
+                    raise Error("ValueError: ", E, ": program op ", op, ": bad Dropout threshold")
+        else:
+            raise Error("ValueError: ", E, ": program op ", op, ": op code ", code,
+                        " is not one this binding runs")
+    return arena
+
+
+def model_step(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
+    """A whole step (or k training steps) of a model's program; see the module header."""
+    comptime E = MODEL_STEP.name
+    var args = Args(MODEL_STEP, addrs, params)
+    var rows = args.int(0, "rows", 1, _MAX_ROWS)
+    var mode = args.int(1, "mode", 0, 2)
+    var k = args.int(2, "k", 1, _MAX_ROWS)
+    var t = args.int(3, "t", 1, _MAX_STEP)
+    var total = args.int(9, "total", 1, _MAX_TOTAL)
+    if mode != MODE_TRAIN and k != 1:
+        raise Error("ValueError: ", E, ": k must be 1 outside mode train (2), got ", k)
+    if t + k - 1 > _MAX_STEP:
+        raise Error("ValueError: ", E, ": steps t..t+k-1 pass the step limit 2**31-1")
+    var lr = args.f64param(4)
+    var b1 = args.f64param(5)
+    var b2 = args.f64param(6)
+    var eps = args.f64param(7)
+    var wd = args.f64param(8)
+    if not (lr >= 0 and lr < _F32_OVERFLOW and eps > 0 and eps < _F32_OVERFLOW and wd >= 0
+            and wd < _F32_OVERFLOW and b1 >= 0 and b1 < 1 and b2 >= 0 and b2 < 1):
+        raise Error("ValueError: ", E, ": need lr >= 0, eps > 0, weight_decay >= 0 (finite) ",
+                    "and betas in [0, 1)")
+    var words = I64P(unsafe_from_address=args.addrs[0])
+    var arena = _check_program(E, words, total)
+    if arena > (1 << 40) // rows:
+        raise Error("ValueError: ", E, ": rows × arena = ", rows, " × ", arena,
+                    " exceeds 2^40 floats")
+    var outs = Int(words[unsafe_offset=6])
+    var classes = Int(words[unsafe_offset=8])
+    if mode != MODE_FORWARD and classes > 0:
+        var y = args.i32(2)
+        for i in range(k * rows * (outs // classes)):
+            var label = Int(y[unsafe_offset=i])
+            if label < 0 or label >= classes:
+                raise Error("ValueError: ", E, ": targets[", i, "] = ", label,
+                            " is not a class in [0, ", classes, ")")
+    var p = args.f32(3)
+    var m = args.f32(4)
+    var v = args.f32(5)
+    if mode == MODE_TRAIN:
+        p = args.f32(6)
+        m = args.f32(7)
+        v = args.f32(8)
+    var losses = args.f32(9)
+    var outputs = args.f32(10)
+    var grads = args.f32(11)
+    var ts = external_call["PyEval_SaveThread", Int]()
+    if mode == MODE_TRAIN:
+        copy_floats(args.f32(3), p, total)
+        copy_floats(args.f32(4), m, total)
+        copy_floats(args.f32(5), v, total)
+    model_steps(words, args.f32(1), args.i32(2), args.f32(2), p, m, v, losses, outputs, grads,
+                rows, mode, k, t, lr, b1, b2, eps, wd, total)
+    external_call["PyEval_RestoreThread", NoneType](ts)
+    refuse_nonfinite(E, "outputs", outputs, rows * outs)
+    if mode != MODE_FORWARD:
+        refuse_nonfinite(E, "losses", losses, k)
+        refuse_nonfinite(E, "grads", grads, total)
+    if mode == MODE_TRAIN:
+        refuse_nonfinite(E, "new_params", p, total)
+        refuse_nonfinite(E, "new_m", m, total)
+        refuse_nonfinite(E, "new_v", v, total)
+    return PythonObject(rows * outs)

@@ -1,0 +1,55 @@
+"""Elementwise layers and the MSE loss (docs/ARITHMETIC.md "Models"; mirror
+tests/reference/layers.py). Every output is independent, so SIMD lanes give the same bits at
+any width; sums (MSE) walk the elements in order."""
+from std.math import fma
+
+from training.config import F32P
+
+comptime W = 8
+
+
+def add_into(a: F32P, b: F32P, dst: F32P, n: Int):
+    """dst = a + b (a Residual's output: x + f(x)), one add per element."""
+    var i = 0
+    while i + W <= n:
+        dst.unsafe_offset(i).unsafe_store(a.unsafe_load[width=W](i) + b.unsafe_load[width=W](i))
+        i += W
+    while i < n:
+        dst[unsafe_offset=i] = a[unsafe_offset=i] + b[unsafe_offset=i]
+        i += 1
+
+
+def copy_or_add(src: F32P, dst: F32P, n: Int, accumulate: Bool):
+    """dst = src, or dst = dst + src when `accumulate` (a gradient reaching a tensor twice)."""
+    if accumulate:
+        add_into(dst, src, dst, n)
+        return
+    for i in range(n):
+        dst[unsafe_offset=i] = src[unsafe_offset=i]
+
+
+def relu_grad(y: F32P, g: F32P, dst: F32P, n: Int, accumulate: Bool):
+    """dst = y > 0 ? g : +0.0 (the mask is the output), or added to dst."""
+    for i in range(n):
+        var v = g[unsafe_offset=i] if y[unsafe_offset=i] > 0 else Float32(0.0)
+        if accumulate:
+            v = dst[unsafe_offset=i] + v
+        dst[unsafe_offset=i] = v
+
+
+def relu_apply(x: F32P, y: F32P, n: Int):
+    for i in range(n):
+        var v = x[unsafe_offset=i]
+        y[unsafe_offset=i] = v if v > 0 else Float32(0.0)
+
+
+def mse_loss(y: F32P, target: F32P, dy: F32P, n: Int, divide_by: Int) -> Float32:
+    """loss = (fma chain of d·d ascending from +0.0) / f32(divide_by), d = y − target;
+    dy = (d + d) / f32(divide_by) (F.mse_loss 'mean' when divide_by = n)."""
+    var m = Float32(divide_by)
+    var q = Float32(0.0)
+    for i in range(n):
+        var d = y[unsafe_offset=i] - target[unsafe_offset=i]
+        q = fma(d, d, q)
+        dy[unsafe_offset=i] = (d + d) / m
+    return q / m

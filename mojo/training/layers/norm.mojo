@@ -1,0 +1,112 @@
+"""LayerNorm over the last axis (docs/ARITHMETIC.md "Models: LayerNorm"; mirror
+tests/reference/layers.py `layernorm_forward` / `layernorm_backward`).
+
+Per row of d values, identical mode, every step one binary32 operation:
+  mean = (Σ x, ascending from +0.0) / f32(d)
+  var  = (fma chain of (x − mean)², ascending from +0.0) / f32(d)      (two passes, biased)
+  rstd = 1 / sqrt(var + eps)          (add, correctly rounded sqrt, one division)
+  xhat = (x − mean)·rstd;  y = fma(xhat, w, b)  (y = xhat without the affine tensors)
+Backward, llm.c's form, with gn = g·w (g without the affine tensors):
+  a = (Σ gn) / f32(d);  c = (fma chain of gn·xhat) / f32(d)
+  dx = ((gn − a) − xhat·c)·rstd      (added to dx when `accumulate`: dx = dx + that)
+  dw = fma chain over rows ascending of g·xhat;  db = Σ over rows ascending of g
+The per-row sums walk the row in order (one chain each); the elementwise parts run in SIMD
+lanes of independent outputs, which gives the same bits at any width.
+"""
+from std.math import fma
+
+from training.config import F32P
+from training.fp import sqrt_rn
+
+comptime W = 8  # lanes of the elementwise parts (independent outputs: any width, same bits)
+
+
+@always_inline
+def _row_stats(x: F32P, d: Int, eps: Float32) -> Tuple[Float32, Float32]:
+    var n = Float32(d)
+    var s = Float32(0.0)
+    for j in range(d):
+        s = s + x[unsafe_offset=j]
+    var mean = s / n
+    var q = Float32(0.0)
+    for j in range(d):
+        var c = x[unsafe_offset=j] - mean
+        q = fma(c, c, q)
+    var rstd = Float32(1.0) / sqrt_rn[1](q / n + eps)[0]
+    return (mean, rstd)
+
+
+def layernorm_forward(x: F32P, y: F32P, w: F32P, b: F32P, stats: F32P, rows: Int, d: Int,
+                      eps: Float32, affine: Bool):
+    """y (rows × d) from x; `stats` receives each row's (mean, rstd) for the backward."""
+    for r in range(rows):
+        var xr = x.unsafe_offset(r * d)
+        var yr = y.unsafe_offset(r * d)
+        var st = _row_stats(xr, d, eps)
+        var mean = st[0]
+        var rstd = st[1]
+        stats[unsafe_offset=2 * r] = mean
+        stats[unsafe_offset=2 * r + 1] = rstd
+        var j = 0
+        while j + W <= d:
+            var xhat = (xr.unsafe_load[width=W](j) - mean) * rstd
+            if affine:
+                xhat = fma(xhat, w.unsafe_load[width=W](j), b.unsafe_load[width=W](j))
+            yr.unsafe_offset(j).unsafe_store(xhat)
+            j += W
+        while j < d:
+            var xhat = (xr[unsafe_offset=j] - mean) * rstd
+            if affine:
+                xhat = fma(xhat, w[unsafe_offset=j], b[unsafe_offset=j])
+            yr[unsafe_offset=j] = xhat
+            j += 1
+
+
+def layernorm_backward(g: F32P, x: F32P, w: F32P, stats: F32P, dx: F32P, dw: F32P, db: F32P,
+                       rows: Int, d: Int, affine: Bool, accumulate: Bool):
+    """dx (rows × d) from the output gradient g; dw, db (d each) written when `affine`."""
+    var n = Float32(d)
+    if affine:
+        for j in range(d):
+            dw[unsafe_offset=j] = Float32(0.0)
+            db[unsafe_offset=j] = Float32(0.0)
+    for r in range(rows):
+        var xr = x.unsafe_offset(r * d)
+        var gr = g.unsafe_offset(r * d)
+        var dxr = dx.unsafe_offset(r * d)
+        var mean = stats[unsafe_offset=2 * r]
+        var rstd = stats[unsafe_offset=2 * r + 1]
+        var s = Float32(0.0)
+        var c = Float32(0.0)
+        for j in range(d):
+            var xhat = (xr[unsafe_offset=j] - mean) * rstd
+            var gn = gr[unsafe_offset=j] * w[unsafe_offset=j] if affine else gr[unsafe_offset=j]
+            s = s + gn
+            c = fma(gn, xhat, c)
+        var a = s / n
+        c = c / n
+        var j = 0
+        while j + W <= d:
+            var xhat = (xr.unsafe_load[width=W](j) - mean) * rstd
+            var gv = gr.unsafe_load[width=W](j)
+            var gn = gv * w.unsafe_load[width=W](j) if affine else gv
+            var v = ((gn - a) - xhat * c) * rstd
+            if accumulate:
+                v = dxr.unsafe_load[width=W](j) + v
+            dxr.unsafe_offset(j).unsafe_store(v)
+            if affine:
+                dw.unsafe_offset(j).unsafe_store(fma(gv, xhat, dw.unsafe_load[width=W](j)))
+                db.unsafe_offset(j).unsafe_store(db.unsafe_load[width=W](j) + gv)
+            j += W
+        while j < d:
+            var xhat = (xr[unsafe_offset=j] - mean) * rstd
+            var gv = gr[unsafe_offset=j]
+            var gn = gv * w[unsafe_offset=j] if affine else gv
+            var v = ((gn - a) - xhat * c) * rstd
+            if accumulate:
+                v = dxr[unsafe_offset=j] + v
+            dxr[unsafe_offset=j] = v
+            if affine:
+                dw[unsafe_offset=j] = fma(gv, xhat, dw[unsafe_offset=j])
+                db[unsafe_offset=j] = db[unsafe_offset=j] + gv
+            j += 1

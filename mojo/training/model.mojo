@@ -1,0 +1,241 @@
+"""The model runner: executes a model's program (mojolearn/_model/program.py builds it; its
+docstring gives the layout) — forward ops in order, the loss, backward ops in reverse, AdamW
+over the flat buffer — the same steps for every stack of layers (docs/ARITHMETIC.md
+"Models").
+
+Header (int64): version, ops, seed (uint64 bits), arena floats per example, input floats per
+example, output offset, output floats per example, loss (0 cross-entropy, 1 MSE), classes
+(cross-entropy: the output's last axis; 0 for MSE). Records of
+RECORD words: op, src, dst, five op-specific words, flags (ACCUMULATE, NEED_SRC_GRAD,
+ACCUMULATE_OTHER). Tensor offsets are per example: a batch of `rows` examples keeps tensor t
+at rows·t in the activation arena (offset 0, the input, is the caller's x) and the gradient
+arena alike.
+
+A Linear's forward and backward are the MLP's `dense_forward`/GEMMs (training/mlp.mojo), a
+Linear+ReLU pair its fused epilogue, the loss its `mean_cross_entropy`: an MLP program runs the
+MLP step's operations in its order, so `Trainer` and `MLPTrainer` give the same bits.
+"""
+from std.memory import bitcast
+
+from training.config import F32P, I32P, I64P
+from training.gemm import Epilogue
+from training.layers.dropout import dropout_apply, dropout_key
+from training.layers.elementwise import add_into, copy_or_add, mse_loss, relu_apply, relu_grad
+from training.layers.norm import layernorm_backward, layernorm_forward
+from training.loss import mean_cross_entropy
+from training.mlp import adamw_flat, relu_backward, sum_rows
+from training.pool import split_gemm
+
+comptime VERSION = 1
+comptime HEADER = 9
+comptime RECORD = 10
+comptime OP_LINEAR = 1
+comptime OP_RELU = 2
+comptime OP_LAYERNORM = 3
+comptime OP_DROPOUT = 4
+comptime OP_ADD = 5
+comptime OP_GELU = 6
+comptime OP_TANH = 7
+comptime OP_SIGMOID = 8
+comptime LOSS_CROSS_ENTROPY = 0
+comptime LOSS_MSE = 1
+comptime ACCUMULATE = 1
+comptime NEED_SRC_GRAD = 2
+comptime ACCUMULATE_OTHER = 4
+
+comptime MODE_FORWARD = 0
+comptime MODE_GRADS = 1
+comptime MODE_TRAIN = 2
+
+
+@fieldwise_init
+struct Program(ImplicitlyCopyable):
+    """A program's words and the batch it runs on, by address: `x` (rows × inputs), the
+    activation and gradient arenas (rows × arena floats each)."""
+
+    var words_at: Int
+    var x_at: Int
+    var act_at: Int
+    var dact_at: Int
+    var rows: Int
+
+    def w(self) -> I64P:
+        return I64P(unsafe_from_address=self.words_at)
+
+    def ops(self) -> Int:
+        return Int(self.w()[unsafe_offset=1])
+
+    def seed(self) -> UInt64:
+        return UInt64(self.w()[unsafe_offset=2])
+
+    def arena(self) -> Int:
+        return Int(self.w()[unsafe_offset=3])
+
+    def inputs(self) -> Int:
+        return Int(self.w()[unsafe_offset=4])
+
+    def output(self) -> Int:
+        return Int(self.w()[unsafe_offset=5])
+
+    def outputs(self) -> Int:
+        return Int(self.w()[unsafe_offset=6])
+
+    def loss(self) -> Int:
+        return Int(self.w()[unsafe_offset=7])
+
+    def classes(self) -> Int:
+        return Int(self.w()[unsafe_offset=8])
+
+    def word(self, op: Int, i: Int) -> Int:
+        return Int(self.w()[unsafe_offset=HEADER + op * RECORD + i])
+
+    def at(self, offset: Int) -> F32P:
+        """Tensor `offset`'s activations for the batch (the input is the caller's x)."""
+        if offset == 0:
+            return F32P(unsafe_from_address=self.x_at)
+        return F32P(unsafe_from_address=self.act_at).unsafe_offset(self.rows * offset)
+
+    def grad(self, offset: Int) -> F32P:
+        return F32P(unsafe_from_address=self.dact_at).unsafe_offset(self.rows * offset)
+
+
+def _f32(bits: Int) -> Float32:
+    return bitcast[DType.float32, 1](SIMD[DType.int32, 1](Int32(bits)))[0]
+
+
+def model_forward(pr: Program, p: F32P, t: Int, train: Bool, first_row: Int):
+    """Every op forward; Dropout draws its mask only when `train` (step t, the batch's first
+    row at `first_row` of its whole batch), else is the identity."""
+    var rows = pr.rows
+    for op in range(pr.ops()):
+        var code = pr.word(op, 0)
+        var src = pr.at(pr.word(op, 1))
+        var dst = pr.at(pr.word(op, 2))
+        if code == OP_LINEAR:
+            var b = pr.word(op, 6)
+            var bias = Int(p.unsafe_offset(b)) if b >= 0 else 0
+            split_gemm(0, src, p.unsafe_offset(pr.word(op, 5)), dst, rows * pr.word(op, 8),
+                       pr.word(op, 4), pr.word(op, 3), False, True, False,
+                       Epilogue(bias, pr.word(op, 7) != 0))
+        elif code == OP_RELU:
+            relu_apply(src, dst, rows * pr.word(op, 3))
+        elif code == OP_LAYERNORM:
+            var w = pr.word(op, 5)
+            layernorm_forward(src, dst, p.unsafe_offset(max(w, 0)),
+                              p.unsafe_offset(max(pr.word(op, 6), 0)), pr.at(pr.word(op, 7)),
+                              rows * pr.word(op, 4), pr.word(op, 3), _f32(pr.word(op, 8)),
+                              w >= 0)
+        elif code == OP_DROPOUT:
+            var n = pr.word(op, 3)
+            if train:
+                dropout_apply(src, dst, rows * n, first_row * n,
+                              dropout_key(pr.seed(), t, pr.word(op, 5)), pr.word(op, 4),
+                              _f32(pr.word(op, 6)), False)
+            else:
+                copy_or_add(src, dst, rows * n, False)
+        elif code == OP_ADD:
+            add_into(src, pr.at(pr.word(op, 4)), dst, rows * pr.word(op, 3))
+
+
+def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
+    """Every op backward, last first, from the output's gradient in the gradient arena."""
+    var rows = pr.rows
+    for j in range(pr.ops()):
+        var op = pr.ops() - 1 - j
+        var code = pr.word(op, 0)
+        var flags = pr.word(op, 9)
+        var need = (flags & NEED_SRC_GRAD) != 0
+        var acc = (flags & ACCUMULATE) != 0
+        var s = pr.word(op, 1)
+        var src = pr.at(s)
+        var dsrc = pr.grad(s)
+        var dy = pr.grad(pr.word(op, 2))
+        if code == OP_LINEAR:
+            var n_in = pr.word(op, 3)
+            var n_out = pr.word(op, 4)
+            var r = rows * pr.word(op, 8)
+            var w = pr.word(op, 5)
+            var b = pr.word(op, 6)
+            if pr.word(op, 7) != 0:  # the fused ReLU: mask by its output, in place
+                relu_backward(pr.at(pr.word(op, 2)), dy, dy, r, n_out)
+            split_gemm(0, dy, src, grads.unsafe_offset(w), n_out, n_in, r, True, False, False)
+            if b >= 0:
+                sum_rows(dy, grads.unsafe_offset(b), r, n_out)
+            if need:
+                split_gemm(0, dy, p.unsafe_offset(w), dsrc, r, n_in, n_out, False, False, acc)
+        elif code == OP_RELU:
+            if need:
+                relu_grad(pr.at(pr.word(op, 2)), dy, dsrc, rows * pr.word(op, 3), acc)
+        elif code == OP_LAYERNORM:
+            var w = pr.word(op, 5)
+            var b = pr.word(op, 6)
+            var r = rows * pr.word(op, 4)
+            var d = pr.word(op, 3)
+            # dx is needed to reach the parameters below; with no parameters and no input
+            # gradient wanted, there is nothing to do.
+            if need or w >= 0:
+                var scratch = List[Float32](length=r * d if not need else 0, fill=0)
+                var out = dsrc if need else scratch.unsafe_ptr()
+                layernorm_backward(dy, src, p.unsafe_offset(max(w, 0)), pr.at(pr.word(op, 7)),
+                                   F32P(unsafe_from_address=Int(out)),
+                                   grads.unsafe_offset(max(w, 0)), grads.unsafe_offset(max(b, 0)),
+                                   r, d, w >= 0, acc and need)
+        elif code == OP_DROPOUT:
+            if need:
+                var n = pr.word(op, 3)
+                dropout_apply(dy, dsrc, rows * n, first_row * n,
+                              dropout_key(pr.seed(), t, pr.word(op, 5)), pr.word(op, 4),
+                              _f32(pr.word(op, 6)), acc)
+        elif code == OP_ADD:
+            var n = rows * pr.word(op, 3)
+            var o = pr.word(op, 4)
+            copy_or_add(dy, pr.grad(o), n, (flags & ACCUMULATE_OTHER) != 0)
+            if need:
+                copy_or_add(dy, dsrc, n, acc)
+
+
+def model_loss(pr: Program, y: I32P, target: F32P, divide_by: Int) -> Float32:
+    """The loss of the output and its gradient into the gradient arena: mean cross-entropy
+    over every position (rows × positions rows of `classes`), or MSE over every element."""
+    var z = pr.at(pr.output())
+    var dz = pr.grad(pr.output())
+    var n = pr.rows * pr.outputs()
+    if pr.loss() == LOSS_MSE:
+        return mse_loss(z, target, dz, n, divide_by if divide_by > 0 else n)
+    var classes = pr.classes()
+    return mean_cross_entropy(z, y, n // classes, classes, dz, True, divide_by)
+
+
+def model_steps(words: I64P, x: F32P, y: I32P, target: F32P, p: F32P, m: F32P, v: F32P,
+                losses: F32P, outputs: F32P, grads: F32P, rows: Int, mode: Int, k: Int, t0: Int,
+                lr: Float64, beta1: Float64, beta2: Float64, eps: Float64,
+                weight_decay: Float64, total: Int):
+    """`k` steps over k batches of `rows` examples stacked in x and the targets (y: int32 class
+    ids for cross-entropy, target: float32 for MSE), in place on p, m, v in mode train (t =
+    t0, t0 + 1, ...); modes forward and grads run one batch and leave p, m, v as they are.
+    `losses[i]` is batch i's loss; `outputs` and `grads` hold the last batch's."""
+    var arena_floats = rows * Int(words[unsafe_offset=3])
+    var act = List[Float32](length=max(arena_floats, 1), fill=0)
+    var dact = List[Float32](length=max(arena_floats, 1), fill=0)
+    var inputs = Int(words[unsafe_offset=4])
+    var outs = Int(words[unsafe_offset=6])
+    var classes = Int(words[unsafe_offset=8])
+    var labels = outs // classes if classes > 0 else 0  # class targets per example
+    for i in range(k):
+        var pr = Program(Int(words), Int(x.unsafe_offset(i * rows * inputs)),
+                         Int(act.unsafe_ptr()), Int(dact.unsafe_ptr()), rows)
+        var t = t0 + i
+        model_forward(pr, p, t, mode != MODE_FORWARD, 0)
+        var z = pr.at(pr.output())
+        if mode != MODE_FORWARD:
+            losses[unsafe_offset=i] = model_loss(pr, y.unsafe_offset(i * rows * labels),
+                                                 target.unsafe_offset(i * rows * outs), 0)
+            model_backward(pr, p, grads, t, 0)
+        if i == k - 1 or mode == MODE_FORWARD:
+            for j in range(rows * outs):
+                outputs[unsafe_offset=j] = z[unsafe_offset=j]
+        if mode == MODE_FORWARD:
+            break
+        if mode == MODE_TRAIN:
+            adamw_flat(p, grads, m, v, total, t, lr, beta1, beta2, eps, weight_decay)
+    _ = len(act) + len(dact)  # the Programs hold the arenas by address

@@ -1,0 +1,176 @@
+"""A model's program: what the binding's model runner executes, built once from a ModelSpec.
+
+The program is a packed int64 array: a header of HEADER words, then one record of RECORD
+words per op, in forward order; the runner walks them forward, applies the loss, then walks
+them backward in reverse (mojo/training/model.mojo reads the same layout, and the binding
+checks the header's version, sizes and every offset before running anything).
+
+Activations live in one arena per batch: every tensor has a per-example offset and size in
+floats, and a batch of `rows` examples puts tensor t at [rows·offset, rows·(offset + size)).
+The gradient arena has the same layout. Offsets of parameters are the flat buffer's.
+
+Program-level rewrites, never a second engine: a Linear followed by a ReLU is one op (the
+GEMM's bias-and-ReLU epilogue, the MLP step's bits); Flatten is no op at all (row-major
+reshape: its output is its input's buffer). A tensor read by two ops (a Residual's input) gets
+its gradient written by the first op the backward visits and added to by the next (flag
+ACCUMULATE), in that fixed order.
+"""
+
+from __future__ import annotations
+
+import array
+import math
+import struct
+
+from .layers import (
+    GELU,
+    Dropout,
+    Flatten,
+    LayerNorm,
+    Linear,
+    ReLU,
+    Residual,
+    Sequential,
+    Sigmoid,
+    Tanh,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .spec import ModelSpec
+
+VERSION = 1
+HEADER = 9  # version, ops, seed (uint64 bits), arena, inputs, output offset, outputs, loss, classes
+RECORD = 10  # op, src, dst, then seven op-specific words (the last one the flags)
+
+# Opcodes (mojo/training/model.mojo has the same table).
+OP_LINEAR = 1  # src dst n_in n_out w b(-1: none) relu lead flags
+OP_RELU = 2  # src dst n . . . . . . flags
+OP_LAYERNORM = 3  # src dst d lead w(-1: none) b stats eps_bits flags
+OP_DROPOUT = 4  # src dst n threshold layer scale_bits . . flags
+OP_ADD = 5  # src(x) dst n other(f(x)) . . . . flags
+OP_GELU = 6  # src dst n approximate(0 none, 1 tanh) . . . . flags
+OP_TANH = 7  # src dst n . . . . . flags
+OP_SIGMOID = 8  # src dst n . . . . . flags
+LOSS_CROSS_ENTROPY, LOSS_MSE = 0, 1
+
+# flags
+ACCUMULATE = 1  # the src's gradient is already written: add to it
+NEED_SRC_GRAD = 2  # the src's gradient is wanted (not for the model's input, unless asked)
+ACCUMULATE_OTHER = 4  # OP_ADD: the same for its second operand
+
+
+def f32_bits(x: float) -> int:
+    return int(struct.unpack("<i", struct.pack("<f", x))[0])
+
+
+class Program:
+    """The packed program of a spec, and the arena facts the trainer needs."""
+
+    __slots__ = ("words", "ops", "arena", "inputs", "output", "outputs", "_offsets", "_steps")
+
+    def __init__(self, spec: ModelSpec, seed: int) -> None:
+        self.arena = 0
+        self.ops: list[list[int]] = []
+        self._offsets = dict(zip(spec.names, spec.offsets))
+        # The spec's layers in its pre-order walk (containers included), with their index
+        # there (a Dropout's `layer` key) and shapes; the program visits them in that order.
+        self._steps = iter(enumerate(spec.steps))
+        next(self._steps)  # the model's own Sequential
+        self.inputs = math.prod(spec.input_shape)
+        x = self._alloc(self.inputs)
+        out = self._stack(spec.model, x)
+        self.output, self.outputs = out, math.prod(spec.output_shape)
+        self._flags(x)
+        loss = LOSS_CROSS_ENTROPY if spec.loss == "cross_entropy" else LOSS_MSE
+        header = [VERSION, len(self.ops), seed - (1 << 64) if seed >= 1 << 63 else seed]
+        classes = spec.output_shape[-1] if loss == LOSS_CROSS_ENTROPY else 0
+        header += [self.arena, self.inputs, self.output, self.outputs, loss, classes]
+        self.words = array.array("q", header + [w for op in self.ops for w in op])
+
+    @property
+    def address(self) -> int:
+        return int(self.words.buffer_info()[0])
+
+    def _alloc(self, floats: int) -> int:
+        at, self.arena = self.arena, self.arena + floats
+        return at
+
+    def _op(self, *words: int) -> None:
+        self.ops.append(list(words) + [0] * (RECORD - len(words)))
+
+    def _stack(self, stack: Sequential | Residual, src: int) -> int:
+        """Emit the ops of a container's layers from the tensor at `src`; the output's offset."""
+        layers = stack.layers
+        i = 0
+        while i < len(layers):
+            at, (path, layer, shape, out_shape) = next(self._steps)
+            n, n_out = math.prod(shape), math.prod(out_shape)
+            if isinstance(layer, (Sequential, Residual)):
+                inner = self._stack(layer, src)
+                if isinstance(layer, Residual):
+                    dst = self._alloc(n)
+                    self._op(OP_ADD, src, dst, n, inner)
+                    inner = dst
+                src = inner
+            elif isinstance(layer, Flatten):
+                pass  # a row-major reshape: the same buffer
+            elif isinstance(layer, Linear):
+                relu = i + 1 < len(layers) and type(layers[i + 1]) is ReLU
+                dst = self._alloc(n_out)
+                w = self._offsets[f"{path}.weight"]
+                b = self._offsets[f"{path}.bias"] if layer.bias else -1
+                lead = n // layer.in_features
+                self._op(
+                    OP_LINEAR,
+                    src,
+                    dst,
+                    layer.in_features,
+                    layer.out_features,
+                    w,
+                    b,
+                    int(relu),
+                    lead,
+                )
+                src = dst
+                if relu:  # the ReLU is the GEMM's epilogue
+                    next(self._steps)
+                    i += 1
+            elif isinstance(layer, LayerNorm):
+                d = layer.normalized_shape
+                dst, stats = self._alloc(n), self._alloc(2 * (n // d))
+                w = self._offsets[f"{path}.weight"] if layer.elementwise_affine else -1
+                b = self._offsets[f"{path}.bias"] if layer.elementwise_affine else -1
+                self._op(OP_LAYERNORM, src, dst, d, n // d, w, b, stats, f32_bits(layer.eps))
+                src = dst
+            elif isinstance(layer, Dropout):
+                if layer.p > 0:
+                    dst = self._alloc(n)
+                    threshold = math.floor(layer.p * (1 << 24))
+                    scale = f32_bits(1.0 / (1.0 - layer.p))
+                    self._op(OP_DROPOUT, src, dst, n, threshold, at, scale)
+                    src = dst
+            else:
+                code = {ReLU: OP_RELU, GELU: OP_GELU, Tanh: OP_TANH, Sigmoid: OP_SIGMOID}[
+                    type(layer)
+                ]
+                dst = self._alloc(n)
+                extra = int(isinstance(layer, GELU) and layer.approximate == "tanh")
+                self._op(code, src, dst, n, extra)
+                src = dst
+            i += 1
+        return src
+
+    def _flags(self, model_input: int) -> None:
+        """Set the gradient flags in the backward's order: ops in reverse, and within an
+        OP_ADD its second operand (f(x)) before its first (x), as the runner does."""
+        written: set[int] = set()
+        for op in reversed(self.ops):
+            flags = 0
+            if op[0] == OP_ADD:
+                flags |= ACCUMULATE_OTHER if op[4] in written else 0
+                written.add(op[4])
+            if op[1] != model_input:
+                flags |= NEED_SRC_GRAD | (ACCUMULATE if op[1] in written else 0)
+                written.add(op[1])
+            op[9] = flags
