@@ -90,6 +90,15 @@ def _forward_rows(core: MLPCore, x: Array) -> Array:
     return frombytes(raw, "<f4", (n, core._spec.classes))
 
 
+class NonFiniteRow(ValueError):
+    """A finite row of X whose logits overflow float32; `row` is its index in X (the command
+    line names the CSV row from it)."""
+
+    def __init__(self, message: str, row: int) -> None:
+        super().__init__(message)
+        self.row = row
+
+
 def _overflow(core: MLPCore, x: Array, exc: RuntimeError) -> Exception:
     """What a forward over finite `x` that came out non-finite raises: ValueError naming X's
     first row whose logits overflow float32, found by halving (rows are independent, so a
@@ -104,9 +113,10 @@ def _overflow(core: MLPCore, x: Array, exc: RuntimeError) -> Exception:
             end = middle
         else:
             begin = middle
-    return ValueError(
+    return NonFiniteRow(
         f"{core._API}: X row {begin} gives a non-finite logit: its values are finite but the "
-        f"network's outputs on it overflow float32 (scale or standardize X)"
+        f"network's outputs on it overflow float32 (scale or standardize X)",
+        begin,
     )
 
 
