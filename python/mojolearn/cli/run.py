@@ -351,15 +351,20 @@ def _check_logits(dataset, trainer):
     """Refuse, before any step or write, data with a row whose logits overflow float32 with
     the run's starting weights (its finite standardized values are too large for the
     network): one forward over every row, so no step, validation or test scoring meets it
-    first (a row can still overflow later, once the weights have grown: see `loop`)."""
+    first (a row can still overflow later, once the weights have grown: see `loop`). A state
+    whose weights overflow on any row is left to the first step, which names the state."""
     from .._buffers.array import Array
     from .._mlp.infer import NonFiniteRow
 
-    n = len(dataset.labels)
+    n, width = len(dataset.labels), dataset.n_features
     x, _ = dataset.gather(range(n))
     try:
-        trainer.predict(Array._wrap(x, (n, dataset.n_features), "<f4"))
+        trainer.predict(Array._wrap(x, (n, width), "<f4"))
     except NonFiniteRow as exc:
+        try:  # the training rows' mean overflowing too: the state's fault, which the step names
+            trainer.predict(Array.from_list([0.0] * width, "<f4").reshape((1, width)))
+        except NonFiniteRow:
+            return
         raise UsageError(overflow_message(dataset, exc.row, trainer.step_)) from None
 
 
