@@ -3,9 +3,11 @@ both trainers' methods of those names (`MLPCore` calls them; this module never i
 trainer class).
 
 Each function holds the trainer's lock for the whole call and changes no state. X may have any
-number of rows n >= 1: up to `max_rows` it is one `predict_logits` call; beyond, it is cut into
-chunks of at most `max_rows` rows that `predict_logits_sessions` runs (rows are independent, so
-every row gets the bits it has when predicted alone). Labels come from the binding's `argmax`
+number of rows n >= 1: up to `max_rows` it is one forward; beyond, it is cut into chunks of at
+most `max_rows` rows, one forward each (rows are independent, so every row gets the bits it has
+when predicted alone). Finite rows whose logits overflow float32 are a ValueError naming the
+first such row of X (the binding reports only an index in its output, and it calls that output
+a step's). Labels come from the binding's `argmax`
 entry, probabilities from its `softmax` entry and the loss from its `cross_entropy` entry, the
 kernel a step's loss is (docs/ARITHMETIC.md, "Probabilities" and "Cross-entropy"): no Python
 work per row but `evaluate`'s counts (integers), and each of its ratios is one binary64
@@ -68,13 +70,62 @@ def _check_finite(api: str, chunks: list[Array]) -> None:
 
 
 def _logits(core: MLPCore, x: Array) -> Array:
-    """The logits (n, classes) of a checked batch `x` of any n >= 1. Caller holds the lock."""
+    """The logits (n, classes) of a checked batch `x` of any n >= 1; ValueError naming the
+    first row whose logits overflow. Caller holds the lock."""
+    try:
+        return _forward_rows(core, x)
+    except RuntimeError as exc:
+        raise _overflow(core, x, exc) from None
+
+
+def _forward_rows(core: MLPCore, x: Array) -> Array:
+    """The logits of `x`, in chunks of at most `max_rows` rows (rows are independent, so each
+    gets its bits alone); the binding's RuntimeError when an output is not finite."""
     n, step = x._shape[0], core._max_rows
     if n <= step:
-        return core.predict_logits(x)
+        return core._forward(x)
     chunks = [_rows(x, i, min(i + step, n)) for i in range(0, n, step)]
     _check_finite(core._API, chunks)  # so that a refusal names X, not a chunk
-    return core.predict_logits_sessions(chunks)
+    raw = b"".join(core._forward(chunk).tobytes() for chunk in chunks)
+    return frombytes(raw, "<f4", (n, core._spec.classes))
+
+
+class NonFiniteRow(ValueError):
+    """A finite row of X whose logits overflow float32; `row` is its index in X (the command
+    line names the CSV row from it)."""
+
+    def __init__(self, message: str, row: int) -> None:
+        super().__init__(message)
+        self.row = row
+
+
+def _overflow(core: MLPCore, x: Array, exc: RuntimeError) -> Exception:
+    """What a forward over finite `x` that came out non-finite raises: ValueError naming X's
+    first row whose logits overflow float32, found by halving (rows are independent, so a
+    range fails exactly when a row in it does: about 2n rows of forwards, on the failure path
+    only); `exc` itself when no row fails alone."""
+    begin, end = 0, x._shape[0]
+    if not _fails(core, _rows(x, begin, end)):
+        return exc
+    while end - begin > 1:
+        middle = (begin + end) // 2
+        if _fails(core, _rows(x, begin, middle)):
+            end = middle
+        else:
+            begin = middle
+    return NonFiniteRow(
+        f"{core._API}: X row {begin} gives a non-finite logit: its values are finite but the "
+        f"network's outputs on it overflow float32 (scale or standardize X)",
+        begin,
+    )
+
+
+def _fails(core: MLPCore, x: Array) -> bool:
+    try:
+        _forward_rows(core, x)
+    except RuntimeError:
+        return True
+    return False
 
 
 def _argmax(z: Array) -> Array:
@@ -114,7 +165,10 @@ def evaluate(core: MLPCore, X: BufferLike, y: BufferLike) -> EvaluateResult:
                 _backend.binding(), z._addr, labels._addr, z._shape[0], classes, row_losses._addr
             )
         except RuntimeError as exc:  # e.g. a sum of row losses past float32's range
-            raise RuntimeError(f"{api}: the loss is not finite ({exc})") from None
+            raise ValueError(
+                f"{api}: the mean loss of X's rows against y is not finite: a row's loss "
+                f"overflows float32 ({exc})"
+            ) from None
         pred = _argmax(z)
     return _report(loss, labels._mv.tolist(), pred._mv.tolist(), classes)
 
@@ -166,10 +220,14 @@ class Inference:
 
         Raises:
             TypeError: X is not a float32 buffer.
-            ValueError: a wrong shape or a non-finite X.
+            ValueError: a wrong shape or a non-finite X; a finite row whose logits overflow
+                float32 (the message names the first such row).
         """
         with self._lock:
-            return self._forward(X)
+            try:
+                return self._forward(X)
+            except RuntimeError as exc:  # the forward checked X: a finite batch overflowed
+                raise _overflow(self, _batch(self, X), exc) from None
 
     def predict_logits_sessions(  # type: ignore[misc]  # self: the MLPCore this class mixes into
         self: MLPCore, inputs: Sequence[BufferLike]
@@ -219,7 +277,8 @@ class Inference:
 
         Raises:
             TypeError: X is not a float32 buffer.
-            ValueError: a wrong shape, no row, or a non-finite X.
+            ValueError: a wrong shape, no row, or a non-finite X; a finite row whose logits
+                overflow float32 (the message names the first such row).
         """
         return predict(self, X)
 
@@ -241,7 +300,8 @@ class Inference:
 
         Raises:
             TypeError: X is not a float32 buffer.
-            ValueError: a wrong shape, no row, or a non-finite X.
+            ValueError: a wrong shape, no row, or a non-finite X; a finite row whose logits
+                overflow float32 (the message names the first such row).
         """
         return predict_proba(self, X)
 
@@ -268,7 +328,8 @@ class Inference:
 
         Raises:
             TypeError: X is not a float32 buffer, or y not an integer buffer.
-            ValueError: a wrong shape, no row, a non-finite X or a class out of range.
-            RuntimeError: the loss is not finite.
+            ValueError: a wrong shape, no row, a non-finite X or a class out of range; a
+                finite row whose logits overflow float32 (the message names the first such
+                row), or a loss past float32's range.
         """
         return evaluate(self, X, y)

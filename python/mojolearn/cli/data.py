@@ -114,6 +114,7 @@ class Dataset:
         self.class_names = tuple(class_names)
         self.header = layout.get("header", True)
         self.label_index = layout.get("label_index", len(self.columns))
+        self.lines = layout.get("lines") or range(1, len(raw_rows) + 1)  # each row's CSV line
         self.train_rows, self.test_rows = split_rows(labels, len(self.class_names))
         self.val_rows = []
         self.labels = labels
@@ -123,6 +124,7 @@ class Dataset:
     def _fit(self):
         self.means, self.sds = statistics(self._raw, self.train_rows)
         self.features = standardize_rows(self._raw, self.means, self.sds)
+        check_standardized(self.features, self._raw, self.lines, self.columns, self.sds)
 
     def hold_out(self, fraction, seed):
         """Move a stratified `fraction` of the training rows to `val_rows` (see
@@ -232,6 +234,21 @@ def standardize_rows(raw_rows, means, sds):
             )
         )
     return tuple(out)
+
+
+def check_standardized(features, raw_rows, lines, columns, sds):
+    """Refuse (DataError naming row and column) a finite cell whose standardized value is
+    past float32's range (a cell far from the training rows' mean in units of a tiny standard
+    deviation): the network cannot take it, and a step or prediction would fail on it later."""
+    for r, row in enumerate(features):
+        if all(map(math.isfinite, row)):
+            continue
+        j = next(j for j, v in enumerate(row) if not math.isfinite(v))
+        raise DataError(
+            f"row {lines[r]}, column {columns[j]}: {raw_rows[r][j]!r} standardizes to a value "
+            f"past float32's range ((x - mean) / sd with the training rows' sd {sds[j]!r}); "
+            f"rescale that column or drop the row"
+        )
 
 
 def standardize(raw_rows, train_rows):
@@ -383,6 +400,7 @@ def load_csv(path, label_column=None, features=FEATURES, classes=CLASSES):
             f"network's inputs)"
         )
     header, rows = _header(rows)
+    lines = [number for number, _ in rows]
     label_j = _label_index(header, label_column, width)
     if not rows:
         raise DataError(f"{path}: no data rows after the header")
@@ -403,6 +421,7 @@ def load_csv(path, label_column=None, features=FEATURES, classes=CLASSES):
         class_names,
         header=header is not None,
         label_index=label_j,
+        lines=lines,
     )
 
 
@@ -422,9 +441,14 @@ def _table(path):
 def _header(rows):
     """(the header's column names or None, the data rows): the first row is a header unless
     every cell of it is a number; its names must be unique."""
-    first_number, first = rows[0]
-    if all(_is_number(c) for c in first):
+    if all(_is_number(c) for c in rows[0][1]):
         return None, rows
+    return _named_header(rows)
+
+
+def _named_header(rows):
+    """(the first row's column names, the data rows after it); the names must be unique."""
+    first_number, first = rows[0]
     header = [c.strip() for c in first]
     column_of = {}  # name -> its first column (0-based): one pass, not header.index per name
     for j, name in enumerate(header):
@@ -457,34 +481,50 @@ def _cells(rows, width, header, feature_js, label_j):
 def load_for_predict(path, columns, label_column, label_index, had_header, classes):
     """The rows of a CSV to predict on, read with `train`'s checks and held against what the
     checkpoint records of its data: (the raw feature values in the recorded column order,
-    the label of each row as a class index, or None without a label column).
+    the label of each row as a class index or None without a label column, each row's CSV
+    line number).
 
-    With a header row its names must be the recorded feature columns (any order), plus the
-    label column `label_column` or not; without one, a row is the features in the recorded
-    order, with the label at `label_index` when there is one more column. A label is one of
-    the class names `classes`, or a class number."""
+    When the checkpoint's data had a header, a first row naming every recorded feature column
+    is the header, whatever its names look like (years or sensor ids are numbers too); its
+    columns are matched by name, in any order, plus the label column `label_column` or not,
+    and a column missing, named twice or not the checkpoint's is refused by name. A first row
+    that is not all numbers is a header too (and refused by the names it lacks). Otherwise a
+    row is the features in the recorded order, with the label at `label_index` when there is
+    one more column. A label is one of the class names `classes`, or a class number."""
     _, rows = _table(path)
     first_number, first = rows[0]
     n = len(columns)
-    if len(first) not in (n, n + 1):  # first: the cheap check that bounds the header's work
-        raise DataError(
-            f"row {first_number}: {len(first)} columns, expected {n} (the checkpoint's "
-            f"features) or {n + 1} (and its label column)"
-        )
-    header, rows = _header(rows)
-    if header is None:
+    if had_header and (_names_all(first, columns) or not all(_is_number(c) for c in first)):
+        header, rows = _named_header(rows)
+        feature_js, label_j = _columns_by_name(header, first_number, columns, label_column)
+    else:
+        if len(first) not in (n, n + 1):
+            raise DataError(
+                f"row {first_number}: {len(first)} columns, expected {n} (the checkpoint's "
+                f"features) or {n + 1} (and its label column)"
+            )
+        header, rows = _header(rows)
+        if header is not None:
+            raise DataError(
+                f"row {first_number}: a header row, but the checkpoint's data had none: give "
+                f"the rows alone ({n} feature columns, the label optional)"
+            )
         label_j = label_index if len(first) == n + 1 else None
         feature_js = [j for j in range(len(first)) if j != label_j]
-    else:
-        feature_js, label_j = _columns_by_name(
-            header, first_number, columns, label_column, had_header
-        )
     if not rows:
         raise DataError(f"{path}: no data rows after the header")
-    raw, label_cells = _cells(rows, len(first), header, feature_js, label_j)
+    width = len(header) if header is not None else len(first)
+    raw, label_cells = _cells(rows, width, header, feature_js, label_j)
+    lines = [number for number, _ in rows]
     if label_j is None:
-        return raw, None
-    return raw, _known_labels(label_cells, _column_name(header, label_j), classes)
+        return raw, None, lines
+    return raw, _known_labels(label_cells, _column_name(header, label_j), classes), lines
+
+
+def _names_all(cells, columns):
+    """Whether the row `cells` names every one of `columns` (a header, in any order)."""
+    names = {c.strip() for c in cells}
+    return all(name in names for name in columns)
 
 
 def _listed(names, most=8):
@@ -492,26 +532,23 @@ def _listed(names, most=8):
     return shown_names + (f", ... ({len(names)} in all)" if len(names) > most else "")
 
 
-def _columns_by_name(header, number, columns, label_column, had_header):
-    """(the header's column of each recorded feature column, the label's or None)."""
-    if not had_header:
-        raise DataError(
-            f"row {number}: a header row, but the checkpoint's data had none: give the "
-            f"rows alone ({len(columns)} feature columns, the label optional)"
-        )
+def _columns_by_name(header, number, columns, label_column):
+    """(the header's column of each recorded feature column, the label's or None); columns
+    that are not the checkpoint's, or missing ones, refused by name (all of them)."""
     where = {name: j for j, name in enumerate(header)}
     expected = f"expected the columns {_listed(columns)} and optionally {label_column!r}"
-    for name in header:
-        if name not in columns and name != label_column:
-            raise DataError(
-                f"row {number}: the columns differ from the checkpoint's: {name[:40]!r} "
-                f"is not one of them ({expected})"
-            )
+    known = set(columns)
+    extra = [name for name in header if name not in known and name != label_column]
+    if extra:
+        raise DataError(
+            f"row {number}: the columns differ from the checkpoint's: {_listed(extra)} "
+            f"{'is' if len(extra) == 1 else 'are'} not one of them ({expected})"
+        )
     missing = [name for name in columns if name not in where]
     if missing:
         raise DataError(
             f"row {number}: the columns differ from the checkpoint's: no column "
-            f"{missing[0][:40]!r} ({expected})"
+            f"{_listed(missing)} ({expected})"
         )
     return [where[name] for name in columns], where.get(label_column)
 

@@ -112,6 +112,12 @@ def _next_step_check(path, state):
         mojolearn.set_numeric_mode(state["numeric_mode"])
     except RuntimeError:  # another mode's binding is loaded in this process already
         return "not checked (this process runs the other numeric mode)"
+    custom = _custom_schedule_class(state)
+    if custom is not None:  # its rates live in an object the file cannot hold: none to run
+        return (
+            f"not checked (a custom lr_schedule of class {custom}: a load or resume "
+            f"needs that schedule object again, lr_schedule=)"
+        )
     trainer = trainer_for(state)
     schedule = state["data_schedule"]
     sizes = trainer.layer_sizes
@@ -147,3 +153,11 @@ def _next_step_check(path, state):
             f"{where}): {str(exc)[:200]}"
         ) from None
     return f"finite (step {trainer.step_} on {where})"
+
+
+def _custom_schedule_class(state):
+    """The class name a state's custom lr_schedule record names, None for any other state."""
+    rec = state.get("lr_schedule")
+    if isinstance(rec, dict) and rec.get("kind") == "custom":
+        return rec.get("class")
+    return None

@@ -217,7 +217,8 @@ TRAIN_OPTIONS = (
        "with --val-fraction: stop when the validation loss has not improved for P epochs; the "
        f"best checkpoint is kept beside the last as CHECKPOINT{BEST_SUFFIX}"),
     _o("--resume", None, None,
-       "continue the run saved in --checkpoint at exactly the next batch", action="store_true"),
+       "continue the run saved in --checkpoint at exactly the next batch (a best checkpoint "
+       f"CHECKPOINT{BEST_SUFFIX} continues into CHECKPOINT)", action="store_true"),
     _o("--allow-profile-change", None, None,
        "with --resume: continue an identical-mode checkpoint written under an older arithmetic "
        "profile (its next steps then follow this version's arithmetic, not the original run's "

@@ -12,6 +12,8 @@ shortest decimal that reads back as the float32 `predict_proba` gave).
 import csv
 import io
 import os
+import shlex
+import stat
 import sys
 
 from .._runtime import files as _files
@@ -19,7 +21,7 @@ from .._runtime.portable import round_f32
 from . import data as _data
 from .progress import printable
 from .resume import run_schedule_problem
-from .run import target
+from .run import refuse_same_files, target
 from .trainers import checkpoints, trainer_for
 from .usage import EXIT_OK, UsageError
 
@@ -29,12 +31,15 @@ _shown = _files.shown
 def cmd_predict(args, out):
     """Predict the class of each row of --data with CHECKPOINT's network; the exit code."""
     path = args.checkpoint
-    write_to = target(args.out, "--out") if args.out is not None else None
+    stream = args.out is not None and _stream(args.out)
+    write_to = target(args.out, "--out") if args.out is not None and not stream else None
+    if args.out is not None:
+        refuse_same_files([(args.out, "--out")], [(path, "CHECKPOINT"), (args.data, "--data")])
     state = _train_state(path)
     schedule = state["data_schedule"]
     record = schedule["preprocessing"]
     try:
-        raw, labels = _data.load_for_predict(
+        raw, labels, lines = _data.load_for_predict(
             args.data,
             record["columns"],
             schedule["label_column"],
@@ -42,32 +47,67 @@ def cmd_predict(args, out):
             record["header"],
             record["classes"],
         )
+        X = _standardized(raw, record, lines)
     except _data.DataError as exc:
         raise UsageError(str(exc)) from None
     trainer = _trainer(state)
-    X = _standardized(raw, record)
-    predicted = trainer.predict(X).tolist()
-    proba = trainer.predict_proba(X).tolist() if args.proba else None
+    from .._mlp.infer import NonFiniteRow  # after the numeric mode is chosen (`_trainer`)
+
+    try:
+        predicted = trainer.predict(X).tolist()
+        proba = trainer.predict_proba(X).tolist() if args.proba else None
+    except NonFiniteRow as exc:
+        raise UsageError(
+            f"row {lines[exc.row]} of --data {_shown(args.data)}: its standardized values give "
+            f"a non-finite logit (the network's outputs overflow float32); nothing was written"
+        ) from None
     text = _table(predicted, proba, record["classes"], trainer.layer_sizes[-1])
-    if write_to is None:
+    if args.out is None:
         out.write(printable(text, out))
         _summary(sys.stderr, labels, predicted, None)
-    else:
-        try:
+        return EXIT_OK
+    try:
+        if stream:
+            _write_stream(args.out, text.encode("utf-8"))
+        else:
             _files.write_atomic(write_to, text.encode("utf-8"), what="--out")
-        except (OSError, ValueError) as exc:
-            why = getattr(exc, "strerror", None) or exc
-            raise UsageError(f"--out {_shown(args.out)}: {why}") from None
-        _summary(out, labels, predicted, args.out)
+    except (OSError, ValueError) as exc:
+        why = getattr(exc, "strerror", None) or exc
+        raise UsageError(f"--out {_shown(args.out)}: {why}") from None
+    _summary(sys.stderr if stream else out, labels, predicted, args.out)
     return EXIT_OK
+
+
+def _stream(path):
+    """Whether --out names a pipe or a terminal-like device (/dev/stdout into a pipe, a FIFO,
+    /dev/null): written in place, as a shell's `>` writes it. Such a path has no folder to
+    hold a temporary (/dev/stdout leads to /proc/PID/fd/pipe:[N]), so it cannot be replaced
+    atomically, and it holds no file to lose."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
+
+
+def _write_stream(path, blob):
+    """Write `blob` into the pipe or device `path`; a FIFO that no process reads is refused
+    (ENXIO), not waited on."""
+    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        os.set_blocking(fd, True)
+        _files.write_all(fd, blob)
+    finally:
+        os.close(fd)
 
 
 def _train_state(path):
     """The checked state of a `train` checkpoint that records its preprocessing."""
     if not os.path.isfile(path):
         raise UsageError(f"no checkpoint at {_shown(path)}")
+    ckpt = checkpoints()
     try:
-        state = checkpoints().load(path, schema=None)
+        state, envelope = ckpt.load_with_envelope(path, schema=None)
     except (OSError, ValueError) as exc:
         raise UsageError(f"{_shown(path)} is not a valid mojolearn checkpoint: {exc}") from None
     problem = run_schedule_problem(state)
@@ -76,10 +116,25 @@ def _train_state(path):
     if "preprocessing" not in state["data_schedule"]:
         raise UsageError(
             f"{_shown(path)} records no preprocessing (a checkpoint written before `mojolearn "
-            f"predict` existed): resume it once with `mojolearn train --resume --checkpoint "
-            f"{_shown(path)}` and the same data, which records it"
+            f"predict` existed): resume it once at its own step with `"
+            f"{_shown(_record_command(ckpt, state, envelope, path))}` (with the run's --data "
+            f"and --label-column if it had them), which records it"
         )
     return state
+
+
+def _record_command(ckpt, state, envelope, path):
+    """The `train` command that rewrites a checkpoint with its preprocessing and trains
+    nothing: a resume ending at its own step, with every flag that resume needs (the flag a
+    file of an older arithmetic profile needs to be continued at all)."""
+    argv = ["mojolearn", "train", "--resume", "--checkpoint", path]
+    if state.get("lr_schedule") is None:  # a scheduled run's resume ends where it ends
+        argv += ["--steps", str(state["optimizer"]["step"])]
+    try:
+        ckpt.check_resumable(state, envelope, False)
+    except ValueError:
+        argv.append("--allow-profile-change")
+    return shlex.join(argv)
 
 
 def _trainer(state):
@@ -93,15 +148,17 @@ def _trainer(state):
     return trainer_for(state)
 
 
-def _standardized(raw, record):
+def _standardized(raw, record, lines):
     """The rows standardized as `train` standardized its own: a float32 (rows, features)
-    Array."""
+    Array; DataError naming the row and column of a value past float32's range."""
     import array as _pyarray
 
     from .._buffers.array import Array
 
     x = _pyarray.array("f")
-    for row in _data.standardize_rows(raw, record["mean"], record["sd"]):
+    rows = _data.standardize_rows(raw, record["mean"], record["sd"])
+    _data.check_standardized(rows, raw, lines, record["columns"], record["sd"])
+    for row in rows:
         x.extend(row)
     return Array._wrap(x, (len(raw), len(record["columns"])), "<f4")
 

@@ -27,6 +27,7 @@ from .trainers import (
     checkpoints,
     evaluate,
     new_trainer,
+    overflow_message,
     schedule_problem,
     trainer_for,
 )
@@ -121,15 +122,19 @@ def cmd_train(args, out):
     report; the exit code."""
     if args.label_column is not None and args.data is None:
         raise UsageError("--label-column applies only with --data")
+    args.resume_from = args.checkpoint
+    if args.resume:
+        args.checkpoint = _resumed_into(args.checkpoint)
     if args.plot:
         target(args.plot, "--plot")
         require_matplotlib()
     target(args.checkpoint, "--checkpoint")
     target(_history.path_for(args.checkpoint), "--checkpoint's history")
+    refuse_same_files(_outputs(args), _inputs(args))
     m = args.microbatches
     if m is None and args.resume:  # a data-parallel run resumes data-parallel
         try:
-            m = peek_checkpoint(args.checkpoint).get("microbatches")
+            m = peek_checkpoint(args.resume_from).get("microbatches")
         except UsageError:
             pass  # setup says what is wrong with the checkpoint
     group = Group(m)
@@ -151,6 +156,90 @@ def cmd_train(args, out):
     finally:
         if lock is not None:
             lock.release()
+
+
+def _outputs(args):
+    """(path, what) of every file a train run may write: the checkpoint, its history, its
+    best checkpoint (a --patience run's, given or recorded) and the plot."""
+    ckpt = args.checkpoint
+    out = [(ckpt, "--checkpoint"), (_history.path_for(ckpt), "--checkpoint's history")]
+    if args.patience is not None or args.resume:
+        out.append((_history.path_for(ckpt, BEST_SUFFIX), "--checkpoint's best"))
+    return out + ([(args.plot, "--plot")] if args.plot else [])
+
+
+def _inputs(args):
+    """(path, what) of the files a train run reads and must not write: its --data. (The
+    checkpoint a resume reads it writes on purpose.)"""
+    return [(args.data, "--data")] if args.data is not None else []
+
+
+def same_file(a, b):
+    """Whether the paths `a` and `b` lead to one file: the same real path (symlinks and
+    relative spellings resolved; the file may not exist yet), or one existing file (a hard
+    link)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+def refuse_same_files(outputs, inputs):
+    """Refuse (UsageError, before anything is written) an output that leads to one of the
+    command's inputs or to another of its outputs: writing it would replace what the command
+    reads, or what it wrote a moment before. Both are lists of (path, what)."""
+    for i, (path, what) in enumerate(outputs):
+        for other, other_what in list(inputs) + outputs[:i]:
+            if same_file(path, other):
+                raise UsageError(
+                    f"{what} {_shown(path)} leads to the same file as {other_what} "
+                    f"{_shown(other)}: writing it would replace that file; pass another path"
+                )
+
+
+def _resumed_into(path):
+    """The checkpoint a `--resume --checkpoint path` run writes: `path`, except for the best
+    checkpoint CHECKPOINT.best of a --patience run, which continues into the run's own
+    CHECKPOINT (and its history, cut back to the best step); CHECKPOINT.best is replaced only
+    by a better state. CHECKPOINT of another run is refused; a missing one is made."""
+    main = _best_of(path)
+    best = _schedule_of(path) if main is not None else None
+    if best is None or best.get("patience") is None:  # not a best checkpoint
+        return path
+    if os.path.lexists(main):
+        stored = _schedule_of(main)
+        if stored is None or _run_of(stored) != _run_of(best):
+            raise UsageError(
+                f"--resume: {_shown(path)} is a best checkpoint, but {_shown(main)} (where "
+                f"its run continues) is not a checkpoint of the same run; copy "
+                f"{_shown(path)} to a new path and resume that"
+            )
+    return main
+
+
+def _best_of(path):
+    """The main checkpoint whose best checkpoint `path` names (its name, else the file it
+    leads to, ends in `.best`), or None."""
+    for name in (path, os.path.realpath(path)):
+        if name.endswith(BEST_SUFFIX) and len(os.path.basename(name)) > len(BEST_SUFFIX):
+            return name[: -len(BEST_SUFFIX)]
+    return None
+
+
+def _schedule_of(path):
+    """The data_schedule of the checkpoint at `path`, None when it is not a valid one."""
+    try:
+        return checkpoints().load(path, schema=None)["data_schedule"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def _run_of(schedule):
+    """What a run's checkpoints share at every step: its schedule less the data position and
+    the early-stopping state."""
+    return {k: v for k, v in schedule.items() if k not in ("epoch", "cursor", "early_stopping")}
 
 
 def target(path, flag):
@@ -199,7 +288,8 @@ def setup(args, group):
     """Options, dataset and trainer of a fresh run (step 0 saved at once) or a resumed one;
     every refusal is a UsageError before anything is written."""
     ckpt = args.checkpoint
-    stored = peek_checkpoint(ckpt, args.allow_profile_change) if args.resume else None
+    source = args.resume_from  # `ckpt`, or the best checkpoint the run continues from
+    stored = peek_checkpoint(source, args.allow_profile_change) if args.resume else None
     opts = resolve_options(args, stored)
     import mojolearn
 
@@ -214,9 +304,9 @@ def setup(args, group):
     history = _history.History(ckpt)
     if stored is not None:
         try:
-            trainer = trainer_for(checkpoints().load(ckpt, schema=None))
+            trainer = trainer_for(checkpoints().load(source, schema=None))
         except ValueError as exc:
-            raise UsageError(f"--resume: {_shown(ckpt)}: {exc}") from None
+            raise UsageError(f"--resume: {_shown(source)}: {exc}") from None
         start, epoch, cursor = trainer.step_, stored["epoch"], stored["cursor"]
         end = _scheduled_end(args, trainer, end)
         stopping = stored.get("early_stopping")
@@ -226,6 +316,7 @@ def setup(args, group):
         start, epoch, cursor = 0, 0, 0
         stopping = dict(best_step=0, best_val_loss=None, bad_epochs=0)
         trainer = _new_trainer(dataset, opts, stopping, end)
+    _check_logits(dataset, trainer)
     dp = None
     if opts["microbatches"] is not None:
         from ..distributed import DataParallel
@@ -254,6 +345,27 @@ def setup(args, group):
         # Step 0 on disk at once: the checkpoint and its history never belong to two runs.
         save(run)
     return run
+
+
+def _check_logits(dataset, trainer):
+    """Refuse, before any step or write, data with a row whose logits overflow float32 with
+    the run's starting weights (its finite standardized values are too large for the
+    network): one forward over every row, so no step, validation or test scoring meets it
+    first (a row can still overflow later, once the weights have grown: see `loop`). A state
+    whose weights overflow on any row is left to the first step, which names the state."""
+    from .._buffers.array import Array
+    from .._mlp.infer import NonFiniteRow
+
+    n, width = len(dataset.labels), dataset.n_features
+    x, _ = dataset.gather(range(n))
+    try:
+        trainer.predict(Array._wrap(x, (n, width), "<f4"))
+    except NonFiniteRow as exc:
+        try:  # the training rows' mean overflowing too: the state's fault, which the step names
+            trainer.predict(Array.from_list([0.0] * width, "<f4").reshape((1, width)))
+        except NonFiniteRow:
+            return
+        raise UsageError(overflow_message(dataset, exc.row, trainer.step_)) from None
 
 
 def _remove_earlier_best(best):
@@ -329,7 +441,10 @@ def _load_dataset(args, opts, stored):
         raise UsageError(str(exc)) from None
     fraction = opts["val_fraction"]
     if fraction is not None:
-        dataset.hold_out(fraction, opts["seed"])
+        try:
+            dataset.hold_out(fraction, opts["seed"])
+        except _data.DataError as exc:  # standardized again: a validation row may overflow
+            raise UsageError(str(exc)) from None
         if not dataset.n_val:
             raise UsageError(
                 f"--val-fraction {fraction} holds out no row: each class gives "
@@ -490,6 +605,9 @@ def loop(args, run, out):
                 f"try smaller ones); {_shown(run.ckpt)} keeps step {run.saved}; "
                 f"{str(exc)[:200]}"
             ) from None
+        except UsageError as exc:  # validation rows that overflow with the grown weights
+            progress.close()
+            raise UsageError(f"{exc}; {_shown(run.ckpt)} keeps step {run.saved}") from None
         save(run)
     progress.close()
     return stop or interrupt.hit, step, loss
@@ -500,7 +618,7 @@ def loop(args, run, out):
 
 def _interrupted(args, run, hit, step):
     """The lines of a run a signal stopped: where it stopped and how to resume."""
-    resume = shlex.join(["mojolearn"] + [a for a in args.argv if a != "--resume"] + ["--resume"])
+    resume = shlex.join(["mojolearn"] + _resume_argv(args) + ["--resume"])
     name = signal.Signals(hit).name
     run.progress.emit(
         {"event": "interrupted", "signal": name, "step": step, "checkpoint": _shown(run.ckpt)}
@@ -510,6 +628,23 @@ def _interrupted(args, run, hit, step):
         f"{_shown(run.ckpt)}. Resume with: {_shown(resume)}"
     )
     return 128 + hit
+
+
+def _resume_argv(args):
+    """The run's arguments less --resume; a run continued from a best checkpoint resumes
+    from the checkpoint it writes (its --checkpoint replaced)."""
+    argv = [a for a in args.argv if a != "--resume"]
+    if args.resume_from == args.checkpoint:
+        return argv
+    kept, skip = [], False
+    for a in argv:
+        if skip or a.startswith("--checkpoint="):
+            skip = False
+            continue
+        skip = a == "--checkpoint"
+        if not skip:
+            kept.append(a)
+    return kept + ["--checkpoint", args.checkpoint]
 
 
 def _validation_lines(run, summary):

@@ -79,12 +79,26 @@ def evaluate(trainer, dataset, rows):
     if not rows:
         return None, None
     from .._buffers.array import Array
+    from .._mlp.infer import NonFiniteRow
+    from .usage import UsageError
 
     x, y = dataset.gather(rows)
     X = Array._wrap(x, (len(rows), dataset.n_features), "<f4")
     Y = Array._wrap(y, (len(rows),), "<i4")
-    result = trainer.evaluate(X, Y)
+    try:
+        result = trainer.evaluate(X, Y)
+    except NonFiniteRow as exc:
+        raise UsageError(overflow_message(dataset, rows[exc.row], trainer.step_)) from None
     return result["loss"], result["accuracy"]
+
+
+def overflow_message(dataset, row, step):
+    """The refusal of a data row whose logits overflow float32 at `step`."""
+    return (
+        f"row {dataset.lines[row]} of {dataset.name}: its standardized values give a "
+        f"non-finite logit with the weights of step {step} (the network's outputs overflow "
+        f"float32); rescale that row's large values or drop the row"
+    )
 
 
 def schedule_problem(opts, schedule):
