@@ -2,8 +2,8 @@
 
 The public face of the codec in `mojolearn._mlp.codec`, whose docstring is the file format's
 specification (canonical JSON envelope, SHA-256 of the payload and of the envelope, arithmetic
-profile, size bounds, atomic writes). `trainer_from_bytes` stays importable here: trainers pickled before
-the package was cut into wings name it.
+profile, size bounds, atomic writes). `trainer_from_bytes` stays importable here: trainers
+pickled before the package was cut into wings name it.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from ._mlp.codec import (
     check_resumable,
     dumps,
     encode_state,
-    envelope_hash,
     encode_tensor,
+    envelope_hash,
     load,
     load_resumable,
     load_with_envelope,
