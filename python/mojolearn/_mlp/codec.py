@@ -147,8 +147,9 @@ def dumps(state: dict[str, Any], profile: str = PROFILE) -> bytes:
             f"checkpoint: {len(data)} bytes exceed the {bound}-byte bound "
             f"(the data_schedule is the only part that can grow)"
         )
-    try:  # the loader's own check, on what is about to be written
-        _decode_payload(payload, rec, profile)
+    try:  # the loader's own checks, on what is about to be written (its tensors' hex is ours)
+        spec = _spec_of(payload) if rec.spec is None else rec.spec
+        _check_state(state, payload, spec, rec, profile)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"checkpoint: not written, the file would not load: {exc}") from None
     return data
@@ -262,6 +263,15 @@ def _decode_payload(payload: Any, schema: Schema, profile: str = PROFILE) -> dic
         type(x) not in (int, float) for x in payload["config"].values()
     ):
         raise ValueError("checkpoint: config values must be numbers")
+    _check_state(state, payload, spec, schema, profile)
+    return state
+
+
+def _check_state(
+    state: dict[str, Any], payload: dict[str, Any], spec: LayerSizes, schema: Schema, profile: str
+) -> None:
+    """The loader's rules past the tensors' encoding, on a state and its payload (the writer
+    runs them too, before writing: a file it writes must load)."""
     # Every semantic rule (finite values, v >= 0, ranges, schedule bounds) is the trainer's.
     S.validate_state(state, None, spec, schema)
     # The trainer would keep 3.0 or rounded config values, so its state (and hash) would no
@@ -284,7 +294,6 @@ def _decode_payload(payload: Any, schema: Schema, profile: str = PROFILE) -> dic
                 )
             if type(x) is not float:
                 raise ValueError(f"checkpoint: config {key} must be a JSON float, got {x!r}")
-    return state
 
 
 def _v1_config(payload: Any) -> bool:
