@@ -40,6 +40,8 @@ def rewrap(envelope, rehash=True):
     test is the edited field, not the hash)."""
     if rehash:
         envelope["payload_sha256"] = hashlib.sha256(canon(envelope["payload"])[:-1]).hexdigest()
+        if "envelope_sha256" in envelope:
+            envelope["envelope_sha256"] = checkpoint.envelope_hash(envelope)
     return canon(envelope)
 
 
@@ -51,7 +53,14 @@ def test_file_layout(tmp_path):
     assert data.endswith(b"}\n") and data.count(b"\n") == 1 and len(data) <= 32768
     env = json.loads(data)
     assert data == canon(env), "the file is the canonical JSON of its envelope"
-    assert set(env) == {"schema", "payload", "payload_sha256", "arithmetic_profile"}
+    assert set(env) == {
+        "schema",
+        "payload",
+        "payload_sha256",
+        "arithmetic_profile",
+        "envelope_sha256",
+    }
+    assert env["envelope_sha256"] == checkpoint.envelope_hash(env)
     assert env["schema"] == "mojolearn.small-mlp-checkpoint.v1"
     assert env["arithmetic_profile"] == "mojolearn.portable-fp32.v2"
     assert env["payload_sha256"] == hashlib.sha256(canon(env["payload"])[:-1]).hexdigest()

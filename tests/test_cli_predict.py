@@ -241,10 +241,12 @@ def test_predict_refusals(tmp_path, seed):
 
 
 def _strip_preprocessing(path):
-    """The checkpoint as a version before issue 29 wrote it: no preprocessing record."""
+    """The checkpoint as a version before issue 29 wrote it: no preprocessing record (nor
+    envelope_sha256, which came later)."""
     envelope = json.loads(path.read_bytes())
     del envelope["payload"]["data_schedule"]["preprocessing"]
     envelope["payload_sha256"] = checkpoint.state_hash(envelope["payload"])
+    del envelope["envelope_sha256"]
     path.write_bytes(_S.canonical(envelope) + b"\n")
 
 

@@ -228,6 +228,9 @@ def _rewrite(path, change):
     change(envelope["payload"])
     canonical = json.dumps(envelope["payload"], sort_keys=True, separators=(",", ":"))
     envelope["payload_sha256"] = hashlib.sha256(canonical.encode()).hexdigest()
+    rest = {k: v for k, v in envelope.items() if k not in ("payload", "envelope_sha256")}
+    rest = json.dumps(rest, sort_keys=True, separators=(",", ":"))
+    envelope["envelope_sha256"] = hashlib.sha256(rest.encode()).hexdigest()
     path.write_bytes(json.dumps(envelope, sort_keys=True, separators=(",", ":")).encode() + b"\n")
 
 

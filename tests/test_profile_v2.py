@@ -91,6 +91,7 @@ def to_v1(data):
     payload = env["payload"]
     payload["config"] = {k: round_f32(x) for k, x in payload["config"].items()}
     env["payload_sha256"] = _C.state_hash(payload)
+    env["envelope_sha256"] = _C.envelope_hash(env)
     return _S.canonical(env) + b"\\n"
 """
 _TO_V1 = {}

@@ -1,9 +1,9 @@
 """Checkpoint files: read, check and write them without a trainer.
 
 The public face of the codec in `mojolearn._mlp.codec`, whose docstring is the file format's
-specification (canonical JSON envelope, SHA-256 of the payload, arithmetic profile, size
-bounds, atomic writes). `trainer_from_bytes` stays importable here: trainers pickled before
-the package was cut into wings name it.
+specification (canonical JSON envelope, SHA-256 of the payload and of the envelope, arithmetic
+profile, size bounds, atomic writes). `trainer_from_bytes` stays importable here: trainers
+pickled before the package was cut into wings name it.
 """
 
 from __future__ import annotations
@@ -16,10 +16,12 @@ from ._mlp.codec import (
     PROFILE,
     PROFILE_V1,
     REFERENCE_PROFILE,
+    applied_profile,
     check_resumable,
     dumps,
     encode_state,
     encode_tensor,
+    envelope_hash,
     load,
     load_resumable,
     load_with_envelope,
@@ -41,10 +43,12 @@ __all__ = [
     "PROFILE_V1",
     "REFERENCE_PROFILE",
     "TMP_SUFFIX",
+    "applied_profile",
     "check_resumable",
     "clean_stale_temporaries",
     "dumps",
     "encode_state",
+    "envelope_hash",
     "encode_tensor",
     "load",
     "load_resumable",

@@ -5,6 +5,7 @@ total_steps=None, min_lr=0.0)`; the optimizers (`lr_schedule=`) and both trainer
 (`lr_schedule=`) take them, or any object with `lr_at(t)`. They live with the optimizers'
 machinery (`mojolearn._optim.schedules`, whose docstring gives the exact arithmetic), so the
 trainers' core can rebuild them from a checkpoint's record; this module is their public face.
+They are immutable values (read-only attributes; equal and hashable by value).
 
 Example:
     >>> schedule = mojolearn.WarmupCosineLR(1e-3, warmup_steps=100, total_steps=1000)

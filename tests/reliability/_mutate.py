@@ -54,6 +54,22 @@ def canon(obj):
     ).encode("ascii")
 
 
+def old_layout(data):
+    """The bytes of a checkpoint without its `envelope_sha256`: the layout of the files written
+    before that hash, which the loader still reads (its `dumps` writes them with it)."""
+    env = json.loads(data)
+    env.pop("envelope_sha256", None)
+    return canon(env) + b"\n"
+
+
+def written(state, profile, data):
+    """Whether `data` is the file the writer makes of `state`, in either layout."""
+    from mojolearn import checkpoint
+
+    new = checkpoint.dumps(state, profile)
+    return data in (new, old_layout(new))
+
+
 def rehash(env):
     if isinstance(env, dict) and "payload" in env:
         try:

@@ -6,13 +6,19 @@ Format `mojolearn.small-mlp-checkpoint.v1` (the reference's v1 layout):
 - The file MUST be the canonical JSON of the envelope (keys sorted, separators `,` and `:`,
   ASCII only, no NaN/Infinity) followed by exactly one `\\n`, and MUST NOT exceed 32768 bytes.
 - The envelope MUST hold exactly `schema` (= "mojolearn.small-mlp-checkpoint.v1"), `payload`,
-  `payload_sha256` and MAY hold `arithmetic_profile`; files written by mojolearn always hold
-  it ("mojolearn.portable-fp32.v2"; files written before it hold "mojolearn.portable-fp32.v1":
-  read as before, and an identical-mode one resumes only with `allow_profile_change`, see
-  `check_resumable`). A missing profile means the reference's default
-  ("mojolearn.neural-training.fp32.v1").
+  `payload_sha256` and MAY hold `arithmetic_profile` and `envelope_sha256`; files written by
+  mojolearn always hold both ("mojolearn.portable-fp32.v2"; files written before it hold
+  "mojolearn.portable-fp32.v1": read as before, and an identical-mode one resumes only with
+  `allow_profile_change`, see `check_resumable`). A missing profile means the reference's
+  default ("mojolearn.neural-training.fp32.v1"); the reference's layout has neither field.
 - `payload_sha256` MUST be the lowercase hex SHA-256 of the payload's canonical JSON. That hash
   is also the state hash (`SmallMLPTrainer.state_hash()`).
+- `envelope_sha256`, when present, MUST be the lowercase hex SHA-256 of the canonical JSON of
+  the envelope without `payload` and `envelope_sha256` (so `schema`, `arithmetic_profile` and,
+  through `payload_sha256`, the payload: every byte of the file is under a hash). Files
+  without it (written before it existed) keep loading, their profile outside any hash: one
+  claiming v2 is read as v2 only when its config holds a value that is not a float32 value
+  (which no v1 writer wrote), else as v1 (`applied_profile`).
 - The payload MUST hold exactly: schema ("mojolearn.small-mlp-trainer.v1"), architecture
   [8, 16, 3], numeric_mode ("identical" | "fast"), parameter_order [weight1, bias1, weight2,
   bias2], weights {name: tensor}, optimizer {kind "AdamW", step (int, 0..2**31-1), m, v
@@ -26,12 +32,14 @@ Format `mojolearn.small-mlp-checkpoint.v1` (the reference's v1 layout):
   refuses one with (it cannot continue the schedule).
 - A tensor MUST be {"dtype": "<f4" | "<i4", "shape": [...], "hex": ...}: the C-order
   little-endian bytes as lowercase hex, exactly 8 hex digits per value (what the writer
-  emits: one state has exactly one file, so `dumps(loads(f)) == f` byte for byte).
+  emits: one state has exactly one file, so `dumps(loads(f)) == f` byte for byte, for the
+  files this version writes; a file without `envelope_sha256` is re-written with it).
 - Readers MUST refuse duplicate keys, unknown or missing fields, bad or upper-case hex, wrong
   lengths, non-finite floats, numbers the writer would not have written (an `architecture`
   entry 3.0, a `config` value that is not a JSON float, or in a v1 file not a float32), a hash mismatch
-  and (unless asked to migrate) a different profile, with ValueError, before any trainer
-  state changes. Nothing is evaluated; there is no pickle.
+  an `envelope_sha256` mismatch and (unless asked to migrate) a different profile, with
+  ValueError, before any trainer state changes. Writers refuse (ValueError, nothing made) a
+  state the reader would refuse. Nothing is evaluated; there is no pickle.
 - `load(path)` `stat`s the path before opening it: anything but a regular file (a FIFO, which
   would block, a folder, a device, a socket) and anything over the size bound is a ValueError
   without reading; a symlink to a regular file is followed. A missing or unreadable path is
@@ -80,6 +88,8 @@ PROFILE_V1 = "mojolearn.portable-fp32.v1"
 REFERENCE_PROFILE = "mojolearn.neural-training.fp32.v1"
 _TAIL = 64  # the canonical envelope ends with its schema: `"schema":"<name>"}\n`
 _ENVELOPE = frozenset(("schema", "payload", "payload_sha256"))
+# Optional envelope fields: the profile, and the hash that binds it to the rest (new files).
+_OPTIONAL_ENVELOPE = frozenset(("arithmetic_profile", "envelope_sha256"))
 _TENSOR = frozenset(("dtype", "shape", "hex"))
 
 
@@ -108,15 +118,28 @@ def state_hash(payload: dict[str, Any]) -> str:
     return hashlib.sha256(S.canonical(payload)).hexdigest()
 
 
+def envelope_hash(envelope: dict[str, Any]) -> str:
+    """SHA-256 (hex) of the canonical JSON of the envelope without `payload` (which
+    `payload_sha256` covers) and without `envelope_sha256` itself."""
+    rest = {k: v for k, v in envelope.items() if k not in ("payload", "envelope_sha256")}
+    return hashlib.sha256(S.canonical(rest)).hexdigest()
+
+
 def dumps(state: dict[str, Any], profile: str = PROFILE) -> bytes:
     """The checkpoint file bytes of a `state_dict()` (SmallMLPTrainer's or MLPTrainer's: the
-    file schema follows the state's). ValueError when over the size bound."""
+    file schema follows the state's).
+
+    Raises:
+        ValueError: the state is over the size bound, or would be refused by the loader (a
+            file the trainer writes must always load): nothing is made.
+    """
     payload = encode_state(state)
     rec = record(payload.get("schema"), "state_schema", SMALL_RECORD)
     envelope = {"schema": rec.file_schema, "payload": payload}
     envelope["payload_sha256"] = state_hash(payload)
-    if profile != REFERENCE_PROFILE:
+    if profile != REFERENCE_PROFILE:  # the reference's layout has neither field
         envelope["arithmetic_profile"] = profile
+        envelope["envelope_sha256"] = envelope_hash(envelope)
     data: bytes = S.canonical(envelope) + b"\n"
     bound = rec.max_bytes
     if len(data) > bound:
@@ -124,6 +147,11 @@ def dumps(state: dict[str, Any], profile: str = PROFILE) -> bytes:
             f"checkpoint: {len(data)} bytes exceed the {bound}-byte bound "
             f"(the data_schedule is the only part that can grow)"
         )
+    try:  # the loader's own checks, on what is about to be written (its tensors' hex is ours)
+        spec = _spec_of(payload) if rec.spec is None else rec.spec
+        _check_state(state, payload, spec, rec, profile)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"checkpoint: not written, the file would not load: {exc}") from None
     return data
 
 
@@ -235,6 +263,15 @@ def _decode_payload(payload: Any, schema: Schema, profile: str = PROFILE) -> dic
         type(x) not in (int, float) for x in payload["config"].values()
     ):
         raise ValueError("checkpoint: config values must be numbers")
+    _check_state(state, payload, spec, schema, profile)
+    return state
+
+
+def _check_state(
+    state: dict[str, Any], payload: dict[str, Any], spec: LayerSizes, schema: Schema, profile: str
+) -> None:
+    """The loader's rules past the tensors' encoding, on a state and its payload (the writer
+    runs them too, before writing: a file it writes must load)."""
     # Every semantic rule (finite values, v >= 0, ranges, schedule bounds) is the trainer's.
     S.validate_state(state, None, spec, schema)
     # The trainer would keep 3.0 or rounded config values, so its state (and hash) would no
@@ -257,7 +294,44 @@ def _decode_payload(payload: Any, schema: Schema, profile: str = PROFILE) -> dic
                 )
             if type(x) is not float:
                 raise ValueError(f"checkpoint: config {key} must be a JSON float, got {x!r}")
-    return state
+
+
+def _v1_config(payload: Any) -> bool:
+    """Whether a profile-v1 writer could have written this payload's config (every value a
+    float32 value as a JSON float); a v2 writer keeps them as given (0.9, 1e-3 are not)."""
+    config = payload.get("config") if type(payload) is dict else None
+    return type(config) is dict and all(
+        type(x) is float and round_f32(x, overflow="none") == x for x in config.values()
+    )
+
+
+def applied_profile(envelope: dict[str, Any]) -> str:
+    """The arithmetic profile a load applies to a parsed envelope.
+
+    A file with `envelope_sha256` (every file this version writes) has its profile bound by
+    that hash: it is the profile written. A file without it (the layout of earlier versions:
+    its profile lies outside every hash) claiming v2 is read as v2 only when its payload
+    shows a v2 writer (a config value that is not a float32 value); otherwise a one-byte edit
+    of a v1 file could have made it, so it is read as v1 (an identical-mode one then resumes
+    only with `allow_profile_change`, see `check_resumable`).
+    """
+    profile: str = envelope.get("arithmetic_profile", REFERENCE_PROFILE)
+    if (
+        profile == PROFILE
+        and "envelope_sha256" not in envelope
+        and _v1_config(envelope.get("payload"))
+    ):
+        return PROFILE_V1
+    return profile
+
+
+def _check_flag(allow_profile_change: object) -> None:
+    # Any truthy object would silently migrate a file (`"no"`, 1): only a bool says so.
+    if type(allow_profile_change) is not bool:
+        raise TypeError(
+            f"checkpoint: allow_profile_change must be a bool (True or False), got "
+            f"{allow_profile_change!r} ({type(allow_profile_change).__name__})"[:300]
+        )
 
 
 def loads(
@@ -266,7 +340,8 @@ def loads(
     schema: str | None = FILE_SCHEMA,
     max_bytes: int | None = None,
 ) -> dict[str, Any]:
-    """The state (`state_dict()` form) held by checkpoint bytes. Raises ValueError only.
+    """The state (`state_dict()` form) held by checkpoint bytes. Raises ValueError for any
+    refused file, TypeError for an `allow_profile_change` that is not a bool.
 
     `schema`: the file schema to accept (FILE_SCHEMA for SmallMLPTrainer, MLP_FILE_SCHEMA for
     MLPTrainer, None for either). `max_bytes`: the bound applied before parsing (default: the
@@ -283,6 +358,7 @@ def _loads(
     max_bytes: int | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """`loads`, and the parsed envelope."""
+    _check_flag(allow_profile_change)
     # Nesting just under the parser's limit parses, and the checks after it (re-encoding,
     # hashing, decoding) recurse deeper still: a RecursionError anywhere is the same refusal.
     try:
@@ -316,11 +392,11 @@ def _parse(
         raise ValueError(f"checkpoint: not valid ASCII JSON ({exc})") from None
     if type(envelope) is not dict:
         raise ValueError("checkpoint: the envelope must be a JSON object")
-    keys = set(envelope) - {"arithmetic_profile"}
+    keys = set(envelope) - _OPTIONAL_ENVELOPE
     if keys != _ENVELOPE:
         raise ValueError(
             f"checkpoint: envelope fields must be {sorted(_ENVELOPE)} and optionally "
-            f"arithmetic_profile, got {sorted(envelope)}"
+            f"{' and '.join(sorted(_OPTIONAL_ENVELOPE))}, got {sorted(envelope)}"
         )
     wanted = (FILE_SCHEMA, MLP_FILE_SCHEMA) if schema is None else (schema,)
     if envelope["schema"] not in wanted:
@@ -341,9 +417,14 @@ def _parse(
         raise ValueError(
             "checkpoint: payload_sha256 does not match the payload (corrupted or edited)"
         )
-    profile = envelope.get("arithmetic_profile", REFERENCE_PROFILE)
-    if type(profile) is not str:
+    if "envelope_sha256" in envelope and envelope["envelope_sha256"] != envelope_hash(envelope):
+        raise ValueError(
+            "checkpoint: envelope_sha256 does not match the envelope (its schema, "
+            "arithmetic_profile or payload_sha256 corrupted or edited)"
+        )
+    if type(envelope.get("arithmetic_profile", REFERENCE_PROFILE)) is not str:
         raise ValueError("checkpoint: arithmetic_profile must be a string")
+    profile = applied_profile(envelope)
     if profile not in (PROFILE, PROFILE_V1) and not allow_profile_change:
         named = (
             "none (the reference's default " + REFERENCE_PROFILE + ")"
@@ -363,8 +444,10 @@ def check_resumable(
 ) -> None:
     """Refuse to resume an identical-mode state written under profile v1: its next steps
     cannot give the bits of the run that wrote it (v2 computes its dot products with fma and
-    its optimizer scalars in binary64). `allow_profile_change=True` continues it under v2."""
-    profile = envelope.get("arithmetic_profile", REFERENCE_PROFILE)
+    its optimizer scalars in binary64). `allow_profile_change=True` continues it under v2.
+    The profile is the one the load applied (`applied_profile`)."""
+    _check_flag(allow_profile_change)
+    profile = applied_profile(envelope)
     if profile == PROFILE_V1 and state["numeric_mode"] == "identical" and not allow_profile_change:
         raise ValueError(
             f"checkpoint: written in identical mode under arithmetic profile {PROFILE_V1!r}; "
@@ -447,6 +530,7 @@ def load_with_envelope(
     max_bytes: int | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """`load`, and the parsed envelope (its schema and arithmetic profile)."""
+    _check_flag(allow_profile_change)
     bound = _bound(schema, max_bytes)
     return _loads(read_bounded(path, bound, schema), allow_profile_change, schema, bound)
 
@@ -454,13 +538,14 @@ def load_with_envelope(
 def verify(
     path: _Path, allow_profile_change: bool = False, max_bytes: int | None = None
 ) -> dict[str, Any]:
-    """Check a checkpoint file of either schema fully; return {step, schema, profile,
-    numeric_mode, state_hash} (and `architecture`)."""
+    """Check a checkpoint file of either schema fully; return {step, schema, profile (the
+    one the load applies, `applied_profile`), numeric_mode, state_hash} (and
+    `architecture`)."""
     state, envelope = load_with_envelope(path, allow_profile_change, None, max_bytes)
     return {
         "step": state["optimizer"]["step"],
         "schema": envelope["schema"],
-        "profile": envelope.get("arithmetic_profile", REFERENCE_PROFILE),
+        "profile": applied_profile(envelope),
         "numeric_mode": state["numeric_mode"],
         "state_hash": envelope["payload_sha256"],
         "architecture": state["architecture"],

@@ -227,8 +227,10 @@ class Persistence:
             path: the checkpoint file (replaced if it exists).
 
         Raises:
-            ValueError: `path` names something other than a regular file, or the state is
-                over the file's size bound; nothing is written.
+            ValueError: `path` names something other than a regular file, the state is
+                over the file's size bound, or the file would not load (the loader's checks
+                run on what is about to be written); nothing is written.
+            FileNotFoundError: `path`'s folder does not exist (named); nothing is made.
             OSError: the file cannot be written.
         """
         with self._lock:

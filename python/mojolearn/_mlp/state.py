@@ -200,6 +200,23 @@ def _fields(obj, keys, what, api, optional=frozenset()):
         raise ValueError(f"{api}: {what} has missing fields {missing} / unknown fields {unknown}")
 
 
+def _tensor(value, shape, name, api, dtype="<f4"):
+    """`owned_tensor`, faster for a float32 Array of the shape (what `state_dict()` and the
+    checkpoint decoder hold, so every save and load): a finite sum of at most 2**26 finite
+    float32 values (each below 2**128) cannot overflow, so it proves them all finite in one
+    C loop; anything else, or a sum that is not finite, gets the full check and its message."""
+    if (
+        type(value) is Array
+        and dtype == "<f4"
+        and value.dtype == dtype
+        and tuple(value.shape) == tuple(shape)
+        and value._mv.ndim == 1
+        and math.isfinite(sum(value._mv))
+    ):
+        return value.copy()
+    return owned_tensor(value, shape, name, api, dtype)
+
+
 def validate_state(state, mode, spec, schema):
     """Check a whole state (`state_dict()` form, tensors as buffers) and copy it.
 
@@ -234,17 +251,15 @@ def validate_state(state, mode, spec, schema):
             ]
         )
     _fields(state["weights"], spec.names, "state weights", api)
-    weights = [
-        owned_tensor(state["weights"][n], s, n, api) for n, s in zip(spec.names, spec.shapes)
-    ]
+    weights = [_tensor(state["weights"][n], s, n, api) for n, s in zip(spec.names, spec.shapes)]
     opt = state["optimizer"]
     _fields(opt, schema.optimizer_keys, "state optimizer", api)
     if opt["kind"] != OPTIMIZER:
         raise ValueError(f"{api}: optimizer kind must be 'AdamW', got {opt['kind']!r}")
     step = check_step(opt["step"], api)
-    m = owned_tensor(opt["m"], (spec.total,), "optimizer m", api)
-    v = owned_tensor(opt["v"], (spec.total,), "optimizer v", api)
-    if min(v._mv.tolist()) < 0:
+    m = _tensor(opt["m"], (spec.total,), "optimizer m", api)
+    v = _tensor(opt["v"], (spec.total,), "optimizer v", api)
+    if min(v._mv) < 0:
         raise ValueError(f"{api}: optimizer v (second moments) must be >= 0")
     flags = None
     if "flags" in schema.optimizer_keys:  # the v1 layout's

@@ -12,6 +12,11 @@ Each takes `(peak_lr, warmup_steps=0, total_steps=None, min_lr=0.0)`:
 `WarmupCosineLR` refuse it (ValueError), because a decay needs an end. Given, `total_steps` must
 exceed `warmup_steps`.
 
+Schedules are immutable values: their four numbers are read-only attributes (assigning or
+deleting one raises AttributeError; make a new schedule instead), and schedules of the same
+class and numbers are equal and hash alike. They copy and pickle (a pickle is checked as the
+constructor checks its arguments).
+
 Values are computed in Python double with `+ - * /` only (the cosine is
 `mojolearn._runtime.portable.cospi`, never `math.cos`) from the float32-rounded `peak_lr` and `min_lr`,
 then rounded to float32, so every platform gets the same bits. Note: torch's
@@ -53,7 +58,19 @@ def _steps(name: str, value: object, allow_none: bool) -> int | None:
     return value
 
 
+_FIELDS = ("peak_lr", "warmup_steps", "total_steps", "min_lr")
+
+
 class _Schedule:
+    """A schedule is a value: its four numbers are checked once, here, and never change.
+
+    A writable `peak_lr` let a trainer run on, and record, a schedule its own loader refuses;
+    so assigning or deleting any attribute raises AttributeError, and two schedules of the
+    same class and numbers are equal (and hash alike). A subclass that keeps more state sets
+    it with `object.__setattr__` in its `__init__`.
+    """
+
+    __slots__ = _FIELDS
     _needs_total = True
     peak_lr: float
     min_lr: float
@@ -81,22 +98,61 @@ class _Schedule:
             ValueError: a negative or non-finite value, `min_lr > peak_lr`, a missing
                 `total_steps` (decaying schedules) or one not above `warmup_steps`.
         """
-        self.peak_lr = _nonneg_lr("peak_lr", peak_lr)
-        self.min_lr = _nonneg_lr("min_lr", min_lr)
-        self.warmup_steps = _steps("warmup_steps", warmup_steps, False)  # type: ignore[assignment]
-        self.total_steps = _steps("total_steps", total_steps, True)
-        if self.min_lr > self.peak_lr:
+        peak = _nonneg_lr("peak_lr", peak_lr)
+        low = _nonneg_lr("min_lr", min_lr)
+        warmup = _steps("warmup_steps", warmup_steps, False)
+        total = _steps("total_steps", total_steps, True)
+        if low > peak:
             raise ValueError(f"min_lr ({min_lr!r}) must not exceed peak_lr ({peak_lr!r})")
         name = type(self).__name__
-        if self.total_steps is None and self._needs_total:
+        if total is None and self._needs_total:
             raise ValueError(
                 f"{name} needs total_steps (the step where the decay reaches "
                 f"min_lr); use ConstantLR for no decay"
             )
-        if self.total_steps is not None and self.total_steps <= self.warmup_steps:
-            raise ValueError(
-                f"total_steps ({self.total_steps}) must exceed warmup_steps ({self.warmup_steps})"
-            )
+        if total is not None and warmup is not None and total <= warmup:
+            raise ValueError(f"total_steps ({total}) must exceed warmup_steps ({warmup})")
+        for field, value in zip(_FIELDS, (peak, warmup, total, low)):
+            object.__setattr__(self, field, value)
+
+    def _refuse(self, name: str, verb: str) -> AttributeError:
+        cls = type(self).__name__
+        return AttributeError(
+            f"{cls}.{name} cannot be {verb}: schedules are immutable (make a new one, "
+            f"e.g. {cls}(peak_lr, warmup_steps, total_steps, min_lr))"
+        )
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise self._refuse(name, "assigned")
+
+    def __delattr__(self, name: str) -> None:
+        raise self._refuse(name, "deleted")
+
+    def _values(self) -> tuple[float, int, int | None, float]:
+        return (self.peak_lr, self.warmup_steps, self.total_steps, self.min_lr)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash((type(self), self._values()))
+
+    # Slots without a __dict__ need their own pickle state, and a pickle is input: it is
+    # checked as the constructor checks its arguments (a subclass's own attributes follow).
+    def __getstate__(self) -> dict[str, object]:
+        state: dict[str, object] = dict(zip(_FIELDS, self._values()))
+        state.update(getattr(self, "__dict__", {}))
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        if type(state) is not dict or not set(_FIELDS) <= set(state):
+            raise ValueError(f"{type(self).__name__}: a pickled schedule holds {_FIELDS}")
+        _Schedule.__init__(self, *(state[f] for f in _FIELDS))  # type: ignore[arg-type]
+        for key, value in state.items():
+            if key not in _FIELDS:
+                object.__setattr__(self, key, value)
 
     def __repr__(self) -> str:
         return (

@@ -151,16 +151,20 @@ def clean_stale_temporaries(path):
 def write_atomic(path, data, what="checkpoint"):
     """Write `data` to the file `path` leads to, atomically: temporary in the same folder,
     fsync, replace, fsync of the folder. Refused (ValueError) before anything is made when the
-    path names a non-regular file. On failure before the replace the old file is untouched and
+    path names a non-regular file, FileNotFoundError naming the folder when it does not
+    exist. On failure before the replace the old file is untouched and
     no temporary is left; a failure of the folder fsync (after the replace) raises with the new
     file in place. Stale temporaries of dead processes are removed first."""
     real, st = resolve(path, what)
     folder = os.path.dirname(real)
     clean_stale_temporaries(real)
     tmp = os.path.join(folder, temporary_name(real, os.getpid(), secrets.token_hex(6)))
-    fd = retry(
-        os.open, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666
-    )
+    try:
+        fd = retry(
+            os.open, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666
+        )
+    except FileNotFoundError:
+        raise _missing_folder(path, folder, what) from None
     try:
         try:
             if st is not None:
@@ -177,6 +181,17 @@ def write_atomic(path, data, what="checkpoint"):
             pass
         raise
     fsync_folder(folder)
+
+
+def _missing_folder(path, real_folder, what):
+    """The FileNotFoundError of a save into a folder that does not exist: it names the folder
+    the caller gave (the temporary's name is ours, not theirs)."""
+    given = os.path.dirname(fspath(path, what)) or real_folder
+    return FileNotFoundError(
+        errno.ENOENT,
+        f"{what}: cannot write {shown(fspath(path, what))!r}: its folder does not exist",
+        shown(given),
+    )
 
 
 def _keep_mode(fd, st):
