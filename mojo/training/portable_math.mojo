@@ -261,7 +261,8 @@ def _abs[w: Int](x: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]:
 
 
 @always_inline
-def _with_sign_of[w: Int](r: SIMD[DType.float32, w], x: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]:
+def _with_sign_of[w: Int](r: SIMD[DType.float32, w],
+                          x: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]:
     """|r| with the sign bit of x: restoring the sign of an odd function exactly."""
     var rb = bitcast[DType.uint32, w](r) & ABS_MASK
     return bitcast[F32, w](rb | (bitcast[DType.uint32, w](x) & SIGN_MASK))

@@ -1,9 +1,11 @@
-"""Pure-Python mirror of `mojo/training/portable_math.mojo` (exp32, log32), op by op.
+"""Pure-Python mirror of `mojo/training/portable_math.mojo` (exp32, log32, tanh32, sigmoid32,
+erf32), op by op.
 
 Every binary32 operation of the kernel is one binary64 operation here, rounded once with
 `f32` (exact mirror: binary64 holds every product/sum of two float32 values to within one
 rounding, so the result equals the correctly rounded binary32 operation). The integer and
-bit manipulations (floor, exponent extraction, 2^k from bits) are exact in both.
+bit manipulations (floor, exponent extraction, 2^k from bits, |x| and the sign copy) are exact
+in both.
 """
 
 import math
