@@ -1,7 +1,8 @@
-"""Checks exp32/log32: the SIMD form equals the scalar form bit for bit on every lane (random
-bit patterns, ranges used by the loss, specials), known correctly rounded values, and the
-special cases (NaN, ±inf, ±0, subnormals, overflow/underflow edges). Accuracy in ulps over
->= 10^6 points is measured in tests/test_portable_math.py through the binding.
+"""Checks exp32/log32/tanh32/sigmoid32/erf32: the SIMD form equals the scalar form bit for bit
+on every lane (random bit patterns, ranges used by the loss and the activations, specials),
+known correctly rounded values, and the special cases (NaN, ±inf, ±0, subnormals,
+overflow/underflow edges). Accuracy in ulps over >= 10^6 points is measured in
+tests/test_portable_math.py through the binding.
 
 Run: mojo run -I mojo --fp-mode contract=off mojo/tests/test_portable_math.mojo
 """
@@ -9,7 +10,9 @@ from std.memory import bitcast
 from std.testing import TestSuite, assert_equal, assert_true
 from std.utils.numerics import inf, isnan, nan
 
-from training.portable_math import exp32, exp32_scalar, log32, log32_scalar
+from training.portable_math import (erf32, erf32_scalar, exp32, exp32_scalar, log32,
+                                    log32_scalar, sigmoid32, sigmoid32_scalar, tanh32,
+                                    tanh32_scalar)
 
 
 def _bits(x: Float32) -> UInt32:
@@ -40,7 +43,51 @@ def _seed() -> UInt64:
     return UInt64(perf_counter_ns())
 
 
+comptime TANH = 0
+comptime SIGMOID = 1
+comptime ERF = 2
+
+
+def _simd_form[f: Int, w: Int](x: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]:
+    comptime if f == TANH:
+        return tanh32[w](x)
+    elif f == SIGMOID:
+        return sigmoid32[w](x)
+    else:
+        return erf32[w](x)
+
+
+def _scalar_form[f: Int](x: Float32) -> Float32:
+    comptime if f == TANH:
+        return tanh32_scalar(x)
+    elif f == SIGMOID:
+        return sigmoid32_scalar(x)
+    else:
+        return erf32_scalar(x)
+
+
+def _check_one[f: Int](x: SIMD[DType.float32, 8], seed: UInt64) raises:
+    var v = _simd_form[f, 8](x)
+    var v1 = SIMD[DType.float32, 8](0)
+    for i in range(8):  # the width-1 form too: the binding's tails use it
+        v1[i] = _simd_form[f, 1](x[i])[0]
+    for i in range(8):
+        var s = _scalar_form[f](x[i])
+        for got in [v[i], v1[i]]:
+            if _bits(got) != _bits(s) and not (isnan(got) and isnan(s)):
+                raise Error(String("function ", f, " (0 tanh, 1 sigmoid, 2 erf): lane != scalar",
+                                   " at x=", x[i], " (", hex(_bits(x[i])), ") simd=", got,
+                                   " scalar=", s, " seed=", seed))
+
+
+def _check_activations(x: SIMD[DType.float32, 8], seed: UInt64) raises:
+    _check_one[TANH](x, seed)
+    _check_one[SIGMOID](x, seed)
+    _check_one[ERF](x, seed)
+
+
 def _check_lanes(x: SIMD[DType.float32, 8], seed: UInt64) raises:
+    _check_activations(x, seed)
     var ve = exp32[8](x)
     var vl = log32[8](x)
     for i in range(8):
@@ -109,6 +156,46 @@ def test_overflow_underflow_edges() raises:
     # exp(-103.972084) (0xC2CFF1B5) rounds up to the smallest subnormal; the next float down to 0.
     assert_equal(_bits(exp32_scalar(_from_bits(0xC2CFF1B4))), UInt32(1))
     assert_equal(_bits(exp32_scalar(_from_bits(0xC2CFF1B6))), UInt32(0))
+
+
+def test_activations_simd_equals_scalar_ranges() raises:
+    var seed = _seed()
+    var rng = Rng(seed)
+    for _ in range(40000):
+        var x = SIMD[DType.float32, 8](0)
+        for i in range(8):
+            # Every branch and its edges: tanh's 0.625, erf's 1 and 2, both sigmoid sides,
+            # the saturation points (tanh 9.01, erf 3.92) and small arguments.
+            var u = Float32(Float64(rng.next() >> 11) / 9007199254740992.0)
+            var scale = Float32(0.002) if i == 0 else (Float32(2.5) if i < 4 else Float32(24.0))
+            x[i] = scale * (2.0 * u - 1.0)
+        _check_activations(x, seed)
+
+
+def _odd_specials[f: Int]() raises:
+    comptime F = DType.float32
+    assert_equal(_bits(_scalar_form[f](-0.0)), _bits(Float32(-0.0)))
+    assert_equal(_bits(_scalar_form[f](0.0)), UInt32(0))
+    assert_equal(_bits(_scalar_form[f](inf[F]())), _bits(Float32(1.0)))
+    assert_equal(_bits(_scalar_form[f](-inf[F]())), _bits(Float32(-1.0)))
+    assert_true(isnan(_scalar_form[f](nan[F]())))
+
+
+def test_activation_specials() raises:
+    comptime F = DType.float32
+    var specials = SIMD[F, 8](0.0, -0.0, inf[F](), -inf[F](), nan[F](), 0.625, 1.0, 2.0)
+    _check_lanes(specials, 0)
+    _check_lanes(-specials, 0)
+    _check_lanes(SIMD[F, 8](1.0e-45, -1.0e-45, 1.0e-38, -1.0e-38, 9.02, -3.93, -88.8, -104.0), 0)
+    _odd_specials[TANH]()
+    _odd_specials[ERF]()
+    assert_equal(_bits(sigmoid32_scalar(0.0)), _bits(Float32(0.5)))
+    assert_equal(_bits(sigmoid32_scalar(-0.0)), _bits(Float32(0.5)))
+    assert_equal(_bits(sigmoid32_scalar(inf[F]())), _bits(Float32(1.0)))
+    assert_equal(_bits(sigmoid32_scalar(-inf[F]())), UInt32(0))
+    assert_true(isnan(sigmoid32_scalar(nan[F]())))
+    # The subnormal tail: sigmoid(-100) = e^-100 (1 + ...) rounds to the subnormal 0x1B.
+    assert_equal(_bits(sigmoid32_scalar(-100.0)), UInt32(0x0000001B))
 
 
 def main() raises:

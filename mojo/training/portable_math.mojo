@@ -1,9 +1,13 @@
-"""The project's own float32 exp and log: fixed range reduction, fixed polynomials, fixed
-evaluation order, no FMA, no vendor math (ARITHMETIC.md "exp and log").
+"""The project's own float32 exp, log, tanh, logistic (sigmoid) and erf: fixed range reduction,
+fixed polynomials, fixed evaluation order, no FMA, no vendor math (ARITHMETIC.md "exp and log"
+and "tanh, sigmoid and erf").
 
 API (each also has a branchy scalar twin with the same bits, for scalar loops):
     exp32[w](x: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]     exp32_scalar(x: Float32)
     log32[w](x: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]     log32_scalar(x: Float32)
+    tanh32[w](x)                                                       tanh32_scalar(x)
+    sigmoid32[w](x)   (1/(1 + e^−x))                                   sigmoid32_scalar(x)
+    erf32[w](x)                                                        erf32_scalar(x)
 Every lane of the SIMD form gives the bits of the scalar form, so any SIMD width and any
 schedule across independent outputs keeps identical-mode results. `tests/reference/
 portable_math.py` mirrors every float32 operation here and matches bit for bit.
@@ -36,6 +40,10 @@ Measured error against correctly rounded float32 (exp/log in binary64 rounded on
            underflows to 0 below -103.972084 exactly like it.
     log32: max 1 ulp over all positive finite float32 (bit-pattern samples, subnormals
            included; exhaustive over [0.5, 2) in the Python reference).
+tanh32, sigmoid32, erf32 (operation sequences in ARITHMETIC.md "tanh, sigmoid and erf") are
+built from exp32 and binary32 + − × ÷ and exact sign-bit operations. Measured over every
+float32 of their unsaturated ranges: tanh32 max 1 ulp, erf32 max 2 ulp (at one input,
+x = 1.0025244; 1 elsewhere), sigmoid32 max 2 ulp (x < 0; 1 ulp for x >= 0).
 """
 from std.math import floor
 from std.memory import bitcast
@@ -204,3 +212,177 @@ def log32_scalar(x: Float32) -> Float32:
     else:
         f = m - 1.0
     return _log_core[1](f, e.cast[F32]())
+
+
+# ---------------------------------------------------------------- tanh, sigmoid, erf
+
+comptime ABS_MASK = UInt32(0x7FFFFFFF)
+comptime SIGN_MASK = UInt32(0x80000000)
+
+comptime TANH_SMALL = Float32(0.625)
+comptime T0 = Float32(-5.70498872745e-3)
+comptime T1 = Float32(2.06390887954e-2)
+comptime T2 = Float32(-5.37397155531e-2)
+comptime T3 = Float32(1.33314422036e-1)
+comptime T4 = Float32(-3.33332819422e-1)
+
+# erf(x) = x + x·S(x²) on |x| <= 1: Cephes' x·P(x²) with P's constant 1.128379165726710 split
+# as 1 + 0.128379165726710, so the leading term x is exact and only the correction rounds.
+comptime S0 = Float32(7.853861353153693e-5)
+comptime S1 = Float32(-8.010193625184903e-4)
+comptime S2 = Float32(5.188327685732524e-3)
+comptime S3 = Float32(-2.685381193529856e-2)
+comptime S4 = Float32(1.128358514861418e-1)
+comptime S5 = Float32(-3.761262582423300e-1)
+comptime S6 = Float32(1.28379165726710e-1)
+# erfc(x) = e^(−x²)·(1/x)·P(1/x²) on 1 < x < 2, the same with R on x >= 2 (Cephes' erfcf).
+comptime P0 = Float32(2.326819970068386e-2)
+comptime P1 = Float32(-1.387039388740657e-1)
+comptime P2 = Float32(3.687424674597105e-1)
+comptime P3 = Float32(-5.824733027278666e-1)
+comptime P4 = Float32(6.210004621745983e-1)
+comptime P5 = Float32(-4.944515323274145e-1)
+comptime P6 = Float32(3.404879937665872e-1)
+comptime P7 = Float32(-2.741127028184656e-1)
+comptime P8 = Float32(5.638259427386472e-1)
+comptime R0 = Float32(-1.047766399936249e1)
+comptime R1 = Float32(1.297719955372516e1)
+comptime R2 = Float32(-7.495518717768503e0)
+comptime R3 = Float32(2.921019019210786e0)
+comptime R4 = Float32(-1.015265279202700e0)
+comptime R5 = Float32(4.218463358204948e-1)
+comptime R6 = Float32(-2.820767439740514e-1)
+comptime R7 = Float32(5.641895067754075e-1)
+
+
+@always_inline
+def _abs[w: Int](x: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]:
+    return bitcast[F32, w](bitcast[DType.uint32, w](x) & ABS_MASK)
+
+
+@always_inline
+def _with_sign_of[w: Int](r: SIMD[DType.float32, w],
+                          x: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]:
+    """|r| with the sign bit of x: restoring the sign of an odd function exactly."""
+    var rb = bitcast[DType.uint32, w](r) & ABS_MASK
+    return bitcast[F32, w](rb | (bitcast[DType.uint32, w](x) & SIGN_MASK))
+
+
+@always_inline
+def _tanh_small[w: Int](x: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]:
+    var z = x * x
+    var p = T0 * z + T1
+    p = p * z + T2
+    p = p * z + T3
+    p = p * z + T4
+    return ((p * z) * x) + x
+
+
+@always_inline
+def _tanh_large[w: Int](e: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]:
+    """1 − 2/(e + 1) for e = exp32(2|x|): tanh|x| without cancellation for |x| >= 0.625."""
+    return 1.0 - 2.0 / (e + 1.0)
+
+
+def tanh32[w: Int](x: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]:
+    """Float32 tanh per lane, bit-identical to `tanh32_scalar` on every lane."""
+    var ax = _abs[w](x)
+    var large = _with_sign_of[w](_tanh_large[w](exp32[w](ax + ax)), x)
+    var out = ax.lt(TANH_SMALL).select(_tanh_small[w](x), large)
+    # ±0 by name: the polynomial's (p·z)·x + x turns −0 into +0.
+    out = x.eq(0.0).select(x, out)
+    return _is_nan[w](x).select(x, out)
+
+
+def tanh32_scalar(x: Float32) -> Float32:
+    """Float32 tanh with branches instead of lane selects; the same bits as `tanh32`."""
+    if _is_nan[1](x):
+        return x
+    if x == 0.0:
+        return x
+    var ax = _abs[1](x)
+    if ax < TANH_SMALL:
+        return _tanh_small[1](x)
+    return _with_sign_of[1](_tanh_large[1](exp32_scalar(ax + ax)), x)
+
+
+def sigmoid32[w: Int](x: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]:
+    """Float32 logistic 1/(1 + e^−x) per lane, bit-identical to `sigmoid32_scalar`."""
+    # e^−|x| never overflows: x < 0 takes e/(1 + e), which keeps the subnormal tail
+    # (1/(1 + e^−x) would be 1/inf = 0 from x = −88.7 on).
+    var e = exp32[w](-_abs[w](x))
+    var d = 1.0 + e
+    var out = x.lt(0.0).select(e, SIMD[DType.float32, w](1.0)) / d
+    return _is_nan[w](x).select(x, out)
+
+
+def sigmoid32_scalar(x: Float32) -> Float32:
+    """Float32 logistic with branches instead of lane selects; the same bits as `sigmoid32`."""
+    if _is_nan[1](x):
+        return x
+    var e = exp32_scalar(-_abs[1](x))
+    var d = 1.0 + e
+    if x < 0.0:
+        return e / d
+    return 1.0 / d
+
+
+@always_inline
+def _erf_small[w: Int](x: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]:
+    var z = x * x
+    var p = S0 * z + S1
+    p = p * z + S2
+    p = p * z + S3
+    p = p * z + S4
+    p = p * z + S5
+    p = p * z + S6
+    return x + x * p
+
+
+@always_inline
+def _erfc_p[w: Int](y: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]:
+    var p = P0 * y + P1
+    p = p * y + P2
+    p = p * y + P3
+    p = p * y + P4
+    p = p * y + P5
+    p = p * y + P6
+    p = p * y + P7
+    return p * y + P8
+
+
+@always_inline
+def _erfc_r[w: Int](y: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]:
+    var p = R0 * y + R1
+    p = p * y + R2
+    p = p * y + R3
+    p = p * y + R4
+    p = p * y + R5
+    p = p * y + R6
+    return p * y + R7
+
+
+def erf32[w: Int](x: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]:
+    """Float32 erf per lane, bit-identical to `erf32_scalar` on every lane."""
+    var ax = _abs[w](x)
+    var e = exp32[w](-(ax * ax))
+    var q = 1.0 / ax
+    var y = q * q
+    var p = ax.lt(2.0).select(_erfc_p[w](y), _erfc_r[w](y))
+    var large = _with_sign_of[w](1.0 - (e * q) * p, x)
+    var out = ax.le(1.0).select(_erf_small[w](x), large)
+    return _is_nan[w](x).select(x, out)
+
+
+def erf32_scalar(x: Float32) -> Float32:
+    """Float32 erf with branches instead of lane selects; the same bits as `erf32`."""
+    if _is_nan[1](x):
+        return x
+    var ax = _abs[1](x)
+    if ax <= 1.0:
+        return _erf_small[1](x)
+    var e = exp32_scalar(-(ax * ax))
+    var q = 1.0 / ax
+    var y = q * q
+    var p = _erfc_p[1](y) if ax < 2.0 else _erfc_r[1](y)
+    return _with_sign_of[1](1.0 - (e * q) * p, x)

@@ -1,4 +1,5 @@
-"""Binding entries of the loss family: cross-entropy, and the exp/log evaluator its tests use.
+"""Binding entries of the loss family: cross-entropy, and the portable-math evaluator (exp, log,
+tanh, sigmoid, erf) their tests use.
 
 cross_entropy
     addresses: logits (rows×classes float32), targets (rows int32), losses (rows float32, out:
@@ -25,8 +26,10 @@ argmax
     refuses:   a non-finite logit (ValueError naming its flat index, before writing anything).
 portable_math_eval  (diagnostic: the measured ulp error and the bit-exact mirror tests)
     addresses: x (n float32), y (n float32, out);  params: n, function (0 exp32 SIMD,
-    1 exp32_scalar, 2 log32 SIMD, 3 log32_scalar). ±inf/NaN are legitimate outputs of exp/log,
-    so this entry alone does not refuse non-finite results.
+    1 exp32_scalar, 2 log32 SIMD, 3 log32_scalar, 4 tanh32 SIMD, 5 tanh32_scalar,
+    6 sigmoid32 SIMD, 7 sigmoid32_scalar, 8 erf32 SIMD, 9 erf32_scalar; the SIMD forms run at
+    width 8 with a width-1 tail). ±inf/NaN are legitimate outputs of exp/log (and NaN of every
+    function for a NaN input), so this entry alone does not refuse non-finite results.
 """
 from std.ffi import external_call
 from std.python import PythonObject
@@ -35,7 +38,9 @@ from entries.args import Args, Layout, refuse_nonfinite
 from training.checks import first_nonfinite, is_finite32
 from training.loss import (argmax_rows, count_kept, cross_entropy, first_bad_target,
                            softmax_rows)
-from training.portable_math import exp32, exp32_scalar, log32, log32_scalar
+from training.portable_math import (erf32, erf32_scalar, exp32, exp32_scalar, log32,
+                                    log32_scalar, sigmoid32, sigmoid32_scalar, tanh32,
+                                    tanh32_scalar)
 
 comptime CROSS_ENTROPY = Layout("cross_entropy", "logits,targets,losses,dlogits",
                                 "rows,classes,ignore_index,label_smoothing,reduction,want_grad")
@@ -143,28 +148,53 @@ def argmax_entry(addrs: PythonObject, params: PythonObject) raises -> PythonObje
     return PythonObject(rows)
 
 
+@always_inline
+def _simd_form[w: Int](function: Int, v: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]:
+    """The SIMD form of an even function code (0 exp, 2 log, 4 tanh, 6 sigmoid, 8 erf)."""
+    if function == 0:
+        return exp32[w](v)
+    if function == 2:
+        return log32[w](v)
+    if function == 4:
+        return tanh32[w](v)
+    if function == 6:
+        return sigmoid32[w](v)
+    return erf32[w](v)
+
+
+@always_inline
+def _scalar_form(function: Int, v: Float32) -> Float32:
+    """The scalar form of an odd function code (1 exp, 3 log, 5 tanh, 7 sigmoid, 9 erf)."""
+    if function == 1:
+        return exp32_scalar(v)
+    if function == 3:
+        return log32_scalar(v)
+    if function == 5:
+        return tanh32_scalar(v)
+    if function == 7:
+        return sigmoid32_scalar(v)
+    return erf32_scalar(v)
+
+
 def portable_math_eval(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
     """y[i] = f(x[i]) for the function code; returns n."""
     var args = Args(PORTABLE_MATH_EVAL, addrs, params)
     var n = args.int(0, "n", 0, _MAX_ELEMENTS)
-    var function = args.int(1, "function", 0, 3)
+    var function = args.int(1, "function", 0, 9)
     var x = args.f32(0)
     var y = args.f32(1)
     comptime W = 8
     var ts = external_call["PyEval_SaveThread", Int]()
-    if function == 1 or function == 3:
+    if function % 2 == 1:
         for i in range(n):
-            var v = x[unsafe_offset=i]
-            y[unsafe_offset=i] = exp32_scalar(v) if function == 1 else log32_scalar(v)
+            y[unsafe_offset=i] = _scalar_form(function, x[unsafe_offset=i])
     else:
         var i = 0
         while i + W <= n:
-            var v = x.unsafe_load[width=W](i)
-            y.unsafe_offset(i).unsafe_store(exp32[W](v) if function == 0 else log32[W](v))
+            y.unsafe_offset(i).unsafe_store(_simd_form[W](function, x.unsafe_load[width=W](i)))
             i += W
         while i < n:  # the tail through the width-1 SIMD form
-            var v = x[unsafe_offset=i]
-            y[unsafe_offset=i] = exp32[1](v)[0] if function == 0 else log32[1](v)[0]
+            y[unsafe_offset=i] = _simd_form[1](function, x[unsafe_offset=i])[0]
             i += 1
     external_call["PyEval_RestoreThread", NoneType](ts)
     return PythonObject(n)
