@@ -46,6 +46,7 @@ comptime ACCUMULATE_OTHER = 4
 comptime MODE_FORWARD = 0
 comptime MODE_GRADS = 1
 comptime MODE_TRAIN = 2
+comptime MODE_EVAL = 3  # forward as in inference (no dropout) and the loss: no backward
 
 
 @fieldwise_init
@@ -212,7 +213,8 @@ def model_steps(words: I64P, x: F32P, y: I32P, target: F32P, p: F32P, m: F32P, v
                 weight_decay: Float64, total: Int):
     """`k` steps over k batches of `rows` examples stacked in x and the targets (y: int32 class
     ids for cross-entropy, target: float32 for MSE), in place on p, m, v in mode train (t =
-    t0, t0 + 1, ...); modes forward and grads run one batch and leave p, m, v as they are.
+    t0, t0 + 1, ...); modes forward, grads and eval (the loss of inference's forward) run one
+    batch and leave p, m, v as they are.
     `losses[i]` is batch i's loss; `outputs` and `grads` hold the last batch's."""
     var arena_floats = rows * Int(words[unsafe_offset=3])
     var act = List[Float32](length=max(arena_floats, 1), fill=0)
@@ -225,16 +227,17 @@ def model_steps(words: I64P, x: F32P, y: I32P, target: F32P, p: F32P, m: F32P, v
         var pr = Program(Int(words), Int(x.unsafe_offset(i * rows * inputs)),
                          Int(act.unsafe_ptr()), Int(dact.unsafe_ptr()), rows)
         var t = t0 + i
-        model_forward(pr, p, t, mode != MODE_FORWARD, 0)
+        model_forward(pr, p, t, mode == MODE_GRADS or mode == MODE_TRAIN, 0)
         var z = pr.at(pr.output())
         if mode != MODE_FORWARD:
             losses[unsafe_offset=i] = model_loss(pr, y.unsafe_offset(i * rows * labels),
                                                  target.unsafe_offset(i * rows * outs), 0)
+        if mode == MODE_GRADS or mode == MODE_TRAIN:
             model_backward(pr, p, grads, t, 0)
         if i == k - 1 or mode == MODE_FORWARD:
             for j in range(rows * outs):
                 outputs[unsafe_offset=j] = z[unsafe_offset=j]
-        if mode == MODE_FORWARD:
+        if mode != MODE_TRAIN:
             break
         if mode == MODE_TRAIN:
             adamw_flat(p, grads, m, v, total, t, lr, beta1, beta2, eps, weight_decay)

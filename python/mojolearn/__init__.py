@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from . import training as training
     from ._buffers.array import from_dlpack as from_dlpack
     from ._mlp.spec import init_small_mlp as init_small_mlp
+    from ._model.trainer import Trainer as Trainer
     from .batches import Batches as Batches
     from .fitting import fit as fit
     from .linalg import matmul as matmul
@@ -96,6 +97,7 @@ _LAZY = {
     "WarmupCosineLR": "schedules",
     "SmallMLPTrainer": "trainer",
     "MLPTrainer": "mlp_trainer",
+    "Trainer": "_model.trainer",
     "init_small_mlp": "_mlp.spec",
     "from_dlpack": "_buffers.array",
     "training": "training",

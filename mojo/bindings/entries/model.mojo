@@ -5,7 +5,8 @@ model_step
                targets (int32 class ids for cross-entropy, float32 for MSE), params, m, v
                (read), new_params, new_m, new_v (written in mode train), losses (k, out),
                outputs (rows × outputs, out: the last batch's), grads (total, out)
-    params:    rows >= 1, mode (0 forward, 1 grads, 2 train), k >= 1 (1 outside train), t >= 1
+    params:    rows >= 1, mode (0 forward, 1 grads, 2 train, 3 eval: the loss of inference's
+               forward, no dropout, no gradients), k >= 1 (1 outside train), t >= 1
                (the first step's one-based index), lr, beta1, beta2, eps, weight_decay,
                total (floats of the flat buffer)
     returns:   rows × outputs, the floats written to `outputs`
@@ -20,7 +21,7 @@ from std.python import PythonObject
 from entries.args import Args, Layout, refuse_nonfinite
 from training.config import F32P, I64P
 from training.copy import copy_floats
-from training.model import (HEADER, MODE_FORWARD, MODE_TRAIN, OP_ADD, OP_DROPOUT, OP_LAYERNORM,
+from training.model import (HEADER, MODE_EVAL, MODE_FORWARD, MODE_TRAIN, OP_ADD, OP_DROPOUT, OP_LAYERNORM,
                             OP_LINEAR, OP_RELU, RECORD, VERSION, model_steps)
 
 comptime MODEL_STEP = Layout(
@@ -108,7 +109,7 @@ def model_step(addrs: PythonObject, params: PythonObject) raises -> PythonObject
     comptime E = MODEL_STEP.name
     var args = Args(MODEL_STEP, addrs, params)
     var rows = args.int(0, "rows", 1, _MAX_ROWS)
-    var mode = args.int(1, "mode", 0, 2)
+    var mode = args.int(1, "mode", 0, 3)
     var k = args.int(2, "k", 1, _MAX_ROWS)
     var t = args.int(3, "t", 1, _MAX_STEP)
     var total = args.int(9, "total", 1, _MAX_TOTAL)
@@ -160,6 +161,7 @@ def model_step(addrs: PythonObject, params: PythonObject) raises -> PythonObject
     refuse_nonfinite(E, "outputs", outputs, rows * outs)
     if mode != MODE_FORWARD:
         refuse_nonfinite(E, "losses", losses, k)
+    if mode != MODE_FORWARD and mode != MODE_EVAL:
         refuse_nonfinite(E, "grads", grads, total)
     if mode == MODE_TRAIN:
         refuse_nonfinite(E, "new_params", p, total)

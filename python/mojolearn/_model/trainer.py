@@ -1,0 +1,568 @@
+"""`Trainer`: any `nn.Sequential` of the engine's layers, trained with AdamW on the model
+engine (training/model.mojo, the binding's `model_step`): one binding call per step (or per k
+steps), the state published by one assignment after the call succeeded, so a step completes
+or changes nothing.
+
+State: the flat float32 parameters in torch's `state_dict` order (`_model/spec.py`), the AdamW
+moments m, v in the same order, the step count, the hyperparameters, the seed (it draws the
+initial weights and keys every Dropout mask) and the data schedule.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+from .._buffers.alloc import empty, zeros
+from .._buffers.array import Array
+from .._buffers.intake import as_f32_c, as_i32_c, owned_tensor
+from .._mlp import lr_schedule as _lrs
+from .._mlp import state as S
+from .._mlp.codec import state_hash as _hash
+from .._mlp.infer import _argmax, _report
+from .._mlp.rng import _check_seed
+from .._runtime import backend as _backend
+from .program import Program
+from .spec import ModelSpec
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .._buffers.types import BufferLike, LRSchedule
+
+_API = "Trainer"
+_FORWARD, _GRADS, _TRAIN, _EVAL = 0, 1, 2, 3
+MAX_ROWS = 1 << 20
+MAX_BATCH_BYTES = 256 << 20  # a batch's activations and their gradients, as the MLP's bound
+SCHEMA = "mojolearn.model-state.v1"
+
+
+class Trainer:
+    """Trains any `mojolearn.nn.Sequential` of the engine's layers with AdamW, reproducibly.
+
+    Every step is one fixed order of float32 operations (docs/ARITHMETIC.md "Models") in the
+    identical mode, so the same seed, data and hyperparameters give the same bits on every
+    machine; a `ReLU` MLP gives exactly `MLPTrainer`'s bits.
+
+    Args:
+        model: an `nn.Sequential` of `Linear`, `ReLU`, `LayerNorm`, `Dropout`, `Flatten`,
+            `Residual` and `Sequential` layers.
+        input_shape: one example's shape without the batch axis, e.g. `(10,)` or `(T, D)`.
+        loss: `"cross_entropy"` (integer class targets; an output of `(T, C)` per example
+            takes `(B, T)` targets, the mean over all positions) or `"mse"` (float32 targets of
+            the output's shape, the mean over every element).
+        weights: None (seeded torch-default initialization) or a dict of float32 buffers keyed
+            by torch's `state_dict()` names of the same model (`"0.weight"`, `"2.1.bias"`).
+        seed: an int in [0, 2**64): the initial weights and every Dropout mask.
+        data_schedule: a JSON object recorded with the state (None: `{}`).
+        lr: the learning rate, > 0.
+        betas: AdamW's (beta1, beta2), each in [0, 1).
+        eps: AdamW's eps, > 0.
+        weight_decay: AdamW's decoupled weight decay, >= 0.
+        lr_schedule: an object with `lr_at(t)` giving step t's rate, or None.
+        max_rows: the most examples a batch may have (default: what 256 MiB of activations
+            and their gradients hold, at most 2**20).
+    """
+
+    __slots__ = (
+        "_spec",
+        "_program",
+        "_seed",
+        "_config",
+        "_lr_schedule",
+        "_schedule",
+        "_state",
+        "_step",
+        "_max_rows",
+        "_lock",
+    )
+
+    def __init__(
+        self,
+        model: object,
+        *,
+        input_shape: object,
+        loss: str = "cross_entropy",
+        weights: dict[str, BufferLike] | None = None,
+        seed: int = 0,
+        data_schedule: dict[str, Any] | None = None,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.01,
+        lr_schedule: LRSchedule | None = None,
+        max_rows: int | None = None,
+    ) -> None:
+        spec = ModelSpec(model, input_shape, loss, _API)
+        self._seed = _check_seed(seed)
+        self._config = S.check_config(lr, betas, eps, weight_decay, _API)
+        self._schedule = {} if data_schedule is None else S.check_schedule(data_schedule, _API)
+        self._lr_schedule = _lrs.checked(lr_schedule, _API)
+        bound = MAX_BATCH_BYTES // (8 * Program(spec, 0).arena)
+        self._max_rows = _max_rows(max_rows, max(1, min(MAX_ROWS, bound)))
+        params = _initial(spec, weights, self._seed)
+        self._spec, self._program = spec, Program(spec, self._seed)
+        self._state = (params, zeros((spec.total,)), zeros((spec.total,)))
+        self._step = 0
+        self._lock = threading.RLock()
+
+    # -- introspection -----------------------------------------------------------------------
+
+    @property
+    def model(self) -> Any:
+        """The model description (an `nn.Sequential`)."""
+        return self._spec.model
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """One example's input shape."""
+        return self._spec.input_shape
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        """One example's output shape."""
+        return self._spec.output_shape
+
+    @property
+    def loss(self) -> str:
+        """`"cross_entropy"` or `"mse"`."""
+        return str(self._spec.loss)
+
+    @property
+    def step_(self) -> int:
+        """Number of optimizer steps taken."""
+        return self._step
+
+    @property
+    def max_rows(self) -> int:
+        """The most examples one training batch may have."""
+        return self._max_rows
+
+    @property
+    def weights_(self) -> dict[str, Array]:
+        """The current parameters: fresh Arrays keyed by torch's `state_dict` names."""
+        return _split(self._state[0], self._spec)
+
+    @property
+    def lr(self) -> float:
+        """The learning rate of steps without an `lr_schedule` (settable, checked)."""
+        return float(self._config["lr"])
+
+    @lr.setter
+    def lr(self, value: float) -> None:
+        cfg = dict(self._config)
+        cfg.update(
+            S.check_config(
+                value, (cfg["beta1"], cfg["beta2"]), cfg["eps"], cfg["weight_decay"], _API
+            )
+        )
+        self._config = cfg
+
+    @property
+    def weight_decay(self) -> float:
+        """AdamW's decoupled weight decay (settable, checked)."""
+        return float(self._config["weight_decay"])
+
+    @weight_decay.setter
+    def weight_decay(self, value: float) -> None:
+        cfg = dict(self._config)
+        cfg.update(S.check_config(cfg["lr"], (cfg["beta1"], cfg["beta2"]), cfg["eps"], value, _API))
+        self._config = cfg
+
+    @property
+    def lr_schedule(self) -> LRSchedule | None:
+        """The learning-rate schedule (settable): step t runs at `lr_at(t)`; None: `lr`."""
+        return self._lr_schedule
+
+    @lr_schedule.setter
+    def lr_schedule(self, value: LRSchedule | None) -> None:
+        self._lr_schedule = _lrs.checked(value, _API)
+
+    @property
+    def data_schedule(self) -> dict[str, Any]:
+        """The data schedule recorded with the state (a copy; settable, checked)."""
+        return S.check_schedule(self._schedule, _API) if self._schedule else {}
+
+    @data_schedule.setter
+    def data_schedule(self, value: dict[str, Any]) -> None:
+        self._schedule = S.check_schedule(value, _API)
+
+    # -- steps -------------------------------------------------------------------------------
+
+    def train_step(self, X: BufferLike, targets: BufferLike) -> dict[str, Any]:
+        """One AdamW step on a batch: the loss, its gradients, the update.
+
+        Args:
+            X: float32 `(n, *input_shape)` (or `(n, prod(input_shape))`), finite, 1 <= n <=
+                `max_rows`.
+            targets: cross-entropy: integer class ids `(n,)`, or `(n, T)` for outputs of
+                `(T, C)`; MSE: float32 of the outputs' shape `(n, *output_shape)`, finite.
+
+        Returns:
+            `step` (the new count), `loss` (before the update), `outputs` (the model's
+            output before the update; for cross-entropy also as `logits`) and `gradients`
+            (fresh Arrays keyed by torch's names).
+
+        Raises:
+            TypeError: X or targets of the wrong dtype or kind.
+            ValueError: wrong shapes, a NaN or infinity, a class id out of range, or a
+                scheduled rate that is not finite and >= 0. Nothing changes.
+            RuntimeError: the step produced a non-finite result (nothing was applied).
+        """
+        with self._lock:
+            x, y, n = self._batch(X, targets, self._max_rows)
+            lr = self._rate(self._step + 1)
+            out = self._call(x, y, n, _TRAIN, 1, lr)
+            self._publish(out["state"], 1)
+            return _result(self._step, out, self._spec)
+
+    def train_steps(self, X: BufferLike, targets: BufferLike, k: int) -> dict[str, Any]:
+        """`k` AdamW steps, bit-equal to k `train_step` calls; all or nothing.
+
+        Args:
+            X: k equal batches of n examples, stacked: `(k·n, *input_shape)`.
+            targets: their targets, stacked the same way.
+            k: the number of steps, a positive int.
+
+        Returns:
+            `step`, `losses` (the k losses in order), `loss` (the last), and the last step's
+            `outputs` and `gradients`.
+
+        Raises:
+            TypeError: X or targets of the wrong dtype or kind.
+            ValueError: `k` not a positive int, X not k equal batches, a refused batch or
+                rate. Nothing changes.
+            RuntimeError: a step produced a non-finite result (none was applied).
+        """
+        if isinstance(k, bool) or type(k) is not int or k < 1:
+            raise ValueError(f"{_API}: k must be a positive int, got {k!r}")
+        with self._lock:
+            x, y, total = self._batch(X, targets, self._max_rows * k)
+            if total % k:
+                raise ValueError(f"{_API}: X's {total} examples are not {k} equal batches")
+            n = total // k
+            if self._lr_schedule is None:
+                out = self._call(x, y, n, _TRAIN, k, self._config["lr"])
+            else:  # one rate a step: k calls on working copies, published at the end
+                rates = [self._rate(self._step + 1 + i) for i in range(k)]
+                out, losses, state = {}, [], self._state
+                for i, lr in enumerate(rates):
+                    xi, yi = _rows(x, i * n, n), _rows(y, i * n, n)
+                    out = self._call(xi, yi, n, _TRAIN, 1, lr, state, self._step + 1 + i)
+                    losses.append(out["losses"][0])
+                    state = out["state"]
+                out["losses"] = losses
+            self._publish(out["state"], k)
+            result = _result(self._step, out, self._spec)
+            result["losses"] = [float(v) for v in out["losses"]]
+            return result
+
+    def _rate(self, t: int) -> float:
+        if self._lr_schedule is None:
+            return float(self._config["lr"])
+        return _lrs.rate(self._lr_schedule, t, _API)
+
+    def _publish(self, state: tuple[Array, Array, Array], k: int) -> None:
+        self._state, self._step = state, self._step + k
+
+    def _batch(self, X: Any, targets: Any, most: int) -> tuple[Array, Array, int]:
+        x = _inputs(X, self._spec, most)
+        n = x._shape[0]
+        return x, _targets(targets, self._spec, n), n
+
+    def _call(
+        self,
+        x: Array,
+        y: Array,
+        n: int,
+        mode: int,
+        k: int,
+        lr: float,
+        state: tuple[Array, Array, Array] | None = None,
+        t: int | None = None,
+    ) -> dict[str, Any]:
+        """One `model_step` call on batches of n examples: its results in fresh Arrays."""
+        spec, prog = self._spec, self._program
+        p, m, v = state or self._state
+        total = spec.total
+        new = tuple(empty((total,)) for _ in range(3)) if mode == _TRAIN else (p, m, v)
+        losses, outputs, grads = empty((k,)), empty((n, *spec.output_shape)), empty((total,))
+        c = self._config
+        addrs = [prog.address, x._addr, y._addr, p._addr, m._addr, v._addr]
+        addrs += [a._addr for a in new] + [losses._addr, outputs._addr, grads._addr]
+        hyper = [lr, c["beta1"], c["beta2"], c["eps"], c["weight_decay"], total]
+        step = self._step + 1 if t is None else t
+        try:
+            _backend.binding().model_step(addrs, [n, mode, k, step, *hyper])
+        except RuntimeError as exc:
+            raise RuntimeError(f"{_API}: the step produced a non-finite result ({exc})") from None
+        return {"state": new, "losses": list(losses._mv), "outputs": outputs, "grads": grads}
+
+    # -- inference ---------------------------------------------------------------------------
+
+    def predict_logits(self, X: BufferLike) -> Array:
+        """The model's outputs on a batch with the current weights (no step, no dropout).
+
+        Args:
+            X: float32 `(n, *input_shape)`, finite, any n >= 1 (run in chunks of `max_rows`).
+
+        Returns:
+            float32 `(n, *output_shape)`, a fresh Array.
+
+        Raises:
+            TypeError: X of the wrong dtype or kind.
+            ValueError: a wrong shape, a NaN or infinity, or outputs that overflow float32.
+        """
+        with self._lock:
+            x = _inputs(X, self._spec, None)
+            return self._forward(x)
+
+    def _forward(self, x: Array) -> Array:
+        n, spec = x._shape[0], self._spec
+        out = empty((n, *spec.output_shape))
+        chunk = self._max_rows
+        per_out = math.prod(spec.output_shape)
+        for start in range(0, n, chunk):
+            rows = min(chunk, n - start)
+            xi = _rows(x, start, rows)
+            try:
+                r = self._call(xi, xi, rows, _FORWARD, 1, self._config["lr"])
+            except RuntimeError:
+                raise ValueError(
+                    f"{_API}: X rows {start}..{start + rows - 1} give outputs that overflow "
+                    f"float32 (finite inputs, too large for these weights)"
+                ) from None
+            out._mv[start * per_out : (start + rows) * per_out] = r["outputs"]._mv
+        return out
+
+    def predict(self, X: BufferLike) -> Array:
+        """Cross-entropy models: each example's class (int32; `(n,)` or `(n, T)`), the
+        argmax of its outputs, ties to the lowest class; MSE models: the outputs.
+
+        Args:
+            X: float32 `(n, *input_shape)`, finite.
+
+        Returns:
+            The predictions, a fresh Array.
+
+        Raises:
+            TypeError: X of the wrong dtype or kind.
+            ValueError: a wrong shape, a NaN or infinity, overflowing outputs.
+        """
+        z = self.predict_logits(X)
+        if self._spec.loss == "mse":
+            return z
+        labels = _argmax(_as_rows(z, self._spec.output_shape[-1]))
+        return labels.reshape(z._shape[:-1])
+
+    def predict_proba(self, X: BufferLike) -> Array:
+        """Cross-entropy models: the softmax of each example's outputs (float32, the shape of
+        the outputs).
+
+        Args:
+            X: float32 `(n, *input_shape)`, finite.
+
+        Returns:
+            The probabilities, a fresh Array.
+
+        Raises:
+            TypeError: X of the wrong dtype or kind, or an MSE model (it has no classes).
+            ValueError: a wrong shape, a NaN or infinity, overflowing outputs.
+        """
+        if self._spec.loss == "mse":
+            raise TypeError(f"{_API}: predict_proba needs a cross_entropy model, this one is mse")
+        z = self.predict_logits(X)
+        rows = _as_rows(z, self._spec.output_shape[-1])
+        probs = empty(rows._shape)
+        _backend.binding().softmax([rows._addr, probs._addr], list(rows._shape))
+        return probs.reshape(z._shape)
+
+    def evaluate(self, X: BufferLike, targets: BufferLike) -> dict[str, Any]:
+        """The loss (dropout off) and metrics on a batch.
+
+        Args:
+            X: float32 `(n, *input_shape)`, finite, 1 <= n <= `max_rows`.
+            targets: as `train_step`'s.
+
+        Returns:
+            `loss` (the kernel's mean loss), and for cross-entropy `accuracy`, `per_class`
+            (precision, recall, f1, support) and `confusion` over every position; for MSE
+            `mse` (= loss), `mae` and `r2` (binary64 over the float32 outputs).
+
+        Raises:
+            TypeError: X or targets of the wrong dtype or kind.
+            ValueError: wrong shapes, a NaN or infinity, a class id out of range, or a loss
+                that overflows float32.
+        """
+        with self._lock:
+            x, y, n = self._batch(X, targets, self._max_rows)
+            try:
+                r = self._call(x, y, n, _EVAL, 1, self._config["lr"])
+            except RuntimeError as exc:
+                raise ValueError(f"{_API}: the loss on these rows is not finite ({exc})") from None
+        loss, z = float(r["losses"][0]), r["outputs"]
+        if self._spec.loss == "mse":
+            return _regression(loss, list(z._mv), list(y._mv))
+        classes = self._spec.output_shape[-1]
+        pred = _argmax(_as_rows(z, classes))
+        return dict(_report(loss, list(y._mv), list(pred._mv), classes))
+
+    # -- state -------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """The whole resumable state as plain values (fresh copies).
+
+        Returns:
+            `schema`, `model` (the model record: layers, input shape, loss), `seed`, `step`,
+            `config` (lr, betas, eps, weight decay), `lr_schedule` (its record or None),
+            `data_schedule`, and `params`, `m`, `v` (dicts of fresh Arrays by torch name).
+        """
+        with self._lock:
+            p, m, v = self._state
+            return {
+                "schema": SCHEMA,
+                "model": self._spec.record(),
+                "seed": self._seed,
+                "step": self._step,
+                "config": dict(self._config),
+                "lr_schedule": None
+                if self._lr_schedule is None
+                else _lrs.record(self._lr_schedule),
+                "data_schedule": self.data_schedule,
+                "params": _split(p, self._spec),
+                "m": _split(m, self._spec),
+                "v": _split(v, self._spec),
+            }
+
+    def state_hash(self) -> str:
+        """SHA-256 of the canonical JSON of the state (tensors as little-endian hex).
+
+        Returns:
+            64 hex digits: equal for equal states, on every machine.
+        """
+        state = self.state_dict()
+        for key in ("params", "m", "v"):
+            state[key] = {name: a.tobytes().hex() for name, a in state[key].items()}
+        return _hash(state)
+
+
+def _max_rows(value: object, bound: int) -> int:
+    if value is None:
+        return bound
+    if isinstance(value, bool) or type(value) is not int or not 1 <= value <= bound:
+        raise ValueError(
+            f"{_API}: max_rows must be an int in [1, {bound}] (this model's activations for "
+            f"{bound} examples fill {MAX_BATCH_BYTES >> 20} MiB), got {value!r}"
+        )
+    return value
+
+
+def _initial(spec: ModelSpec, weights: object, seed: int) -> Array:
+    if weights is None:
+        values = [v for t in spec.init(seed) for v in t]
+        return Array.from_list(values, "<f4") if values else zeros((spec.total,))
+    if not isinstance(weights, dict):
+        raise TypeError(
+            f"{_API}: weights must be None or a dict keyed by torch's state_dict names "
+            f"({', '.join(spec.names[:3])}, ...), got {type(weights).__name__}"
+        )
+    missing = [n for n in spec.names if n not in weights]
+    extra = sorted(str(k) for k in weights if k not in spec.names)
+    if missing or extra:
+        raise ValueError(f"{_API}: weights has missing tensors {missing} / unknown tensors {extra}")
+    tensors = [
+        owned_tensor(weights[n], s, f"weights[{n!r}]", _API)
+        for n, s in zip(spec.names, spec.shapes)
+    ]
+    return S.flat(tensors)  # type: ignore[no-any-return]
+
+
+def _split(flat: Array, spec: ModelSpec) -> dict[str, Array]:
+    out = {}
+    for name, shape, at in zip(spec.names, spec.shapes, spec.offsets):
+        size = math.prod(shape)
+        a = empty(shape)
+        a._mv[:] = flat._mv[at : at + size]
+        out[name] = a
+    return out
+
+
+def _rows(a: Array, start: int, n: int) -> Array:
+    """Examples start..start+n-1 of a C-contiguous batch, as a view (shares the memory)."""
+    per = math.prod(a._shape[1:])
+    at = start * per
+    return a._view(a._mv[at : at + n * per], (n, *a._shape[1:]), a._addr + 4 * at)
+
+
+def _as_rows(z: Array, classes: int) -> Array:
+    return z.reshape((z._size // classes, classes))
+
+
+def _inputs(X: Any, spec: ModelSpec, most: int | None) -> Array:
+    arr: Array = as_f32_c(X, name="X")[0]
+    shape = arr._shape
+    want = spec.input_shape
+    flat = len(want) > 1 and len(shape) == 2 and shape[1] == math.prod(want)
+    if len(shape) < 1 or (tuple(shape[1:]) != want and not flat) or shape[0] < 1:
+        raise ValueError(
+            f"{_API}: X must have shape (n, {', '.join(map(str, want))}) with n >= 1"
+            f"{' or (n, ' + str(math.prod(want)) + ')' if len(want) > 1 else ''}, got {tuple(shape)}"
+        )
+    if most is not None and shape[0] > most:
+        raise ValueError(f"{_API}: X has {shape[0]} examples, more than max_rows ({most})")
+    _finite(arr, "X", math.prod(want))
+    return arr.reshape((shape[0], *want)) if flat else arr
+
+
+def _targets(targets: Any, spec: ModelSpec, n: int) -> Array:
+    out = spec.output_shape
+    if spec.loss == "mse":
+        arr: Array = as_f32_c(targets, name="targets")[0]
+        shape = arr._shape
+        ok = tuple(shape) == (n, *out) or (out == (1,) and tuple(shape) == (n,))
+        if not ok:
+            raise ValueError(
+                f"{_API}: targets must have shape {(n, *out)} (float32), got {tuple(shape)}"
+            )
+        _finite(arr, "targets", math.prod(out))
+        return arr
+    labels: Array = as_i32_c(targets, name="targets")[0]
+    want = (n,) if len(out) == 1 else (n, *out[:-1])
+    if labels._shape != want:
+        raise ValueError(f"{_API}: targets must have shape {want} (class ids), got {labels._shape}")
+    return labels
+
+
+def _finite(a: Array, name: str, per: int) -> None:
+    if a._size and _backend.binding().all_finite([a._addr], [a._size]) != 1:
+        bad = next(i for i, v in enumerate(a._mv) if not math.isfinite(v))
+        raise ValueError(
+            f"{_API}: {name} must be finite: example {bad // per}, element {bad % per} is "
+            f"{a._mv[bad]!r}"
+        )
+
+
+def _regression(loss: float, z: list[float], t: list[float]) -> dict[str, Any]:
+    n = len(z)
+    mean = math.fsum(t) / n
+    ss_res = math.fsum((a - b) ** 2 for a, b in zip(z, t))
+    ss_tot = math.fsum((b - mean) ** 2 for b in t)
+    return {
+        "loss": loss,
+        "mse": loss,
+        "mae": math.fsum(abs(a - b) for a, b in zip(z, t)) / n,
+        "r2": 1.0 - ss_res / ss_tot if ss_tot else 0.0,
+    }
+
+
+def _result(step: int, out: dict[str, Any], spec: ModelSpec) -> dict[str, Any]:
+    r = {
+        "step": step,
+        "loss": float(out["losses"][-1]),
+        "outputs": out["outputs"],
+        "gradients": _split(out["grads"], spec),
+    }
+    if spec.loss == "cross_entropy":
+        r["logits"] = out["outputs"]
+    return r
