@@ -231,22 +231,22 @@ def test_a_training_run_resumes_from_its_checkpoint_exactly(tmp_path):
         (
             lambda X, y: Batches(X.reshape(12), y, 2, seed=0),
             ValueError,
-            r"Batches: X must have 2 dimensions",
+            r"Batches: X must have shape \(n, ...\) with n >= 1 rows, got shape \(12,\)",
         ),
         (
             lambda X, y: Batches(Array((0, 2)), Array(0, "<i4"), 2, seed=0),
             ValueError,
-            r"X must have at least one row",
+            r"X must have shape \(n, ...\) with n >= 1 rows, got shape \(0, 2\)",
         ),
         (
-            lambda X, y: Batches(X, Array.from_list([0.0] * 6), 2, seed=0),
+            lambda X, y: Batches(X, memoryview(array.array("d", [0.0] * 6)), 2, seed=0),
             TypeError,
-            r"Batches: y must hold integers, got float32",
+            r"Batches: y must hold integers, got float64",
         ),
         (
             lambda X, y: Batches(X, Array(5, "<i4"), 2, seed=0),
             ValueError,
-            r"y must have shape \(6,\) to match X, got \(5,\)",
+            r"y must have 6 rows to match X, got shape \(5,\)",
         ),
     ],
 )
@@ -287,6 +287,33 @@ def test_from_state_refusals_name_the_field():
             Batches.from_state(X, y, state)
     with pytest.raises(ValueError, match="state must be a dict"):
         Batches.from_state(X, y, [good.state()])
-    with pytest.raises(ValueError, match=r"y must have shape \(10,\)"):
+    with pytest.raises(ValueError, match=r"y must have 10 rows"):
         Batches.from_state(X, Array(9, "<i4"), good.state())
     assert good.state()["batch"] == 1  # the source of the states never changed
+
+
+def test_examples_of_any_rank_and_float_targets_batch_as_rows(seed):
+    # (n, T, D) sequences with (n, T) labels, and (n, C, H, W) images with float32 (n, 1)
+    # targets: each batch is the rows of the order, every axis kept (issue 35).
+    rng = random.Random(seed)
+    X = Array.from_list([[[rng.random() for _ in range(2)] for _ in range(3)] for _ in range(7)])
+    y = Array.from_list([[rng.randrange(4) for _ in range(3)] for _ in range(7)], "<i4")
+    seen = []
+    for Xb, yb in Batches(X, y, 3, seed=seed % (1 << 64)):
+        assert Xb.shape[1:] == (3, 2) and yb.shape == (Xb.shape[0], 3) and yb.dtype == "<i4"
+        for xr, yr in zip(Xb.tolist(), yb.tolist()):
+            i = X.tolist().index(xr)
+            assert y.tolist()[i] == yr
+            seen.append(i)
+    assert sorted(seen) == list(range(7))
+    images = Array.from_list([[[[float(i)] * 2] * 2] for i in range(5)])  # (5, 1, 2, 2)
+    t = Array.from_list([[float(i) * 10] for i in range(5)])
+    b = Batches(images, t, 2, seed=1)
+    assert b.state()["features"] == 4
+    for Xb, yb in b:
+        assert yb.dtype == "<f4"
+        assert [r[0][0][0] * 10 for r in Xb.tolist()] == [v[0] for v in yb.tolist()]
+    again = Batches.from_state(images, t, b.state())
+    assert [yb.tolist() for _, yb in again] == [
+        yb.tolist() for _, yb in Batches.from_state(images, t, b.state())
+    ]

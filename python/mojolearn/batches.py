@@ -11,7 +11,8 @@ from __future__ import annotations
 import array as _pyarray
 
 from ._buffers.array import Array
-from ._buffers.intake import as_f32_c, as_i32_c
+from ._buffers.formats import is_native_f32
+from ._buffers.intake import as_f32_c, as_i32_c, probe
 from ._mlp import rng as _rng
 from ._mlp.rng import epoch_order
 
@@ -44,8 +45,8 @@ class Batches:
     SplitMix64 (docs/ARITHMETIC.md, "Batches"; the command line's order), or in file order
     with `shuffle=False`, and cuts it into consecutive batches of `batch_size` rows: the last
     one is shorter when `batch_size` does not divide the rows, or dropped with `drop_last`.
-    Each batch is gathered with `Array.take` into new owned Arrays: Xb float32
-    (rows, features), yb int32 (rows,).
+    Each batch is gathered with `Array.take` into new owned Arrays: Xb float32 (rows, ...),
+    yb int32 (rows, ...) (or float32: a regressor's targets), each of its source's rank.
 
     The object is its position: iterating advances it batch by batch (a batch counts as
     consumed once it is yielded), `iter()` after an epoch's last batch starts the next epoch,
@@ -72,17 +73,19 @@ class Batches:
     (ValueError; the position is unchanged).
 
     Args:
-        X: float32 features of shape (n, features), n >= 1: any buffer the package accepts
-            (a mojolearn.Array, NumPy array, torch tensor, array.array, memoryview).
-        y: n integer labels, shape (n,) (any integer dtype; converted to int32 when it is
-            not int32 already).
+        X: float32 examples of shape (n, ...), n >= 1, any rank from 2 (features, (T, D)
+            sequences, (C, H, W) images): any buffer the package accepts (a mojolearn.Array,
+            NumPy array, torch tensor, array.array, memoryview).
+        y: n targets, shape (n, ...): integer labels (any integer dtype; converted to int32
+            when it is not int32 already) or float32 values (a regressor's, kept as they are).
         batch_size: rows per batch, an int >= 1.
         seed: the shuffle's seed, an int in [0, 2**64) (recorded even when `shuffle` is off).
         shuffle: a new seeded order every epoch (True), or rows in order (False).
         drop_last: drop each epoch's short last batch.
 
     Raises:
-        TypeError: X not float32, y not integers, or an argument of the wrong type.
+        TypeError: X not float32, y neither integers nor float32, or an argument of the wrong
+            type.
         ValueError: shapes that disagree, no rows, a batch_size < 1, a seed outside
             [0, 2**64), or `drop_last` with fewer rows than `batch_size` (no batch at all).
 
@@ -188,14 +191,15 @@ class Batches:
 
         Returns:
             A new dict of JSON values (under 1 KB as JSON) that fits a trainer's
-            `data_schedule`: the schema name, `n` and `features` (X's shape), `batch_size`,
+            `data_schedule`: the schema name, `n` and `features` (X's rows and the values
+            of one row), `batch_size`,
             `seed`, `shuffle`, `drop_last`, and the position: `epoch` and `batch` (the index,
             in that epoch, of the next batch to yield).
         """
         return {
             "schema": SCHEMA,
             "n": self._n,
-            "features": self._X._shape[1],
+            "features": self._X._size // self._n,
             "batch_size": self._batch_size,
             "seed": self._seed,
             "shuffle": self._shuffle,
@@ -209,8 +213,8 @@ class Batches:
         """Continue from a `state()`: the same batches, bit for bit, as the run it came from.
 
         Args:
-            X: the same features (shape (n, features), as recorded in the state).
-            y: the same n labels.
+            X: the same examples (n rows of `features` values, as recorded in the state).
+            y: the same n targets.
             state: a dict returned by `state()` (possibly through JSON).
 
         Returns:
@@ -226,7 +230,7 @@ class Batches:
         _check_fields(state, api)
         x_arr, y_arr = _dataset(X, y, api)
         shape = x_arr._shape
-        for field, have in (("n", shape[0]), ("features", shape[1])):
+        for field, have in (("n", shape[0]), ("features", x_arr._size // shape[0])):
             if state[field] != have:
                 raise ValueError(
                     f"{api}: state['{field}'] = {state[field]} does not match X of shape {shape}"
@@ -250,24 +254,35 @@ class Batches:
 
 
 def _dataset(X: Any, y: Any, api: str, shape: tuple[int, ...] | None = None) -> tuple[Array, Array]:
-    """X as a float32 (n, features) Array with n >= 1 and y as n int32 labels, through the
-    package's intake (borrowed when already so, else copied); `shape`: the one X had when
-    the Batches was made (a later read)."""
+    """X as a float32 (n, ...) Array with n >= 1 and y as n targets (integers as int32, or
+    float32 kept: a regressor's), each of any rank, through the package's intake (borrowed when
+    already so, else copied); `shape`: the one X had when the Batches was made (a later read)."""
     try:
-        x_arr = as_f32_c(X, 2, "X")[0]
+        x_arr = as_f32_c(X, None, "X")[0]
         if shape is not None and x_arr._shape != shape:
             raise ValueError(
                 f"X changed shape since the Batches was made: {shape}, now {x_arr._shape}"
             )
-        y_arr = as_i32_c(y, 1, "y")[0]
+        y_arr = (as_f32_c if _is_f32(y) else as_i32_c)(y, None, "y")[0]
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"{api}: {exc}") from None
+    if len(x_arr._shape) < 2 or x_arr._shape[0] == 0:
+        raise ValueError(
+            f"{api}: X must have shape (n, ...) with n >= 1 rows, got shape {x_arr._shape}"
+        )
     n = x_arr._shape[0]
-    if n == 0:
-        raise ValueError(f"{api}: X must have at least one row, got shape {x_arr._shape}")
-    if y_arr._shape != (n,):
-        raise ValueError(f"{api}: y must have shape ({n},) to match X, got {y_arr._shape}")
+    if not y_arr._shape or y_arr._shape[0] != n:
+        raise ValueError(f"{api}: y must have {n} rows to match X, got shape {y_arr._shape}")
     return x_arr, y_arr
+
+
+def _is_f32(obj: Any) -> bool:
+    """Whether `obj` holds float32 values (targets of a regressor; labels are integers)."""
+    try:
+        layout = probe(obj)
+    except (TypeError, ValueError):
+        return False  # the integer path refuses it by name
+    return bool(is_native_f32(layout.format, layout.itemsize))
 
 
 def _bad(api: str, name: str, expected: str, got: object) -> Exception:
