@@ -263,7 +263,7 @@ def _dataset(X: Any, y: Any, api: str, shape: tuple[int, ...] | None = None) -> 
             raise ValueError(
                 f"X changed shape since the Batches was made: {shape}, now {x_arr._shape}"
             )
-        y_arr = (as_f32_c if _is_f32(y) else as_i32_c)(y, None, "y")[0]
+        y_arr = as_f32_c(y, None, "y")[0] if _is_f32(y) else as_i32_c(y, None, "y")[0]
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"{api}: {exc}") from None
     if len(x_arr._shape) < 2 or x_arr._shape[0] == 0:
