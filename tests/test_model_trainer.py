@@ -234,3 +234,58 @@ def test_weights_by_torch_name_and_settable_attributes():
     with pytest.raises(AttributeError):
         t.step_ = 4
     assert t.state_dict()["model"]["model"] == t.model.to_json()
+
+
+def test_a_gpu_install_says_once_that_the_engine_runs_on_the_cpu_kernels(monkeypatch):
+    import warnings
+
+    from mojolearn._model import trainer as T
+
+    real = T._backend.binding()
+
+    class OnCuda:
+        vendor = "cuda"
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+    class Backend:
+        binding = staticmethod(lambda: OnCuda())
+
+    monkeypatch.setattr(T, "_backend", Backend)
+    monkeypatch.setattr(T, "_warned_device", False)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        a = ml.Trainer(model, input_shape=(3,))
+        ml.Trainer(model, input_shape=(3,))
+    said = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert said == [
+        f"mojolearn.Trainer runs on the {T.engine_device('cuda')}; MLPTrainer and SmallMLPTrainer run on the device"
+    ]
+    assert "no cuda kernels" in said[0]
+    monkeypatch.undo()
+    b = ml.Trainer(model, input_shape=(3,))
+    X, y = ml.Array.from_list([[0.5, -1.0, 2.0]]), ml.Array.from_list([1], "<i4")
+    assert a.train_step(X, y)["loss"] == b.train_step(X, y)["loss"]
+    assert a.state_hash() == b.state_hash()
+
+
+def test_info_says_where_the_model_engine_runs():
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "mojolearn", "info", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout)
+    assert (
+        info["model_engine"] == "cpu kernels"
+        if info["vendor"] == "cpu"
+        else "the same bits" in info["model_engine"]
+    )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import threading
+import warnings
 
 from .._buffers.alloc import empty, zeros
 from .._buffers.array import Array
@@ -36,6 +37,28 @@ _FORWARD, _GRADS, _TRAIN, _EVAL = 0, 1, 2, 3
 MAX_ROWS = 1 << 20
 MAX_BATCH_BYTES = 256 << 20  # a batch's activations and their gradients, as the MLP's bound
 SCHEMA = "mojolearn.model-state.v1"
+_warned_device = False
+
+
+def engine_device(vendor: str) -> str:
+    """Where `Trainer` steps run on a binding of `vendor` (`mojolearn info` prints it)."""
+    if vendor == "cpu":
+        return "cpu kernels"
+    return f"cpu kernels, the same bits (no {vendor} kernels for the model engine yet)"
+
+
+def _say_where_it_runs() -> None:
+    """Once per process on a GPU install: the model engine runs on the CPU kernels."""
+    global _warned_device
+    vendor = _backend.binding().vendor
+    if vendor != "cpu" and not _warned_device:
+        _warned_device = True
+        warnings.warn(
+            f"mojolearn.Trainer runs on the {engine_device(vendor)}; MLPTrainer and "
+            f"SmallMLPTrainer run on the device",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 class Trainer:
@@ -106,6 +129,7 @@ class Trainer:
         self._state = (params, zeros((spec.total,)), zeros((spec.total,)))
         self._step = 0
         self._lock = threading.RLock()
+        _say_where_it_runs()
 
     # -- introspection -----------------------------------------------------------------------
 

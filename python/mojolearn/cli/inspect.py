@@ -4,6 +4,7 @@ import json
 import os
 import sys
 
+from .._model.trainer import engine_device
 from .._runtime import files as _files
 from . import data as _data
 from .progress import printable
@@ -41,6 +42,7 @@ def cmd_info(args, out):
         "build_flags": flags,
         "binding": b.name,
         "bindings_installed": built,
+        "model_engine": engine_device(b.vendor),
         "python": sys.version.split()[0],
     }
     if args.json:
@@ -55,6 +57,7 @@ def cmd_info(args, out):
             "build_flags",
             "binding",
             "bindings_installed",
+            "model_engine",
             "python",
         ):
             value = ", ".join(info[key]) if isinstance(info[key], list) else info[key]
