@@ -1,7 +1,7 @@
 """The model engine (training/model.mojo through the binding's `model_step`) against the
 pure-Python reference of docs/ARITHMETIC.md "Models" (tests/reference/model.py): bit for bit
-in identical mode, on fresh random models (Linear, ReLU, LayerNorm, Dropout, Flatten, nested
-Residuals), inputs of rank 1 and 2, both losses; and an MLP program gives `mlp_train_step`'s
+in identical mode, on fresh random models (Linear, ReLU, GELU (both forms), Tanh, Sigmoid,
+LayerNorm, Dropout, Flatten, nested Residuals), inputs of rank 1 and 2, both losses; and an MLP program gives `mlp_train_step`'s
 bits (the MLP is a case of the engine)."""
 
 import array
@@ -56,7 +56,7 @@ def _layers(rng, width, depth=0):
     """A random stack acting on the last axis of `width`; returns (layers, output width)."""
     out = []
     for _ in range(rng.randrange(1, 4)):
-        kind = rng.randrange(7 if depth < 2 else 5)
+        kind = rng.randrange(8 if depth < 2 else 6)
         if kind == 0:
             w = rng.randrange(1, 9)
             out.append(nn.Linear(width, w, bias=rng.random() < 0.8))
@@ -75,11 +75,15 @@ def _layers(rng, width, depth=0):
             w = rng.randrange(2, 9)
             out += [nn.Linear(width, w), nn.ReLU()]
             width = w
+        elif kind == 5:
+            out.append(
+                rng.choice([nn.GELU(), nn.GELU(approximate="tanh"), nn.Tanh(), nn.Sigmoid()])
+            )
         else:
             inner, w = _layers(rng, width, depth + 1)
             if w != width:
                 inner.append(nn.Linear(w, width))
-            out.append(nn.Residual(*inner) if kind == 5 else nn.Sequential(*inner))
+            out.append(nn.Residual(*inner) if kind == 6 else nn.Sequential(*inner))
     return out, width
 
 
@@ -127,6 +131,34 @@ def test_a_random_model_step_is_the_references_bit_for_bit(seed, loss, trial):
     assert _bits(outputs) == _bits(want_out), spec.model
     assert _bits(losses) == _bits([want_loss]), spec.model
     assert _bits(grads) == _bits(want_grads), spec.model
+
+
+@identical
+@pytest.mark.parametrize("loss, shape", [("cross_entropy", (5,)), ("mse", (3, 5))])
+def test_every_activation_bit_for_bit_across_simd_lanes_and_tail(seed, loss, shape):
+    """GELU (both forms), Tanh and Sigmoid on wide inputs (N(0, 3²)), element counts past the
+    SIMD width with a tail, and each one reading a Residual's input (ACCUMULATE)."""
+    rng = random.Random(seed)
+    model = nn.Sequential(
+        nn.Linear(5, 11),
+        nn.GELU(),
+        nn.Residual(nn.Tanh(), nn.Linear(11, 11), nn.GELU(approximate="tanh")),
+        nn.Residual(nn.Sigmoid()),
+        nn.Residual(nn.GELU(approximate="tanh"), nn.Tanh(), nn.Sigmoid(), nn.GELU()),
+        nn.Linear(11, 3),
+    )
+    spec = ModelSpec(model, shape, loss)
+    params = [v for t in spec.init(rng.randrange(1 << 32)) for v in t]
+    rows = rng.randrange(5, 9)
+    x, y = _data(rng, spec, rows)
+    x = [f32(3 * v) for v in x]
+    t = rng.randrange(1, 100)
+    program = Program(spec, 5)
+    losses, outputs, grads, _ = _step(spec, program, params, x, y, rows, mode=1, t=t)
+    want_loss, want_out, want_grads = ref.step(spec, params, x, y, rows, 5, t, True)
+    assert _bits(outputs) == _bits(want_out)
+    assert _bits(losses) == _bits([want_loss])
+    assert _bits(grads) == _bits(want_grads)
 
 
 @identical

@@ -4,18 +4,23 @@
 - Steps are transactions: a refused batch or a non-finite result changes nothing.
 - `train_steps(k)` equals k `train_step` calls, with and without a schedule.
 - Inference: dropout off, chunks give each row's own bits, argmax/softmax as the MLP's.
+- A GELU + LayerNorm + Residual model trains with the reference's bits (GELU both forms).
 - Regression (MSE) learns, evaluate reports mse/mae/r2; (B, T, C) cross-entropy.
 - Bad arguments and inputs are refused by name.
 """
 
+import array
 import math
 import random
 
 import mojolearn as ml
 import pytest
 from mojolearn import nn
+from mojolearn._model.spec import ModelSpec
 
+from tests.reference import model as ref_model
 from tests.reference.f32 import f32
+from tests.reference.optim import adam_step
 
 identical = pytest.mark.skipif(
     ml.numeric_mode_used() != "identical", reason="bit-for-bit checks are identical mode's"
@@ -289,3 +294,44 @@ def test_info_says_where_the_model_engine_runs():
         if info["vendor"] == "cpu"
         else "the same bits" in info["model_engine"]
     )
+
+
+def _flat(t):
+    """The trainer's weights as one float list in the spec's (torch's) order."""
+    out = array.array("f")
+    for a in t.weights_.values():
+        out.frombytes(a.tobytes())
+    return list(out)
+
+
+@identical
+def test_a_gelu_layernorm_residual_model_trains_with_the_references_bits(seed):
+    rng = random.Random(seed)
+    model = nn.Sequential(
+        nn.Linear(6, 16),
+        nn.GELU(),
+        nn.Residual(nn.LayerNorm(16), nn.Linear(16, 16), nn.GELU(approximate="tanh")),
+        nn.LayerNorm(16),
+        nn.Linear(16, 3),
+    )
+    s = seed % (1 << 64)
+    t = ml.Trainer(model, input_shape=(6,), seed=s, lr=1e-2)
+    spec = ModelSpec(model, (6,), "cross_entropy")
+    X = _x(rng, 24, 6)
+    rows = X.tolist()
+    y = ml.Array.from_list([int(r[0] + r[1] > 0) + int(r[2] > 0.5) for r in rows], "<i4")
+    flat_x, labels = [v for r in rows for v in r], y.tolist()
+    p, m, v = _flat(t), [0.0] * spec.total, [0.0] * spec.total
+    first = t.evaluate(X, y)["loss"]
+    for step in range(1, 4):
+        got = t.train_step(X, y)
+        loss, out, g = ref_model.step(spec, p, flat_x, labels, 24, s, step, True)
+        assert got["loss"] == loss
+        assert [v for r in got["logits"].tolist() for v in r] == out
+        (p,), _, (m,), (v,), _, _ = adam_step(
+            [p], [g], [m], [v], step, 1e-2, 0.9, 0.999, 1e-8, 0.01, decoupled=True, maximize=False
+        )
+        assert _flat(t) == p
+    for _ in range(40):
+        t.train_step(X, y)
+    assert t.evaluate(X, y)["loss"] < first / 2

@@ -19,6 +19,8 @@ from std.memory import bitcast
 
 from training.config import F32P, I32P, I64P
 from training.gemm import Epilogue
+from training.layers.activations import (gelu_backward, gelu_forward, sigmoid_backward,
+                                         sigmoid_forward, tanh_backward, tanh_forward)
 from training.layers.dropout import dropout_apply, dropout_key
 from training.layers.elementwise import add_into, copy_or_add, mse_loss, relu_apply, relu_grad
 from training.layers.norm import layernorm_backward, layernorm_forward
@@ -136,6 +138,12 @@ def model_forward(pr: Program, p: F32P, t: Int, train: Bool, first_row: Int):
                 copy_or_add(src, dst, rows * n, False)
         elif code == OP_ADD:
             add_into(src, pr.at(pr.word(op, 4)), dst, rows * pr.word(op, 3))
+        elif code == OP_GELU:
+            gelu_forward(src, dst, rows * pr.word(op, 3), pr.word(op, 4) != 0)
+        elif code == OP_TANH:
+            tanh_forward(src, dst, rows * pr.word(op, 3))
+        elif code == OP_SIGMOID:
+            sigmoid_forward(src, dst, rows * pr.word(op, 3))
 
 
 def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
@@ -193,6 +201,15 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
             copy_or_add(dy, pr.grad(o), n, (flags & ACCUMULATE_OTHER) != 0)
             if need:
                 copy_or_add(dy, dsrc, n, acc)
+        elif code == OP_GELU:  # from the input x
+            if need:
+                gelu_backward(src, dy, dsrc, rows * pr.word(op, 3), pr.word(op, 4) != 0, acc)
+        elif code == OP_TANH:  # from the output y
+            if need:
+                tanh_backward(pr.at(pr.word(op, 2)), dy, dsrc, rows * pr.word(op, 3), acc)
+        elif code == OP_SIGMOID:
+            if need:
+                sigmoid_backward(pr.at(pr.word(op, 2)), dy, dsrc, rows * pr.word(op, 3), acc)
 
 
 def model_loss(pr: Program, y: I32P, target: F32P, divide_by: Int) -> Float32:

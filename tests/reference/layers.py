@@ -13,6 +13,7 @@ fma chain or sum from the +0.0 of the zeroing is a chain from +0.0).
 import math
 
 from .f32 import f32, fma32
+from .portable_math import erf32, exp32, sigmoid32, tanh32
 
 # -- Linear: y = x·Wᵀ + b on the last axis --------------------------------------------------
 
@@ -65,6 +66,68 @@ def relu_forward(x):
 def relu_backward(g, y):
     """The mask is the output: `y > 0 ? g : +0.0` (the MLP step's)."""
     return [gv if yv > 0 else 0.0 for gv, yv in zip(g, y)]
+
+
+# -- GELU, Tanh, Sigmoid: elementwise, on the portable float32 functions ---------------------
+
+# Each rounded once to float32 (mojo/training/layers/activations.mojo has the same table).
+SQRT1_2 = f32(0.70710678118654752440)  # 1/√2
+INV_SQRT_2PI = f32(0.39894228040143267794)  # 1/√(2π)
+BETA = f32(0.79788456080286535588)  # √(2/π)
+KAPPA = f32(0.044715)
+KAPPA3 = f32(0.134145)  # 3·0.044715
+
+
+def _gelu_tanh_t(x):
+    """`tanh32(BETA·(x + KAPPA·((x·x)·x)))`."""
+    x3 = f32(f32(x * x) * x)
+    return tanh32(f32(BETA * f32(x + f32(KAPPA * x3))))
+
+
+def gelu_forward(x, approximate="none"):
+    """`y = (x·0.5)·(1 + erf32(x·SQRT1_2))`, or `(x·0.5)·(1 + t)` with `t =
+    tanh32(BETA·(x + KAPPA·((x·x)·x)))` for the tanh form (torch's formulas and order)."""
+    if approximate == "tanh":
+        return [f32(f32(v * 0.5) * f32(1.0 + _gelu_tanh_t(v))) for v in x]
+    return [f32(f32(v * 0.5) * f32(1.0 + erf32(f32(v * SQRT1_2)))) for v in x]
+
+
+def gelu_backward(g, x, approximate="none"):
+    """`dx = g·d` from the input x, torch's GeluBackward. Erf form: `d = ((1 + erf32(x·SQRT1_2))
+    ·0.5) + x·(exp32((x·x)·(−0.5))·INV_SQRT_2PI)`. Tanh form: `d = ((1 + t)·0.5) + ((x·0.5)·(1 −
+    t·t))·(BETA·(1 + KAPPA3·(x·x)))`."""
+    out = []
+    for gv, v in zip(g, x):
+        if approximate == "tanh":
+            t = _gelu_tanh_t(v)
+            left_d = f32(f32(1.0 + t) * 0.5)
+            right_d = f32(1.0 - f32(t * t))
+            inner_d = f32(BETA * f32(1.0 + f32(KAPPA3 * f32(v * v))))
+            d = f32(left_d + f32(f32(f32(v * 0.5) * right_d) * inner_d))
+        else:
+            cdf = f32(f32(1.0 + erf32(f32(v * SQRT1_2))) * 0.5)
+            pdf = f32(exp32(f32(f32(v * v) * -0.5)) * INV_SQRT_2PI)
+            d = f32(cdf + f32(v * pdf))
+        out.append(f32(gv * d))
+    return out
+
+
+def tanh_forward(x):
+    return [tanh32(v) for v in x]
+
+
+def tanh_backward(g, y):
+    """From the output: `dx = g·(1 − y·y)`."""
+    return [f32(gv * f32(1.0 - f32(yv * yv))) for gv, yv in zip(g, y)]
+
+
+def sigmoid_forward(x):
+    return [sigmoid32(v) for v in x]
+
+
+def sigmoid_backward(g, y):
+    """From the output: `dx = g·(y·(1 − y))`."""
+    return [f32(gv * f32(yv * f32(1.0 - yv))) for gv, yv in zip(g, y)]
 
 
 # -- LayerNorm over the last axis ------------------------------------------------------------

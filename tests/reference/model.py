@@ -85,8 +85,14 @@ class _Walk:
                 return x, None, shape
             y, kept = L.dropout_forward(x, layer.p, L.dropout_key(self.seed, self.t, at), 0)
             return y, kept, shape
-        if isinstance(layer, (GELU, Tanh, Sigmoid)):
-            raise NotImplementedError(type(layer).__name__)
+        if isinstance(layer, GELU):
+            return L.gelu_forward(x, layer.approximate), x, shape
+        if isinstance(layer, Tanh):
+            y = L.tanh_forward(x)
+            return y, y, shape
+        if isinstance(layer, Sigmoid):
+            y = L.sigmoid_forward(x)
+            return y, y, shape
         raise TypeError(layer)
 
     # -- backward: the input's gradient (added to `into` when given) --------------------------
@@ -127,6 +133,12 @@ class _Walk:
                 self.put(f"{path}.bias", db)
         elif isinstance(layer, Dropout):
             v = L.dropout_backward(g, layer.p, cache)
+        elif isinstance(layer, GELU):  # the cache is the input
+            v = L.gelu_backward(g, cache, layer.approximate)
+        elif isinstance(layer, Tanh):  # the cache is the output
+            v = L.tanh_backward(g, cache)
+        elif isinstance(layer, Sigmoid):
+            v = L.sigmoid_backward(g, cache)
         else:
             raise TypeError(layer)
         return v if into is None else [f32(a + b) for a, b in zip(into, v)]

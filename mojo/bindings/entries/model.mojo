@@ -21,8 +21,9 @@ from std.python import PythonObject
 from entries.args import Args, Layout, refuse_nonfinite
 from training.config import F32P, I64P
 from training.copy import copy_floats
-from training.model import (HEADER, MODE_EVAL, MODE_FORWARD, MODE_TRAIN, OP_ADD, OP_DROPOUT, OP_LAYERNORM,
-                            OP_LINEAR, OP_RELU, RECORD, VERSION, model_steps)
+from training.model import (HEADER, MODE_EVAL, MODE_FORWARD, MODE_TRAIN, OP_ADD, OP_DROPOUT, OP_GELU,
+                            OP_LAYERNORM, OP_LINEAR, OP_RELU, OP_SIGMOID, OP_TANH, RECORD, VERSION,
+                            model_steps)
 
 comptime MODEL_STEP = Layout(
     "model_step", "program,x,targets,params,m,v,new_params,new_m,new_v,losses,outputs,grads",
@@ -89,7 +90,8 @@ def _check_program(E: StaticString, w: I64P, total: Int) raises -> Int:
             if Int(r[unsafe_offset=5]) >= 0 or Int(r[unsafe_offset=6]) >= 0:
                 _inside(E, "weight", op, Int(r[unsafe_offset=5]), a, total)
                 _inside(E, "bias", op, Int(r[unsafe_offset=6]), a, total)
-        elif code == OP_RELU or code == OP_DROPOUT or code == OP_ADD:
+        elif (code == OP_RELU or code == OP_DROPOUT or code == OP_ADD or code == OP_GELU
+              or code == OP_TANH or code == OP_SIGMOID):
             _inside(E, "src", op, src, a, arena)
             _inside(E, "dst", op, dst, a, arena)
             if code == OP_ADD:
@@ -98,6 +100,9 @@ def _check_program(E: StaticString, w: I64P, total: Int) raises -> Int:
                 var th = Int(r[unsafe_offset=4])
                 if th < 0 or th >= (1 << 24):
                     raise Error("ValueError: ", E, ": program op ", op, ": bad Dropout threshold")
+            if code == OP_GELU and Int(r[unsafe_offset=4]) != 0 and Int(r[unsafe_offset=4]) != 1:
+                raise Error("ValueError: ", E, ": program op ", op, ": GELU form ",
+                            Int(r[unsafe_offset=4]), " is not 0 (none) or 1 (tanh)")
         else:
             raise Error("ValueError: ", E, ": program op ", op, ": op code ", code,
                         " is not one this binding runs")

@@ -1,0 +1,157 @@
+"""GELU (erf and tanh forms), Tanh and Sigmoid, forward and backward (docs/ARITHMETIC.md
+"Models"; mirror tests/reference/layers.py). Every output element is a fixed sequence of
+binary32 operations on its own inputs, built on the portable float32 functions
+(training/portable_math.mojo): SIMD lanes over independent elements with their SIMD forms, the
+tail with their scalar twins, the same bits at any width.
+
+Constants, each rounded once to float32 (decimal → binary32):
+    SQRT1_2 = 1/√2, INV_SQRT_2PI = 1/√(2π), BETA = √(2/π), KAPPA = 0.044715,
+    KAPPA3 = 3·0.044715 = 0.134145.
+Forward (y) and the value each backward multiplies the incoming gradient g by (d), one binary32
+operation per step, left to right as written:
+    GELU none:  c = 1 + erf32(x·SQRT1_2);  y = (x·0.5)·c
+                d = (c·0.5) + x·(exp32((x·x)·(−0.5))·INV_SQRT_2PI)
+    GELU tanh:  t = tanh32(BETA·(x + KAPPA·((x·x)·x)));  y = (x·0.5)·(1 + t)
+                d = ((1 + t)·0.5) + ((x·0.5)·(1 − t·t))·(BETA·(1 + KAPPA3·(x·x)))
+    Tanh:       y = tanh32(x);     d = 1 − y·y          (from the output y)
+    Sigmoid:    y = sigmoid32(x);  d = y·(1 − y)        (from the output y)
+    dx = g·d, or dx = dx + g·d when the input's gradient is already written (ACCUMULATE).
+"""
+from training.config import F32P
+from training.portable_math import (erf32, erf32_scalar, exp32, exp32_scalar, sigmoid32,
+                                    sigmoid32_scalar, tanh32, tanh32_scalar)
+
+comptime W = 8
+comptime F32 = DType.float32
+
+comptime SQRT1_2 = Float32(0.70710678118654752440)
+comptime INV_SQRT_2PI = Float32(0.39894228040143267794)
+comptime BETA = Float32(0.79788456080286535588)
+comptime KAPPA = Float32(0.044715)
+comptime KAPPA3 = Float32(0.134145)
+
+# What `_value` computes from (a, g): the forward reads a = x, the backward a = x (GELU) or
+# a = y (Tanh, Sigmoid) and multiplies g by the derivative.
+comptime GELU_NONE_FWD = 0
+comptime GELU_TANH_FWD = 1
+comptime TANH_FWD = 2
+comptime SIGMOID_FWD = 3
+comptime GELU_NONE_BWD = 4
+comptime GELU_TANH_BWD = 5
+comptime TANH_BWD = 6
+comptime SIGMOID_BWD = 7
+
+
+@always_inline
+def _tanh[w: Int](x: SIMD[F32, w]) -> SIMD[F32, w]:
+    comptime if w == 1:
+        return tanh32_scalar(x[0])
+    else:
+        return tanh32[w](x)
+
+
+@always_inline
+def _sigmoid[w: Int](x: SIMD[F32, w]) -> SIMD[F32, w]:
+    comptime if w == 1:
+        return sigmoid32_scalar(x[0])
+    else:
+        return sigmoid32[w](x)
+
+
+@always_inline
+def _erf[w: Int](x: SIMD[F32, w]) -> SIMD[F32, w]:
+    comptime if w == 1:
+        return erf32_scalar(x[0])
+    else:
+        return erf32[w](x)
+
+
+@always_inline
+def _exp[w: Int](x: SIMD[F32, w]) -> SIMD[F32, w]:
+    comptime if w == 1:
+        return exp32_scalar(x[0])
+    else:
+        return exp32[w](x)
+
+
+@always_inline
+def _gelu_tanh_t[w: Int](x: SIMD[F32, w]) -> SIMD[F32, w]:
+    """tanh32(BETA·(x + KAPPA·x³)), x³ = (x·x)·x."""
+    var x3 = (x * x) * x
+    return _tanh[w](BETA * (x + KAPPA * x3))
+
+
+@always_inline
+def _value[w: Int, kind: Int](a: SIMD[F32, w], g: SIMD[F32, w]) -> SIMD[F32, w]:
+    comptime if kind == GELU_NONE_FWD:
+        return (a * 0.5) * (1.0 + _erf[w](a * SQRT1_2))
+    elif kind == GELU_TANH_FWD:
+        return (a * 0.5) * (1.0 + _gelu_tanh_t[w](a))
+    elif kind == TANH_FWD:
+        return _tanh[w](a)
+    elif kind == SIGMOID_FWD:
+        return _sigmoid[w](a)
+    elif kind == GELU_NONE_BWD:
+        var cdf = (1.0 + _erf[w](a * SQRT1_2)) * 0.5
+        var pdf = _exp[w]((a * a) * -0.5) * INV_SQRT_2PI
+        return g * (cdf + a * pdf)
+    elif kind == GELU_TANH_BWD:
+        var t = _gelu_tanh_t[w](a)
+        var left = a * 0.5
+        var left_d = (1.0 + t) * 0.5
+        var right_d = 1.0 - t * t
+        var inner_d = BETA * (1.0 + KAPPA3 * (a * a))
+        return g * (left_d + (left * right_d) * inner_d)
+    elif kind == TANH_BWD:
+        return g * (1.0 - a * a)
+    else:
+        return g * (a * (1.0 - a))
+
+
+def _map[kind: Int](a: F32P, g: F32P, dst: F32P, n: Int, accumulate: Bool):
+    var i = 0
+    while i + W <= n:
+        var v = _value[W, kind](a.unsafe_load[width=W](i), g.unsafe_load[width=W](i))
+        if accumulate:
+            v = dst.unsafe_load[width=W](i) + v
+        dst.unsafe_offset(i).unsafe_store(v)
+        i += W
+    while i < n:
+        var v = _value[1, kind](a[unsafe_offset=i], g[unsafe_offset=i])[0]
+        if accumulate:
+            v = dst[unsafe_offset=i] + v
+        dst[unsafe_offset=i] = v
+        i += 1
+
+
+def gelu_forward(x: F32P, y: F32P, n: Int, tanh_form: Bool):
+    if tanh_form:
+        _map[GELU_TANH_FWD](x, x, y, n, False)
+    else:
+        _map[GELU_NONE_FWD](x, x, y, n, False)
+
+
+def gelu_backward(x: F32P, g: F32P, dx: F32P, n: Int, tanh_form: Bool, accumulate: Bool):
+    """dx = g·GELU'(x) (recomputed from the input x), or added to dx."""
+    if tanh_form:
+        _map[GELU_TANH_BWD](x, g, dx, n, accumulate)
+    else:
+        _map[GELU_NONE_BWD](x, g, dx, n, accumulate)
+
+
+def tanh_forward(x: F32P, y: F32P, n: Int):
+    _map[TANH_FWD](x, x, y, n, False)
+
+
+def tanh_backward(y: F32P, g: F32P, dx: F32P, n: Int, accumulate: Bool):
+    """dx = g·(1 − y·y) from the output y, or added to dx."""
+    _map[TANH_BWD](y, g, dx, n, accumulate)
+
+
+def sigmoid_forward(x: F32P, y: F32P, n: Int):
+    _map[SIGMOID_FWD](x, x, y, n, False)
+
+
+def sigmoid_backward(y: F32P, g: F32P, dx: F32P, n: Int, accumulate: Bool):
+    """dx = g·(y·(1 − y)) from the output y, or added to dx."""
+    _map[SIGMOID_BWD](y, g, dx, n, accumulate)
