@@ -22,6 +22,7 @@ from .._mlp.codec import state_hash as _hash
 from .._mlp.infer import _argmax, _report
 from .._mlp.rng import _check_seed
 from .._runtime import backend as _backend
+from .export import ModelExport
 from .program import Program
 from .spec import ModelSpec
 
@@ -38,7 +39,7 @@ MAX_BATCH_BYTES = 256 << 20  # a batch's activations and their gradients, as the
 SCHEMA = "mojolearn.model-state.v1"
 
 
-class Trainer:
+class Trainer(ModelExport):
     """Trains any `mojolearn.nn.Sequential` of the engine's layers with AdamW, reproducibly.
 
     Every step is one fixed order of float32 operations (docs/ARITHMETIC.md "Models") in the
