@@ -226,10 +226,15 @@ def test_to_torch_residual_is_x_plus_f_of_x_and_pickles(seed):
 
 @CASES
 def test_from_torch_of_to_torch_gives_the_same_model_and_weights(seed, name, model, shape, loss):
-    pytest.importorskip("torch")
+    torch = pytest.importorskip("torch")
     t = _trainer(seed, model, shape, loss)
-    back = ml.Trainer.from_torch(t.to_torch(), input_shape=shape, loss=loss, lr=0.02, seed=7)
+    module = t.to_torch()
+    back = ml.Trainer.from_torch(module, input_shape=shape, loss=loss, lr=0.02, seed=7)
     assert (back.model, back.input_shape, back.loss) == (model, shape, loss)
+    assert _flat_bytes(back.weights_) == _flat_bytes(t.weights_)
+    with torch.no_grad():  # copies both ways: neither trainer sees the module change
+        for p in module.parameters():
+            p.add_(1.0)
     assert _flat_bytes(back.weights_) == _flat_bytes(t.weights_)
     assert back.step_ == 0 and back.lr == 0.02 and back.data_schedule == {"source": "torch"}
     assert all(not any(m._mv) for m in (back._state[1], back._state[2])), "fresh moments"
