@@ -23,6 +23,7 @@ from .._mlp.codec import state_hash as _hash
 from .._mlp.infer import _argmax, _report
 from .._mlp.rng import _check_seed
 from .._runtime import backend as _backend
+from .export import ModelExport
 from .program import Program
 from .spec import ModelSpec
 
@@ -61,7 +62,7 @@ def _say_where_it_runs() -> None:
         )
 
 
-class Trainer:
+class Trainer(ModelExport):
     """Trains any `mojolearn.nn.Sequential` of the engine's layers with AdamW, reproducibly.
 
     Every step is one fixed order of float32 operations (docs/ARITHMETIC.md "Models") in the
