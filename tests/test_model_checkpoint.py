@@ -127,7 +127,9 @@ def test_the_file_is_canonical_round_trips_and_hashes_the_state(tmp_path):
     assert json.dumps(envelope, sort_keys=True, separators=(",", ":")).encode() + b"\n" == data
     assert envelope["schema"] == MODEL and envelope["arithmetic_profile"] == checkpoint.PROFILE
     assert envelope["payload"]["schema"] == "mojolearn.model-state.v1"
-    assert envelope["payload_sha256"] == t.state_hash() == checkpoint.state_hash(envelope["payload"])
+    assert (
+        envelope["payload_sha256"] == t.state_hash() == checkpoint.state_hash(envelope["payload"])
+    )
     assert envelope["envelope_sha256"] == checkpoint.envelope_hash(envelope)
     assert persist.dumps(checkpoint.loads(data, schema=MODEL)) == data
     u = ml.Trainer.from_checkpoint(path)
@@ -410,3 +412,44 @@ def test_cli_verify_reads_a_model_checkpoint(tmp_path):
         timeout=120,
     )
     assert proc.returncode != 0 and "INVALID" in proc.stdout
+
+
+def _paths(value, path=()):
+    yield path
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _paths(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _paths(v, (*path, i))
+
+
+def test_edited_payloads_are_refused_or_are_what_the_writer_writes(seed):
+    """Any field replaced, removed or added (re-sealed): a ValueError, or a state whose
+    payload is, byte for byte, the one the file holds (so its hash is the file's)."""
+    base = _payload(_trained())
+    rng = random.Random(seed)
+    values = [None, True, 0, -1, 1.5, 2.0**70, "x", [], {}, [1, 2], {"a": 1}, 2**64, 1 << 20]
+    where = [p for p in _paths(base) if p and p[-1] != "hex"]
+    for _ in range(300):
+        p = copy.deepcopy(base)
+        path = rng.choice(where)
+        parent = p
+        for key in path[:-1]:
+            parent = parent[key]
+        op = rng.randrange(3)
+        if op == 0:
+            parent[path[-1]] = rng.choice(values)
+        elif isinstance(parent, dict):
+            if op == 1:
+                del parent[path[-1]]
+            else:
+                parent["zz"] = rng.choice(values)
+        else:
+            parent.append(rng.choice(values))
+        try:
+            state = checkpoint.loads(_sealed(p), schema=MODEL)
+        except ValueError:
+            continue
+        assert persist.payload(state) == p, path
+        assert checkpoint.state_hash(persist.payload(state)) == checkpoint.state_hash(p)

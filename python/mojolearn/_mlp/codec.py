@@ -168,7 +168,8 @@ def envelope_bytes(file_schema: str, payload: dict[str, Any], profile: str = PRO
     if profile != REFERENCE_PROFILE:  # the reference's layout has neither field
         envelope["arithmetic_profile"] = profile
         envelope["envelope_sha256"] = envelope_hash(envelope)
-    return S.canonical(envelope) + b"\n"
+    data: bytes = S.canonical(envelope) + b"\n"
+    return data
 
 
 def _bound(schema: str | tuple[str, ...] | None, max_bytes: int | None) -> int:

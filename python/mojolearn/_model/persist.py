@@ -46,7 +46,18 @@ if TYPE_CHECKING:
 SCHEMA = "mojolearn.model-state.v1"
 FILE_SCHEMA = _codec.MODEL_FILE_SCHEMA
 KEYS = frozenset(
-    ("schema", "model", "seed", "step", "config", "lr_schedule", "data_schedule", "params", "m", "v")
+    (
+        "schema",
+        "model",
+        "seed",
+        "step",
+        "config",
+        "lr_schedule",
+        "data_schedule",
+        "params",
+        "m",
+        "v",
+    )
 )
 TENSORS = ("params", "m", "v")
 # Beside the tensors' hex (3 tensors of 8 digits a value): names, shapes, the model record (at
@@ -221,27 +232,30 @@ class ModelPersistence:
                 `lr_at`.
         """
         api = "Trainer"
+        # Any: the Trainer's fields are inferred from its constructor, which mypy reaches only
+        # through this module (an import cycle).
+        t: Any = self
         if isinstance(state, dict) and "model" in state:
             # Another model is refused before its tensors are looked at.
             other = ModelSpec.from_record(state["model"], api)
-            if other != self._spec:
+            if other != t._spec:
                 raise ValueError(
                     f"{api}: the state's model {other.record()!r} is not this trainer's "
-                    f"{self._spec.record()!r}"[:600]
+                    f"{t._spec.record()!r}"[:600]
                 )
         _, st = check_state(state, api)
-        with self._lock:
-            sched = _lrs.resolve(st["lr_schedule"], lr_schedule, self._lr_schedule, api)
+        with t._lock:
+            sched = _lrs.resolve(st["lr_schedule"], lr_schedule, t._lr_schedule, api)
             seed = st["seed"]
-            program = self._program if seed == self._seed else Program(self._spec, seed)
+            program = t._program if seed == t._seed else Program(t._spec, seed)
             (
-                self._state,
-                self._step,
-                self._config,
-                self._schedule,
-                self._lr_schedule,
-                self._seed,
-                self._program,
+                t._state,
+                t._step,
+                t._config,
+                t._schedule,
+                t._lr_schedule,
+                t._seed,
+                t._program,
             ) = (
                 (st["params"], st["m"], st["v"]),
                 st["step"],
@@ -251,7 +265,7 @@ class ModelPersistence:
                 seed,
                 program,
             )
-        return self
+        return t  # type: ignore[no-any-return]
 
     def state_hash(  # type: ignore[misc]  # self: the Trainer this mixes into
         self: Trainer,
@@ -336,4 +350,3 @@ class ModelPersistence:
             weight_decay=cfg["weight_decay"],
         )
         return trainer.load_state_dict(state, lr_schedule=lr_schedule)
-
