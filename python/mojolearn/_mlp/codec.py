@@ -40,6 +40,9 @@ Format `mojolearn.small-mlp-checkpoint.v1` (the reference's v1 layout):
   an `envelope_sha256` mismatch and (unless asked to migrate) a different profile, with
   ValueError, before any trainer state changes. Writers refuse (ValueError, nothing made) a
   state the reader would refuse. Nothing is evaluated; there is no pickle.
+- Format `mojolearn.model-checkpoint.v1` (`mojolearn.Trainer`, any `nn.Sequential`): this
+  envelope with `arithmetic_profile` and `envelope_sha256` both required; its payload (schema
+  `mojolearn.model-state.v1`) is specified and checked by `mojolearn._model.persist`.
 - `load(path)` `stat`s the path before opening it: anything but a regular file (a FIFO, which
   would block, a folder, a device, a socket) and anything over the size bound is a ValueError
   without reading; a symlink to a regular file is followed. A missing or unreadable path is
@@ -81,6 +84,14 @@ if TYPE_CHECKING:
 
 FILE_SCHEMA, MAX_BYTES = SMALL_RECORD.file_schema, SMALL_RECORD.max_bytes
 MLP_FILE_SCHEMA, MLP_MAX_BYTES = MLP_RECORD.file_schema, MLP_RECORD.max_bytes
+# `mojolearn.Trainer`'s files (any `nn.Sequential`): the envelope is this module's, the payload
+# is checked by `mojolearn._model.persist` (the model's record, tensors by torch name). The
+# largest admissible model (2**26 parameters) has the MLP's bound; a file is held to its own
+# model's bound once its record is read (`_model.persist.file_bound`).
+MODEL_FILE_SCHEMA, MODEL_MAX_BYTES = "mojolearn.model-checkpoint.v1", MLP_MAX_BYTES
+# `verify`'s: every schema this mojolearn reads (a load's `schema=None` stays the MLP pair,
+# whose states the command line's `train`, `predict` and `resume` read).
+ALL_SCHEMAS = (FILE_SCHEMA, MLP_FILE_SCHEMA, MODEL_FILE_SCHEMA)
 PROFILE = "mojolearn.portable-fp32.v2"
 # Files written before profile v2 (every one until 0.x's fma change): readable, and resumable
 # in fast mode; an identical-mode v1 state resumes only when asked (`check_resumable`).
@@ -135,12 +146,7 @@ def dumps(state: dict[str, Any], profile: str = PROFILE) -> bytes:
     """
     payload = encode_state(state)
     rec = record(payload.get("schema"), "state_schema", SMALL_RECORD)
-    envelope = {"schema": rec.file_schema, "payload": payload}
-    envelope["payload_sha256"] = state_hash(payload)
-    if profile != REFERENCE_PROFILE:  # the reference's layout has neither field
-        envelope["arithmetic_profile"] = profile
-        envelope["envelope_sha256"] = envelope_hash(envelope)
-    data: bytes = S.canonical(envelope) + b"\n"
+    data = envelope_bytes(rec.file_schema, payload, profile)
     bound = rec.max_bytes
     if len(data) > bound:
         raise ValueError(
@@ -155,12 +161,32 @@ def dumps(state: dict[str, Any], profile: str = PROFILE) -> bytes:
     return data
 
 
-def _bound(schema: str | None, max_bytes: int | None) -> int:
+def envelope_bytes(file_schema: str, payload: dict[str, Any], profile: str = PROFILE) -> bytes:
+    """The file bytes of a payload: the canonical JSON of its envelope and one newline."""
+    envelope = {"schema": file_schema, "payload": payload}
+    envelope["payload_sha256"] = state_hash(payload)
+    if profile != REFERENCE_PROFILE:  # the reference's layout has neither field
+        envelope["arithmetic_profile"] = profile
+        envelope["envelope_sha256"] = envelope_hash(envelope)
+    data: bytes = S.canonical(envelope) + b"\n"
+    return data
+
+
+def _bound(schema: str | tuple[str, ...] | None, max_bytes: int | None) -> int:
     if max_bytes is not None:
         if isinstance(max_bytes, bool) or type(max_bytes) is not int or max_bytes < 1:
             raise ValueError(f"checkpoint: max_bytes must be a positive int, got {max_bytes!r}")
         return max_bytes
+    if schema == MODEL_FILE_SCHEMA or isinstance(schema, tuple):
+        return MODEL_MAX_BYTES
     return record(schema, "file_schema", MLP_RECORD).max_bytes  # None: the largest
+
+
+def _wanted(schema: str | tuple[str, ...] | None) -> tuple[str, ...]:
+    """The file schemas a load accepts: one name, a tuple of them, or None (the MLP pair)."""
+    if schema is None:
+        return (FILE_SCHEMA, MLP_FILE_SCHEMA)
+    return schema if isinstance(schema, tuple) else (schema,)
 
 
 # ---------------------------------------------------------------- decoding
@@ -337,15 +363,17 @@ def _check_flag(allow_profile_change: object) -> None:
 def loads(
     data: bytes,
     allow_profile_change: bool = False,
-    schema: str | None = FILE_SCHEMA,
+    schema: str | tuple[str, ...] | None = FILE_SCHEMA,
     max_bytes: int | None = None,
 ) -> dict[str, Any]:
     """The state (`state_dict()` form) held by checkpoint bytes. Raises ValueError for any
     refused file, TypeError for an `allow_profile_change` that is not a bool.
 
     `schema`: the file schema to accept (FILE_SCHEMA for SmallMLPTrainer, MLP_FILE_SCHEMA for
-    MLPTrainer, None for either). `max_bytes`: the bound applied before parsing (default: the
-    schema's, MAX_BYTES or MLP_MAX_BYTES); a small-schema file is never over MAX_BYTES.
+    MLPTrainer, MODEL_FILE_SCHEMA for Trainer: its state is `Trainer.state_dict()`'s form;
+    None for either MLP schema; a tuple of names for any of them, ALL_SCHEMAS for all).
+    `max_bytes`: the bound applied before parsing (default: the schema's, MAX_BYTES,
+    MLP_MAX_BYTES or MODEL_MAX_BYTES); a small-schema file is never over MAX_BYTES.
     `allow_profile_change=True` accepts a file written under another arithmetic profile (the
     reference's default included): a migration after which bits follow our arithmetic."""
     return _loads(data, allow_profile_change, schema, max_bytes)[0]
@@ -354,7 +382,7 @@ def loads(
 def _loads(
     data: bytes,
     allow_profile_change: bool = False,
-    schema: str | None = FILE_SCHEMA,
+    schema: str | tuple[str, ...] | None = FILE_SCHEMA,
     max_bytes: int | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """`loads`, and the parsed envelope."""
@@ -368,7 +396,10 @@ def _loads(
 
 
 def _parse(
-    data: bytes, allow_profile_change: bool, schema: str | None, max_bytes: int | None
+    data: bytes,
+    allow_profile_change: bool,
+    schema: str | tuple[str, ...] | None,
+    max_bytes: int | None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     if not isinstance(data, (bytes, bytearray)):
         raise ValueError(f"checkpoint: expected bytes, got {type(data).__name__}")
@@ -398,10 +429,16 @@ def _parse(
             f"checkpoint: envelope fields must be {sorted(_ENVELOPE)} and optionally "
             f"{' and '.join(sorted(_OPTIONAL_ENVELOPE))}, got {sorted(envelope)}"
         )
-    wanted = (FILE_SCHEMA, MLP_FILE_SCHEMA) if schema is None else (schema,)
+    wanted = _wanted(schema)
     if envelope["schema"] not in wanted:
         names = " or ".join(repr(w) for w in wanted)
         raise ValueError(f"checkpoint: schema must be {names}, got {envelope['schema']!r}"[:300])
+    model = envelope["schema"] == MODEL_FILE_SCHEMA
+    if model and set(envelope) != _ENVELOPE | _OPTIONAL_ENVELOPE:  # no file without them
+        raise ValueError(
+            f"checkpoint: a model checkpoint's envelope holds exactly "
+            f"{sorted(_ENVELOPE | _OPTIONAL_ENVELOPE)}, got {sorted(envelope)}"
+        )
     rec = record(envelope["schema"], "file_schema", MLP_RECORD)
     if rec.spec is not None and len(data) > rec.max_bytes:  # a fixed layout's bound is fixed
         raise ValueError(f"checkpoint: {len(data)} bytes exceed the {rec.max_bytes}-byte bound")
@@ -436,6 +473,10 @@ def _parse(
             f"{PROFILE!r}; resuming would not reproduce the original run's bits. "
             f"Pass allow_profile_change=True to migrate (bits then follow {PROFILE!r})"
         )
+    if model:  # the model layer sits above this codec: imported when a model file is read
+        from .._model import persist as _model_persist
+
+        return _model_persist.decode_payload(payload, len(data)), envelope
     return _decode_payload(payload, rec, profile), envelope
 
 
@@ -472,7 +513,7 @@ def _check_regular(st: os.stat_result, path: _Path, bound: int) -> None:
 
 
 def read_bounded(
-    path: _Path, max_bytes: int = MAX_BYTES, schema: str | None = FILE_SCHEMA
+    path: _Path, max_bytes: int = MAX_BYTES, schema: str | tuple[str, ...] | None = FILE_SCHEMA
 ) -> bytes:
     """The file's bytes, reading at most the bound + 1 (the bound applies before parsing).
 
@@ -480,17 +521,18 @@ def read_bounded(
     without opening it, so a FIFO never blocks; the open is non-blocking and re-checked with
     `fstat`, so a file swapped for a FIFO between the two is refused too. Unless `schema` is
     the small one, the file's last bytes are read first: a file that does not end by naming
-    MLP_FILE_SCHEMA is held to the small bound (MAX_BYTES), so no large file is read whole
-    unless it claims to be an MLP checkpoint."""
+    a large schema it accepts (MLP_FILE_SCHEMA, MODEL_FILE_SCHEMA) is held to the small bound
+    (MAX_BYTES), so no large file is read whole unless it claims to be such a checkpoint."""
     path = _files.fspath(path)
     _check_regular(os.stat(path), path, max_bytes)
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         st = os.fstat(fd)
-        bound, rec = max_bytes, record(schema, "file_schema", MLP_RECORD)
-        if rec.spec is None and st.st_size > MAX_BYTES:
+        bound = max_bytes
+        large = [n for n in _wanted(schema) if n != FILE_SCHEMA]
+        if large and st.st_size > MAX_BYTES:
             tail = os.pread(fd, _TAIL, max(0, st.st_size - _TAIL))
-            if not tail.endswith(b'"schema":"' + rec.file_schema.encode() + b'"}\n'):
+            if not any(tail.endswith(b'"schema":"' + n.encode() + b'"}\n') for n in large):
                 bound = MAX_BYTES
         _check_regular(st, path, bound)
         data: bytes = _files.read_at_most(fd, bound)
@@ -504,7 +546,7 @@ def read_bounded(
 def load(
     path: _Path,
     allow_profile_change: bool = False,
-    schema: str | None = FILE_SCHEMA,
+    schema: str | tuple[str, ...] | None = FILE_SCHEMA,
     max_bytes: int | None = None,
 ) -> dict[str, Any]:
     """The state held by the checkpoint file at `path` (see `loads` for the arguments)."""
@@ -514,7 +556,7 @@ def load(
 def load_resumable(
     path: _Path,
     allow_profile_change: bool = False,
-    schema: str | None = FILE_SCHEMA,
+    schema: str | tuple[str, ...] | None = FILE_SCHEMA,
     max_bytes: int | None = None,
 ) -> dict[str, Any]:
     """`load`, then `check_resumable`: the state a trainer or `train --resume` continues."""
@@ -526,7 +568,7 @@ def load_resumable(
 def load_with_envelope(
     path: _Path,
     allow_profile_change: bool = False,
-    schema: str | None = FILE_SCHEMA,
+    schema: str | tuple[str, ...] | None = FILE_SCHEMA,
     max_bytes: int | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """`load`, and the parsed envelope (its schema and arithmetic profile)."""
@@ -538,10 +580,20 @@ def load_with_envelope(
 def verify(
     path: _Path, allow_profile_change: bool = False, max_bytes: int | None = None
 ) -> dict[str, Any]:
-    """Check a checkpoint file of either schema fully; return {step, schema, profile (the
-    one the load applies, `applied_profile`), numeric_mode, state_hash} (and
-    `architecture`)."""
-    state, envelope = load_with_envelope(path, allow_profile_change, None, max_bytes)
+    """Check a checkpoint file of any schema fully; return {step, schema, profile (the
+    one the load applies, `applied_profile`), numeric_mode, state_hash} and `architecture`
+    (an MLP's) or `model` (a model checkpoint's record; its numeric_mode is None: the file
+    does not record one)."""
+    state, envelope = load_with_envelope(path, allow_profile_change, ALL_SCHEMAS, max_bytes)
+    if envelope["schema"] == MODEL_FILE_SCHEMA:
+        return {
+            "step": state["step"],
+            "schema": envelope["schema"],
+            "profile": applied_profile(envelope),
+            "numeric_mode": None,
+            "state_hash": envelope["payload_sha256"],
+            "model": state["model"],
+        }
     return {
         "step": state["optimizer"]["step"],
         "schema": envelope["schema"],

@@ -121,7 +121,7 @@ def check_record(value: object, api: str) -> dict[str, Any]:
                 f"name of 1 to {_MAX_NAME} characters), got {value!r}"[:300]
             )
         return {"kind": "custom", "class": name}
-    if kind not in _KINDS or set(value) != _FIELDS:
+    if type(kind) is not str or kind not in _KINDS or set(value) != _FIELDS:
         raise ValueError(
             f"{api}: lr_schedule must be a record of kind {sorted(_KINDS) + ['custom']} with "
             f"exactly its fields ({sorted(_FIELDS)} or kind and class), got {value!r}"[:300]

@@ -19,11 +19,11 @@ from .._buffers.array import Array
 from .._buffers.intake import as_f32_c, as_i32_c, owned_tensor
 from .._mlp import lr_schedule as _lrs
 from .._mlp import state as S
-from .._mlp.codec import state_hash as _hash
 from .._mlp.infer import _argmax, _report
 from .._mlp.rng import _check_seed
 from .._runtime import backend as _backend
 from .export import ModelExport
+from .persist import ModelPersistence
 from .program import Program
 from .spec import ModelSpec
 
@@ -62,7 +62,7 @@ def _say_where_it_runs() -> None:
         )
 
 
-class Trainer(ModelExport):
+class Trainer(ModelPersistence, ModelExport):
     """Trains any `mojolearn.nn.Sequential` of the engine's layers with AdamW, reproducibly.
 
     Every step is one fixed order of float32 operations (docs/ARITHMETIC.md "Models") in the
@@ -459,17 +459,6 @@ class Trainer(ModelExport):
                 "m": _split(m, self._spec),
                 "v": _split(v, self._spec),
             }
-
-    def state_hash(self) -> str:
-        """SHA-256 of the canonical JSON of the state (tensors as little-endian hex).
-
-        Returns:
-            64 hex digits: equal for equal states, on every machine.
-        """
-        state = self.state_dict()
-        for key in ("params", "m", "v"):
-            state[key] = {name: a.tobytes().hex() for name, a in state[key].items()}
-        return _hash(state)
 
 
 def _max_rows(value: object, bound: int) -> int:

@@ -75,12 +75,15 @@ def cmd_verify(args, out):
     ckpt = checkpoints()
     try:
         report = dict(ckpt.verify(path))
-        state = ckpt.load(path, schema=None)
-        if state["data_schedule"].get("format") == SCHEDULE_FORMAT:
-            problem = run_schedule_problem(state)
-            if problem:
-                raise ValueError(f"cannot be resumed by `mojolearn train`: {problem}")
-        report["next_step"] = _next_step_check(path, state)
+        if report["schema"] == ckpt.MODEL_FILE_SCHEMA:
+            report["next_step"] = _model_next_step_check(path)
+        else:
+            state = ckpt.load(path, schema=None)
+            if state["data_schedule"].get("format") == SCHEDULE_FORMAT:
+                problem = run_schedule_problem(state)
+                if problem:
+                    raise ValueError(f"cannot be resumed by `mojolearn train`: {problem}")
+            report["next_step"] = _next_step_check(path, state)
     except ValueError as exc:
         if args.json:
             print(
@@ -156,6 +159,43 @@ def _next_step_check(path, state):
             f"{where}): {str(exc)[:200]}"
         ) from None
     return f"finite (step {trainer.step_} on {where})"
+
+
+def _model_next_step_check(path):
+    """`_next_step_check` for a model checkpoint (`mojolearn.Trainer`): one step on a probe
+    batch of unit-scale rows (0, 1 and -1; class ids 0, 1, 2 mod the classes, or zero
+    targets for an MSE model), in this process's numeric mode (the file records none)."""
+    import mojolearn
+
+    from .._buffers.array import Array
+
+    try:
+        trainer = mojolearn.Trainer.from_checkpoint(path)
+    except ValueError as exc:
+        if "custom schedule" not in str(exc):
+            raise
+        return "not checked (a custom lr_schedule: a load needs that schedule object again)"
+    width, per, out = 1, 1, trainer.output_shape
+    for d in trainer.input_shape:
+        width *= d
+    for d in out:
+        per *= d
+    x = Array.from_list([float(v) for v in (0, 1, -1) for _ in range(width)], "<f4")
+    x = x.reshape((3, *trainer.input_shape))
+    if trainer.loss == "mse":
+        y = Array.from_list([0.0] * (3 * per), "<f4").reshape((3, *out))
+    else:
+        n = per // out[-1]  # positions per example
+        y = Array.from_list([(r + p) % out[-1] for r in range(3) for p in range(n)], "<i4")
+        y = y.reshape((3, *out[:-1]))
+    try:
+        trainer.train_step(x, y)
+    except RuntimeError as exc:
+        raise ValueError(
+            f"the state cannot take a finite step (step {trainer.step_ + 1} on a probe "
+            f"batch): {str(exc)[:200]}"
+        ) from None
+    return f"finite (step {trainer.step_} on a probe batch)"
 
 
 def _custom_schedule_class(state):
