@@ -37,6 +37,7 @@ from ._mlp.codec import (
     write_atomic,
 )
 from ._mlp.persist import trainer_from_bytes
+from ._model import persist as _model_persist  # noqa: F401  (registers the model payload reader)
 from ._runtime.files import TMP_SUFFIX, clean_stale_temporaries
 
 __all__ = [

@@ -74,7 +74,7 @@ from .spec import LayerSizes
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from typing import Any, NoReturn
 
     from .._buffers.array import Array
@@ -459,6 +459,15 @@ def _parse(
             "checkpoint: envelope_sha256 does not match the envelope (its schema, "
             "arithmetic_profile or payload_sha256 corrupted or edited)"
         )
+    profile = _check_profile(envelope, allow_profile_change)
+    if model:
+        return _model_payload(payload, len(data)), envelope
+    return _decode_payload(payload, rec, profile), envelope
+
+
+def _check_profile(envelope: dict[str, Any], allow_profile_change: bool) -> str:
+    """The profile a load applies; refused unless it is this mojolearn's (or v1's), or
+    migration is asked for."""
     if type(envelope.get("arithmetic_profile", REFERENCE_PROFILE)) is not str:
         raise ValueError("checkpoint: arithmetic_profile must be a string")
     profile = applied_profile(envelope)
@@ -473,11 +482,26 @@ def _parse(
             f"{PROFILE!r}; resuming would not reproduce the original run's bits. "
             f"Pass allow_profile_change=True to migrate (bits then follow {PROFILE!r})"
         )
-    if model:  # the model layer sits above this codec: imported when a model file is read
-        from .._model import persist as _model_persist
+    return profile
 
-        return _model_persist.decode_payload(payload, len(data)), envelope
-    return _decode_payload(payload, rec, profile), envelope
+
+# The model layer's payload reader (`_model.persist.decode_payload`), registered when that
+# module is imported: it sits above this codec, which must not import it (every way to a model
+# file, `mojolearn.checkpoint` and `Trainer`, imports it first).
+_MODEL_PAYLOAD: list[Callable[[Any, int], dict[str, Any]]] = []
+
+
+def register_model_payload(reader: Callable[[Any, int], dict[str, Any]]) -> None:
+    """Set the reader of `mojolearn.model-checkpoint.v1` payloads (`_model.persist`)."""
+    _MODEL_PAYLOAD[:] = [reader]
+
+
+def _model_payload(payload: Any, size: int) -> dict[str, Any]:
+    if not _MODEL_PAYLOAD:
+        raise ValueError(
+            "checkpoint: a model checkpoint: read it with mojolearn.checkpoint or Trainer"
+        )
+    return _MODEL_PAYLOAD[0](payload, size)
 
 
 def check_resumable(

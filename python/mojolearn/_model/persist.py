@@ -174,11 +174,9 @@ def decode_payload(value: object, size: int) -> dict[str, Any]:
 
 
 def _state_dict(spec: ModelSpec, checked: dict[str, Any]) -> dict[str, Any]:
-    from .trainer import _split
-
     out = dict(checked)
     for key in TENSORS:
-        out[key] = _split(checked[key], spec)
+        out[key] = spec.split(checked[key])
     return out
 
 
@@ -350,3 +348,6 @@ class ModelPersistence:
             weight_decay=cfg["weight_decay"],
         )
         return trainer.load_state_dict(state, lr_schedule=lr_schedule)
+
+
+_codec.register_model_payload(decode_payload)

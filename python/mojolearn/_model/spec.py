@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import operator
 
+from .._buffers.alloc import empty
 from .._mlp.rng import SplitMix64, _check_seed
 from .._runtime.portable import round_f32
 from .layers import MAX_FEATURES, Layer, Linear, ReLU, Sequential, _Stack, from_json
@@ -19,6 +20,8 @@ from .layers import MAX_FEATURES, Layer, Linear, ReLU, Sequential, _Stack, from_
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from typing import Any
+
+    from .._buffers.array import Array
 
 LOSSES = ("cross_entropy", "mse")
 MAX_PARAMS = 1 << 26  # as the MLP's bound (_mlp/spec.py)
@@ -114,6 +117,15 @@ class ModelSpec:
         for name, shape in zip(self.names, self.shapes):
             path, _, tensor = name.rpartition(".")
             out.append([round_f32(v) for v in layers[path]._initial(tensor, shape, rng)])
+        return out
+
+    def split(self, flat: Array) -> dict[str, Array]:
+        """A flat float32 buffer (params, moments or gradients) as fresh Arrays by name."""
+        out = {}
+        for name, shape, at in zip(self.names, self.shapes, self.offsets):
+            a = empty(shape)
+            a._mv[:] = flat._mv[at : at + math.prod(shape)]
+            out[name] = a
         return out
 
     def mlp_sizes(self) -> list[int] | None:

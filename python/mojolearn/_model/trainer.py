@@ -167,7 +167,7 @@ class Trainer(ModelPersistence, ModelExport):
     @property
     def weights_(self) -> dict[str, Array]:
         """The current parameters: fresh Arrays keyed by torch's `state_dict` names."""
-        return _split(self._state[0], self._spec)
+        return self._spec.split(self._state[0])
 
     @property
     def lr(self) -> float:
@@ -455,9 +455,9 @@ class Trainer(ModelPersistence, ModelExport):
                 if self._lr_schedule is None
                 else _lrs.record(self._lr_schedule),
                 "data_schedule": self.data_schedule,
-                "params": _split(p, self._spec),
-                "m": _split(m, self._spec),
-                "v": _split(v, self._spec),
+                "params": self._spec.split(p),
+                "m": self._spec.split(m),
+                "v": self._spec.split(v),
             }
 
 
@@ -490,16 +490,6 @@ def _initial(spec: ModelSpec, weights: object, seed: int) -> Array:
         for n, s in zip(spec.names, spec.shapes)
     ]
     return S.flat(tensors)  # type: ignore[no-any-return]
-
-
-def _split(flat: Array, spec: ModelSpec) -> dict[str, Array]:
-    out = {}
-    for name, shape, at in zip(spec.names, spec.shapes, spec.offsets):
-        size = math.prod(shape)
-        a = empty(shape)
-        a._mv[:] = flat._mv[at : at + size]
-        out[name] = a
-    return out
 
 
 def _rows(a: Array, start: int, n: int) -> Array:
@@ -575,7 +565,7 @@ def _result(step: int, out: dict[str, Any], spec: ModelSpec) -> dict[str, Any]:
         "step": step,
         "loss": float(out["losses"][-1]),
         "outputs": out["outputs"],
-        "gradients": _split(out["grads"], spec),
+        "gradients": spec.split(out["grads"]),
     }
     if spec.loss == "cross_entropy":
         r["logits"] = out["outputs"]
