@@ -453,3 +453,23 @@ def test_edited_payloads_are_refused_or_are_what_the_writer_writes(seed):
             continue
         assert persist.payload(state) == p, path
         assert checkpoint.state_hash(persist.payload(state)) == checkpoint.state_hash(p)
+
+
+def test_a_state_of_the_other_numeric_mode_is_refused_and_changes_nothing():
+    import mojolearn as ml
+    from mojolearn import nn
+
+    t = ml.Trainer(nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)), input_shape=(3,))
+    state = t.state_dict()
+    running = state["numeric_mode"]
+    assert running == ml.numeric_mode_used()
+    before = t.state_hash()
+    other = dict(state, numeric_mode="fast" if running == "identical" else "identical")
+    with pytest.raises(
+        ValueError,
+        match=f"saved in numeric mode {other['numeric_mode']!r} but this process runs {running!r}",
+    ):
+        t.load_state_dict(other)
+    with pytest.raises(ValueError, match="numeric_mode must be one of"):
+        t.load_state_dict(dict(state, numeric_mode="fastest"))
+    assert t.state_hash() == before

@@ -55,7 +55,9 @@ def _diabetes(seed):
 
 def _r2(pred, truth):
     mean = math.fsum(truth) / len(truth)
-    return 1 - math.fsum((p - t) ** 2 for p, t in zip(pred, truth)) / math.fsum((t - mean) ** 2 for t in truth)
+    return 1 - math.fsum((p - t) ** 2 for p, t in zip(pred, truth)) / math.fsum(
+        (t - mean) ** 2 for t in truth
+    )
 
 
 def test_diabetes_regression_reaches_mlpregressors_r2():
@@ -77,7 +79,9 @@ def test_diabetes_regression_reaches_mlpregressors_r2():
             warnings.simplefilter("ignore")  # its ConvergenceWarning at the default max_iter
             reg = MLPRegressor(random_state=seed).fit([X[i] for i in train], [t[i] for i in train])
         theirs.append(_r2(reg.predict([X[i] for i in test]).tolist(), [t[i] for i in test]))
-    print(f"diabetes test R² per seed: mojolearn {[round(v, 3) for v in ours]}, MLPRegressor {[round(v, 3) for v in theirs]}")
+    print(
+        f"diabetes test R² per seed: mojolearn {[round(v, 3) for v in ours]}, MLPRegressor {[round(v, 3) for v in theirs]}"
+    )
     assert statistics.median(ours) >= statistics.median(theirs)
 
 
@@ -89,13 +93,31 @@ def _cancer_accuracy(model, seed):
     train, test = _split(len(rows), seed)
     X = _standardize(rows, train)
     trainer = ml.Trainer(model, input_shape=(30,), seed=seed, lr=1e-3)
-    _fit(trainer, ml.Array.from_list([X[i] for i in train]), ml.Array.from_list([target[i] for i in train], "<i4"), epochs=30, batch_size=32, seed=seed)
+    _fit(
+        trainer,
+        ml.Array.from_list([X[i] for i in train]),
+        ml.Array.from_list([target[i] for i in train], "<i4"),
+        epochs=30,
+        batch_size=32,
+        seed=seed,
+    )
     pred = trainer.predict(ml.Array.from_list([X[i] for i in test])).tolist()
     return sum(p == target[i] for p, i in zip(pred, test)) / len(test)
 
 
 def test_breast_cancer_gelu_layernorm_dropout_matches_the_relu_mlp():
-    gelu = [_cancer_accuracy(nn.Sequential(nn.Linear(30, 64), nn.GELU(), nn.LayerNorm(64), nn.Dropout(0.1), nn.Linear(64, 2)), s) for s in SEEDS]
-    relu = [_cancer_accuracy(nn.Sequential(nn.Linear(30, 64), nn.ReLU(), nn.Linear(64, 2)), s) for s in SEEDS]
+    gelu = [
+        _cancer_accuracy(
+            nn.Sequential(
+                nn.Linear(30, 64), nn.GELU(), nn.LayerNorm(64), nn.Dropout(0.1), nn.Linear(64, 2)
+            ),
+            s,
+        )
+        for s in SEEDS
+    ]
+    relu = [
+        _cancer_accuracy(nn.Sequential(nn.Linear(30, 64), nn.ReLU(), nn.Linear(64, 2)), s)
+        for s in SEEDS
+    ]
     print(f"breast_cancer test accuracy per seed: GELU/LayerNorm/Dropout {gelu}, ReLU MLP {relu}")
     assert statistics.median(gelu) >= statistics.median(relu)

@@ -606,15 +606,14 @@ def verify(
 ) -> dict[str, Any]:
     """Check a checkpoint file of any schema fully; return {step, schema, profile (the
     one the load applies, `applied_profile`), numeric_mode, state_hash} and `architecture`
-    (an MLP's) or `model` (a model checkpoint's record; its numeric_mode is None: the file
-    does not record one)."""
+    (an MLP's) or `model` (a model checkpoint's record)."""
     state, envelope = load_with_envelope(path, allow_profile_change, ALL_SCHEMAS, max_bytes)
     if envelope["schema"] == MODEL_FILE_SCHEMA:
         return {
             "step": state["step"],
             "schema": envelope["schema"],
             "profile": applied_profile(envelope),
-            "numeric_mode": None,
+            "numeric_mode": state["numeric_mode"],
             "state_hash": envelope["payload_sha256"],
             "model": state["model"],
         }

@@ -29,6 +29,7 @@ from .._mlp import codec as _codec
 from .._mlp import lr_schedule as _lrs
 from .._mlp import state as S
 from .._mlp.rng import _check_seed
+from .._runtime import backend as _backend
 from .program import Program
 from .spec import MAX_PARAMS, ModelSpec
 
@@ -49,6 +50,7 @@ KEYS = frozenset(
     (
         "schema",
         "model",
+        "numeric_mode",
         "seed",
         "step",
         "config",
@@ -114,9 +116,14 @@ def check_state(
         raise ValueError(f"{api}: {exc}") from None
     cfg = state["config"]
     S._fields(cfg, S.CONFIG_KEYS, "state config", api)
+    if state["numeric_mode"] not in S.MODES:
+        raise ValueError(
+            f"{api}: numeric_mode must be one of {S.MODES}, got {state['numeric_mode']!r}"[:300]
+        )
     out: dict[str, Any] = {
         "schema": SCHEMA,
         "model": spec.record(),
+        "numeric_mode": state["numeric_mode"],
         "seed": seed,
         "step": S.check_step(state["step"], api),
         "config": S.check_config(
@@ -242,6 +249,12 @@ class ModelPersistence:
                     f"{t._spec.record()!r}"[:600]
                 )
         _, st = check_state(state, api)
+        running = _backend.binding().mode
+        if st["numeric_mode"] != running:  # its next steps could not be the run's
+            raise ValueError(
+                f"{api}: the state was saved in numeric mode {st['numeric_mode']!r} but this "
+                f"process runs {running!r}"
+            )
         with t._lock:
             sched = _lrs.resolve(st["lr_schedule"], lr_schedule, t._lr_schedule, api)
             seed = st["seed"]

@@ -439,7 +439,8 @@ class Trainer(ModelPersistence, ModelExport):
         """The whole resumable state as plain values (fresh copies).
 
         Returns:
-            `schema`, `model` (the model record: layers, input shape, loss), `seed`, `step`,
+            `schema`, `model` (the model record: layers, input shape, loss), `numeric_mode`
+            (the process's: a state resumes only in it), `seed`, `step`,
             `config` (lr, betas, eps, weight decay), `lr_schedule` (its record or None),
             `data_schedule`, and `params`, `m`, `v` (dicts of fresh Arrays by torch name).
         """
@@ -448,6 +449,7 @@ class Trainer(ModelPersistence, ModelExport):
             return {
                 "schema": SCHEMA,
                 "model": self._spec.record(),
+                "numeric_mode": _backend.binding().mode,
                 "seed": self._seed,
                 "step": self._step,
                 "config": dict(self._config),
