@@ -21,6 +21,7 @@ from ._buffers.intake import as_f32_c, as_i32_c
 from ._mlp import batches as _mlp_batches
 from ._mlp import lr_schedule as _lrs
 from ._mlp.core import MLPCore
+from ._model.trainer import Trainer
 from ._runtime import files as _files
 from .batches import Batches
 
@@ -41,7 +42,7 @@ _BATCHES_SETUP = ("n", "features", "batch_size", "seed", "shuffle", "drop_last")
 
 
 def fit(
-    trainer: MLPCore,
+    trainer: MLPCore | Trainer,
     X: BufferLike,
     y: BufferLike,
     *,
@@ -69,13 +70,17 @@ def fit(
     `trainer.lr_schedule` to the same schedule before calling `fit` again.
 
     Args:
-        trainer: a `SmallMLPTrainer` or `MLPTrainer`.
-        X: float32 features (n, inputs), n >= 1, every value finite (any buffer `Batches`
-            takes; read once, when `fit` is called: one scan for NaN and infinities).
-        y: n integer labels in [0, classes).
+        trainer: a `SmallMLPTrainer`, `MLPTrainer` or `Trainer`.
+        X: float32 examples, n >= 1, every value finite (any buffer `Batches` takes; read
+            once, when `fit` is called: one scan for NaN and infinities): (n, inputs) for an
+            MLP trainer, (n, *input_shape) (or (n, prod(input_shape))) for a `Trainer`.
+        y: the n targets `train_step` takes: integer labels in [0, classes), (n,) (or
+            (n, T) for a `Trainer` whose outputs are (T, classes)); for a `"mse"` Trainer
+            finite float32 (n, *output_shape) (or (n,) for one output).
         epochs: the epochs to run in all (a resumed run's included), an int >= 1.
         batch_size: rows per batch, an int in [1, trainer.max_rows].
-        val: the validation rows `(Xv, yv)` (float32, finite; integer labels), or None.
+        val: the validation rows `(Xv, yv)`, each as X and y, or None (a `Trainer` scores
+            them in one `evaluate`: at most `max_rows` examples).
         patience: stop after this many epochs in a row without improvement, an int >= 1
             (needs `val`), or None (run all epochs).
         seed: the shuffle's seed, an int in [0, 2**64).
@@ -84,12 +89,14 @@ def fit(
     Returns:
         One dict per epoch done, in order: "epoch" (1-based), "step" (the trainer's step at
         the epoch's end), "loss" (the epoch's mean training loss per row) and, with `val`,
-        "val_loss", "val_accuracy" (`trainer.evaluate`'s) and "improved".
+        "val_loss", "val_accuracy" (`trainer.evaluate`'s; an `"mse"` Trainer's entries have
+        "val_r2", its R², instead) and "improved".
 
     Raises:
         TypeError: an argument of the wrong type (the message names it).
         ValueError: an argument out of range; shapes or labels that do not fit the trainer; a
-            NaN or infinity in X or val (naming the argument, row and column); `patience`
+            NaN or infinity in X, float targets or val (naming the argument, the example
+            and the element); a `Trainer`'s val over its `max_rows`; `patience`
             without `val`; a PATH or history file that is not this run's; a run with a custom
             `lr_schedule` the trainer lacks. Every refusal comes before anything changes.
         RuntimeError: a step the trainer refuses mid-run (a non-finite result): the trainer
@@ -127,12 +134,13 @@ class _Run:
         seed: Any,
         checkpoint: Any,
     ) -> None:
-        if not isinstance(trainer, MLPCore):
+        if not isinstance(trainer, (MLPCore, Trainer)):
             raise TypeError(
-                f"{_API}: trainer must be a SmallMLPTrainer or MLPTrainer, "
+                f"{_API}: trainer must be a SmallMLPTrainer, MLPTrainer or Trainer, "
                 f"got {type(trainer).__name__}"
             )
         self.trainer = trainer
+        self.metric = _metric(trainer)
         _positive("epochs", epochs)
         _positive("batch_size", batch_size)
         if batch_size > trainer.max_rows:
@@ -140,7 +148,7 @@ class _Run:
                 f"{_API}: batch_size must be at most the trainer's max_rows "
                 f"{trainer.max_rows}, got {batch_size}"
             )
-        self.X, self.y = _data(trainer, X, y, "X", "y", "X")
+        self.X, self.y = _data(trainer, X, y, "X", "y", None)
         self.val = _val(trainer, val)
         if patience is not None:
             _positive("patience", patience)
@@ -186,17 +194,14 @@ class _Run:
         assert self.paths is not None
         path, _, history_path = self.paths
         shown = _files.shown(path)
-        try:
-            state = type(self.trainer)._load(path, False, None)
-        except ValueError as exc:
-            raise ValueError(f"{_API}: checkpoint {shown}: {exc}") from None
+        state, step = _saved(self.trainer, path, shown)
         rec = state["data_schedule"]
         self._check_record(rec, shown)
-        history = _read_history(history_path, rec)
-        if state["optimizer"]["step"] != rec["step"]:
+        history = _read_history(history_path, rec, self.metric)
+        if step != rec["step"]:
             raise ValueError(
                 f"{_API}: checkpoint {shown}: its record is at step {rec['step']}, "
-                f"its state at step {state['optimizer']['step']}"
+                f"its state at step {step}"
             )
         batches = Batches.from_state(self.X, self.y, rec["batches"])
         _check_schedule(self.trainer, state, shown)
@@ -228,7 +233,18 @@ class _Run:
             raise ValueError(f"{_API}: checkpoint {shown}: its record is not at an epoch's end")
 
 
-def _check_schedule(trainer: MLPCore, state: dict[str, Any], shown: str) -> None:
+def _saved(trainer: MLPCore | Trainer, path: str, shown: str) -> tuple[dict[str, Any], int]:
+    """The checked state of checkpoint `path` as the trainer's class reads its files (no
+    trainer built, nothing changed), and that state's step (where each kind keeps it)."""
+    try:
+        state = type(trainer)._load(path, False, None)
+    except ValueError as exc:
+        raise ValueError(f"{_API}: checkpoint {shown}: {exc}") from None
+    step = state["optimizer"]["step"] if isinstance(trainer, MLPCore) else state["step"]
+    return state, step
+
+
+def _check_schedule(trainer: MLPCore | Trainer, state: dict[str, Any], shown: str) -> None:
     """A custom lr_schedule is recorded by class only: the trainer must already run one of
     that class. Refused here, because the load's own message advises `lr_schedule=`, which
     `fit` does not take."""
@@ -261,7 +277,7 @@ def _epoch(run: _Run) -> None:
     entry["loss"] = math.fsum(losses) / rows
     improved = False
     if run.val is not None:
-        scores = trainer.evaluate(*run.val)
+        scores: dict[str, Any] = dict(trainer.evaluate(*run.val))
         loss = scores["loss"]
         improved = run.best is None or loss < run.best["val_loss"]
         if improved:
@@ -269,7 +285,8 @@ def _epoch(run: _Run) -> None:
             run.bad_epochs = 0
         else:
             run.bad_epochs += 1
-        entry.update(val_loss=loss, val_accuracy=scores["accuracy"], improved=improved)
+        entry.update({"val_loss": loss, f"val_{run.metric}": scores[run.metric]})
+        entry["improved"] = improved
     run.history.append(entry)
     trainer.data_schedule = run.record()
     if run.paths is not None:
@@ -287,57 +304,104 @@ def _positive(name: str, value: Any) -> None:
         raise ValueError(f"{_API}: {name} must be an int >= 1, got {value}")
 
 
+def _metric(trainer: MLPCore | Trainer) -> str:
+    """The `evaluate` score the history records besides the loss (as "val_" + it): R² for a
+    regressor (accuracy means nothing there), accuracy for every classifier."""
+    mse = isinstance(trainer, Trainer) and trainer.loss == "mse"
+    return "r2" if mse else "accuracy"
+
+
+def _expects(trainer: MLPCore | Trainer) -> tuple[tuple[int, ...], tuple[int, ...], int | None]:
+    """One example's input shape, its target's shape, and the classes (None: float32 targets,
+    an MSE model's)."""
+    if isinstance(trainer, MLPCore):
+        sizes = trainer.layer_sizes
+        return (sizes[0],), (), sizes[-1]
+    out = trainer.output_shape
+    if trainer.loss == "mse":
+        return trainer.input_shape, out, None
+    return trainer.input_shape, out[:-1], out[-1]
+
+
 def _data(
-    trainer: MLPCore, X: Any, y: Any, xname: str, yname: str, arg: str
+    trainer: MLPCore | Trainer, X: Any, y: Any, xname: str, yname: str, arg: str | None
 ) -> tuple[Array, Array]:
-    """(X, y) as float32 (n, inputs) finite values and n int32 labels in [0, classes), n >= 1,
-    checked against the trainer up front (a batch refused mid-epoch would leave half an epoch
-    done). `arg`: the argument the messages name (X, or val for val's pair)."""
+    """(X, y) as the trainer's steps take them (float32 finite examples; int32 labels in
+    [0, classes), or finite float32 targets), n >= 1, checked against the trainer up front (a
+    batch refused mid-epoch would leave half an epoch done). `arg`: the argument the messages
+    name (val for val's pair; None: each its own)."""
+    inputs, targets, classes = _expects(trainer)
+    mlp = isinstance(trainer, MLPCore)  # its intake names the rank it wants
     try:
-        x_arr = as_f32_c(X, 2, xname)[0]
-        y_arr = as_i32_c(y, 1, yname)[0]
+        x_arr = as_f32_c(X, 2 if mlp else None, xname)[0]
+        if classes is None:
+            y_arr = as_f32_c(y, None, yname)[0]
+        else:
+            y_arr = as_i32_c(y, 1 if mlp else None, yname)[0]
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"{_API}: {exc}") from None
-    n, width = x_arr._shape
-    sizes = trainer.layer_sizes
+    n = x_arr._shape[0] if x_arr._shape else 0
     if n == 0:
         raise ValueError(f"{_API}: {xname} must have at least one row, got shape {x_arr._shape}")
-    if width != sizes[0]:
+    x_arr = _examples(x_arr, inputs, xname)
+    want = (n, *targets)
+    # One output's float targets may come as (n,) too, as `Trainer.train_step` takes them.
+    one = classes is None and targets == (1,)
+    if y_arr._shape != want and not (one and y_arr._shape == (n,)):
+        also = f" (or {(n,)})" if one else ""
         raise ValueError(
-            f"{_API}: {xname} must have {sizes[0]} columns (the trainer's inputs), got {width}"
+            f"{_API}: {yname} must have shape {want}{also} to match {xname}, got {y_arr._shape}"
         )
-    if y_arr._shape != (n,):
-        raise ValueError(
-            f"{_API}: {yname} must have shape ({n},) to match {xname}, got {y_arr._shape}"
-        )
-    labels = y_arr._mv
-    lo, hi = min(labels), max(labels)
-    if lo < 0 or hi >= sizes[-1]:
-        bad = lo if lo < 0 else hi
-        raise ValueError(
-            f"{_API}: {yname} must hold labels in [0, {sizes[-1]}) (the trainer's classes), "
-            f"got {bad}"
-        )
-    _finite(x_arr, xname, arg)
+    words = ("row", "column") if mlp else ("example", "element")
+    if classes is not None:
+        labels = y_arr._mv
+        lo, hi = min(labels), max(labels)
+        if lo < 0 or hi >= classes:
+            raise ValueError(
+                f"{_API}: {yname} must hold labels in [0, {classes}) (the trainer's classes), "
+                f"got {lo if lo < 0 else hi}"
+            )
+    else:
+        _finite(y_arr, yname, arg or yname, words)
+    _finite(x_arr, xname, arg or xname, words)
     return x_arr, y_arr
 
 
-def _finite(x_arr: Array, xname: str, arg: str) -> None:
-    """Refuse a NaN or infinity before the first step (the trainer would refuse it only at
-    its batch, epochs in, at a row of the shuffled batch). One scan in the binding; only a
-    refusal looks for where, as the row and column of the caller's data."""
-    if _mlp_batches.all_finite(x_arr, xname):
-        return
-    width = x_arr._shape[1]
-    flat = x_arr._mv
-    at = next(i for i in range(len(flat)) if not math.isfinite(flat[i]))
+def _examples(x_arr: Array, inputs: tuple[int, ...], xname: str) -> Array:
+    """X of shape (n, *inputs), a flat (n, prod(inputs)) taken as it (as `Trainer` does)."""
+    shape = x_arr._shape
+    width = math.prod(inputs)
+    if shape[1:] == inputs:
+        return x_arr
+    if len(inputs) > 1 and shape[1:] == (width,):
+        return x_arr.reshape((shape[0], *inputs))
+    if len(inputs) == 1 and len(shape) == 2:
+        raise ValueError(
+            f"{_API}: {xname} must have {width} columns (the trainer's inputs), got {shape[1]}"
+        )
+    also = f" or (n, {width})" if len(inputs) > 1 else ""
     raise ValueError(
-        f"{_API}: {arg} must hold finite values: {xname} row {at // width}, column "
-        f"{at % width} is {flat[at]!r}"
+        f"{_API}: {xname} must have shape (n, {', '.join(map(str, inputs))}){also} (the "
+        f"trainer's input_shape), got {shape}"
     )
 
 
-def _val(trainer: MLPCore, val: Any) -> tuple[Array, Array] | None:
+def _finite(arr: Array, name: str, arg: str, words: tuple[str, str]) -> None:
+    """Refuse a NaN or infinity before the first step (the trainer would refuse it only at
+    its batch, epochs in, at a row of the shuffled batch). One scan in the binding; only a
+    refusal looks for where, as the example (row) and element (column) of the caller's data."""
+    if _mlp_batches.all_finite(arr, name):
+        return
+    per = arr._size // arr._shape[0]
+    flat = arr._mv
+    at = next(i for i in range(len(flat)) if not math.isfinite(flat[i]))
+    raise ValueError(
+        f"{_API}: {arg} must hold finite values: {name} {words[0]} {at // per}, {words[1]} "
+        f"{at % per} is {flat[at]!r}"
+    )
+
+
+def _val(trainer: MLPCore | Trainer, val: Any) -> tuple[Array, Array] | None:
     if val is None:
         return None
     if type(val) not in (tuple, list) or len(val) != 2:
@@ -345,7 +409,13 @@ def _val(trainer: MLPCore, val: Any) -> tuple[Array, Array] | None:
             f"{_API}: val must be a pair (Xv, yv) or None, got {type(val).__name__}"
             + (f" of length {len(val)}" if type(val) in (tuple, list) else "")
         )
-    return _data(trainer, val[0], val[1], "val[0]", "val[1]", "val")
+    pair = _data(trainer, val[0], val[1], "val[0]", "val[1]", "val")
+    if isinstance(trainer, Trainer) and pair[0]._shape[0] > trainer.max_rows:
+        raise ValueError(
+            f"{_API}: val has {pair[0]._shape[0]} examples, more than the trainer's max_rows "
+            f"{trainer.max_rows} (Trainer.evaluate scores them as one batch)"
+        )
+    return pair
 
 
 def _batches(X: Array, y: Array, batch_size: int, seed: Any) -> Batches:
@@ -394,11 +464,11 @@ def _history_bytes(history: list[dict[str, Any]]) -> bytes:
     return (json.dumps(history, allow_nan=False) + "\n").encode()
 
 
-def _read_history(path: str, rec: dict[str, Any]) -> list[dict[str, Any]]:
+def _read_history(path: str, rec: dict[str, Any], metric: str) -> list[dict[str, Any]]:
     """The first `rec["epoch"]` entries of a run's history file, each checked to be what
     `_epoch` writes for this record's run (it may hold one more: a save cut between the
-    history and the checkpoint). Junk is refused, naming the file and what is wrong, so it
-    never comes back as the run's history."""
+    history and the checkpoint); `metric` is the trainer's score (`_metric`). Junk is refused,
+    naming the file and what is wrong, so it never comes back as the run's history."""
     shown = _files.shown(path)
     epochs = rec["epoch"]
     try:
@@ -415,7 +485,9 @@ def _read_history(path: str, rec: dict[str, Any]) -> list[dict[str, Any]]:
             f"{_API}: the checkpoint's history {shown} does not hold the {epochs} epochs "
             f"the checkpoint has done (or one more), got {got}"
         )
-    keys = _HISTORY_KEYS + (_VAL_KEYS if rec["val"] is not None else ())
+    keys = _HISTORY_KEYS + (
+        ("val_loss", f"val_{metric}", "improved") if rec["val"] is not None else ()
+    )
     for i, entry in enumerate(history):
         why = _entry_fault(entry, i + 1, keys)
         if why is None and i + 1 == epochs and entry["step"] != rec["step"]:
@@ -434,7 +506,6 @@ def _read_history(path: str, rec: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 _HISTORY_KEYS = ("epoch", "step", "loss")
-_VAL_KEYS = ("val_loss", "val_accuracy", "improved")
 
 
 def _no_constant(name: str) -> None:

@@ -313,6 +313,18 @@ class ModelPersistence:
         _codec.write_atomic(path, data)
 
     @classmethod
+    def _load(  # type: ignore[misc]  # cls: the Trainer this mixes into
+        cls: type[_T],
+        path: str | os.PathLike[str],
+        allow_profile_change: bool,
+        max_bytes: int | None,
+    ) -> dict[str, Any]:
+        """The checked state (`state_dict()` form) of a model checkpoint file, no trainer
+        built: what `mojolearn.fit` reads to check a run before it touches the trainer (the
+        MLP trainers' `_load` has the same signature)."""
+        return _codec.load_resumable(path, allow_profile_change, FILE_SCHEMA, max_bytes)
+
+    @classmethod
     def from_checkpoint(  # type: ignore[misc]  # cls: the Trainer this mixes into
         cls: type[_T],
         path: str | os.PathLike[str],
