@@ -1,9 +1,10 @@
 """Processes of the MPI tests of `DataParallel` over a `Trainer` (issue 35), run under
 `mpiexec -n 2`.
 
-python -m tests.distributed._model_child run LOSS STEPS M...
+python -m tests.distributed._model_child run LOSS STEPS FORM M...
     For each M: a fresh LayerNorm + Dropout + Residual Trainer (`make`) takes STEPS
-    data-parallel steps on `batches`; rank 0 prints one line, "M:step:hash" per M.
+    data-parallel steps on `batches`, each process passing the whole batch (FORM global) or
+    its microbatches' rows (FORM shard); rank 0 prints one line, "M:step:hash" per M.
 python -m tests.distributed._model_child disagree OUT_JSON
     Ranks whose trainers differ in the model or the weights, or whose states differ after a
     load on one of them, are refused by name on every rank, with nothing applied. Rank 0
@@ -49,13 +50,22 @@ def batches(loss, steps, seed=11):
     return out
 
 
-def run(loss, steps, ms):
+def _shard(a, rows):
+    return ml.Array.from_list([a.tolist()[r] for r in rows], "<i4" if len(a.shape) == 1 else "<f4")
+
+
+def run(loss, steps, form, ms):
     said = []
     for m in ms:
         trainer = make(loss)
         dp = DataParallel(trainer, microbatches=m)
+        per = ROWS // m
+        mine = [r for i in dp.microbatches_of(dp.rank) for r in range(i * per, (i + 1) * per)]
         for X, y in batches(loss, steps):
-            dp.train_step(X, y)
+            if form == "shard":
+                dp.train_step(_shard(X, mine), _shard(y, mine), global_rows=ROWS)
+            else:
+                dp.train_step(X, y)
         said.append(f"{m}:{trainer.step_}:{trainer.state_hash()}")
     if dp.rank == 0:
         print(" ".join(said), flush=True)
@@ -100,6 +110,6 @@ def disagree(out):
 
 if __name__ == "__main__":
     if sys.argv[1] == "run":
-        run(sys.argv[2], int(sys.argv[3]), [int(m) for m in sys.argv[4:]])
+        run(sys.argv[2], int(sys.argv[3]), sys.argv[4], [int(m) for m in sys.argv[5:]])
     else:
         disagree(sys.argv[2])

@@ -65,7 +65,7 @@ def test_microbatches_split_the_batch_they_do_not_make_another(loss):
     want = make(loss).train_step(X, y)["loss"]
     for m in (2, 4):
         got = DataParallel(make(loss), microbatches=m, comm=OneProcess()).train_step(X, y)
-        assert abs(got["loss"] - want) <= 1e-6 * abs(want), m
+        assert abs(got["loss"] - want) <= 1e-5 * abs(want), m
 
 
 def test_the_port_refuses_as_the_trainer_does_and_changes_nothing():
@@ -113,20 +113,31 @@ def test_a_trainer_port_microbatch_over_the_whole_batch_is_train_steps_gradient(
 # -- two processes -----------------------------------------------------------------------------
 
 
+def _said(line):
+    """{M: (step, hash)} of a run job's line."""
+    return {int(m): (int(step), h) for m, step, h in (s.split(":") for s in line.split())}
+
+
 @pytest.mark.parametrize("loss", LOSSES)
 def test_two_processes_give_the_bits_of_one(loss):
     """M = 1, 2, 4 under `mpiexec -n 2` (M = 1: rank 1 computes nothing and still steps), each
     the one-process bits; M = 1 is also plain train_step's."""
     _mpi_or_skip()
-    said = _job("run", loss, str(STEPS), "1", "2", "4").split()
-    got = {int(m): (int(step), digest) for m, step, digest in (s.split(":") for s in said)}
     want = {m: _one_process(loss, m) for m in (1, 2, 4)}
-    assert got == want
+    assert _said(_job("run", loss, str(STEPS), "global", "1", "2", "4")) == want
     plain = make(loss)
     for X, y in batches(loss, STEPS):
         plain.train_step(X, y)
     assert want[1] == (STEPS, plain.state_hash())
     assert want[2][1] != want[1][1]  # a microbatched step is not the plain one (rounding)
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_the_shard_form_gives_the_global_forms_bits(loss):
+    """Each rank passing only its microbatches' rows (and global_rows): the same bits."""
+    _mpi_or_skip()
+    want = {m: _one_process(loss, m) for m in (2, 4)}
+    assert _said(_job("run", loss, str(STEPS), "shard", "2", "4")) == want
 
 
 def test_ranks_with_other_models_or_weights_are_refused_on_every_rank(tmp_path):
