@@ -111,8 +111,8 @@ class DataParallel:
 
     Construction is collective (every process of `comm` builds its DataParallel): in one round
     trip the processes check that they agree on M and on their trainers (class, layer sizes or
-    a Trainer's model, numeric mode, lr, betas, eps, weight_decay, lr_schedule, step, data_schedule and state
-    hash); the first difference is the same ValueError on every process, naming it and two
+    a Trainer's model, numeric mode, lr, betas, eps, weight_decay, lr_schedule, step,
+    data_schedule and state hash); the first difference is the same ValueError on every process, naming it and two
     ranks' values. With a learning-rate schedule, every step's rate also rides in the step's
     agreement (a custom schedule's record is only its class), and the step applies it.
 
@@ -322,8 +322,10 @@ class DataParallel:
         after a load or step outside `dp` on any process, their state hashes are compared.
 
         Args:
-            X: float32 (rows, inputs): the batch, or this process's shard of it.
-            targets: integer (rows,): the class of each row.
+            X: float32 (rows, inputs) (a Trainer's: (rows, *input_shape)): the batch, or
+                this process's shard of it.
+            targets: integer (rows,): the class of each row (a Trainer's: as its
+                `train_step` takes them, e.g. float32 outputs for MSE).
             global_rows: R in the shard form; None in the global form.
 
         Returns:
