@@ -32,7 +32,9 @@ def _bits(values):
     return [struct.unpack("<I", struct.pack("<f", v))[0] for v in values]
 
 
-def _step(spec, program, params, x, targets, rows, mode=1, k=1, t=1, state=None):
+def _step(
+    spec, program, params, x, targets, rows, mode=1, k=1, t=1, state=None, first_row=0, divide_by=0
+):
     """One `model_step` call; (losses, outputs, grads, new params/m/v)."""
     total = spec.total
     m, v = state or ([0.0] * total, [0.0] * total)
@@ -47,7 +49,8 @@ def _step(spec, program, params, x, targets, rows, mode=1, k=1, t=1, state=None)
     h = HYPER
     _backend.binding().model_step(
         addrs,
-        [rows, mode, k, t, h["lr"], h["beta1"], h["beta2"], h["eps"], h["weight_decay"], total],
+        [rows, mode, k, t, h["lr"], h["beta1"], h["beta2"], h["eps"], h["weight_decay"], total]
+        + [first_row, divide_by],
     )
     return list(losses), list(outputs), list(grads), [list(a) for a in new]
 
@@ -300,3 +303,52 @@ def test_class_ids_outside_the_classes_are_refused():
     params = [v for t in spec.init(0) for v in t]
     with pytest.raises(ValueError, match=r"targets\[1\] = 3 is not a class in \[0, 3\)"):
         _step(spec, Program(spec, 0), params, [0.5] * 8, [0, 3], 2)
+
+
+@identical
+@pytest.mark.parametrize("loss", ["cross_entropy", "mse"])
+def test_a_microbatch_is_its_rows_of_the_whole_batch(seed, loss):
+    """A microbatch pass (first_row, divide_by: ARITHMETIC.md "Data parallel") draws the
+    Dropout masks of its rows in the whole batch: its outputs are those rows of the whole
+    batch's training pass, bit for bit; at first_row 0 they are not. Its divisor scales the
+    loss and every gradient: twice its own count halves them exactly (a power of two commutes
+    with rounding)."""
+    rng = random.Random(seed)
+    classes = rng.randrange(2, 5)
+    model = nn.Sequential(
+        nn.Linear(6, 8),
+        nn.LayerNorm(8),
+        nn.Dropout(0.5),
+        nn.Residual(nn.Linear(8, 8), nn.GELU(), nn.Dropout(0.25)),
+        nn.Linear(8, classes if loss == "cross_entropy" else 3),
+    )
+    spec = ModelSpec(model, (6,), loss)
+    program = Program(spec, rng.randrange(1 << 64))
+    params = [v for t in spec.init(rng.randrange(1 << 32)) for v in t]
+    rows, r0 = 8, rng.randrange(1, 6)
+    m = rng.randrange(1, rows - r0 + 1)
+    x, y = _data(rng, spec, rows)
+    n_out = program.outputs
+    per_y = 1 if loss == "cross_entropy" else n_out
+    t = rng.randrange(1, 50)
+    _, whole, _, _ = _step(spec, program, params, x, y, rows, t=t)
+    xs, ys = x[r0 * 6 : (r0 + m) * 6], y[r0 * per_y : (r0 + m) * per_y]
+    part = _step(spec, program, params, xs, ys, m, t=t, first_row=r0, divide_by=rows * per_y)
+    assert _bits(part[1]) == _bits(whole[r0 * n_out : (r0 + m) * n_out])
+    _, at_zero, _, _ = _step(spec, program, params, xs, ys, m, t=t)
+    assert at_zero != part[1]  # the mask follows the row's place in the batch
+    own = _step(spec, program, params, xs, ys, m, t=t, first_row=r0)
+    halved = _step(spec, program, params, xs, ys, m, t=t, first_row=r0, divide_by=2 * m * per_y)
+    assert _bits(halved[0]) == _bits([v / 2 for v in own[0]])
+    assert _bits(halved[2]) == _bits([v / 2 for v in own[2]])
+    assert any(own[2])
+
+
+def test_a_microbatch_divisor_below_its_own_count_is_refused(seed):
+    spec = ModelSpec(nn.Sequential(nn.Linear(3, 2)), (3,), "mse")
+    params = [0.5] * spec.total
+    x, y = _data(random.Random(seed), spec, 4)
+    with pytest.raises(ValueError, match=r"divide_by 7 is below this batch's 8 loss terms"):
+        _step(spec, Program(spec, 0), params, x, y, 4, divide_by=7)
+    with pytest.raises(ValueError, match=r"first_row must be an integer in \[0, "):
+        _step(spec, Program(spec, 0), params, x, y, 4, first_row=-1)

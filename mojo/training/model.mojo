@@ -227,12 +227,16 @@ def model_loss(pr: Program, y: I32P, target: F32P, divide_by: Int) -> Float32:
 def model_steps(words: I64P, x: F32P, y: I32P, target: F32P, p: F32P, m: F32P, v: F32P,
                 losses: F32P, outputs: F32P, grads: F32P, rows: Int, mode: Int, k: Int, t0: Int,
                 lr: Float64, beta1: Float64, beta2: Float64, eps: Float64,
-                weight_decay: Float64, total: Int):
+                weight_decay: Float64, total: Int, first_row: Int = 0, divide_by: Int = 0):
     """`k` steps over k batches of `rows` examples stacked in x and the targets (y: int32 class
     ids for cross-entropy, target: float32 for MSE), in place on p, m, v in mode train (t =
     t0, t0 + 1, ...); modes forward, grads and eval (the loss of inference's forward) run one
     batch and leave p, m, v as they are.
-    `losses[i]` is batch i's loss; `outputs` and `grads` hold the last batch's."""
+    `losses[i]` is batch i's loss; `outputs` and `grads` hold the last batch's.
+    A microbatch of a larger batch (ARITHMETIC.md "Data parallel"): its first row is row
+    `first_row` of the whole batch (Dropout's global element index), and `divide_by` > 0 is
+    the whole batch's loss count (its rows × positions, or × outputs for MSE), the divisor in
+    place of this batch's own."""
     var arena_floats = rows * Int(words[unsafe_offset=3])
     var act = List[Float32](length=max(arena_floats, 1), fill=0)
     var dact = List[Float32](length=max(arena_floats, 1), fill=0)
@@ -244,13 +248,14 @@ def model_steps(words: I64P, x: F32P, y: I32P, target: F32P, p: F32P, m: F32P, v
         var pr = Program(Int(words), Int(x.unsafe_offset(i * rows * inputs)),
                          Int(act.unsafe_ptr()), Int(dact.unsafe_ptr()), rows)
         var t = t0 + i
-        model_forward(pr, p, t, mode == MODE_GRADS or mode == MODE_TRAIN, 0)
+        model_forward(pr, p, t, mode == MODE_GRADS or mode == MODE_TRAIN, first_row)
         var z = pr.at(pr.output())
         if mode != MODE_FORWARD:
             losses[unsafe_offset=i] = model_loss(pr, y.unsafe_offset(i * rows * labels),
-                                                 target.unsafe_offset(i * rows * outs), 0)
+                                                 target.unsafe_offset(i * rows * outs),
+                                                 divide_by)
         if mode == MODE_GRADS or mode == MODE_TRAIN:
-            model_backward(pr, p, grads, t, 0)
+            model_backward(pr, p, grads, t, first_row)
         if i == k - 1 or mode == MODE_FORWARD:
             for j in range(rows * outs):
                 outputs[unsafe_offset=j] = z[unsafe_offset=j]

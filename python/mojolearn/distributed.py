@@ -1,5 +1,9 @@
 """Data-parallel training where N processes give the bits of one (`DataParallel`).
 
+It steps a `SmallMLPTrainer`, an `MLPTrainer` or a `Trainer` (any `mojolearn.nn` model,
+Dropout included: a mask depends on the element's global index in the batch, never on which
+process or microbatch computed it).
+
 The global batch of R rows is split into M contiguous microbatches of R/M rows (M a power of
 two). Whichever process computes microbatch i computes the same bits: its loss and gradient on
 the current state, divided by f32(R) where the mean divides (so M = 1 is exactly
@@ -28,6 +32,7 @@ from __future__ import annotations
 import array as _pyarray
 
 from ._mlp.core import MLPCore
+from ._model.trainer import Trainer
 from ._runtime import backend as _backend
 from ._runtime.world import World, guard_job, mark_cut
 
@@ -40,7 +45,7 @@ if TYPE_CHECKING:
 
     from ._buffers.types import BufferLike, StepLoss
     from ._mlp.port import Port
-    from ._mlp.spec import ResultLayout
+    from ._model.port import ModelPort
     from .mlp_trainer import MLPTrainer
     from .trainer import SmallMLPTrainer
 
@@ -65,8 +70,11 @@ _FACTS = (
 )
 
 
-def _facts(trainer: MLPCore, port: Port, m: int) -> tuple[tuple[object, str], ...]:
-    """(value compared, value shown) for each of `_FACTS`."""
+def _facts(
+    trainer: MLPCore | Trainer, port: Port | ModelPort, m: int
+) -> tuple[tuple[object, str], ...]:
+    """(value compared, value shown) for each of `_FACTS` (the model's: the MLPs' layer sizes,
+    a Trainer's model record)."""
     import hashlib
     import json
 
@@ -77,7 +85,7 @@ def _facts(trainer: MLPCore, port: Port, m: int) -> tuple[tuple[object, str], ..
     values: list[tuple[object, str]] = [
         (m, str(m)),
         (port.api, port.api),
-        (tuple(trainer.layer_sizes), str(trainer.layer_sizes)),
+        port.model(),
         (port.mode, port.mode),
     ]
     values += [(c[k], f"{c[k]:.9g}") for k in ("lr", "beta1", "beta2", "eps", "weight_decay")]
@@ -99,12 +107,12 @@ def _rank_failed(rank: int, kind: str, text: str) -> BaseException:
 
 
 class DataParallel:
-    """Data-parallel steps of a SmallMLPTrainer or MLPTrainer over `comm`'s processes.
+    """Data-parallel steps of a Trainer, SmallMLPTrainer or MLPTrainer over `comm`'s processes.
 
     Construction is collective (every process of `comm` builds its DataParallel): in one round
-    trip the processes check that they agree on M and on their trainers (class, layer sizes,
-    numeric mode, lr, betas, eps, weight_decay, lr_schedule, step, data_schedule and state
-    hash); the first difference is the same ValueError on every process, naming it and two
+    trip the processes check that they agree on M and on their trainers (class, layer sizes or
+    a Trainer's model, numeric mode, lr, betas, eps, weight_decay, lr_schedule, step,
+    data_schedule and state hash); the first difference is the same ValueError on every process, naming it and two
     ranks' values. With a learning-rate schedule, every step's rate also rides in the step's
     agreement (a custom schedule's record is only its class), and the step applies it.
 
@@ -135,17 +143,17 @@ class DataParallel:
 
     Raises:
         ValueError: a refused M, or processes that disagree (on every process alike).
-        TypeError: a trainer that is not a SmallMLPTrainer or MLPTrainer, or a comm that is
-            not a communicator.
+        TypeError: a trainer that is not a Trainer, SmallMLPTrainer or MLPTrainer, or a comm
+            that is not a communicator.
         RuntimeError: another process failed (every process raises).
     """
 
-    trainer: SmallMLPTrainer | MLPTrainer
+    trainer: SmallMLPTrainer | MLPTrainer | Trainer
     microbatches: int
 
     def __init__(
         self,
-        trainer: SmallMLPTrainer | MLPTrainer,
+        trainer: SmallMLPTrainer | MLPTrainer | Trainer,
         microbatches: int = 1,
         comm: MPI.Comm | Literal["mpi"] | None = None,
     ) -> None:
@@ -157,9 +165,9 @@ class DataParallel:
         self._cut = False
         problem, facts, m = None, None, microbatches
         try:
-            if not isinstance(trainer, MLPCore):
+            if not isinstance(trainer, (MLPCore, Trainer)):
                 raise TypeError(
-                    f"DataParallel: trainer must be a SmallMLPTrainer or MLPTrainer, "
+                    f"DataParallel: trainer must be a Trainer, SmallMLPTrainer or MLPTrainer, "
                     f"got {type(trainer).__name__}"
                 )
             if isinstance(m, bool) or type(m) is not int or m < 1 or m & (m - 1):
@@ -173,11 +181,11 @@ class DataParallel:
         except Exception as exc:  # noqa: BLE001 - every process must hear of it
             problem = exc
         said = self._gathered(problem, facts)
-        self._same_trainers([s[1] for s in said])
+        self._same_trainers([s[1] for s in said], port.model_fact)
         self.trainer = trainer
         self.microbatches = m
-        self._port = port  # the trainer's one way in (`_mlp/port.py`)
-        n = port.spec.total
+        self._port = port  # the trainer's one way in (`_mlp/port.py`, `_model/port.py`)
+        n = port.total
         self._grads = _pyarray.array("f", bytes(4 * m * n))  # all M gradients, in order
         self._losses = _pyarray.array("f", bytes(4 * m))
         self._sum = _pyarray.array("f", bytes(4 * max(n, 1)))
@@ -240,13 +248,14 @@ class DataParallel:
                     f"{said[0][1]}, rank {r} has {shown}; {fix}"[:600]
                 )
 
-    def _same_trainers(self, facts: list[Any]) -> None:
-        """Construction: the processes' trainers and M agree (see the class docstring)."""
+    def _same_trainers(self, facts: list[Any], model_fact: str) -> None:
+        """Construction: the processes' trainers and M agree (see the class docstring); the
+        model fact's name is the port's (the classes agree before it is compared)."""
         if self._mpi is None:
             return
         for i, name in enumerate(_FACTS):
             self._differ(
-                name,
+                model_fact if name == "layer sizes" else name,
                 [f[i] for f in facts],
                 "every process must build the same trainer (the same layer sizes, weights "
                 "or seed, options and checkpoint) and the same DataParallel",
@@ -255,8 +264,7 @@ class DataParallel:
     def _changed(self) -> bool:
         """Whether this process's trainer was loaded or stepped outside `dp` since the last
         agreement on its state."""
-        session, step = self._port.mark()
-        return session is not self._seen[0] or step != self._seen[1]
+        return self._port.changed(self._seen)
 
     def _same_state(self, said: list[Any], at: int) -> None:
         """R (`said[r][at]`), the step count (`at + 1`) and, after a load on any process, the
@@ -314,8 +322,10 @@ class DataParallel:
         after a load or step outside `dp` on any process, their state hashes are compared.
 
         Args:
-            X: float32 (rows, inputs): the batch, or this process's shard of it.
-            targets: integer (rows,): the class of each row.
+            X: float32 (rows, inputs) (a Trainer's: (rows, *input_shape)): the batch, or
+                this process's shard of it.
+            targets: integer (rows,): the class of each row (a Trainer's: as its
+                `train_step` takes them, e.g. float32 outputs for MSE).
             global_rows: R in the shard form; None in the global form.
 
         Returns:
@@ -340,12 +350,17 @@ class DataParallel:
             total = rows if global_rows is None else global_rows
             per = self._rows_per_microbatch(total, rows, global_rows is None, len(mine))
             y, ya, itemsize = port.read_labels(targets, rows)
-            inputs = port.spec.inputs
+            inputs = port.inputs
             with port.lock:
                 for j, i in enumerate(mine):
                     k = i if global_rows is None else j  # the microbatch's place in X
                     buf = port.microbatch(
-                        xa + 4 * k * per * inputs, ya + itemsize * k * per, itemsize, per, total
+                        xa + 4 * k * per * inputs,
+                        ya + itemsize * k * per,
+                        itemsize,
+                        per,
+                        total,
+                        i * per,  # its first row in the batch: Dropout's global index
                     )
                     buffers.append(buf)
         except Exception as exc:  # noqa: BLE001 - every process must hear of it
@@ -393,7 +408,7 @@ class DataParallel:
         port = self._port
         self._gather(buffers, per)
         b = _backend.binding()
-        m, n = self.microbatches, port.spec.total
+        m, n = self.microbatches, port.total
         srcs, sums = self._grad_srcs.buffer_info()[0], self._sum.buffer_info()[0]
         b.optim_tree_sum([srcs, sums], [m, n])
         srcs, sums = self._loss_srcs.buffer_info()[0], self._loss.buffer_info()[0]
@@ -430,16 +445,14 @@ class DataParallel:
         """All M gradients (and losses) into the preallocated arrays, microbatch order: this
         process's block is copied in place (memoryview slices: one memcpy each), then one
         in-place Allgatherv fills in the others'."""
-        spec = self._port.spec
-        n = spec.total
-        at: ResultLayout = spec.layouts[per][False]  # `microbatch`'s buffers
-        start = at.grads
+        n = self._port.total
+        loss_at, start = self._port.result_at(per)  # in `microbatch`'s buffers
         first = self.microbatches_of(self.rank)[:1]
         grads, losses = memoryview(self._grads), memoryview(self._losses)
         for j, buf in enumerate(buffers):
             i = first[0] + j
             grads[i * n : (i + 1) * n] = memoryview(buf)[start : start + n]
-            losses[i] = buf[at.losses]
+            losses[i] = buf[loss_at]
         if self._mpi is None:
             return
         F, IN_PLACE = self._mpi.FLOAT, self._mpi.IN_PLACE
@@ -469,7 +482,7 @@ class DataParallel:
             OSError: the file cannot be written (on rank 0; RuntimeError on the others).
         """
         self._usable()
-        t: MLPCore = self.trainer
+        t = self.trainer
         problem, digest = None, None
         if self._changed() and self._mpi is not None:
             try:

@@ -87,7 +87,9 @@ def test_refusals_name_both_numbers_and_change_nothing():
     t = ml.MLPTrainer([8, 6, 3], seed=1, data_schedule={"a": 1})
     with pytest.raises(ValueError, match=r"microbatches must be a power of two >= 1 .* got 3"):
         DataParallel(t, microbatches=3, comm=_one())
-    with pytest.raises(TypeError, match=r"trainer must be a SmallMLPTrainer or MLPTrainer"):
+    with pytest.raises(
+        TypeError, match=r"trainer must be a Trainer, SmallMLPTrainer or MLPTrainer, got object"
+    ):
         DataParallel(object(), comm=_one())
     dp = DataParallel(t, microbatches=4, comm=_one())
     before = t.state_hash()

@@ -8,7 +8,11 @@ model_step
     params:    rows >= 1, mode (0 forward, 1 grads, 2 train, 3 eval: the loss of inference's
                forward, no dropout, no gradients), k >= 1 (1 outside train), t >= 1
                (the first step's one-based index), lr, beta1, beta2, eps, weight_decay,
-               total (floats of the flat buffer)
+               total (floats of the flat buffer), first_row (the batch's first row in a larger
+               batch: Dropout's global element index starts there; 0 for a whole batch),
+               divide_by (0: the batch's own loss count; else the larger batch's, at least
+               this batch's: rows × positions for cross-entropy, rows × outputs for MSE;
+               ARITHMETIC.md "Data parallel")
     returns:   rows × outputs, the floats written to `outputs`
     refuses:   a program that does not check (version, op codes, every tensor inside the arena,
                every parameter tensor inside the flat buffer) and class ids outside [0,
@@ -27,7 +31,7 @@ from training.model import (HEADER, MODE_EVAL, MODE_FORWARD, MODE_TRAIN, OP_ADD,
 
 comptime MODEL_STEP = Layout(
     "model_step", "program,x,targets,params,m,v,new_params,new_m,new_v,losses,outputs,grads",
-    "rows,mode,k,t,lr,beta1,beta2,eps,weight_decay,total")
+    "rows,mode,k,t,lr,beta1,beta2,eps,weight_decay,total,first_row,divide_by")
 
 comptime _MAX_ROWS = 1 << 24
 comptime _MAX_STEP = (1 << 31) - 1
@@ -138,6 +142,15 @@ def model_step(addrs: PythonObject, params: PythonObject) raises -> PythonObject
                     " exceeds 2^40 floats")
     var outs = Int(words[unsafe_offset=6])
     var classes = Int(words[unsafe_offset=8])
+    var first_row = args.int(10, "first_row", 0, 1 << 40)
+    if first_row > (1 << 62) // arena:  # Dropout's element indices stay exact in 64 bits
+        raise Error("ValueError: ", E, ": first_row × arena = ", first_row, " × ", arena,
+                    " exceeds 2^62")
+    var divide_by = args.int(11, "divide_by", 0, 1 << 40)
+    var counted = rows * (outs // classes if classes > 0 else outs)  # the loss's own count
+    if divide_by != 0 and divide_by < counted:
+        raise Error("ValueError: ", E, ": divide_by ", divide_by, " is below this batch's ",
+                    counted, " loss terms (0: its own count)")
     if mode != MODE_FORWARD and classes > 0:
         var y = args.i32(2)
         for i in range(k * rows * (outs // classes)):
@@ -161,7 +174,7 @@ def model_step(addrs: PythonObject, params: PythonObject) raises -> PythonObject
         copy_floats(args.f32(4), m, total)
         copy_floats(args.f32(5), v, total)
     model_steps(words, args.f32(1), args.i32(2), args.f32(2), p, m, v, losses, outputs, grads,
-                rows, mode, k, t, lr, b1, b2, eps, wd, total)
+                rows, mode, k, t, lr, b1, b2, eps, wd, total, first_row, divide_by)
     external_call["PyEval_RestoreThread", NoneType](ts)
     refuse_nonfinite(E, "outputs", outputs, rows * outs)
     if mode != MODE_FORWARD:

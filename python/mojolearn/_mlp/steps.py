@@ -339,11 +339,18 @@ class SessionSteps:
         return buf, logits, grads, dx
 
     def _microbatch(  # type: ignore[misc]  # self: the MLPCore this mixes into
-        self: MLPCore, xa: int, ya: int, itemsize: int, rows: int, divide_by: int
+        self: MLPCore,
+        xa: int,
+        ya: int,
+        itemsize: int,
+        rows: int,
+        divide_by: int,
+        first_row: int = 0,
     ) -> PyArray:
         """The result buffer of one microbatch on the current state (`ResultLayout(1, rows,
         spec, False)`: [loss | logits | grads]), its loss and gradient divided by `divide_by`
-        (the whole batch's rows). No step."""
+        (the whole batch's rows). No step. `first_row` (the microbatch's place in the batch,
+        which a model's Dropout needs) changes nothing: an MLP draws no random numbers."""
         if rows > self._session.capacity:
             self._fit(rows)
         at: ResultLayout = self._spec.layouts[rows][False]

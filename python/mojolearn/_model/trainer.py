@@ -10,6 +10,7 @@ initial weights and keys every Dropout mask) and the data schedule.
 
 from __future__ import annotations
 
+import array as _pyarray
 import math
 import threading
 import warnings
@@ -24,6 +25,7 @@ from .._mlp.rng import _check_seed
 from .._runtime import backend as _backend
 from .export import ModelExport
 from .persist import ModelPersistence
+from .port import ModelPort
 from .program import Program
 from .spec import ModelSpec
 
@@ -31,7 +33,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from .._buffers.types import BufferLike, LRSchedule
+    from .._buffers.types import BufferLike, LRSchedule, PyArray
 
 _API = "Trainer"
 _FORWARD, _GRADS, _TRAIN, _EVAL = 0, 1, 2, 3
@@ -308,21 +310,78 @@ class Trainer(ModelPersistence, ModelExport):
         t: int | None = None,
     ) -> dict[str, Any]:
         """One `model_step` call on batches of n examples: its results in fresh Arrays."""
-        spec, prog = self._spec, self._program
+        spec = self._spec
         p, m, v = state or self._state
         total = spec.total
         new = tuple(empty((total,)) for _ in range(3)) if mode == _TRAIN else (p, m, v)
         losses, outputs, grads = empty((k,)), empty((n, *spec.output_shape)), empty((total,))
-        c = self._config
-        addrs = [prog.address, x._addr, y._addr, p._addr, m._addr, v._addr]
+        addrs = [x._addr, y._addr, p._addr, m._addr, v._addr]
         addrs += [a._addr for a in new] + [losses._addr, outputs._addr, grads._addr]
-        hyper = [lr, c["beta1"], c["beta2"], c["eps"], c["weight_decay"], total]
-        step = self._step + 1 if t is None else t
+        self._run(addrs, [n, mode, k, self._step + 1 if t is None else t, lr])
+        return {"state": new, "losses": list(losses._mv), "outputs": outputs, "grads": grads}
+
+    def _run(
+        self, addrs: list[int], head: list[Any], first_row: int = 0, divide_by: int = 0
+    ) -> None:
+        """`model_step` on `addrs` (all but the program's) with params `head` (rows, mode, k,
+        t, lr) and the trainer's other hyperparameters; a non-finite result is a RuntimeError
+        naming the trainer."""
+        c = self._config
+        hyper = [c["beta1"], c["beta2"], c["eps"], c["weight_decay"], self._spec.total]
         try:
-            _backend.binding().model_step(addrs, [n, mode, k, step, *hyper])
+            _backend.binding().model_step(
+                [self._program.address, *addrs], [*head, *hyper, first_row, divide_by]
+            )
         except RuntimeError as exc:
             raise RuntimeError(f"{_API}: the step produced a non-finite result ({exc})") from None
-        return {"state": new, "losses": list(losses._mv), "outputs": outputs, "grads": grads}
+
+    # -- data parallel (`mojolearn.distributed` through `_model/port.py`) ---------------------
+
+    def _port(self) -> ModelPort:
+        """The one way `DataParallel` drives this trainer."""
+        return ModelPort(self)
+
+    def _microbatch(
+        self, xa: int, ya: int, row_bytes: int, rows: int, divide_by: int, first_row: int
+    ) -> PyArray:
+        """[loss | gradients] of examples [first_row, first_row + rows) of a batch of
+        `divide_by` examples on the current state (ARITHMETIC.md "Data parallel"): the loss
+        and gradients of the sum of their losses over the whole batch's count of positions
+        (or outputs, for MSE), Dropout as in that batch's step. No step. `row_bytes` is the
+        targets' stride (the port's `read_labels`)."""
+        spec = self._spec
+        out = spec.output_shape
+        per = math.prod(out[:-1]) if spec.loss == "cross_entropy" else math.prod(out)
+        buf = _pyarray.array("f", bytes(4 * (1 + spec.total)))
+        at = buf.buffer_info()[0]
+        p, m, v = self._state
+        outputs = empty((rows, *out))
+        addrs = [xa, ya, p._addr, m._addr, v._addr, p._addr, m._addr, v._addr]
+        addrs += [at, outputs._addr, at + 4]  # mode grads writes no new state
+        head = [rows, _GRADS, 1, self._step + 1, self._config["lr"]]  # lr: unused in grads
+        self._run(addrs, head, first_row, divide_by * per)
+        return buf
+
+    def _apply_flat(self, grads_addr: int) -> int:
+        """One AdamW step with the flat gradients at `grads_addr` (`mlp_adamw`: the same
+        `adamw_flat` as a whole step's) at this step's rate, on copies published at once;
+        returns the new step count. All or nothing."""
+        with self._lock:
+            t = self._step + 1
+            lr = self._rate(t)
+            p, m, v = (a.copy() for a in self._state)
+            c = self._config
+            hyper = [lr, c["beta1"], c["beta2"], c["eps"], c["weight_decay"]]
+            try:
+                _backend.binding().mlp_adamw(
+                    [p._addr, grads_addr, m._addr, v._addr], [self._spec.total, t, *hyper]
+                )
+            except RuntimeError as exc:
+                raise RuntimeError(
+                    f"{_API}: the step produced a non-finite result ({exc})"
+                ) from None
+            self._publish((p, m, v), 1)
+            return self._step
 
     # -- inference ---------------------------------------------------------------------------
 

@@ -136,7 +136,20 @@ LAYOUT = {
             "outputs",
             "grads",
         ),
-        ("rows", "mode", "k", "t", "lr", "beta1", "beta2", "eps", "weight_decay", "total"),
+        (
+            "rows",
+            "mode",
+            "k",
+            "t",
+            "lr",
+            "beta1",
+            "beta2",
+            "eps",
+            "weight_decay",
+            "total",
+            "first_row",
+            "divide_by",
+        ),
     ),
     # Takes a Python object (a buffer or a DLPack capsule) and a spec int, not address lists:
     # `_reader` is its only caller.
