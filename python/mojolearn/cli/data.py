@@ -711,7 +711,7 @@ def load(path=None, label_column=None, features=FEATURES, classes=CLASSES, datas
             if (features or 64, classes) != (64, 10):
                 raise DataError(
                     f"the digits data has 64 features and 10 classes; the network "
-                    f"takes {features} inputs and {classes} classes"
+                    f"takes {features or 64} inputs and {classes} classes"
                 )
             return load_digits()
         if classes != CLASSES:

@@ -418,7 +418,11 @@ def _new_trainer(dataset, opts, stopping, end):
     schedule = schedule_record(dataset, opts, 0, 0, stopping)
     problem = schedule_problem(opts, schedule)
     if problem:
-        more = "" if opts["layers"] else ", as does --layers 8,16,3 (an MLPTrainer holds more)"
+        more = (
+            ""
+            if opts["layers"] or opts["model"]
+            else ", as does --layers 8,16,3 (an MLPTrainer holds more)"
+        )
         raise UsageError(
             f"{problem}: the checkpoint records the data's {dataset.n_features} column names "
             f"and {dataset.n_classes} class names; shorter names fit{more}"

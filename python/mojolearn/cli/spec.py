@@ -13,9 +13,18 @@ The last `linear:N` outside a residual gives the outputs: the classes (cross-ent
 position and text, and what was expected there.
 """
 
+from __future__ import annotations
+
 import re
 
 from .._model.layers import MAX_DEPTH, MAX_FEATURES
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
+    # (character position, kind, argument, inner layers, canonical text)
+    Parsed = tuple[int, str, Any, tuple["Parsed", ...], str]
 
 GRAMMAR = (
     "linear:N (linear:N:nobias), relu, gelu (gelu:tanh), tanh, sigmoid, layernorm, dropout:P, "
@@ -28,15 +37,16 @@ class SpecError(ValueError):
     """A SPEC refused: one line naming the position, the text and what was expected."""
 
 
-def _fail(at, text, expected):
+def _fail(at: int, text: str, expected: str) -> NoReturn:
     raise SpecError(f"at character {at + 1} ({text[:40]!r}): expected {expected}")
 
 
-def _layers(text, at, end, nesting=0):
+def _layers(text: str, at: int, end: int, nesting: int = 0) -> tuple[Parsed, ...]:
     """The layers of text[at:end] as (position, kind, argument, inner layers, canonical text)."""
     if nesting > MAX_DEPTH:
         _fail(at, text[at:end], f"at most {MAX_DEPTH} residual(...) inside one another")
-    out, start, depth = [], at, 0
+    out: list[Parsed] = []
+    start, depth = at, 0
     for i in range(at, end + 1):
         c = text[i] if i < end else ","
         depth += (c == "(") - (c == ")")
@@ -47,10 +57,10 @@ def _layers(text, at, end, nesting=0):
             start = i + 1
     if depth:
         _fail(start, text[start:end], "a ')' closing 'residual('")
-    return out
+    return tuple(out)
 
 
-def _layer(text, at, end, nesting):
+def _layer(text: str, at: int, end: int, nesting: int) -> Parsed:
     while at < end and text[at] == " ":
         at += 1
     token = text[at:end].rstrip(" ")
@@ -75,12 +85,12 @@ def _layer(text, at, end, nesting):
     return at, token, None, (), token
 
 
-def canonical(layers):
+def canonical(layers: tuple[Parsed, ...]) -> str:
     """The SPEC text of parsed layers, spelled one way (what a checkpoint records)."""
     return ",".join(layer[4] for layer in layers)
 
 
-def parse(text):
+def parse(text: str) -> tuple[Parsed, ...]:
     """The layers of SPEC `text` (SpecError when the text is not one); the last top-level
     `linear:N` must be there (it gives the outputs)."""
     layers = _layers(text, 0, len(text))
@@ -89,13 +99,13 @@ def parse(text):
     return layers
 
 
-def outputs(layers):
+def outputs(layers: tuple[Parsed, ...]) -> int | None:
     """The output width of parsed layers: the last top-level linear's N (None without one)."""
     widths = [arg[0] for _, kind, arg, *_ in layers if kind == "linear"]
     return widths[-1] if widths else None
 
 
-def build(text, width):
+def build(text: str, width: int) -> Any:
     """The `nn.Sequential` of SPEC `text` on `width` input features (SpecError naming the
     layer when a residual's layers change the width)."""
     from .. import nn
@@ -103,8 +113,8 @@ def build(text, width):
     return nn.Sequential(*_build(nn, text, parse(text), width)[0])
 
 
-def _build(nn, text, layers, width):
-    out = []
+def _build(nn: Any, text: str, layers: tuple[Parsed, ...], width: int) -> tuple[list[Any], int]:
+    out: list[Any] = []
     for at, kind, arg, inner, token in layers:
         if kind == "linear":
             out.append(nn.Linear(width, arg[0], bias=arg[1]))
