@@ -6,7 +6,10 @@ and `math.sqrt` that ARITHMETIC.md allows on the host), so the same file, seed a
 give the same batches on every machine. Changing any of it changes every CLI state hash:
 
 - Dataset identity: SHA-256 of the CSV file's bytes (plus the label column, recorded apart).
-- Labels: integers 0..2 as given, or up to 3 distinct strings numbered in sorted order.
+- Labels: integers 0..2 as given, or up to 3 distinct strings numbered in sorted order. With
+  `--loss mse` the label column holds numeric targets instead: all rows are one class for the
+  split and validation below, and the targets are standardized as a feature is (`target_mean`,
+  `target_sd`; `predict` reports `z * sd + mean`, float64).
 - Split (independent of the training seed, so every seed is scored on the same rows): for each
   class in ascending order, its row indices in file order are shuffled by Fisher–Yates with ONE
   `SplitMix64(SPLIT_SEED)` shared by all classes in turn; the first `n_class // 5` go to the test
@@ -102,7 +105,8 @@ class Dataset:
 
     `means` and `sds` are the standardization's float64 statistics over the training rows;
     `header` says whether the columns were named by a header row, and `label_index` is the
-    label's place among the file's feature and label columns (what `predict` checks)."""
+    label's place among the file's feature and label columns (what `predict` checks). A
+    regression dataset (`targets`, raw float64 values) has no class names and all labels 0."""
 
     def __init__(
         self, name, sha256, label_column, columns, raw_rows, labels, class_names, **layout
@@ -115,7 +119,8 @@ class Dataset:
         self.header = layout.get("header", True)
         self.label_index = layout.get("label_index", len(self.columns))
         self.lines = layout.get("lines") or range(1, len(raw_rows) + 1)  # each row's CSV line
-        self.train_rows, self.test_rows = split_rows(labels, len(self.class_names))
+        self.targets = layout.get("targets")
+        self.train_rows, self.test_rows = split_rows(labels, self.n_classes or 1)
         self.val_rows = []
         self.labels = labels
         self._raw = raw_rows
@@ -125,21 +130,30 @@ class Dataset:
         self.means, self.sds = statistics(self._raw, self.train_rows)
         self.features = standardize_rows(self._raw, self.means, self.sds)
         check_standardized(self.features, self._raw, self.lines, self.columns, self.sds)
+        if self.targets is not None:  # a regression's targets, standardized as a feature is
+            raw = [(t,) for t in self.targets]
+            (self.target_mean,), (self.target_sd,) = statistics(raw, self.train_rows)
+            y = standardize_rows(raw, [self.target_mean], [self.target_sd])
+            check_standardized(y, raw, self.lines, (self.label_column,), [self.target_sd])
+            self.y = [row[0] for row in y]
 
     def hold_out(self, fraction, seed):
         """Move a stratified `fraction` of the training rows to `val_rows` (see
         `validation_rows`) and standardize again with the remaining training rows' statistics,
         so nothing of the validation rows reaches the training data."""
         self.train_rows, self.val_rows = validation_rows(
-            self.train_rows, self.labels, fraction, seed, len(self.class_names)
+            self.train_rows, self.labels, fraction, seed, self.n_classes or 1
         )
         self._fit()
 
     def gather(self, rows):
-        """(flat float32 features as array('f'), labels as array('i')) for the given rows."""
+        """(flat float32 features as array('f'), labels as array('i') or a regression's
+        standardized targets as array('f')) for the given rows."""
         x = _pyarray.array("f")
         for r in rows:
             x.extend(self.features[r])
+        if self.targets is not None:
+            return x, _pyarray.array("f", (self.y[r] for r in rows))
         y = _pyarray.array("i", (self.labels[r] for r in rows))
         return x, y
 
@@ -387,16 +401,17 @@ def _column_name(header, j):
 
 def load_csv(path, label_column=None, features=FEATURES, classes=CLASSES):
     """Load a user CSV: a header row of column names (optional when every cell of the first
-    row is numeric), `features` numeric feature columns and one label column (`label_column`,
-    else a column named "label", else the last) holding at most `classes` classes. Raises
-    DataError naming row and column."""
+    row is numeric), `features` numeric feature columns (None: all but the label) and one label
+    column (`label_column`, else a column named "label", else the last) holding at most
+    `classes` classes (None: numeric regression targets). Raises DataError naming row and
+    column."""
     blob, rows = _table(path)
     first_number, first = rows[0]
-    width = features + 1
+    width = max(2, len(first)) if features is None else features + 1
     if len(first) != width:  # first: the cheap check that bounds the header's work
         raise DataError(
             f"row {first_number}: {len(first)} columns, expected {width} "
-            f"({features} numeric features and 1 label; --layers sets the "
+            f"({features or 'at least 1'} numeric features and 1 label; --layers sets the "
             f"network's inputs)"
         )
     header, rows = _header(rows)
@@ -406,7 +421,12 @@ def load_csv(path, label_column=None, features=FEATURES, classes=CLASSES):
         raise DataError(f"{path}: no data rows after the header")
     feature_js = [j for j in range(width) if j != label_j]
     raw, label_cells = _cells(rows, width, header, feature_js, label_j)
-    labels, class_names = _labels(label_cells, _column_name(header, label_j), classes)
+    targets = None if classes else _targets(label_cells, _column_name(header, label_j))
+    labels, class_names = (
+        _labels(label_cells, _column_name(header, label_j), classes)
+        if classes
+        else ([0] * len(raw), ())
+    )
     names = [header[j] if header else f"column {j + 1}" for j in feature_js]
     label_name = header[label_j] if header else str(label_j + 1)
     if len(raw) < 2:
@@ -422,6 +442,7 @@ def load_csv(path, label_column=None, features=FEATURES, classes=CLASSES):
         header=header is not None,
         label_index=label_j,
         lines=lines,
+        targets=targets,
     )
 
 
@@ -518,7 +539,10 @@ def load_for_predict(path, columns, label_column, label_index, had_header, class
     lines = [number for number, _ in rows]
     if label_j is None:
         return raw, None, lines
-    return raw, _known_labels(label_cells, _column_name(header, label_j), classes), lines
+    column = _column_name(header, label_j)
+    if not classes:  # a regression's targets
+        return raw, _targets(label_cells, column), lines
+    return raw, _known_labels(label_cells, column, classes), lines
 
 
 def _names_all(cells, columns):
@@ -627,6 +651,14 @@ def _label_index(header, label_column, width):
     )
 
 
+def _targets(cells, column):
+    """A regression's targets (`--loss mse`): each label cell a finite float32 number."""
+    try:
+        return [_number(text, number, column) for number, text in cells]
+    except DataError as exc:
+        raise DataError(f"{exc}; --loss mse takes numeric targets in the label column") from None
+
+
 def _ordinal(n):
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
@@ -666,18 +698,23 @@ def _labels(cells, column, classes=CLASSES):
 
 def load(path=None, label_column=None, features=FEATURES, classes=CLASSES, dataset=None):
     """The user's CSV at `path`, else the bundled `dataset` ("wine", the default, or
-    "digits"), for a network of `features` inputs and `classes` outputs."""
+    "digits"), for a network of `features` inputs (None: the data's) and `classes` outputs
+    (None: numeric targets, for `--loss mse`)."""
     if path is None:
         if label_column is not None:
             raise DataError("--label-column applies only with --data")
+        if not classes:
+            raise DataError(
+                "--loss mse needs --data CSV with numeric targets (the bundled data are classes)"
+            )
         if dataset == DIGITS_NAME:
-            if (features, classes) != (64, 10):
+            if (features or 64, classes) != (64, 10):
                 raise DataError(
                     f"the digits data has 64 features and 10 classes; the network "
-                    f"takes {features} inputs and {classes} classes"
+                    f"takes {features or 64} inputs and {classes} classes"
                 )
             return load_digits()
         if classes != CLASSES:
             raise DataError(f"the wine data has 3 classes; the network has {classes} outputs")
-        return load_bundled(features)
+        return load_bundled(features or FEATURES)
     return load_csv(path, label_column, features, classes)

@@ -9,7 +9,7 @@ from .._runtime import files as _files
 from . import data as _data
 from .progress import printable
 from .resume import SCHEDULE_FORMAT, run_schedule_problem
-from .trainers import checkpoints, trainer_for
+from .trainers import checkpoints, load_state, trainer_for
 from .usage import EXIT_INVALID, EXIT_OK, UsageError
 
 _shown = _files.shown
@@ -75,14 +75,14 @@ def cmd_verify(args, out):
     ckpt = checkpoints()
     try:
         report = dict(ckpt.verify(path))
+        state = load_state(path)
+        if state["data_schedule"].get("format") == SCHEDULE_FORMAT:
+            problem = run_schedule_problem(state)
+            if problem:
+                raise ValueError(f"cannot be resumed by `mojolearn train`: {problem}")
         if report["schema"] == ckpt.MODEL_FILE_SCHEMA:
             report["next_step"] = _model_next_step_check(path)
         else:
-            state = ckpt.load(path, schema=None)
-            if state["data_schedule"].get("format") == SCHEDULE_FORMAT:
-                problem = run_schedule_problem(state)
-                if problem:
-                    raise ValueError(f"cannot be resumed by `mojolearn train`: {problem}")
             report["next_step"] = _next_step_check(path, state)
     except ValueError as exc:
         if args.json:

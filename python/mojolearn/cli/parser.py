@@ -90,6 +90,15 @@ def _layers_arg(text):
     return sizes
 
 
+def _model_arg(text):
+    from .spec import SpecError, canonical, parse
+
+    try:
+        return canonical(parse(text))
+    except SpecError as exc:
+        raise argparse.ArgumentTypeError(f"SPEC {text[:200]!r}: {exc}") from None
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, with a refusal as ONE line on stderr (exit 2), as every other refusal is."""
 
@@ -127,7 +136,9 @@ _POSITIVE = _int_in(1, (1 << 31) - 1, ">= 1")
 
 TRAIN_DESCRIPTION = (
     "Train an MLP with AdamW: SmallMLPTrainer's 8 -> 16 -> 3 network by "
-    "default, or an MLPTrainer of any --layers sizes. Without --data it trains on the "
+    "default, an MLPTrainer of any --layers sizes, or a Trainer of any --model SPEC "
+    "(GELU, LayerNorm, Dropout, residual blocks; a classifier or, with --loss mse, a "
+    "regressor). Without --data it trains on the "
     "bundled UCI wine data (8 of 13 attributes, standardized; 144 train / 34 test rows), "
     "or on the bundled handwritten digits with --dataset digits. --microbatches M makes "
     "data-parallel steps (under mpiexec, several processes with the bits of one). The run "
@@ -171,12 +182,27 @@ TRAIN_OPTIONS = (
            "or digits (8x8 handwritten digits, 64 features, 10 classes; default --layers "
            "64,128,10)", choices=(_data.BUNDLED_NAME, _data.DIGITS_NAME)),
     )),
-    _o("--layers", "SIZES", _layers_arg,
-       "layer sizes of an MLPTrainer network, e.g. 64,128,10: inputs, hidden widths, classes "
-       "(default: SmallMLPTrainer's 8,16,3)"),
+    _Exclusive((
+        _o("--layers", "SIZES", _layers_arg,
+           "layer sizes of an MLPTrainer network, e.g. 64,128,10: inputs, hidden widths, "
+           "classes (default: SmallMLPTrainer's 8,16,3)"),
+        _o("--model", "SPEC", _model_arg,
+           "a mojolearn.Trainer model as a comma-separated layer list, the input width taken "
+           "from the data, e.g. 'linear:64,gelu,layernorm,dropout:0.1,linear:3'. Layers: "
+           "linear:N (linear:N:nobias), relu, gelu (gelu:tanh: the tanh form), tanh, sigmoid, "
+           "layernorm (over the previous layer's width), dropout:P (P in [0, 1)), flatten, "
+           "residual(LAYERS) (x + LAYERS(x); LAYERS keep the width, e.g. "
+           "residual(layernorm,linear:64,gelu)). The last linear:N outside a residual gives "
+           "the outputs: the classes, or 1 for --loss mse"),
+    )),
+    _o("--loss", None, None,
+       "with --model: cross_entropy (default; integer or named classes) or mse (regression "
+       "on the numeric label column, standardized with the training rows' mean and sd; "
+       "predictions and the test MSE in the target's units, with R²)",
+       choices=("cross_entropy", "mse")),
     _o("--label-column", "NAME", None,
-       "name (or 1-based number without a header) of the label column; default: the column "
-       "named 'label', else the last"),
+       "name (or 1-based number without a header) of the label column (the target, with "
+       "--loss mse); default: the column named 'label', else the last"),
     _Exclusive((
         _o("--steps", "N", _int_in(1, (1 << 31) - 1, "in [1, 2**31)"),
            "the step the run ends at (also after --resume)"),
@@ -240,8 +266,9 @@ PREDICT_DESCRIPTION = (
     "as train checks them and against the checkpoint's (by name under a header row, else by "
     "position), standardized with the training rows' means and standard deviations the "
     "checkpoint records, and each row's class is printed by name (with --proba, also the "
-    "probability of each class). The label column may be there or not: with it, the "
-    "accuracy is reported too. Exit codes: 0 done, 2 bad input."
+    "probability of each class), or a regressor's prediction in the target's units. The "
+    "label column may be there or not: with it, the accuracy (a regressor's MSE and R²) is "
+    "reported too. Exit codes: 0 done, 2 bad input."
 )
 
 PREDICT_OPTIONS = (
@@ -260,9 +287,11 @@ VERIFY_OPTIONS = (
 )
 # command -> (help line, description or None, epilog or None, options, function)
 COMMANDS = {
-    "train": ("train an MLP on bundled data (wine, digits) or your CSV, with exact resume",
+    "train": ("train an MLP or a --model on bundled data (wine, digits) or your CSV, with "
+              "exact resume",
               TRAIN_DESCRIPTION, TRAIN_EPILOG, TRAIN_OPTIONS, cmd_train),
-    "predict": ("predict the class of each row of a CSV with a train checkpoint",
+    "predict": ("predict each row of a CSV (its class, or a regressor's value) with a train "
+                "checkpoint",
                 PREDICT_DESCRIPTION, None, PREDICT_OPTIONS, cmd_predict),
     "info": ("version, vendor, numeric mode and build flags", None, None, INFO_OPTIONS, cmd_info),
     "verify": ("check a checkpoint file; print its step, schema, profile and state hash (exit 1 "

@@ -6,11 +6,14 @@ and the class names. `predict` reads a CSV with `train`'s checks, holds its colu
 the record, standardizes the rows exactly as `train` did (`data.standardize_rows`, the same
 arithmetic, so a training row gets the very bits the network trained on) and writes one line
 per row: the predicted class by name, and with --proba the probability of each class (the
-shortest decimal that reads back as the float32 `predict_proba` gave).
+shortest decimal that reads back as the float32 `predict_proba` gave). A regressor's (`train
+--model ... --loss mse`) prediction is its output in the target's units, `z * sd + mean` in
+float64 with the target's recorded mean and sd, written as Python's shortest repr.
 """
 
 import csv
 import io
+import math
 import os
 import shlex
 import stat
@@ -22,7 +25,7 @@ from . import data as _data
 from .progress import printable
 from .resume import run_schedule_problem
 from .run import refuse_same_files, target
-from .trainers import checkpoints, trainer_for
+from .trainers import checkpoints, is_model, load_state, trainer_for
 from .usage import EXIT_OK, UsageError
 
 _shown = _files.shown
@@ -38,6 +41,9 @@ def cmd_predict(args, out):
     state = _train_state(path)
     schedule = state["data_schedule"]
     record = schedule["preprocessing"]
+    regression = "target_sd" in record
+    if args.proba and regression:
+        raise UsageError(f"--proba: {_shown(path)} is a regressor (--loss mse): it has no classes")
     try:
         raw, labels, lines = _data.load_for_predict(
             args.data,
@@ -45,12 +51,12 @@ def cmd_predict(args, out):
             schedule["label_column"],
             record["label_index"],
             record["header"],
-            record["classes"],
+            record.get("classes"),
         )
         X = _standardized(raw, record, lines)
     except _data.DataError as exc:
         raise UsageError(str(exc)) from None
-    trainer = _trainer(state)
+    trainer = _trainer(state, path)
     from .._mlp.infer import NonFiniteRow  # after the numeric mode is chosen (`_trainer`)
 
     try:
@@ -61,7 +67,15 @@ def cmd_predict(args, out):
             f"row {lines[exc.row]} of --data {_shown(args.data)}: its standardized values give "
             f"a non-finite logit (the network's outputs overflow float32); nothing was written"
         ) from None
-    text = _table(predicted, proba, record["classes"], trainer.layer_sizes[-1])
+    except ValueError as exc:  # a Trainer's: the rows (from 0) whose outputs overflow
+        raise UsageError(f"--data {_shown(args.data)}: {exc}; nothing was written") from None
+    if regression:
+        mean, sd = record["target_mean"], record["target_sd"]
+        predicted = [z[0] * sd + mean for z in predicted]
+        text = "prediction\n" + "".join(f"{v!r}\n" for v in predicted)
+    else:
+        width = trainer.output_shape[-1] if is_model(state) else trainer.layer_sizes[-1]
+        text = _table(predicted, proba, record["classes"], width)
     if args.out is None:
         out.write(printable(text, out))
         _summary(sys.stderr, labels, predicted, None)
@@ -107,7 +121,7 @@ def _train_state(path):
         raise UsageError(f"no checkpoint at {_shown(path)}")
     ckpt = checkpoints()
     try:
-        state, envelope = ckpt.load_with_envelope(path, schema=None)
+        state, envelope = load_state(path, envelope=True)
     except (OSError, ValueError) as exc:
         raise UsageError(f"{_shown(path)} is not a valid mojolearn checkpoint: {exc}") from None
     problem = run_schedule_problem(state)
@@ -137,15 +151,15 @@ def _record_command(ckpt, state, envelope, path):
     return shlex.join(argv)
 
 
-def _trainer(state):
+def _trainer(state, path):
     """The checkpoint's trainer, in its numeric mode."""
     import mojolearn
 
     try:
         mojolearn.set_numeric_mode(state["numeric_mode"])
+        return trainer_for(state, path)
     except (RuntimeError, ValueError) as exc:
         raise UsageError(str(exc)) from None
-    return trainer_for(state)
 
 
 def _standardized(raw, record, lines):
@@ -187,7 +201,13 @@ def _table(predicted, proba, names, classes):
 def _summary(stream, labels, predicted, written):
     """One line: where the predictions went and, when the CSV had labels, the accuracy."""
     parts = [f"wrote {len(predicted)} predictions to {_shown(written)}"] if written else []
-    if labels is not None:
+    if labels is not None and labels and type(labels[0]) is float:  # a regression's targets
+        mean = math.fsum(labels) / len(labels)
+        ss = math.fsum((p - y) ** 2 for p, y in zip(predicted, labels))
+        total = math.fsum((y - mean) ** 2 for y in labels)
+        r2 = f"{1 - ss / total:.4f}" if total else "n/a (constant targets)"
+        parts.append(f"MSE {ss / len(labels):.6g}, R² {r2} ({len(labels)} rows)")
+    elif labels is not None:
         right = sum(p == y for p, y in zip(predicted, labels))
         parts.append(f"accuracy {100 * right / len(labels):.1f}% ({right} of {len(labels)} rows)")
     if parts:

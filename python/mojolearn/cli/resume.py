@@ -19,7 +19,8 @@ import os
 from .._runtime import files as _files
 from .._runtime.portable import round_f32
 from . import data as _data
-from .trainers import checkpoints, schema_of
+from .spec import SpecError, build, outputs, parse
+from .trainers import checkpoints, is_model, load_state, schema_of
 from .usage import UsageError
 
 _shown = _files.shown
@@ -57,6 +58,8 @@ def schedule_record(dataset, opts, epoch, cursor, stopping=None):
     }
     if opts["layers"] is not None:  # an MLPTrainer run (SmallMLPTrainer's schedule has none)
         schedule["layers"] = list(opts["layers"])
+    if opts.get("model") is not None:  # a Trainer run: its SPEC and loss
+        schedule.update(model=opts["model"], loss=opts["loss"])
     if opts["microbatches"] is not None:  # a data-parallel run
         schedule["microbatches"] = opts["microbatches"]
     if opts["val_fraction"] is not None:
@@ -72,15 +75,18 @@ def preprocessing_record(dataset):
     """What `predict` needs to treat raw rows as `train` did: the feature columns (in the
     network's input order; whether a header named them; the label's place among the file's
     columns), the standardization's means and standard deviations (float64, exactly as
-    `train` applied them) and the class names (in class order)."""
-    return {
+    `train` applied them) and the class names (in class order), or a regression's target
+    mean and standard deviation instead (float64: predictions are `z * sd + mean`)."""
+    record = {
         "columns": list(dataset.columns),
         "header": dataset.header,
         "label_index": dataset.label_index,
         "mean": list(dataset.means),
         "sd": list(dataset.sds),
-        "classes": list(dataset.class_names),
     }
+    if dataset.targets is not None:
+        return dict(record, target_mean=dataset.target_mean, target_sd=dataset.target_sd)
+    return dict(record, classes=list(dataset.class_names))
 
 
 # What `train` records in a checkpoint's data_schedule: key -> (type check, what it must be).
@@ -128,13 +134,18 @@ def run_schedule_problem(state):
     m = schedule.get("microbatches", 1)
     if type(m) is not int or m < 1 or m & (m - 1):
         return f"data_schedule microbatches must be a power of two, got {m!r}"[:300]
-    layers = schedule.get("layers")
-    mlp = schema_of(state).spec is None  # `train --layers` records the layers it was given
-    if mlp and layers != state["architecture"] or not mlp and "layers" in schedule:
+    layers, model = schedule.get("layers"), is_model(state)
+    mlp = not model and schema_of(state).spec is None  # `train --layers` records its layers
+    if model and "layers" in schedule:
+        return "data_schedule layers: a model state's run records its --model, not layers"
+    if not model and (mlp and layers != state["architecture"] or not mlp and "layers" in schedule):
         return (
             f"data_schedule layers {layers!r} differ from the state's network "
             f"{state['architecture']!r}"
         )[:300]
+    sizes = _model_sizes(schedule, state) if model else state["architecture"]
+    if model and type(sizes) is str or not model and ("model" in schedule or "loss" in schedule):
+        return sizes if model else "data_schedule model and loss: the state is not a model's"
     if schedule["mode"] != state["numeric_mode"]:
         return (
             f"data_schedule mode {schedule['mode']!r} differs from the state's numeric "
@@ -146,7 +157,7 @@ def run_schedule_problem(state):
                 f"data_schedule {key} {schedule[key]!r} differs from the state's "
                 f"{state['config'][key]!r}"
             )
-    step = state["optimizer"]["step"]
+    step = state["step"] if model else state["optimizer"]["step"]
     where = _data.position(step, schedule["n_train"], schedule["batch_size"])
     if (schedule["epoch"], schedule["cursor"]) != where:
         return (
@@ -156,7 +167,22 @@ def run_schedule_problem(state):
     problem = _stopping_problem(schedule, step) or _lr_schedule_problem(schedule, state)
     if problem or "preprocessing" not in schedule:  # none in a file written before it
         return problem
-    return preprocessing_problem(schedule["preprocessing"], state["architecture"])
+    return preprocessing_problem(schedule["preprocessing"], sizes, schedule.get("loss") == "mse")
+
+
+def _model_sizes(schedule, state):
+    """[inputs, outputs] of a model state whose data_schedule's SPEC and loss make its model,
+    else why not (a string)."""
+    text, loss, record = schedule.get("model"), schedule.get("loss"), state["model"]
+    try:
+        built = build(text, record["input_shape"][0]) if type(text) is str else None
+    except (SpecError, ValueError, TypeError):
+        built = None
+    if built is None or built.to_json() != record["model"] or loss != record["loss"]:
+        return (
+            f"data_schedule model {text!r} (loss {loss!r}) is not the state's model {record!r}"
+        )[:300]
+    return [record["input_shape"][0], outputs(parse(text))]
 
 
 def _stopping_problem(schedule, step):
@@ -209,11 +235,12 @@ def _lr_schedule_problem(schedule, state):
     return None
 
 
-def preprocessing_problem(record, sizes):
+def preprocessing_problem(record, sizes, regression=False):
     """Why a data_schedule's `preprocessing` record does not fit the network `sizes` (None
     when it does): see `preprocessing_record`."""
     inputs, classes = sizes[0], sizes[-1]
-    keys = {"columns", "header", "label_index", "mean", "sd", "classes"}
+    keys = {"columns", "header", "label_index", "mean", "sd"}
+    keys |= {"target_mean", "target_sd"} if regression else {"classes"}
     if type(record) is not dict or set(record) != keys:
         return f"data_schedule preprocessing must hold exactly {sorted(keys)}"
     checks = (
@@ -227,8 +254,10 @@ def preprocessing_problem(record, sizes):
             lambda x: _strings(x) and 1 <= len(x) <= classes and len(set(x)) == len(x),
             f"1 to {classes} distinct class names",
         ),
+        ("target_mean", lambda x: _numbers([x], 1, None), "a finite number"),
+        ("target_sd", lambda x: _numbers([x], 1, 0), "a finite number >= 0"),
     )
-    for key, ok, what in checks:
+    for key, ok, what in [c for c in checks if c[0] in keys]:
         if not ok(record[key]):
             return f"data_schedule preprocessing {key} must be {what}, got {record[key]!r}"[:300]
     return None
@@ -257,15 +286,14 @@ def peek_checkpoint(path, allow_profile_change=False):
             f"--resume: no checkpoint at {_shown(path)} (train without --resume "
             f"first, or pass --checkpoint PATH)"
         )
-    ckpt = checkpoints()
     try:
-        state, envelope = ckpt.load_with_envelope(path, schema=None)
+        state, envelope = load_state(path, envelope=True)
     except (OSError, ValueError) as exc:
         raise UsageError(
             f"--resume: {_shown(path)} is not a valid mojolearn checkpoint: {exc}"
         ) from None
     try:  # read once: the file's profile decides whether it may be continued
-        ckpt.check_resumable(state, envelope, allow_profile_change)
+        checkpoints().check_resumable(state, envelope, allow_profile_change)
     except ValueError as exc:
         raise UsageError(f"--resume: {_shown(path)}: {exc}") from None
     problem = run_schedule_problem(state)
@@ -305,6 +333,8 @@ _RECORDED = (
     ("weight_decay", "--weight-decay"),
     ("mode", "--mode"),
     ("layers", "--layers"),
+    ("model", "--model"),
+    ("loss", "--loss"),
     ("microbatches", "--microbatches"),
     ("val_fraction", "--val-fraction"),
     ("patience", "--patience"),
@@ -320,13 +350,16 @@ def resolve_options(args, stored):
     _warmup_needs_schedule(args, stored)
     if stored is None:
         # MOJOLEARN_NUMERIC_MODE, else identical; digits' default network is MLPTrainer's.
+        digits = args.dataset == _data.DIGITS_NAME and args.model is None
         defaults = dict(
             DEFAULTS,
             mode=requested_mode(),
             microbatches=None,
             val_fraction=None,
             patience=None,
-            layers=DIGITS_LAYERS if args.dataset == _data.DIGITS_NAME else None,
+            model=None,
+            loss="cross_entropy",
+            layers=DIGITS_LAYERS if digits else None,
             schedule="constant",
             warmup=None if args.schedule in (None, "constant") else 0,
         )
@@ -336,8 +369,8 @@ def resolve_options(args, stored):
     conflicts = []
     for key, flag in _RECORDED:
         given, saved = opts[key], stored.get(key)
-        if key == "schedule" and saved is None:
-            saved = "constant"  # what a checkpoint without schedule fields ran
+        if key in ("schedule", "loss") and saved is None:  # what a file without them ran
+            saved = "constant" if key == "schedule" else "cross_entropy"
         if given is not None and given != saved:
             conflicts.append(f"{flag} {given} (checkpoint: {saved})")
         opts[key] = saved
@@ -360,6 +393,17 @@ def _warmup_needs_schedule(args, stored):
 
 
 def _needs_validation(opts):
+    if opts["model"] is None and opts["loss"] != "cross_entropy":
+        raise UsageError(f"--loss {opts['loss']} needs --model SPEC (--layers makes classifiers)")
+    if opts["model"] is not None and opts["microbatches"] is not None:
+        raise UsageError(
+            "--microbatches applies to --layers networks (DataParallel takes no --model yet)"
+        )
+    if opts["loss"] == "mse" and outputs(parse(opts["model"])) != 1:
+        raise UsageError(
+            f"--model {opts['model']!r} gives {outputs(parse(opts['model']))} outputs, but "
+            f"--loss mse fits the one target column: end the SPEC with linear:1"
+        )
     if opts["patience"] is not None and opts["val_fraction"] is None:
         raise UsageError(
             f"--patience {opts['patience']} needs --val-fraction F: it stops when the loss on "

@@ -22,10 +22,11 @@ from . import history as _history
 from .plot import plot, require_matplotlib
 from .progress import Progress
 from .resume import DEFAULTS, check_dataset, peek_checkpoint, resolve_options, schedule_record
+from .spec import outputs, parse
 from .trainers import (
     argmax_correct,
-    checkpoints,
     evaluate,
+    load_state,
     new_trainer,
     overflow_message,
     schedule_problem,
@@ -231,7 +232,7 @@ def _best_of(path):
 def _schedule_of(path):
     """The data_schedule of the checkpoint at `path`, None when it is not a valid one."""
     try:
-        return checkpoints().load(path, schema=None)["data_schedule"]
+        return load_state(path)["data_schedule"]
     except (OSError, ValueError, TypeError, KeyError):
         return None
 
@@ -304,7 +305,7 @@ def setup(args, group):
     history = _history.History(ckpt)
     if stored is not None:
         try:
-            trainer = trainer_for(checkpoints().load(source, schema=None))
+            trainer = trainer_for(load_state(source), source)
         except ValueError as exc:
             raise UsageError(f"--resume: {_shown(source)}: {exc}") from None
         start, epoch, cursor = trainer.step_, stored["epoch"], stored["cursor"]
@@ -366,6 +367,8 @@ def _check_logits(dataset, trainer):
         except NonFiniteRow:
             return
         raise UsageError(overflow_message(dataset, exc.row, trainer.step_)) from None
+    except ValueError as exc:  # a Trainer's (rows counted from 0)
+        raise UsageError(f"{dataset.name}: {exc} (the weights of step {trainer.step_})") from None
 
 
 def _remove_earlier_best(best):
@@ -415,23 +418,31 @@ def _new_trainer(dataset, opts, stopping, end):
     schedule = schedule_record(dataset, opts, 0, 0, stopping)
     problem = schedule_problem(opts, schedule)
     if problem:
-        more = "" if opts["layers"] else ", as does --layers 8,16,3 (an MLPTrainer holds more)"
+        more = (
+            ""
+            if opts["layers"] or opts["model"]
+            else ", as does --layers 8,16,3 (an MLPTrainer holds more)"
+        )
         raise UsageError(
             f"{problem}: the checkpoint records the data's {dataset.n_features} column names "
             f"and {dataset.n_classes} class names; shorter names fit{more}"
         )
     try:
-        return new_trainer(opts, schedule, end)
+        return new_trainer(opts, schedule, end, dataset.n_features)
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(
+            f"--model {opts['model']!r}: {exc}" if opts["model"] else str(exc)
+        ) from None
 
 
 def _load_dataset(args, opts, stored):
     """The run's data (--data, --dataset, or on --resume the checkpoint's bundled data), its
     validation rows held out, checked against the network, the checkpoint and
     --microbatches."""
-    layers = opts["layers"]
+    layers, model = opts["layers"], opts["model"]
     features, classes = (layers[0], layers[-1]) if layers else (_data.FEATURES, _data.CLASSES)
+    if model is not None:  # the inputs are the data's; mse: numeric targets, no classes
+        features, classes = None, None if opts["loss"] == "mse" else outputs(parse(model))
     name = args.dataset
     if name is None and stored is not None and args.data is None:
         name = stored["dataset"]  # a bundled run resumes on its own data
@@ -506,12 +517,14 @@ def _announce(args, run, out):
             "start_step": run.start,
             "end_step": end,
             "checkpoint": _shown(run.ckpt),
-            "network": list(trainer.layer_sizes),
+            "network": repr(trainer.model) if opts["model"] else list(trainer.layer_sizes),
             **({"n_val": dataset.n_val} if dataset.n_val else {}),
             **{k: opts[k] for k in opts},
         }
     )
     net = f"MLPTrainer {opts['layers']}" if opts["layers"] else "SmallMLPTrainer [8, 16, 3]"
+    if opts["model"]:
+        net = f"Trainer {trainer.model!r} ({opts['loss']})"
     lr = f"lr {opts['lr']}"
     if opts["schedule"] != "constant":
         lr += f" ({opts['schedule']}, warmup {opts['warmup']}, to 0 at step {end})"
@@ -539,14 +552,21 @@ def _step(run):
 
     x, y, rows = run.stream.next_batch()
     X = Array._wrap(x, (rows, run.dataset.n_features), "<f4")
-    Y = Array._wrap(y, (rows,), "<i4")
-    if run.dp is not None:  # the steps' logits stay with the processes that computed them
-        result = run.dp.train_step(X, Y)
+    Y = Array._wrap(y, (rows,), y.typecode == "f" and "<f4" or "<i4")
+    if (
+        run.dp is not None or y.typecode == "f"
+    ):  # the steps' logits stay with the processes that computed them
+        result = (run.dp or run.trainer).train_step(X, Y)
         return {"step": result["step"], "loss": float(result["loss"])}, 0, 0
     result = run.trainer.train_step(X, Y)
     correct = argmax_correct(result["logits"], y, rows)
     record = {"accuracy": correct / rows, "step": result["step"], "loss": float(result["loss"])}
     return record, correct, rows
+
+
+def _score(dataset):
+    """The name of the score `evaluate` gives with the loss: accuracy, or a regression's R²."""
+    return "r2" if dataset.targets is not None else "accuracy"
 
 
 def _patience_spent(run):
@@ -558,8 +578,8 @@ def _epoch_end(run, record, step):
     --patience, the early-stopping state (a better loss saves CHECKPOINT.best at once)."""
     if not run.dataset.n_val:
         return
-    loss, accuracy = run.group.root_value(evaluate(run.trainer, run.dataset, run.dataset.val_rows))
-    record["val_loss"], record["val_accuracy"] = loss, accuracy
+    loss, score = run.group.root_value(evaluate(run.trainer, run.dataset, run.dataset.val_rows))
+    record["val_loss"], record[f"val_{_score(run.dataset)}"] = loss, score
     stopping = run.stopping
     if stopping is None:
         return
@@ -652,9 +672,10 @@ def _validation_lines(run, summary):
     dataset, stopping = run.dataset, run.stopping
     if not dataset.n_val:
         return ""
-    loss, accuracy = run.group.root_value(evaluate(run.trainer, dataset, dataset.val_rows))
-    summary.update(val_loss=loss, val_accuracy=accuracy)
-    lines = f"\n  validation accuracy {100 * accuracy:.1f}% ({dataset.n_val} rows)"
+    loss, score = run.group.root_value(evaluate(run.trainer, dataset, dataset.val_rows))
+    summary.update({"val_loss": loss, f"val_{_score(dataset)}": score})
+    shown = f"R² {score:.4f}" if dataset.targets is not None else f"accuracy {100 * score:.1f}%"
+    lines = f"\n  validation {shown} ({dataset.n_val} rows)"
     if stopping is None:
         return lines
     best = stopping["best_val_loss"]
@@ -695,11 +716,18 @@ def report(args, run, outcome):
         "history": _shown(history),
         "seconds": round(progress.elapsed(), 3),
     }
+    if dataset.targets is not None:  # the test MSE in the target's units (the loss's are sd)
+        del summary["test_accuracy"]
+        test_mse = None if test_loss is None else test_loss * dataset.target_sd**2
+        summary.update(test_mse=test_mse, test_r2=test_acc)
     validation = _validation_lines(run, summary)
     if args.plot and run.group.root:
         plot(_history.read(history), args.plot, dataset.name, (trainer.step_, test_loss))
         summary["plot"] = _shown(args.plot)
-    acc = "n/a" if test_acc is None else f"{100 * test_acc:.1f}% ({dataset.n_test} rows)"
+    acc = "accuracy n/a" if test_acc is None else f"accuracy {100 * test_acc:.1f}%"
+    if dataset.targets is not None and test_acc is not None:
+        acc = f"MSE {summary['test_mse']:.6g} (in the target's units), R² {test_acc:.4f}"
+    acc += f" ({dataset.n_test} rows)" if test_acc is not None else ""
     if loss is None:  # nothing trained in this process: the last recorded step's loss
         loss = next((r["loss"] for r in reversed(_history.read(history))), None)
         summary["final_loss"] = loss
@@ -707,7 +735,7 @@ def report(args, run, outcome):
     progress.emit(summary)
     progress.message(
         f"done: step {trainer.step_} in {progress.elapsed():.2f} s\n"
-        f"  test accuracy {acc}{validation}\n"
+        f"  test {acc}{validation}\n"
         f"  final train loss {final}\n"
         f"  state hash {state_hash}\n"
         f"  checkpoint {_shown(ckpt)}\n"

@@ -1,9 +1,11 @@
 """The few calls the command line makes on trainers and checkpoints.
 
-SmallMLPTrainer (no --layers) or MLPTrainer, chosen by the options or by a checkpoint's
-schema (its record in `_mlp.schema.SCHEMAS`); the library is imported on first use, after the
-numeric mode is chosen.
+SmallMLPTrainer (no --layers), MLPTrainer (--layers) or Trainer (--model), chosen by the
+options or by a checkpoint's schema (its record in `_mlp.schema.SCHEMAS`, or a model state's);
+the library is imported on first use, after the numeric mode is chosen.
 """
+
+MODEL_STATE = "mojolearn.model-state.v1"  # a `mojolearn.Trainer` state (`_model.persist`)
 
 
 def lr_schedule_for(opts, total_steps):
@@ -19,11 +21,18 @@ def lr_schedule_for(opts, total_steps):
     return kind(opts["lr"], warmup_steps=opts["warmup"], total_steps=total_steps, min_lr=0.0)
 
 
-def new_trainer(opts, schedule, total_steps):
-    """SmallMLPTrainer (no --layers) or MLPTrainer, seeded weights, the run's options; its
-    learning-rate schedule (`lr_schedule_for`) spans `total_steps` steps."""
+def new_trainer(opts, schedule, total_steps, width):
+    """SmallMLPTrainer (no --layers), MLPTrainer or a Trainer of --model on `width` inputs,
+    seeded weights, the run's options; its learning-rate schedule (`lr_schedule_for`) spans
+    `total_steps` steps."""
     hyper = dict(data_schedule=schedule, lr=opts["lr"], weight_decay=opts["weight_decay"])
     hyper["lr_schedule"] = lr_schedule_for(opts, total_steps)
+    if opts["model"] is not None:
+        from .._model.trainer import Trainer
+        from .spec import build
+
+        model = build(opts["model"], width)
+        return Trainer(model, input_shape=(width,), loss=opts["loss"], seed=opts["seed"], **hyper)
     if opts["layers"] is None:
         from .._mlp.spec import init_small_mlp
         from ..trainer import SmallMLPTrainer
@@ -34,12 +43,27 @@ def new_trainer(opts, schedule, total_steps):
     return MLPTrainer(opts["layers"], seed=opts["seed"], **hyper)
 
 
-def trainer_for(state):
-    """The trainer (class by the state's schema record) holding a checked checkpoint state."""
+def trainer_for(state, path=None):
+    """The trainer (class by the state's schema record) holding a checked checkpoint state;
+    a model state's trainer is read from its file `path` (`Trainer.from_checkpoint`)."""
     import mojolearn
 
+    if is_model(state):
+        return mojolearn.Trainer.from_checkpoint(path)
     # The record's name in messages is the public class's name.
     return getattr(mojolearn, schema_of(state).api)._from_state(state)
+
+
+def is_model(state):
+    """Whether a checked checkpoint state is a `mojolearn.Trainer`'s (--model)."""
+    return state["schema"] == MODEL_STATE
+
+
+def load_state(path, envelope=False):
+    """The checked state of a checkpoint of any schema (with its envelope when asked)."""
+    ckpt = checkpoints()
+    load = ckpt.load_with_envelope if envelope else ckpt.load
+    return load(path, schema=ckpt.ALL_SCHEMAS)
 
 
 def schema_of(state):
@@ -74,8 +98,9 @@ def argmax_correct(logits, targets, rows):
 
 def evaluate(trainer, dataset, rows):
     """(loss, accuracy) of the trainer on the dataset's `rows` (its test or validation rows),
-    or (None, None) when there are none: `evaluate`'s mean loss (the steps' cross-entropy
-    kernel over all the rows) and `predict`'s argmax. A report, not part of the state."""
+    or (None, None) when there are none: `evaluate`'s mean loss (the steps' loss kernel over
+    all the rows) and `predict`'s argmax; for a regression (loss, R²), the loss the mean
+    squared error of the standardized targets. A report, not part of the state."""
     if not rows:
         return None, None
     from .._buffers.array import Array
@@ -84,12 +109,14 @@ def evaluate(trainer, dataset, rows):
 
     x, y = dataset.gather(rows)
     X = Array._wrap(x, (len(rows), dataset.n_features), "<f4")
-    Y = Array._wrap(y, (len(rows),), "<i4")
+    Y = Array._wrap(y, (len(rows),), y.typecode == "f" and "<f4" or "<i4")
     try:
         result = trainer.evaluate(X, Y)
     except NonFiniteRow as exc:
         raise UsageError(overflow_message(dataset, rows[exc.row], trainer.step_)) from None
-    return result["loss"], result["accuracy"]
+    except ValueError as exc:  # a Trainer's: the rows' loss overflows with these weights
+        raise UsageError(f"{dataset.name}: {exc} at step {trainer.step_}") from None
+    return result["loss"], result["r2" if dataset.targets is not None else "accuracy"]
 
 
 def overflow_message(dataset, row, step):
@@ -107,7 +134,8 @@ def schedule_problem(opts, schedule):
     from .._mlp.state import check_schedule
 
     try:
-        check_schedule(schedule, "SmallMLPTrainer" if opts["layers"] is None else "MLPTrainer")
+        api = "MLPTrainer" if opts["layers"] else "Trainer" if opts["model"] else "SmallMLPTrainer"
+        check_schedule(schedule, api)
     except ValueError as exc:
         return str(exc)
     return None
