@@ -150,7 +150,6 @@ def test_option_refusals(tmp_path):
         (["train", "--model", "linear:3", "--loss", "mse"], ["gives 3 outputs", "linear:1"]),
         (["train", "--loss", "mse", "--model", "linear:1"], ["--loss mse needs --data CSV"]),
         ([*mse, "--model", "linear:1", "--data", "words.csv"], ["'low'", "numeric targets"]),
-        (["train", "--model", "linear:3", "--microbatches", "2"], ["--microbatches", "--model"]),
     ]
     for args, parts in cases:
         assert_one_line_error(run_cli(args, tmp_path), *parts)

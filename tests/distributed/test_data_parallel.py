@@ -286,6 +286,9 @@ def _done(proc):
     [
         ["--steps", "24", "--microbatches", "4"],
         ["--dataset", "digits", "--steps", "30", "--microbatches", "2"],
+        # any model (issue 35), Dropout's mask drawn at each element's index in the batch
+        ["--model", "linear:16,gelu,dropout:0.25,residual(layernorm,linear:16),linear:3"]
+        + ["--steps", "24", "--microbatches", "4"],
     ],
 )
 def test_the_cli_under_mpiexec_equals_one_process(tmp_path, args):

@@ -47,10 +47,10 @@ _SCHEDULE_DEPTH = 8
 _SCHEDULE_STRING = 2048
 _SCHEDULE_BYTES = 2048
 # api -> (nodes, canonical bytes). SmallMLPTrainer keeps the reference's v1 bounds above;
-# MLPTrainer (our own schema) leaves room for what `mojolearn train` records of its data at
+# MLPTrainer and Trainer (our own schemas) leave room for what `mojolearn train` records of its data at
 # any width (a name, a mean and a standard deviation per input column, a name per class),
 # still well inside the 1 MiB that checkpoint.MLP_MAX_BYTES keeps beside the tensors.
-_SCHEDULE_BOUNDS = {"MLPTrainer": (1 << 16, 512 << 10)}
+_SCHEDULE_BOUNDS = {api: (1 << 16, 512 << 10) for api in ("MLPTrainer", "Trainer")}
 
 
 def canonical(value):

@@ -395,10 +395,6 @@ def _warmup_needs_schedule(args, stored):
 def _needs_validation(opts):
     if opts["model"] is None and opts["loss"] != "cross_entropy":
         raise UsageError(f"--loss {opts['loss']} needs --model SPEC (--layers makes classifiers)")
-    if opts["model"] is not None and opts["microbatches"] is not None:
-        raise UsageError(
-            "--microbatches applies to --layers networks (DataParallel takes no --model yet)"
-        )
     if opts["loss"] == "mse" and outputs(parse(opts["model"])) != 1:
         raise UsageError(
             f"--model {opts['model']!r} gives {outputs(parse(opts['model']))} outputs, but "
