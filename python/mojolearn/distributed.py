@@ -350,19 +350,7 @@ class DataParallel:
             total = rows if global_rows is None else global_rows
             per = self._rows_per_microbatch(total, rows, global_rows is None, len(mine))
             y, ya, itemsize = port.read_labels(targets, rows)
-            inputs = port.inputs
-            with port.lock:
-                for j, i in enumerate(mine):
-                    k = i if global_rows is None else j  # the microbatch's place in X
-                    buf = port.microbatch(
-                        xa + 4 * k * per * inputs,
-                        ya + itemsize * k * per,
-                        itemsize,
-                        per,
-                        total,
-                        i * per,  # its first row in the batch: Dropout's global index
-                    )
-                    buffers.append(buf)
+            buffers = self._microbatches(xa, ya, itemsize, per, total, global_rows is None)
         except Exception as exc:  # noqa: BLE001 - every process must hear of it
             problem = exc
         if not changed:  # a session reopened larger for this batch holds the same state
@@ -392,6 +380,24 @@ class DataParallel:
             if self._cut:  # e.g. KeyboardInterrupt between two collectives: see mark_cut
                 mark_cut()
         return {"step": step, "loss": self._loss[0]}
+
+    def _microbatches(
+        self, xa: int, ya: int, itemsize: int, per: int, total: int, whole: bool
+    ) -> list[Any]:
+        """This process's microbatch results ([loss | gradients] each), in order; `whole`: X
+        holds the whole batch (the global form), else only this process's shard."""
+        port, out = self._port, []
+        with port.lock:
+            for j, i in enumerate(self.microbatches_of(self.rank)):
+                k = i if whole else j  # the microbatch's place in X
+                at = k * per
+                # i * per: its first row in the batch, Dropout's global index
+                out.append(
+                    port.microbatch(
+                        xa + 4 * at * port.inputs, ya + itemsize * at, itemsize, per, total, i * per
+                    )
+                )
+        return out
 
     def _same_rate(self, said: list[Any]) -> None:
         """The processes' rates of this step (None without a schedule) must agree."""

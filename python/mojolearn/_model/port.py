@@ -6,11 +6,15 @@ combined gradients, and the facts the processes compare. A microbatch's result b
 
 from __future__ import annotations
 
+import array as _pyarray
+import functools
 import json
 import math
 
+from .._buffers.alloc import empty
 from .._mlp import lr_schedule as _lrs
 from .._runtime import backend as _backend
+from . import batch as _batch
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -71,9 +75,9 @@ class ModelPort:
         self.inputs, self.total = math.prod(spec.input_shape), spec.total
         self.model_fact = MODEL_FACT
         self.lock = trainer._lock
-        # The trainer's own bound methods: no frame of the port's between DataParallel and them.
-        self.microbatch = trainer._microbatch
-        self.apply = trainer._apply_flat
+        # Bound to the trainer once: no frame of the port's between DataParallel and them.
+        self.microbatch = functools.partial(microbatch, trainer)
+        self.apply = functools.partial(apply_flat, trainer)
 
     @staticmethod
     def result_at(rows: int) -> tuple[int, int]:
@@ -90,17 +94,13 @@ class ModelPort:
     def read(self, X: BufferLike) -> tuple[object, int, int]:
         """(object to keep alive, address, rows) of X: float32 (rows, *input_shape), any
         number of rows (stacked microbatches), finite; refused by name otherwise."""
-        from .trainer import _inputs
-
-        x = _inputs(X, self._trainer._spec, None)
+        x = _batch.inputs(X, self._trainer._spec, None)
         return x, x._addr, x._shape[0]
 
     def read_labels(self, targets: BufferLike, rows: int) -> tuple[object, int, int]:
         """(object to keep alive, address, bytes per example) of `rows` examples' targets, as
         `train_step` takes them; refused by name otherwise (the binding checks class ids)."""
-        from .trainer import _targets
-
-        y = _targets(targets, self._trainer._spec, rows)
+        y = _batch.targets(targets, self._trainer._spec, rows)
         return y, y._addr, 4 * (y._size // rows)
 
     def mark(self) -> tuple[tuple[object, ...], int]:
@@ -124,3 +124,45 @@ class ModelPort:
         """The learning-rate schedule's record (what checkpoints store), or None without one."""
         schedule = self._trainer._lr_schedule
         return None if schedule is None else _lrs.record(schedule)
+
+
+def microbatch(
+    self: Trainer, xa: int, ya: int, row_bytes: int, rows: int, divide_by: int, first_row: int
+) -> PyArray:
+    """[loss | gradients] of examples [first_row, first_row + rows) of a batch of
+    `divide_by` examples on the current state (ARITHMETIC.md "Data parallel"): the loss
+    and gradients of the sum of their losses over the whole batch's count of positions
+    (or outputs, for MSE), Dropout as in that batch's step. No step. `row_bytes` is the
+    targets' stride (the port's `read_labels`)."""
+    spec = self._spec
+    out = spec.output_shape
+    per = math.prod(out[:-1]) if spec.loss == "cross_entropy" else math.prod(out)
+    buf = _pyarray.array("f", bytes(4 * (1 + spec.total)))
+    at = buf.buffer_info()[0]
+    p, m, v = self._state
+    outputs = empty((rows, *out))
+    addrs = [xa, ya, p._addr, m._addr, v._addr, p._addr, m._addr, v._addr]
+    addrs += [at, outputs._addr, at + 4]  # mode grads writes no new state
+    head = [rows, 1, 1, self._step + 1, self._config["lr"]]  # mode 1: grads  # lr: unused in grads
+    self._run(addrs, head, first_row, divide_by * per)
+    return buf
+
+
+def apply_flat(self: Trainer, grads_addr: int) -> int:
+    """One AdamW step with the flat gradients at `grads_addr` (`mlp_adamw`: the same
+    `adamw_flat` as a whole step's) at this step's rate, on copies published at once;
+    returns the new step count. All or nothing."""
+    with self._lock:
+        t = self._step + 1
+        lr = self._rate(t)
+        p, m, v = (a.copy() for a in self._state)
+        c = self._config
+        hyper = [lr, c["beta1"], c["beta2"], c["eps"], c["weight_decay"]]
+        try:
+            _backend.binding().mlp_adamw(
+                [p._addr, grads_addr, m._addr, v._addr], [self._spec.total, t, *hyper]
+            )
+        except RuntimeError as exc:
+            raise RuntimeError(f"Trainer: the step produced a non-finite result ({exc})") from None
+        self._publish((p, m, v), 1)
+        return self._step

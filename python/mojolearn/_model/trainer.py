@@ -10,19 +10,19 @@ initial weights and keys every Dropout mask) and the data schedule.
 
 from __future__ import annotations
 
-import array as _pyarray
 import math
 import threading
 import warnings
 
 from .._buffers.alloc import empty, zeros
 from .._buffers.array import Array
-from .._buffers.intake import as_f32_c, as_i32_c, owned_tensor
+from .._buffers.intake import owned_tensor
 from .._mlp import lr_schedule as _lrs
 from .._mlp import state as S
 from .._mlp.infer import _argmax, _report
 from .._mlp.rng import _check_seed
 from .._runtime import backend as _backend
+from . import batch as _batch
 from .export import ModelExport
 from .persist import ModelPersistence
 from .port import ModelPort
@@ -33,7 +33,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from .._buffers.types import BufferLike, LRSchedule, PyArray
+    from .._buffers.types import BufferLike, LRSchedule
 
 _API = "Trainer"
 _FORWARD, _GRADS, _TRAIN, _EVAL = 0, 1, 2, 3
@@ -238,7 +238,7 @@ class Trainer(ModelPersistence, ModelExport):
             RuntimeError: the step produced a non-finite result (nothing was applied).
         """
         with self._lock:
-            x, y, n = self._batch(X, targets, self._max_rows)
+            x, y, n = self._read(X, targets, self._max_rows)
             lr = self._rate(self._step + 1)
             out = self._call(x, y, n, _TRAIN, 1, lr)
             self._publish(out["state"], 1)
@@ -265,7 +265,7 @@ class Trainer(ModelPersistence, ModelExport):
         if isinstance(k, bool) or type(k) is not int or k < 1:
             raise ValueError(f"{_API}: k must be a positive int, got {k!r}")
         with self._lock:
-            x, y, total = self._batch(X, targets, self._max_rows * k)
+            x, y, total = self._read(X, targets, self._max_rows * k)
             if total % k:
                 raise ValueError(f"{_API}: X's {total} examples are not {k} equal batches")
             n = total // k
@@ -275,7 +275,7 @@ class Trainer(ModelPersistence, ModelExport):
                 rates = [self._rate(self._step + 1 + i) for i in range(k)]
                 out, losses, state = {}, [], self._state
                 for i, lr in enumerate(rates):
-                    xi, yi = _rows(x, i * n, n), _rows(y, i * n, n)
+                    xi, yi = _batch.rows_of(x, i * n, n), _batch.rows_of(y, i * n, n)
                     out = self._call(xi, yi, n, _TRAIN, 1, lr, state, self._step + 1 + i)
                     losses.append(out["losses"][0])
                     state = out["state"]
@@ -293,10 +293,10 @@ class Trainer(ModelPersistence, ModelExport):
     def _publish(self, state: tuple[Array, Array, Array], k: int) -> None:
         self._state, self._step = state, self._step + k
 
-    def _batch(self, X: Any, targets: Any, most: int) -> tuple[Array, Array, int]:
-        x = _inputs(X, self._spec, most)
+    def _read(self, X: Any, targets: Any, most: int) -> tuple[Array, Array, int]:
+        x = _batch.inputs(X, self._spec, most)
         n = x._shape[0]
-        return x, _targets(targets, self._spec, n), n
+        return x, _batch.targets(targets, self._spec, n), n
 
     def _call(
         self,
@@ -341,48 +341,6 @@ class Trainer(ModelPersistence, ModelExport):
         """The one way `DataParallel` drives this trainer."""
         return ModelPort(self)
 
-    def _microbatch(
-        self, xa: int, ya: int, row_bytes: int, rows: int, divide_by: int, first_row: int
-    ) -> PyArray:
-        """[loss | gradients] of examples [first_row, first_row + rows) of a batch of
-        `divide_by` examples on the current state (ARITHMETIC.md "Data parallel"): the loss
-        and gradients of the sum of their losses over the whole batch's count of positions
-        (or outputs, for MSE), Dropout as in that batch's step. No step. `row_bytes` is the
-        targets' stride (the port's `read_labels`)."""
-        spec = self._spec
-        out = spec.output_shape
-        per = math.prod(out[:-1]) if spec.loss == "cross_entropy" else math.prod(out)
-        buf = _pyarray.array("f", bytes(4 * (1 + spec.total)))
-        at = buf.buffer_info()[0]
-        p, m, v = self._state
-        outputs = empty((rows, *out))
-        addrs = [xa, ya, p._addr, m._addr, v._addr, p._addr, m._addr, v._addr]
-        addrs += [at, outputs._addr, at + 4]  # mode grads writes no new state
-        head = [rows, _GRADS, 1, self._step + 1, self._config["lr"]]  # lr: unused in grads
-        self._run(addrs, head, first_row, divide_by * per)
-        return buf
-
-    def _apply_flat(self, grads_addr: int) -> int:
-        """One AdamW step with the flat gradients at `grads_addr` (`mlp_adamw`: the same
-        `adamw_flat` as a whole step's) at this step's rate, on copies published at once;
-        returns the new step count. All or nothing."""
-        with self._lock:
-            t = self._step + 1
-            lr = self._rate(t)
-            p, m, v = (a.copy() for a in self._state)
-            c = self._config
-            hyper = [lr, c["beta1"], c["beta2"], c["eps"], c["weight_decay"]]
-            try:
-                _backend.binding().mlp_adamw(
-                    [p._addr, grads_addr, m._addr, v._addr], [self._spec.total, t, *hyper]
-                )
-            except RuntimeError as exc:
-                raise RuntimeError(
-                    f"{_API}: the step produced a non-finite result ({exc})"
-                ) from None
-            self._publish((p, m, v), 1)
-            return self._step
-
     # -- inference ---------------------------------------------------------------------------
 
     def predict_logits(self, X: BufferLike) -> Array:
@@ -399,7 +357,7 @@ class Trainer(ModelPersistence, ModelExport):
             ValueError: a wrong shape, a NaN or infinity, or outputs that overflow float32.
         """
         with self._lock:
-            x = _inputs(X, self._spec, None)
+            x = _batch.inputs(X, self._spec, None)
             return self._forward(x)
 
     def _forward(self, x: Array) -> Array:
@@ -409,7 +367,7 @@ class Trainer(ModelPersistence, ModelExport):
         per_out = math.prod(spec.output_shape)
         for start in range(0, n, chunk):
             rows = min(chunk, n - start)
-            xi = _rows(x, start, rows)
+            xi = _batch.rows_of(x, start, rows)
             try:
                 r = self._call(xi, xi, rows, _FORWARD, 1, self._config["lr"])
             except RuntimeError:
@@ -437,7 +395,7 @@ class Trainer(ModelPersistence, ModelExport):
         z = self.predict_logits(X)
         if self._spec.loss == "mse":
             return z
-        labels = _argmax(_as_rows(z, self._spec.output_shape[-1]))
+        labels = _argmax(_batch.as_rows(z, self._spec.output_shape[-1]))
         return labels.reshape(z._shape[:-1])
 
     def predict_proba(self, X: BufferLike) -> Array:
@@ -457,7 +415,7 @@ class Trainer(ModelPersistence, ModelExport):
         if self._spec.loss == "mse":
             raise TypeError(f"{_API}: predict_proba needs a cross_entropy model, this one is mse")
         z = self.predict_logits(X)
-        rows = _as_rows(z, self._spec.output_shape[-1])
+        rows = _batch.as_rows(z, self._spec.output_shape[-1])
         probs = empty(rows._shape)
         _backend.binding().softmax([rows._addr, probs._addr], list(rows._shape))
         return probs.reshape(z._shape)
@@ -480,7 +438,7 @@ class Trainer(ModelPersistence, ModelExport):
                 that overflows float32.
         """
         with self._lock:
-            x, y, n = self._batch(X, targets, self._max_rows)
+            x, y, n = self._read(X, targets, self._max_rows)
             try:
                 r = self._call(x, y, n, _EVAL, 1, self._config["lr"])
             except RuntimeError as exc:
@@ -489,7 +447,7 @@ class Trainer(ModelPersistence, ModelExport):
         if self._spec.loss == "mse":
             return _regression(loss, list(z._mv), list(y._mv))
         classes = self._spec.output_shape[-1]
-        pred = _argmax(_as_rows(z, classes))
+        pred = _argmax(_batch.as_rows(z, classes))
         return dict(_report(loss, list(y._mv), list(pred._mv), classes))
 
     # -- state -------------------------------------------------------------------------------
@@ -551,61 +509,6 @@ def _initial(spec: ModelSpec, weights: object, seed: int) -> Array:
         for n, s in zip(spec.names, spec.shapes)
     ]
     return S.flat(tensors)  # type: ignore[no-any-return]
-
-
-def _rows(a: Array, start: int, n: int) -> Array:
-    """Examples start..start+n-1 of a C-contiguous batch, as a view (shares the memory)."""
-    per = math.prod(a._shape[1:])
-    at = start * per
-    return a._view(a._mv[at : at + n * per], (n, *a._shape[1:]), a._addr + 4 * at)
-
-
-def _as_rows(z: Array, classes: int) -> Array:
-    return z.reshape((z._size // classes, classes))
-
-
-def _inputs(X: Any, spec: ModelSpec, most: int | None) -> Array:
-    arr: Array = as_f32_c(X, name="X")[0]
-    shape = arr._shape
-    want = spec.input_shape
-    flat = len(want) > 1 and len(shape) == 2 and shape[1] == math.prod(want)
-    if len(shape) < 1 or (tuple(shape[1:]) != want and not flat) or shape[0] < 1:
-        raise ValueError(
-            f"{_API}: X must have shape (n, {', '.join(map(str, want))}) with n >= 1"
-            f"{' or (n, ' + str(math.prod(want)) + ')' if len(want) > 1 else ''}, got {tuple(shape)}"
-        )
-    if most is not None and shape[0] > most:
-        raise ValueError(f"{_API}: X has {shape[0]} examples, more than max_rows ({most})")
-    _finite(arr, "X", math.prod(want))
-    return arr.reshape((shape[0], *want)) if flat else arr
-
-
-def _targets(targets: Any, spec: ModelSpec, n: int) -> Array:
-    out = spec.output_shape
-    if spec.loss == "mse":
-        arr: Array = as_f32_c(targets, name="targets")[0]
-        shape = arr._shape
-        ok = tuple(shape) == (n, *out) or (out == (1,) and tuple(shape) == (n,))
-        if not ok:
-            raise ValueError(
-                f"{_API}: targets must have shape {(n, *out)} (float32), got {tuple(shape)}"
-            )
-        _finite(arr, "targets", math.prod(out))
-        return arr
-    labels: Array = as_i32_c(targets, name="targets")[0]
-    want = (n,) if len(out) == 1 else (n, *out[:-1])
-    if labels._shape != want:
-        raise ValueError(f"{_API}: targets must have shape {want} (class ids), got {labels._shape}")
-    return labels
-
-
-def _finite(a: Array, name: str, per: int) -> None:
-    if a._size and _backend.binding().all_finite([a._addr], [a._size]) != 1:
-        bad = next(i for i, v in enumerate(a._mv) if not math.isfinite(v))
-        raise ValueError(
-            f"{_API}: {name} must be finite: example {bad // per}, element {bad % per} is "
-            f"{a._mv[bad]!r}"
-        )
 
 
 def _regression(loss: float, z: list[float], t: list[float]) -> dict[str, Any]:

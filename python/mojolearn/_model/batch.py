@@ -1,0 +1,74 @@
+"""How `Trainer` (and the DataParallel port) read a batch: examples of one input shape, and
+targets as its loss takes them, each checked by name (shape, dtype, finite values) and read in
+place when C-contiguous; and views of a batch's examples."""
+
+from __future__ import annotations
+
+import math
+
+from .._buffers.intake import as_f32_c, as_i32_c
+from .._runtime import backend as _backend
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .._buffers.array import Array
+    from .spec import ModelSpec
+
+_API = "Trainer"
+
+
+def rows_of(a: Array, start: int, n: int) -> Array:
+    """Examples start..start+n-1 of a C-contiguous batch, as a view (shares the memory)."""
+    per = math.prod(a._shape[1:])
+    at = start * per
+    return a._view(a._mv[at : at + n * per], (n, *a._shape[1:]), a._addr + 4 * at)
+
+
+def as_rows(z: Array, classes: int) -> Array:
+    return z.reshape((z._size // classes, classes))
+
+
+def inputs(X: Any, spec: ModelSpec, most: int | None) -> Array:
+    arr: Array = as_f32_c(X, name="X")[0]
+    shape = arr._shape
+    want = spec.input_shape
+    flat = len(want) > 1 and len(shape) == 2 and shape[1] == math.prod(want)
+    if len(shape) < 1 or (tuple(shape[1:]) != want and not flat) or shape[0] < 1:
+        raise ValueError(
+            f"{_API}: X must have shape (n, {', '.join(map(str, want))}) with n >= 1"
+            f"{' or (n, ' + str(math.prod(want)) + ')' if len(want) > 1 else ''}, got {tuple(shape)}"
+        )
+    if most is not None and shape[0] > most:
+        raise ValueError(f"{_API}: X has {shape[0]} examples, more than max_rows ({most})")
+    finite(arr, "X", math.prod(want))
+    return arr.reshape((shape[0], *want)) if flat else arr
+
+
+def targets(values: Any, spec: ModelSpec, n: int) -> Array:
+    out = spec.output_shape
+    if spec.loss == "mse":
+        arr: Array = as_f32_c(values, name="targets")[0]
+        shape = arr._shape
+        ok = tuple(shape) == (n, *out) or (out == (1,) and tuple(shape) == (n,))
+        if not ok:
+            raise ValueError(
+                f"{_API}: targets must have shape {(n, *out)} (float32), got {tuple(shape)}"
+            )
+        finite(arr, "targets", math.prod(out))
+        return arr
+    labels: Array = as_i32_c(values, name="targets")[0]
+    want = (n,) if len(out) == 1 else (n, *out[:-1])
+    if labels._shape != want:
+        raise ValueError(f"{_API}: targets must have shape {want} (class ids), got {labels._shape}")
+    return labels
+
+
+def finite(a: Array, name: str, per: int) -> None:
+    if a._size and _backend.binding().all_finite([a._addr], [a._size]) != 1:
+        bad = next(i for i, v in enumerate(a._mv) if not math.isfinite(v))
+        raise ValueError(
+            f"{_API}: {name} must be finite: example {bad // per}, element {bad % per} is "
+            f"{a._mv[bad]!r}"
+        )
