@@ -335,3 +335,51 @@ def test_a_gelu_layernorm_residual_model_trains_with_the_references_bits(seed):
     for _ in range(40):
         t.train_step(X, y)
     assert t.evaluate(X, y)["loss"] < first / 2
+
+
+_MODEL_PASS = """
+import json, random, sys
+import mojolearn as ml
+from mojolearn import nn
+seed, loss = int(sys.argv[1]), sys.argv[2]
+rng = random.Random(seed)
+model = nn.Sequential(nn.Linear(12, 48), nn.GELU(), nn.Residual(nn.LayerNorm(48), nn.Linear(48, 48),
+    nn.Tanh(), nn.Dropout(0.1)), nn.LayerNorm(48), nn.Linear(48, 6), nn.Sigmoid(), nn.Linear(6, 3))
+t = ml.Trainer(model, input_shape=(12,), loss=loss, seed=seed)
+X = ml.Array.from_list([[rng.gauss(0, 1) for _ in range(12)] for _ in range(32)])
+if loss == "mse":
+    y = ml.Array.from_list([[rng.gauss(0, 1) for _ in range(3)] for _ in range(32)])
+else:
+    y = ml.Array.from_list([rng.randrange(3) for _ in range(32)], "<i4")
+out = t.train_step(X, y)
+grads = [v for g in out["gradients"].values() for v in g.tolist() for v in (v if isinstance(v, list) else [v])]
+print(json.dumps({"loss": out["loss"], "outputs": [v for r in out["outputs"].tolist() for v in r], "grads": grads}))
+"""
+
+
+@pytest.mark.parametrize("loss", ["cross_entropy", "mse"])
+def test_fast_mode_is_within_float32_tolerance_of_identical(seed, loss):
+    """docs/ARITHMETIC.md "Models": fast mode runs the same layers with the schedule free
+    (contraction allowed): one pass from the same state and batch within 1e-5 relative of
+    identical mode, every layer of the engine in it (Dropout's mask is the same function)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    got = {}
+    for mode in ("identical", "fast"):
+        proc = subprocess.run(
+            [sys.executable, "-c", _MODEL_PASS, str(seed % 10**6), loss],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=dict(os.environ, MOJOLEARN_NUMERIC_MODE=mode),
+        )
+        assert proc.returncode == 0, proc.stderr
+        got[mode] = json.loads(proc.stdout)
+    a, b = got["identical"], got["fast"]
+    assert abs(a["loss"] - b["loss"]) <= 1e-5 * (1 + abs(a["loss"]))
+    assert all(abs(x - y) <= 1e-5 * (1 + abs(x)) for x, y in zip(a["outputs"], b["outputs"]))
+    scale = max(abs(g) for g in a["grads"])
+    assert all(abs(x - y) <= 1e-5 * scale for x, y in zip(a["grads"], b["grads"]))
