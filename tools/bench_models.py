@@ -289,8 +289,8 @@ def jax_peer(cell, act, rounds, budget):
             return optax.apply_updates(p, u), s
     else:
         how = "by hand"
-        zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
-        state = (zeros, zeros, jnp.int32(0))
+        state = tuple(jax.tree_util.tree_map(jnp.zeros_like, params) for _ in "mv")
+        state = (*state, jnp.int32(0))  # m and v apart: a buffer is donated once
 
         def update(p, s, g):
             m, v, t = s
