@@ -116,9 +116,15 @@ def problem(cell, act):
 
 
 def _importable():
-    """Run from a checkout without the package installed: its python/ folder."""
-    if importlib.util.find_spec("mojolearn") is None:
-        sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+    """The package this checkout holds (its python/ folder), unless PYTHONPATH names one (as
+    tools/bench_ab.py does): an editable install of another tree in the venv would otherwise
+    be measured in its place. Set in the environment, so every child measures the same."""
+    own = os.path.join(os.path.dirname(HERE), "python")
+    if not os.environ.get("PYTHONPATH") and os.path.isdir(os.path.join(own, "mojolearn")):
+        os.environ["PYTHONPATH"] = own
+        sys.path.insert(0, own)
+    elif importlib.util.find_spec("mojolearn") is None:
+        sys.path.insert(0, own)
 
 
 def ml_model(layers):
@@ -395,8 +401,9 @@ def run_child(kind, env, cells, act, rounds, budget):
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=full)
     if proc.returncode != 0:
-        last = proc.stderr.strip().splitlines()[-1:] or ["failed"]
-        return None, last[0]
+        lines = proc.stderr.strip().splitlines()
+        where = [w.strip() for w in lines if w.strip().startswith("File ")][-1:]
+        return None, " ".join([*(lines[-1:] or ["failed"]), *(f"({w})" for w in where)])
     return json.loads(proc.stdout.strip().splitlines()[-1]), None
 
 
@@ -409,7 +416,12 @@ def gelu_probe():
     t = ml.Trainer(nn.Sequential(nn.Linear(2, 3), nn.GELU(), nn.Linear(3, 2)), input_shape=(2,))
     X = Array.from_list([0.5, -1.0, 0.25, 2.0], "<f4").reshape((2, 2))
     t.train_step(X, Array.from_list([0, 1], "<i4"))
-    return {}
+    return {"mojolearn": os.path.dirname(ml.__file__)}
+
+
+def _find(name):
+    spec = importlib.util.find_spec(name)
+    return os.path.dirname(spec.origin) if spec and spec.origin else "?"
 
 
 def gelu_runs():
@@ -417,9 +429,10 @@ def gelu_runs():
     (the parent loads no binding)."""
     res, err = run_child("probe", {"MOJOLEARN_NUM_THREADS": "1"}, [], "gelu", 1, 0.0)
     if res is not None:
-        return True, ""
+        return True, res["mojolearn"]
     if "op code" in err:  # the binding names the op it does not run
-        return False, err
+        where = _find("mojolearn")
+        return False, f"{err} (mojolearn from {where})"
     raise SystemExit(f"bench_models: the GELU probe failed: {err}")
 
 
@@ -611,6 +624,8 @@ def main():
         print(f"{title}: not installed" if "No module" in err else f"{title}: failed ({err})")
     if not gelu:
         print(f"GELU: {why}")
+    else:
+        print(f"mojolearn from {why}")
     wall = time.perf_counter() - started
     print(f"({args.passes} passes x {args.rounds} rounds of {args.budget}s; {wall:.0f} s)")
     if args.json:
