@@ -1,7 +1,7 @@
 """Benchmark: µs per AdamW training step of mojolearn.Trainer on the models of issue 35, beside
 torch eager, JAX jit and the matmul floor, all measured in the same run, one thread.
 
-    python tools/bench_models.py                 # the full run (about a minute and a half)
+    python tools/bench_models.py                 # the full run (about two minutes)
     python tools/bench_models.py --quick         # a smoke run: few, short rounds
     python tools/bench_models.py --json out.json # also save every figure
     python tools/bench_models.py --passes 5      # more interleaved passes (default 5)
@@ -26,16 +26,22 @@ names) and the same batch, and runs forward, loss, backward and AdamW (lr 1e-3, 
   OpenBLAS; see the environment notes).
 Each contender runs in its own process, once per pass, in an order that rotates from pass to
 pass, so that a slow spell of this shared machine falls on every contender alike; a figure is
-the median over all passes' rounds of the mean µs per step in a round. Ratios: torch / ours
-and JAX / ours (> 1: we are faster), ours / floor (1: at the floor).
+the median over all passes' rounds of the mean µs per step in a round; a second table gives
+the best round of the same run (a shared machine's noise only adds time: where the two tables
+disagree, the run was disturbed). Ratios: torch / ours and JAX / ours (> 1: we are faster),
+ours / floor (1: at the floor). Every contender's first loss is compared (the same problem
+gives the same loss to float32 rounding; a warning names a contender that timed something
+else). The package measured is this checkout's python/ unless PYTHONPATH names one; the last
+lines say where it came from.
 
 When this build's Trainer refuses GELU (a binding without its kernels), M1 is measured with ReLU
 in place of GELU for every contender and its rows say so.
 
-A profile of the identical mode follows at the M1 cells: `predict_logits` (the forward alone,
-beside its third of the floor), and train_step of the same Linears as a ReLU MLP, with and
-without the LayerNorm, so the table shows what the activations and the normalization cost
-beyond the GEMMs.
+A profile of the identical mode follows at the M1 cells (`--no-profile` skips it), timed
+round by round beside the step: `predict_logits` (the forward alone, beside its third of the
+floor); train_step of the same Linears as a ReLU MLP, with the LayerNorm (where M1 has GELU)
+and without; and that ReLU MLP through MLPTrainer (its resident session): what the
+activations, the normalization and the general engine cost beyond the GEMMs.
 """
 
 import argparse
@@ -193,7 +199,7 @@ def ours(cell, act, rounds, budget):
         fns["predict_logits"] = lambda: trainer.predict_logits(X)
         linears = [lay for lay in layers if lay[0] == "linear"]
         relu_mlp = [linears[0], ("relu",), linears[1], ("relu",), linears[2]]
-        with_ln = [linears[0], ("relu",), ("layernorm", 256), *relu_mlp[2:]]
+        with_ln = [linears[0], ("relu",), ("layernorm", linears[0][2]), *relu_mlp[2:]]
         variants = {"ReLU MLP": relu_mlp}
         if act != "relu":  # else it is the timed model itself
             variants["ReLU+LayerNorm"] = with_ln
@@ -469,8 +475,12 @@ def main():
         ),
         ("floor", {"OPENBLAS_CORETYPE": None, "OPENBLAS_L2_SIZE": None}, None),
     ]
-    if not args.no_profile:
-        contenders[0][1]["BENCH_MODELS_PROFILE"] = "1"
+    profiled = [c for c in cells if CELLS[c][0] == "M1"]
+    if profiled and not args.no_profile:
+        # A process of its own: the other trainers it holds change the heap the timed step
+        # allocates its buffers from (glibc's trimming), and so the table's step times.
+        env = {**one, "MOJOLEARN_NUMERIC_MODE": "identical", "BENCH_MODELS_PROFILE": "1"}
+        contenders.append(("ours", env, "profile"))
     rounds = {}  # column title -> {cell: [µs per step of each round]}
     sgemm, blas = [], ""
     losses = {}  # cell -> {contender: the loss of its first step}
@@ -486,7 +496,8 @@ def main():
             for kind, env, tag in contenders[k:] + contenders[:k]:
                 if kind in missing:
                     continue
-                res, err = run_child(kind, env, cells, act, args.rounds, args.budget)
+                mine = profiled if tag == "profile" else cells
+                res, err = run_child(kind, env, mine, act, args.rounds, args.budget)
                 if err and tag:
                     raise SystemExit(f"bench_models: mojolearn {tag} failed: {err}")
                 if err:
@@ -596,17 +607,20 @@ def main():
     best_rows, best_rate, _ = table(min, "best round")
     profile = {}
     for title in med:
-        if title.startswith("identical ") and title != "identical step":
-            profile[title[len("identical ") :]] = med[title]
+        if title.startswith("profile "):
+            profile[title[len("profile ") :]] = med[title]
     if profile:
-        print("\nProfile, identical mode, µs (ratio to the full train_step; to the floor's part)")
-        for c in cells:
-            if c not in next(iter(profile.values())):
-                continue
+        print(
+            "\nProfile, identical mode, one process, µs (ratio to its train_step of M1; "
+            "to the floor's part)"
+        )
+        for c in profiled:
             r = next(x for x in rows if x["cell"] == f"{CELLS[c][0]} b{CELLS[c][1]}")
-            step, floor = r["identical_us"], r["floor_us"]
+            step, floor = profile["step"][c], r["floor_us"]
             parts = [f"train_step {step:.1f} ({f(floor and step / floor, '.2f')}x the floor)"]
             for title, by in profile.items():
+                if title == "step":
+                    continue
                 v = by[c]
                 # The forward is one GEMM of the three per Linear: a third of the floor.
                 share = floor / 3 if title == "predict_logits" else floor
