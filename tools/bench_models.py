@@ -584,7 +584,8 @@ def main():
             f"{f(rate, '.1f')} GFLOP/s (NumPy float32 {GEMM}³, {blas or 'blas unknown'})."
         )
         head = (
-            f"{'batch':>5} {'cell':<4}{'ours iden':>9}{'ours fast':>10}{'torch':>9}{'JAX':>9}{'floor':>9}"
+            f"{'batch':>5} {'cell':<4}{'ours iden':>10}{'ours fast':>10}{'torch':>9}{'JAX':>9}"
+            f"{'floor':>9}"
             f"{'torch/ours':>11}{'jax/ours':>9}{'ours/floor':>11}{'iden/fast':>10}"
             "   goals (issue 35; ✓ met, ✗ not)"
         )
@@ -598,7 +599,8 @@ def main():
             # A row starts with its batch: tools/bench_ab.py labels a row by its first number
             # and its words, so each row (and no goal's outcome) names it.
             print(
-                f"{r['batch']:>5} {r['model']:<4}{f(r['identical_us'], '.1f'):>9}{f(r['fast_us'], '.1f'):>10}"
+                f"{r['batch']:>5} {r['model']:<4}{f(r['identical_us'], '.1f'):>10}"
+                f"{f(r['fast_us'], '.1f'):>10}"
                 f"{f(r['torch_us'], '.1f'):>9}{f(r['jax_us'], '.1f'):>9}"
                 f"{f(r['floor_us'], '.1f'):>9}{f(q['torch/ours'], '.2f'):>11}"
                 f"{f(q['jax/ours'], '.2f'):>9}{f(q['ours/floor'], '.2f'):>11}"
