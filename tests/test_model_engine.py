@@ -43,8 +43,12 @@ def _step(
     losses, outputs, grads = _f([0.0] * k), _f([0.0] * (rows * program.outputs)), _f([0.0] * total)
     tgt = array.array("i" if spec.loss == "cross_entropy" else "f", targets)
     xs = _f(x)
+    # the activations and their gradients, filled with NaN: every value is written before it
+    # is read, so nothing of the scratch's may reach a result
+    scratch = _f([float("nan")] * (2 * rows * program.arena))
     addrs = [program.address] + [
-        a.buffer_info()[0] for a in (xs, tgt, p_in, m_in, v_in, *new, losses, outputs, grads)
+        a.buffer_info()[0]
+        for a in (xs, tgt, p_in, m_in, v_in, *new, losses, outputs, grads, scratch)
     ]
     h = HYPER
     _backend.binding().model_step(

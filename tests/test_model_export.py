@@ -200,6 +200,7 @@ def test_to_torch_has_torchs_layers_our_names_and_bytes(seed, name, model, shape
 
 @CASES
 def test_to_torch_computes_predict_logits(seed, name, model, shape, loss):
+    pytest.importorskip("torch")
     np = pytest.importorskip("numpy")
     t = _trainer(seed, model, shape, loss)
     module = t.to_torch().eval()

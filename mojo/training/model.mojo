@@ -25,7 +25,7 @@ from training.layers.dropout import dropout_apply, dropout_key
 from training.layers.elementwise import add_into, copy_or_add, mse_loss, relu_apply, relu_grad
 from training.layers.norm import layernorm_backward, layernorm_forward
 from training.loss import mean_cross_entropy
-from training.mlp import adamw_flat, relu_backward, sum_rows
+from training.mlp import adamw_flat, adamw_flat_into, relu_backward, sum_rows
 from training.pool import split_gemm
 
 comptime VERSION = 1
@@ -225,42 +225,49 @@ def model_loss(pr: Program, y: I32P, target: F32P, divide_by: Int) -> Float32:
 
 
 def model_steps(words: I64P, x: F32P, y: I32P, target: F32P, p: F32P, m: F32P, v: F32P,
-                losses: F32P, outputs: F32P, grads: F32P, rows: Int, mode: Int, k: Int, t0: Int,
-                lr: Float64, beta1: Float64, beta2: Float64, eps: Float64,
-                weight_decay: Float64, total: Int, first_row: Int = 0, divide_by: Int = 0):
+                p_out: F32P, m_out: F32P, v_out: F32P, losses: F32P, outputs: F32P,
+                grads: F32P, scratch: F32P, rows: Int, mode: Int, k: Int, t0: Int, lr: Float64,
+                beta1: Float64, beta2: Float64, eps: Float64, weight_decay: Float64, total: Int,
+                first_row: Int = 0, divide_by: Int = 0):
     """`k` steps over k batches of `rows` examples stacked in x and the targets (y: int32 class
-    ids for cross-entropy, target: float32 for MSE), in place on p, m, v in mode train (t =
-    t0, t0 + 1, ...); modes forward, grads and eval (the loss of inference's forward) run one
-    batch and leave p, m, v as they are.
-    `losses[i]` is batch i's loss; `outputs` and `grads` hold the last batch's.
+    ids for cross-entropy, target: float32 for MSE) in mode train (t = t0, t0 + 1, ...): the
+    first step reads p, m, v and writes the new state to p_out, m_out, v_out (AdamW's `_into`
+    form: no copy), the next ones update those in place; p, m, v are never written. Modes
+    forward, grads and eval (the loss of inference's forward) run one batch on p.
+    `losses[i]` is batch i's loss; `outputs` and `grads` hold the last batch's. `scratch` holds
+    2 × rows × the program's arena floats (the activations and their gradients: every value
+    is written before it is read, so it needs no clearing).
     A microbatch of a larger batch (ARITHMETIC.md "Data parallel"): its first row is row
     `first_row` of the whole batch (Dropout's global element index), and `divide_by` > 0 is
     the whole batch's loss count (its rows × positions, or × outputs for MSE), the divisor in
     place of this batch's own."""
     var arena_floats = rows * Int(words[unsafe_offset=3])
-    var act = List[Float32](length=max(arena_floats, 1), fill=0)
-    var dact = List[Float32](length=max(arena_floats, 1), fill=0)
     var inputs = Int(words[unsafe_offset=4])
     var outs = Int(words[unsafe_offset=6])
     var classes = Int(words[unsafe_offset=8])
     var labels = outs // classes if classes > 0 else 0  # class targets per example
+    var params = p
     for i in range(k):
-        var pr = Program(Int(words), Int(x.unsafe_offset(i * rows * inputs)),
-                         Int(act.unsafe_ptr()), Int(dact.unsafe_ptr()), rows)
+        var pr = Program(Int(words), Int(x.unsafe_offset(i * rows * inputs)), Int(scratch),
+                         Int(scratch.unsafe_offset(arena_floats)), rows)
         var t = t0 + i
-        model_forward(pr, p, t, mode == MODE_GRADS or mode == MODE_TRAIN, first_row)
+        model_forward(pr, params, t, mode == MODE_GRADS or mode == MODE_TRAIN, first_row)
         var z = pr.at(pr.output())
         if mode != MODE_FORWARD:
             losses[unsafe_offset=i] = model_loss(pr, y.unsafe_offset(i * rows * labels),
                                                  target.unsafe_offset(i * rows * outs),
                                                  divide_by)
         if mode == MODE_GRADS or mode == MODE_TRAIN:
-            model_backward(pr, p, grads, t, first_row)
-        if i == k - 1 or mode == MODE_FORWARD:
+            model_backward(pr, params, grads, t, first_row)
+        if i == k - 1 or mode != MODE_TRAIN:
             for j in range(rows * outs):
                 outputs[unsafe_offset=j] = z[unsafe_offset=j]
         if mode != MODE_TRAIN:
             break
-        if mode == MODE_TRAIN:
-            adamw_flat(p, grads, m, v, total, t, lr, beta1, beta2, eps, weight_decay)
-    _ = len(act) + len(dact)  # the Programs hold the arenas by address
+        if i == 0:
+            _ = adamw_flat_into(p, grads, m, v, p_out, m_out, v_out, total, t, lr, beta1, beta2,
+                                eps, weight_decay)
+            params = p_out
+        else:
+            adamw_flat(p_out, grads, m_out, v_out, total, t, lr, beta1, beta2, eps,
+                       weight_decay)

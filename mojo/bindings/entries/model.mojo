@@ -4,7 +4,9 @@ model_step
     addresses: program (int64 words, mojolearn/_model/program.py), x (k·rows × inputs float32),
                targets (int32 class ids for cross-entropy, float32 for MSE), params, m, v
                (read), new_params, new_m, new_v (written in mode train), losses (k, out),
-               outputs (rows × outputs, out: the last batch's), grads (total, out)
+               outputs (rows × outputs, out: the last batch's), grads (total, out),
+               scratch (2 × rows × the program's arena floats: the caller's, reused between
+               calls; no clearing needed)
     params:    rows >= 1, mode (0 forward, 1 grads, 2 train, 3 eval: the loss of inference's
                forward, no dropout, no gradients), k >= 1 (1 outside train), t >= 1
                (the first step's one-based index), lr, beta1, beta2, eps, weight_decay,
@@ -24,13 +26,13 @@ from std.python import PythonObject
 
 from entries.args import Args, Layout, refuse_nonfinite
 from training.config import F32P, I64P
-from training.copy import copy_floats
 from training.model import (HEADER, MODE_EVAL, MODE_FORWARD, MODE_TRAIN, OP_ADD, OP_DROPOUT, OP_GELU,
                             OP_LAYERNORM, OP_LINEAR, OP_RELU, OP_SIGMOID, OP_TANH, RECORD, VERSION,
                             model_steps)
 
 comptime MODEL_STEP = Layout(
-    "model_step", "program,x,targets,params,m,v,new_params,new_m,new_v,losses,outputs,grads",
+    "model_step",
+    "program,x,targets,params,m,v,new_params,new_m,new_v,losses,outputs,grads,scratch",
     "rows,mode,k,t,lr,beta1,beta2,eps,weight_decay,total,first_row,divide_by")
 
 comptime _MAX_ROWS = 1 << 24
@@ -158,23 +160,13 @@ def model_step(addrs: PythonObject, params: PythonObject) raises -> PythonObject
             if label < 0 or label >= classes:
                 raise Error("ValueError: ", E, ": targets[", i, "] = ", label,
                             " is not a class in [0, ", classes, ")")
-    var p = args.f32(3)
-    var m = args.f32(4)
-    var v = args.f32(5)
-    if mode == MODE_TRAIN:
-        p = args.f32(6)
-        m = args.f32(7)
-        v = args.f32(8)
     var losses = args.f32(9)
     var outputs = args.f32(10)
     var grads = args.f32(11)
     var ts = external_call["PyEval_SaveThread", Int]()
-    if mode == MODE_TRAIN:
-        copy_floats(args.f32(3), p, total)
-        copy_floats(args.f32(4), m, total)
-        copy_floats(args.f32(5), v, total)
-    model_steps(words, args.f32(1), args.i32(2), args.f32(2), p, m, v, losses, outputs, grads,
-                rows, mode, k, t, lr, b1, b2, eps, wd, total, first_row, divide_by)
+    model_steps(words, args.f32(1), args.i32(2), args.f32(2), args.f32(3), args.f32(4),
+                args.f32(5), args.f32(6), args.f32(7), args.f32(8), losses, outputs, grads,
+                args.f32(12), rows, mode, k, t, lr, b1, b2, eps, wd, total, first_row, divide_by)
     external_call["PyEval_RestoreThread", NoneType](ts)
     refuse_nonfinite(E, "outputs", outputs, rows * outs)
     if mode != MODE_FORWARD:
@@ -182,7 +174,7 @@ def model_step(addrs: PythonObject, params: PythonObject) raises -> PythonObject
     if mode != MODE_FORWARD and mode != MODE_EVAL:
         refuse_nonfinite(E, "grads", grads, total)
     if mode == MODE_TRAIN:
-        refuse_nonfinite(E, "new_params", p, total)
-        refuse_nonfinite(E, "new_m", m, total)
-        refuse_nonfinite(E, "new_v", v, total)
+        refuse_nonfinite(E, "new_params", args.f32(6), total)
+        refuse_nonfinite(E, "new_m", args.f32(7), total)
+        refuse_nonfinite(E, "new_v", args.f32(8), total)
     return PythonObject(rows * outs)

@@ -21,9 +21,7 @@ _API = "Trainer"
 
 def rows_of(a: Array, start: int, n: int) -> Array:
     """Examples start..start+n-1 of a C-contiguous batch, as a view (shares the memory)."""
-    per = math.prod(a._shape[1:])
-    at = start * per
-    return a._view(a._mv[at : at + n * per], (n, *a._shape[1:]), a._addr + 4 * at)
+    return view(a, start * math.prod(a._shape[1:]), (n, *a._shape[1:]))
 
 
 def as_rows(z: Array, classes: int) -> Array:
@@ -72,3 +70,15 @@ def finite(a: Array, name: str, per: int) -> None:
             f"{_API}: {name} must be finite: example {bad // per}, element {bad % per} is "
             f"{a._mv[bad]!r}"
         )
+
+
+def view(a: Array, at: int, shape: tuple[int, ...]) -> Array:
+    """The values at [at, at + prod(shape)) of a flat float32 or int32 Array, as a view of
+    `shape` (shares the memory)."""
+    size = math.prod(shape)
+    return a._view(a._mv[at : at + size], shape, a._addr + 4 * at)
+
+
+def tensors(flat: Array, spec: ModelSpec) -> dict[str, Array]:
+    """A flat buffer (gradients) as views by torch name, each of its tensor's shape."""
+    return {n: view(flat, at, sh) for n, sh, at in zip(spec.names, spec.shapes, spec.offsets)}

@@ -99,6 +99,8 @@ class Trainer(ModelPersistence, ModelExport):
         "_lr_schedule",
         "_schedule",
         "_state",
+        "_spare",
+        "_scratch",
         "_step",
         "_max_rows",
         "_lock",
@@ -130,6 +132,8 @@ class Trainer(ModelPersistence, ModelExport):
         params = _initial(spec, weights, self._seed)
         self._spec, self._program = spec, Program(spec, self._seed)
         self._state = (params, zeros((spec.total,)), zeros((spec.total,)))
+        self._spare = (empty((spec.total,)), empty((spec.total,)), empty((spec.total,)))
+        self._scratch = empty((1,))
         self._step = 0
         self._lock = threading.RLock()
         _say_where_it_runs()
@@ -290,9 +294,6 @@ class Trainer(ModelPersistence, ModelExport):
             return float(self._config["lr"])
         return _lrs.rate(self._lr_schedule, t, _API)
 
-    def _publish(self, state: tuple[Array, Array, Array], k: int) -> None:
-        self._state, self._step = state, self._step + k
-
     def _read(self, X: Any, targets: Any, most: int) -> tuple[Array, Array, int]:
         x = _batch.inputs(X, self._spec, most)
         n = x._shape[0]
@@ -309,31 +310,58 @@ class Trainer(ModelPersistence, ModelExport):
         state: tuple[Array, Array, Array] | None = None,
         t: int | None = None,
     ) -> dict[str, Any]:
-        """One `model_step` call on batches of n examples: its results in fresh Arrays."""
+        """One `model_step` call on batches of n examples. A training call from the published
+        state writes the new one into the spare state (published by `_publish`, which swaps
+        the two: no state is allocated or copied a step); from another `state`, into fresh
+        buffers. The results lie in one fresh buffer: [losses | outputs | gradients]."""
         spec = self._spec
         p, m, v = state or self._state
         total = spec.total
-        new = tuple(empty((total,)) for _ in range(3)) if mode == _TRAIN else (p, m, v)
-        losses, outputs, grads = empty((k,)), empty((n, *spec.output_shape)), empty((total,))
+        new = (p, m, v)
+        if mode == _TRAIN:
+            new = (
+                self._spare
+                if state is None
+                else (empty((total,)), empty((total,)), empty((total,)))
+            )
+        outs = n * math.prod(spec.output_shape)
+        grads = total if mode in (_GRADS, _TRAIN) else 0
+        res = empty((k + outs + grads,))
+        losses, outputs = _batch.view(res, 0, (k,)), _batch.view(res, k, (n, *spec.output_shape))
+        g = _batch.view(res, k + outs, (grads,)) if grads else losses  # never written: a place
         addrs = [x._addr, y._addr, p._addr, m._addr, v._addr]
-        addrs += [a._addr for a in new] + [losses._addr, outputs._addr, grads._addr]
+        addrs += [a._addr for a in new] + [losses._addr, outputs._addr, g._addr]
         self._run(addrs, [n, mode, k, self._step + 1 if t is None else t, lr])
-        return {"state": new, "losses": list(losses._mv), "outputs": outputs, "grads": grads}
+        return {"state": new, "losses": list(losses._mv), "outputs": outputs, "grads": g}
+
+    def _publish(self, state: tuple[Array, Array, Array], k: int) -> None:
+        if state is self._spare:  # the old state becomes the next step's spare
+            self._spare = self._state
+        self._state, self._step = state, self._step + k
 
     def _run(
         self, addrs: list[int], head: list[Any], first_row: int = 0, divide_by: int = 0
     ) -> None:
-        """`model_step` on `addrs` (all but the program's) with params `head` (rows, mode, k,
-        t, lr) and the trainer's other hyperparameters; a non-finite result is a RuntimeError
-        naming the trainer."""
+        """`model_step` on `addrs` (all but the program's and the scratch) with params `head`
+        (rows, mode, k, t, lr) and the trainer's other hyperparameters; a non-finite result is a
+        RuntimeError naming the trainer."""
         c = self._config
         hyper = [c["beta1"], c["beta2"], c["eps"], c["weight_decay"], self._spec.total]
+        scratch = self._scratch_at(head[0])
         try:
             _backend.binding().model_step(
-                [self._program.address, *addrs], [*head, *hyper, first_row, divide_by]
+                [self._program.address, *addrs, scratch], [*head, *hyper, first_row, divide_by]
             )
         except RuntimeError as exc:
             raise RuntimeError(f"{_API}: the step produced a non-finite result ({exc})") from None
+
+    def _scratch_at(self, rows: int) -> int:
+        """The address of the activations and their gradients for `rows` examples: one buffer
+        kept between calls, grown (to the next power of two) when a batch needs more."""
+        need = 2 * rows * self._program.arena
+        if self._scratch._size < need:
+            self._scratch = empty((1 << (need - 1).bit_length(),))
+        return int(self._scratch._addr)
 
     # -- data parallel (`mojolearn.distributed` through `_model/port.py`) ---------------------
 
@@ -529,7 +557,7 @@ def _result(step: int, out: dict[str, Any], spec: ModelSpec) -> dict[str, Any]:
         "step": step,
         "loss": float(out["losses"][-1]),
         "outputs": out["outputs"],
-        "gradients": spec.split(out["grads"]),
+        "gradients": _batch.tensors(out["grads"], spec),
     }
     if spec.loss == "cross_entropy":
         r["logits"] = out["outputs"]

@@ -135,6 +135,7 @@ LAYOUT = {
             "losses",
             "outputs",
             "grads",
+            "scratch",
         ),
         (
             "rows",
