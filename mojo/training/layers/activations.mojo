@@ -17,11 +17,12 @@ operation per step, left to right as written:
     Sigmoid:    y = sigmoid32(x);  d = y·(1 − y)        (from the output y)
     dx = g·d, or dx = dx + g·d when the input's gradient is already written (ACCUMULATE).
 """
+from std.sys import simd_width_of
 from training.config import F32P
 from training.portable_math import (erf32, erf32_scalar, exp32, exp32_scalar, sigmoid32,
                                     sigmoid32_scalar, tanh32, tanh32_scalar)
 
-comptime W = 8
+comptime W = simd_width_of[DType.float32]()  # the build's lanes (16 in x86-64-v4, 8 in v3): independent outputs, the same bits at any width
 comptime F32 = DType.float32
 
 comptime SQRT1_2 = Float32(0.70710678118654752440)

@@ -1,11 +1,12 @@
 """Elementwise layers and the MSE loss (docs/ARITHMETIC.md "Models"; mirror
 tests/reference/layers.py). Every output is independent, so SIMD lanes give the same bits at
 any width; sums (MSE) walk the elements in order."""
+from std.sys import simd_width_of
 from std.math import fma
 
 from training.config import F32P
 
-comptime W = 8
+comptime W = simd_width_of[DType.float32]()  # the build's lanes (16 in x86-64-v4, 8 in v3): independent outputs, the same bits at any width
 
 
 def add_into(a: F32P, b: F32P, dst: F32P, n: Int):

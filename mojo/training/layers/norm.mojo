@@ -13,12 +13,13 @@ Backward, llm.c's form, with gn = g·w (g without the affine tensors):
 The per-row sums walk the row in order (one chain each); the elementwise parts run in SIMD
 lanes of independent outputs, which gives the same bits at any width.
 """
+from std.sys import simd_width_of
 from std.math import fma
 
 from training.config import F32P
 from training.fp import sqrt_rn
 
-comptime W = 8  # lanes of the elementwise parts (independent outputs: any width, same bits)
+comptime W = simd_width_of[DType.float32]()  # the build's lanes (16 in x86-64-v4, 8 in v3): independent outputs, the same bits at any width
 
 
 @always_inline
