@@ -356,3 +356,28 @@ def test_a_microbatch_divisor_below_its_own_count_is_refused(seed):
         _step(spec, Program(spec, 0), params, x, y, 4, divide_by=7)
     with pytest.raises(ValueError, match=r"first_row must be an integer in \[0, "):
         _step(spec, Program(spec, 0), params, x, y, 4, first_row=-1)
+
+
+@identical
+@pytest.mark.parametrize("affine", [True, False])
+def test_layernorm_on_many_rows_is_the_references_bit_for_bit(seed, affine):
+    # More rows than SIMD lanes (the row sums run 8 or 16 rows at a time, one per lane), and a
+    # count that leaves a tail of rows done one by one; an offset mean and a Residual's
+    # accumulated input gradient.
+    rng = random.Random(seed)
+    d = rng.randrange(3, 40)
+    model = nn.Sequential(
+        nn.Linear(5, d),
+        nn.Residual(nn.LayerNorm(d, elementwise_affine=affine), nn.Linear(d, d)),
+        nn.LayerNorm(d, eps=1e-3, elementwise_affine=affine),
+        nn.Linear(d, 3),
+    )
+    spec = ModelSpec(model, (3, 5), "cross_entropy")
+    params = [v for t in spec.init(rng.randrange(1 << 32)) for v in t]
+    rows = rng.randrange(11, 23)  # × 3 positions: 33 to 66 LayerNorm rows
+    x = [f32(rng.gauss(4.0, 2.0)) for _ in range(rows * 15)]
+    y = [rng.randrange(3) for _ in range(rows * 3)]
+    losses, outputs, grads, _ = _step(spec, Program(spec, 1), params, x, y, rows, mode=1)
+    want_loss, want_out, want_grads = ref.step(spec, params, x, y, rows, 1, 1, True)
+    assert _bits(outputs) == _bits(want_out)
+    assert _bits(losses) == _bits([want_loss]) and _bits(grads) == _bits(want_grads)

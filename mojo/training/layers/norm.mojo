@@ -37,17 +37,43 @@ def _row_stats(x: F32P, d: Int, eps: Float32) -> Tuple[Float32, Float32]:
     return (mean, rstd)
 
 
+def _stats(x: F32P, stats: F32P, rows: Int, d: Int, eps: Float32):
+    """Each row's (mean, rstd) into `stats`, W rows at a time in SIMD lanes (lane i is row
+    r + i, read with a stride of d: every row's sums still run j ascending, so the bits are
+    `_row_stats`'), the last rows one by one."""
+    var r = 0
+    var n = SIMD[DType.float32, W](Float32(d))
+    while r + W <= rows:
+        var base = x.unsafe_offset(r * d)
+        var s = SIMD[DType.float32, W](0.0)
+        for j in range(d):
+            s = s + base.unsafe_offset(j).unsafe_strided_load[width=W](d)
+        var mean = s / n
+        var q = SIMD[DType.float32, W](0.0)
+        for j in range(d):
+            var c = base.unsafe_offset(j).unsafe_strided_load[width=W](d) - mean
+            q = fma(c, c, q)
+        var rstd = SIMD[DType.float32, W](1.0) / sqrt_rn[W](q / n + eps)
+        for i in range(W):
+            stats[unsafe_offset=2 * (r + i)] = mean[i]
+            stats[unsafe_offset=2 * (r + i) + 1] = rstd[i]
+        r += W
+    while r < rows:
+        var st = _row_stats(x.unsafe_offset(r * d), d, eps)
+        stats[unsafe_offset=2 * r] = st[0]
+        stats[unsafe_offset=2 * r + 1] = st[1]
+        r += 1
+
+
 def layernorm_forward(x: F32P, y: F32P, w: F32P, b: F32P, stats: F32P, rows: Int, d: Int,
                       eps: Float32, affine: Bool):
     """y (rows × d) from x; `stats` receives each row's (mean, rstd) for the backward."""
+    _stats(x, stats, rows, d, eps)
     for r in range(rows):
         var xr = x.unsafe_offset(r * d)
         var yr = y.unsafe_offset(r * d)
-        var st = _row_stats(xr, d, eps)
-        var mean = st[0]
-        var rstd = st[1]
-        stats[unsafe_offset=2 * r] = mean
-        stats[unsafe_offset=2 * r + 1] = rstd
+        var mean = stats[unsafe_offset=2 * r]
+        var rstd = stats[unsafe_offset=2 * r + 1]
         var j = 0
         while j + W <= d:
             var xhat = (xr.unsafe_load[width=W](j) - mean) * rstd
@@ -63,18 +89,36 @@ def layernorm_forward(x: F32P, y: F32P, w: F32P, b: F32P, stats: F32P, rows: Int
             j += 1
 
 
-def layernorm_backward(g: F32P, x: F32P, w: F32P, stats: F32P, dx: F32P, dw: F32P, db: F32P,
-                       rows: Int, d: Int, affine: Bool, accumulate: Bool):
-    """dx (rows × d) from the output gradient g; dw, db (d each) written when `affine`."""
+def _grad_sums(g: F32P, x: F32P, w: F32P, stats: F32P, dst: F32P, rows: Int,
+               d: Int, affine: Bool):
+    """Each row's `a = (Σ gn) / f32(d)` and `c = (fma chain of gn·xhat) / f32(d)` into `out`,
+    W rows at a time in SIMD lanes (lane i is row r + i, read with a stride of d: each row's
+    sums still run j ascending), the last rows one by one."""
     var n = Float32(d)
-    if affine:
+    var r = 0
+    while r + W <= rows:
+        var gb = g.unsafe_offset(r * d)
+        var xb = x.unsafe_offset(r * d)
+        var mean = stats.unsafe_offset(2 * r).unsafe_strided_load[width=W](2)
+        var rstd = stats.unsafe_offset(2 * r + 1).unsafe_strided_load[width=W](2)
+        var s = SIMD[DType.float32, W](0.0)
+        var c = SIMD[DType.float32, W](0.0)
         for j in range(d):
-            dw[unsafe_offset=j] = Float32(0.0)
-            db[unsafe_offset=j] = Float32(0.0)
-    for r in range(rows):
+            var xhat = (xb.unsafe_offset(j).unsafe_strided_load[width=W](d) - mean) * rstd
+            var gn = gb.unsafe_offset(j).unsafe_strided_load[width=W](d)
+            if affine:
+                gn = gn * w[unsafe_offset=j]
+            s = s + gn
+            c = fma(gn, xhat, c)
+        var a = s / n
+        c = c / n
+        for i in range(W):
+            dst[unsafe_offset=2 * (r + i)] = a[i]
+            dst[unsafe_offset=2 * (r + i) + 1] = c[i]
+        r += W
+    while r < rows:
         var xr = x.unsafe_offset(r * d)
         var gr = g.unsafe_offset(r * d)
-        var dxr = dx.unsafe_offset(r * d)
         var mean = stats[unsafe_offset=2 * r]
         var rstd = stats[unsafe_offset=2 * r + 1]
         var s = Float32(0.0)
@@ -84,8 +128,28 @@ def layernorm_backward(g: F32P, x: F32P, w: F32P, stats: F32P, dx: F32P, dw: F32
             var gn = gr[unsafe_offset=j] * w[unsafe_offset=j] if affine else gr[unsafe_offset=j]
             s = s + gn
             c = fma(gn, xhat, c)
-        var a = s / n
-        c = c / n
+        dst[unsafe_offset=2 * r] = s / n
+        dst[unsafe_offset=2 * r + 1] = c / n
+        r += 1
+
+
+def layernorm_backward(g: F32P, x: F32P, w: F32P, stats: F32P, dx: F32P, dw: F32P, db: F32P,
+                       rows: Int, d: Int, affine: Bool, accumulate: Bool):
+    """dx (rows × d) from the output gradient g; dw, db (d each) written when `affine`."""
+    if affine:
+        for j in range(d):
+            dw[unsafe_offset=j] = Float32(0.0)
+            db[unsafe_offset=j] = Float32(0.0)
+    var sums = List[Float32](length=2 * rows, fill=0)
+    _grad_sums(g, x, w, stats, F32P(unsafe_from_address=Int(sums.unsafe_ptr())), rows, d, affine)
+    for r in range(rows):
+        var xr = x.unsafe_offset(r * d)
+        var gr = g.unsafe_offset(r * d)
+        var dxr = dx.unsafe_offset(r * d)
+        var mean = stats[unsafe_offset=2 * r]
+        var rstd = stats[unsafe_offset=2 * r + 1]
+        var a = sums[2 * r]
+        var c = sums[2 * r + 1]
         var j = 0
         while j + W <= d:
             var xhat = (xr.unsafe_load[width=W](j) - mean) * rstd
