@@ -139,7 +139,8 @@ def model_forward(pr: Program, p: F32P, t: Int, train: Bool, first_row: Int):
         elif code == OP_ADD:
             add_into(src, pr.at(pr.word(op, 4)), dst, rows * pr.word(op, 3))
         elif code == OP_GELU:
-            gelu_forward(src, dst, rows * pr.word(op, 3), pr.word(op, 4) != 0)
+            gelu_forward(src, dst, pr.at(pr.word(op, 5)), rows * pr.word(op, 3),
+                         pr.word(op, 4) != 0)
         elif code == OP_TANH:
             tanh_forward(src, dst, rows * pr.word(op, 3))
         elif code == OP_SIGMOID:
@@ -201,9 +202,10 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
             copy_or_add(dy, pr.grad(o), n, (flags & ACCUMULATE_OTHER) != 0)
             if need:
                 copy_or_add(dy, dsrc, n, acc)
-        elif code == OP_GELU:  # from the input x
+        elif code == OP_GELU:  # from the input x and what the forward kept
             if need:
-                gelu_backward(src, dy, dsrc, rows * pr.word(op, 3), pr.word(op, 4) != 0, acc)
+                gelu_backward(src, pr.at(pr.word(op, 5)), dy, dsrc, rows * pr.word(op, 3),
+                              pr.word(op, 4) != 0, acc)
         elif code == OP_TANH:  # from the output y
             if need:
                 tanh_backward(pr.at(pr.word(op, 2)), dy, dsrc, rows * pr.word(op, 3), acc)

@@ -109,6 +109,8 @@ def _check_program(E: StaticString, w: I64P, total: Int) raises -> Int:
             if code == OP_GELU and Int(r[unsafe_offset=4]) != 0 and Int(r[unsafe_offset=4]) != 1:
                 raise Error("ValueError: ", E, ": program op ", op, ": GELU form ",
                             Int(r[unsafe_offset=4]), " is not 0 (none) or 1 (tanh)")
+            if code == OP_GELU:  # what its forward keeps for its backward
+                _inside(E, "kept", op, Int(r[unsafe_offset=5]), a, arena)
         else:
             raise Error("ValueError: ", E, ": program op ", op, ": op code ", code,
                         " is not one this binding runs")

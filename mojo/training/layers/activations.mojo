@@ -31,14 +31,11 @@ comptime BETA = Float32(0.79788456080286535588)
 comptime KAPPA = Float32(0.044715)
 comptime KAPPA3 = Float32(0.134145)
 
-# What `_value` computes from (a, g): the forward reads a = x, the backward a = x (GELU) or
-# a = y (Tanh, Sigmoid) and multiplies g by the derivative.
-comptime GELU_NONE_FWD = 0
-comptime GELU_TANH_FWD = 1
+# What `_value` computes from (a, g): the forward reads a = x, the backward a = y and
+# multiplies g by the derivative (GELU has loops of its own: its backward reuses a value of
+# its forward).
 comptime TANH_FWD = 2
 comptime SIGMOID_FWD = 3
-comptime GELU_NONE_BWD = 4
-comptime GELU_TANH_BWD = 5
 comptime TANH_BWD = 6
 comptime SIGMOID_BWD = 7
 
@@ -84,25 +81,10 @@ def _gelu_tanh_t[w: Int](x: SIMD[F32, w]) -> SIMD[F32, w]:
 
 @always_inline
 def _value[w: Int, kind: Int](a: SIMD[F32, w], g: SIMD[F32, w]) -> SIMD[F32, w]:
-    comptime if kind == GELU_NONE_FWD:
-        return (a * 0.5) * (1.0 + _erf[w](a * SQRT1_2))
-    elif kind == GELU_TANH_FWD:
-        return (a * 0.5) * (1.0 + _gelu_tanh_t[w](a))
-    elif kind == TANH_FWD:
+    comptime if kind == TANH_FWD:
         return _tanh[w](a)
     elif kind == SIGMOID_FWD:
         return _sigmoid[w](a)
-    elif kind == GELU_NONE_BWD:
-        var cdf = (1.0 + _erf[w](a * SQRT1_2)) * 0.5
-        var pdf = _exp[w]((a * a) * -0.5) * INV_SQRT_2PI
-        return g * (cdf + a * pdf)
-    elif kind == GELU_TANH_BWD:
-        var t = _gelu_tanh_t[w](a)
-        var left = a * 0.5
-        var left_d = (1.0 + t) * 0.5
-        var right_d = 1.0 - t * t
-        var inner_d = BETA * (1.0 + KAPPA3 * (a * a))
-        return g * (left_d + (left * right_d) * inner_d)
     elif kind == TANH_BWD:
         return g * (1.0 - a * a)
     else:
@@ -125,19 +107,65 @@ def _map[kind: Int](a: F32P, g: F32P, dst: F32P, n: Int, accumulate: Bool):
         i += 1
 
 
-def gelu_forward(x: F32P, y: F32P, n: Int, tanh_form: Bool):
+@always_inline
+def _gelu_fwd[w: Int](a: SIMD[F32, w], tanh_form: Bool) -> Tuple[SIMD[F32, w], SIMD[F32, w]]:
+    """(y, the value the backward reuses): `1 + erf32(x·SQRT1_2)`, or the tanh form's t."""
     if tanh_form:
-        _map[GELU_TANH_FWD](x, x, y, n, False)
-    else:
-        _map[GELU_NONE_FWD](x, x, y, n, False)
+        var t = _gelu_tanh_t[w](a)
+        return ((a * 0.5) * (1.0 + t), t)
+    var c = 1.0 + _erf[w](a * SQRT1_2)
+    return ((a * 0.5) * c, c)
 
 
-def gelu_backward(x: F32P, g: F32P, dx: F32P, n: Int, tanh_form: Bool, accumulate: Bool):
-    """dx = g·GELU'(x) (recomputed from the input x), or added to dx."""
+@always_inline
+def _gelu_bwd[w: Int](
+    a: SIMD[F32, w], c: SIMD[F32, w], g: SIMD[F32, w], tanh_form: Bool
+) -> SIMD[F32, w]:
+    """g·GELU'(a) from the forward's `c` (the same float32 the forward formed, so the same
+    bits as forming it again)."""
     if tanh_form:
-        _map[GELU_TANH_BWD](x, g, dx, n, accumulate)
-    else:
-        _map[GELU_NONE_BWD](x, g, dx, n, accumulate)
+        var left_d = (1.0 + c) * 0.5
+        var right_d = 1.0 - c * c
+        var inner_d = BETA * (1.0 + KAPPA3 * (a * a))
+        return g * (left_d + ((a * 0.5) * right_d) * inner_d)
+    var pdf = _exp[w]((a * a) * -0.5) * INV_SQRT_2PI
+    return g * (c * 0.5 + a * pdf)
+
+
+def gelu_forward(x: F32P, y: F32P, c: F32P, n: Int, tanh_form: Bool):
+    """y = GELU(x); `c` keeps `1 + erf32(x·SQRT1_2)` (or the tanh form's t) for the
+    backward."""
+    var i = 0
+    while i + W <= n:
+        var r = _gelu_fwd[W](x.unsafe_load[width=W](i), tanh_form)
+        y.unsafe_offset(i).unsafe_store(r[0])
+        c.unsafe_offset(i).unsafe_store(r[1])
+        i += W
+    while i < n:
+        var r = _gelu_fwd[1](x[unsafe_offset=i], tanh_form)
+        y[unsafe_offset=i] = r[0][0]
+        c[unsafe_offset=i] = r[1][0]
+        i += 1
+
+
+def gelu_backward(x: F32P, c: F32P, g: F32P, dx: F32P, n: Int, tanh_form: Bool,
+                  accumulate: Bool):
+    """dx = g·GELU'(x) from the input x and the forward's `c`, or added to dx."""
+    var i = 0
+    while i + W <= n:
+        var v = _gelu_bwd[W](x.unsafe_load[width=W](i), c.unsafe_load[width=W](i),
+                             g.unsafe_load[width=W](i), tanh_form)
+        if accumulate:
+            v = dx.unsafe_load[width=W](i) + v
+        dx.unsafe_offset(i).unsafe_store(v)
+        i += W
+    while i < n:
+        var v = _gelu_bwd[1](x[unsafe_offset=i], c[unsafe_offset=i], g[unsafe_offset=i],
+                             tanh_form)[0]
+        if accumulate:
+            v = dx[unsafe_offset=i] + v
+        dx[unsafe_offset=i] = v
+        i += 1
 
 
 def tanh_forward(x: F32P, y: F32P, n: Int):

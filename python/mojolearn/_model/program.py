@@ -49,7 +49,7 @@ OP_RELU = 2  # src dst n . . . . . . flags
 OP_LAYERNORM = 3  # src dst d lead w(-1: none) b stats eps_bits flags
 OP_DROPOUT = 4  # src dst n threshold layer scale_bits . . flags
 OP_ADD = 5  # src(x) dst n other(f(x)) . . . . flags
-OP_GELU = 6  # src dst n approximate(0 none, 1 tanh) . . . . flags
+OP_GELU = 6  # src dst n approximate(0 none, 1 tanh) kept(1 + erf, or the tanh form's t) . . . flags
 OP_TANH = 7  # src dst n . . . . . flags
 OP_SIGMOID = 8  # src dst n . . . . . flags
 LOSS_CROSS_ENTROPY, LOSS_MSE = 0, 1
@@ -155,8 +155,11 @@ class Program:
                     type(layer)
                 ]
                 dst = self._alloc(n)
-                extra = int(isinstance(layer, GELU) and layer.approximate == "tanh")
-                self._op(code, src, dst, n, extra)
+                if isinstance(layer, GELU):  # its forward keeps a value its backward reuses
+                    tanh_form = int(layer.approximate == "tanh")
+                    self._op(code, src, dst, n, tanh_form, self._alloc(n))
+                else:
+                    self._op(code, src, dst, n)
                 src = dst
             i += 1
         return src
