@@ -45,7 +45,7 @@ def _step(
     xs = _f(x)
     # the activations and their gradients, filled with NaN: every value is written before it
     # is read, so nothing of the scratch's may reach a result
-    scratch = _f([float("nan")] * (2 * rows * program.arena))
+    scratch = _f([float("nan")] * (rows * (2 * program.arena + program.positions)))
     addrs = [program.address] + [
         a.buffer_info()[0]
         for a in (xs, tgt, p_in, m_in, v_in, *new, losses, outputs, grads, scratch)
@@ -54,7 +54,7 @@ def _step(
     _backend.binding().model_step(
         addrs,
         [rows, mode, k, t, h["lr"], h["beta1"], h["beta2"], h["eps"], h["weight_decay"], total]
-        + [first_row, divide_by],
+        + [first_row, divide_by, 0],
     )
     return list(losses), list(outputs), list(grads), [list(a) for a in new]
 

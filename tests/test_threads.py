@@ -1,5 +1,5 @@
 """MOJOLEARN_NUM_THREADS in the trainers' steps (mojolearn/_runtime/threads.py, training/pool.mojo):
-every thread count gives one thread's bits, in both numeric modes, with the workers really
+every thread count gives one thread's bits (MLPTrainer and Trainer), in both numeric modes, with the workers really
 taking part; a forked child (no workers) still trains, to the same bits."""
 
 import json
@@ -28,6 +28,16 @@ for sizes, rows in (([64, 128, 10], 160), ([54, 256, 256, 7], 40), ([30, 200, 3]
     step = tr.train_step(Array.from_list(xs[:rows * sizes[0]], "<f4").reshape(rows, sizes[0]),
                          Array.from_list(ys[:rows], "<i4"), return_input_grad=True)
     out[str(sizes)] = [tr.state_hash(), step["input_grad"].tolist()[0][:5]]
+nn = ml.nn  # the model engine: GEMMs split, the other layers on the calling thread
+model = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.LayerNorm(256),
+                      nn.Residual(nn.Linear(256, 256), nn.ReLU()), nn.Dropout(0.1),
+                      nn.Linear(256, 10))
+tm = ml.Trainer(model, input_shape=(64,), seed=3)
+rng = _rng.SplitMix64(77)
+xs = [rng.uniform() * 2 - 1 for _ in range(2 * 160 * 64)]
+ys = [rng.randbelow(10) for _ in range(2 * 160)]
+tm.train_steps(Array.from_list(xs, "<f4").reshape(320, 64), Array.from_list(ys, "<i4"), 2)
+out["model"] = tm.state_hash()
 pool = _threads.pool()
 out["worker_parts"] = ml._runtime.backend.binding().raw.pool_worker_parts([pool], []) if pool else 0
 {after}
@@ -88,6 +98,16 @@ X, y = Array.from_list(xs, "<f4").reshape(50 * rows, sizes[0]), Array.from_list(
 tr = ml.MLPTrainer(sizes, seed=3, data_schedule={"test": 1})
 tr.train_steps(X, y, 50)
 out = {"hash": tr.state_hash()}
+nn = ml.nn  # the model engine: GEMMs split, the other layers on the calling thread
+model = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.LayerNorm(256),
+                      nn.Residual(nn.Linear(256, 256), nn.ReLU()), nn.Dropout(0.1),
+                      nn.Linear(256, 10))
+tm = ml.Trainer(model, input_shape=(64,), seed=3)
+rng = _rng.SplitMix64(77)
+xs = [rng.uniform() * 2 - 1 for _ in range(2 * 160 * 64)]
+ys = [rng.randbelow(10) for _ in range(2 * 160)]
+tm.train_steps(Array.from_list(xs, "<f4").reshape(320, 64), Array.from_list(ys, "<i4"), 2)
+out["model"] = tm.state_hash()
 pool = _threads.pool()
 out["worker_parts"] = ml._runtime.backend.binding().raw.pool_worker_parts([pool], []) if pool else 0
 # The last bias is in the last range: lr * weight_decay = 8 makes the decay factor -7, so

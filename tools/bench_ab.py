@@ -11,7 +11,8 @@ a shared host's noise only adds time, and its processes run in a fast or a slow 
 call timed 2.5 or 4 µs a step, process by process), which a median of a few runs mixes. Every output line is cut
 into a label (its text before the first number) and its numbers; lines whose labels match in
 both trees are compared: the median of each figure over the runs, and B / A (for times, < 1 is
-faster after). A line that starts with a number (a table row) is labelled by that number; the
+faster after). A line that starts with a number (a table row) is labelled by that number, one
+that starts with a bracketed cell (`[64, 128, 10]  32 ...`) by the cell and its next column; the
 first line of a label in a run counts; lines without numbers are skipped.
 """
 
@@ -25,11 +26,17 @@ import subprocess
 import sys
 
 NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+CELL = re.compile(r"^\s*(\[[^\]]*\])\s+(\S+)")  # a bracketed cell and its next column
 
 
 def _parse(text: str) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
     for line in text.splitlines():
+        cell = CELL.match(line)
+        if cell:  # a table row labelled by a cell: "[64, 128, 10]  32  ..."
+            label = f"row {cell.group(1)} {cell.group(2)}"
+            out.setdefault(label, [float(x) for x in NUMBER.findall(line[cell.end() :])])
+            continue
         m = NUMBER.search(line)
         if not m:
             continue

@@ -1,7 +1,8 @@
 # Checks training/mlp.mojo against plain scalar references, bit for bit, on fresh random
 # inputs (the seed is printed on failure): bias + activation, ReLU backward, row sums (written
-# column-outer here, row-outer in the kernel: same order per column), and the fused step
-# (mlp_steps) against the same operations composed by hand, for k = 1 and k = 3 steps.
+# column-outer here, row-outer in the kernel: same order per column), and the fused step (the
+# model runner on the MLP's program, training/model.mojo `mlp_layers_steps`) against the same
+# operations composed by hand, for k = 1 and k = 3 steps.
 # Run: mojo run -I mojo --fp-mode contract=off mojo/tests/test_mlp.mojo
 from std.memory import bitcast
 from std.testing import TestSuite, assert_equal
@@ -10,6 +11,7 @@ from std.time import perf_counter_ns
 from training.config import F32P, I32P
 from training.gemm import gemm_naive
 from training.loss import mean_cross_entropy
+from training.model import mlp_layers_steps
 from training.mlp import (
     MLPDims,
     MODE_FORWARD,
@@ -17,7 +19,6 @@ from training.mlp import (
     MODE_TRAIN,
     adamw_flat,
     bias_activation,
-    mlp_steps,
     relu_backward,
     sum_rows,
 )
@@ -167,7 +168,7 @@ def _check_fused(d: MLPDims, rows: Int, k: Int) raises:
     var logits = Buf(rows * d.classes)
     var grads = Buf(n)
     var dx = Buf(rows * d.inputs)
-    mlp_steps(d, x.p(), y, p.p(), m.p(), v.p(), losses.p(), logits.p(), grads.p(), dx.p(), rows,
+    mlp_layers_steps([d.inputs, d.hidden, d.classes], x.p(), y, p.p(), m.p(), v.p(), losses.p(), logits.p(), grads.p(), dx.p(), rows,
               MODE_TRAIN, k, 7, 1e-2, 0.9, 0.999, 1e-8, 0.01, True)
     # composed, step by step
     var rp = Buf(n)
@@ -224,7 +225,7 @@ def test_forward_and_grads_modes_leave_state() raises:
     var grads = Buf(n)
     var dx = Buf(rows * d.inputs)
     for mode in [MODE_FORWARD, MODE_GRADS]:
-        mlp_steps(d, x.p(), y, p.p(), m.p(), v.p(), losses.p(), logits.p(), grads.p(), dx.p(),
+        mlp_layers_steps([d.inputs, d.hidden, d.classes], x.p(), y, p.p(), m.p(), v.p(), losses.p(), logits.p(), grads.p(), dx.p(),
                   rows, mode, 1, 1, 1e-2, 0.9, 0.999, 1e-8, 0.01, False)
         assert_bits(p, keep, "params after a non-train mode", rng.seed)
     assert_equal(losses.data[0] > 0, True)

@@ -11,7 +11,8 @@ from std.time import perf_counter_ns
 
 from training.checks import first_nonfinite
 from training.config import F32P, I32P, I64P
-from training.mlp import LayerScratch, MODE_FORWARD, MODE_GRADS, MODE_TRAIN, mlp_layers_steps, total_params
+from training.mlp import LayerScratch, MODE_FORWARD, MODE_GRADS, MODE_TRAIN, total_params
+from training.model import mlp_layers_steps
 from training.mlp_gpu import (CHECKS, adamw_phase, backward_phase, cross_entropy_phase,
                               first_seen, forward_phase, loss_mean, scan_phase, step_scalars)
 from training.mlp_gpu_layers import DeviceRun, PhaseLauncher, layer_steps, scratch_floats

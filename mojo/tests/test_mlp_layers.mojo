@@ -1,4 +1,4 @@
-"""Checks `mlp_layers_steps` (training/mlp.mojo, any layer sizes) against a plain scalar
+"""Checks `mlp_layers_steps` (training/model.mojo: the model runner on an MLP program) against a plain scalar
 reference written here from ARITHMETIC.md "Any layer sizes", bit for bit (float32 bit
 patterns), for networks of 1 to 4 hidden layers, in modes forward, grads and train (k = 1, 2,
 3 steps), on batches of 1, 17 and a random 1..17 rows of fresh pseudo-random inputs, weights,
@@ -21,7 +21,8 @@ from std.testing import TestSuite
 from std.time import perf_counter_ns
 
 from training.config import F32P, I32P
-from training.mlp import MODE_FORWARD, MODE_GRADS, MODE_TRAIN, mlp_layers_steps
+from training.mlp import MODE_FORWARD, MODE_GRADS, MODE_TRAIN
+from training.model import mlp_layers_steps
 from training.portable_math import exp32_scalar, log32_scalar
 
 comptime SEED = get_defined_int["MOJOLEARN_TEST_SEED", 0]()

@@ -10,10 +10,10 @@ is private: `_mlp_resident.Session` closes it exactly once and never uses it aft
 Block layout: 40 int64 header slots (below; `S_DEVICE` is used by GPU builds only: the widths,
 the region offsets, the counts every call needs), then float32 regions, each rounded up to 16
 floats: hyperparameters (lr, beta1, beta2, eps, weight_decay as five binary64 values in the
-first 16 floats), two banks of (params, m, v), and
-per-row scratch for `capacity` rows (training/mlp.mojo `LayerScratch`): every hidden layer's
-activations, dlogits (rows × classes), ping and pong (rows × the widest hidden layer; pong from
-two hidden layers on), int32 labels (rows), the rows' losses. Any layer sizes [n0, ..., nL], L <= 16.
+first 16 floats), two banks of (params, m, v), the network's program (int64 words:
+training/model.mojo `mlp_program`), the model runner's scratch for `capacity` rows
+(`scratch_floats`: activations, their gradients, the rows' losses), int32 labels (rows). Any
+layer sizes [n0, ..., nL], L <= 16.
 
 One bank holds the current state (`S_BANK` says which). A CPU training run reads the current
 bank and writes the other (its first AdamW update reads one bank and writes the other, later
@@ -25,8 +25,9 @@ uses it when something fails after the binding returned) until the next run over
 A run's steps take the session's lr (`Session.set_lr` changes it between runs), or one rate per
 step from the caller (`rates`: a learning-rate schedule's, binary64 as given, like the lr).
 
-The arithmetic is training/mlp.mojo's (`forward_loss`, `layers_backward`, `adamw_flat_into`);
-SmallMLPTrainer's 8→16→3 network runs
+A host step is the model engine's (training/model.mojo `model_pass` on the network's program,
+then `adamw_flat_into`): an MLP is a program like any other model, so `MLPTrainer` and
+`Trainer` run one step pipeline. SmallMLPTrainer's 8→16→3 network runs
 training/mlp_lanes.mojo's compile-time specialization of the same operations in the same order,
 so a resident step has the bits of `mlp_train_step` and of the per-operation path
 (tests/test_resident.py, tests/test_mlp_trainer.py compare them).
@@ -51,12 +52,11 @@ from training.arena import arena_release
 from training.checks import first_nonfinite
 from training.config import F32P, F64P, I32P, I64P, VENDOR
 from training.copy import copy_floats
-from training.mlp import (LayerScratch, MLPDims, MODE_FORWARD, MODE_TRAIN, adamw_flat_into,
-                          forward_loss, hidden_floats, layers_backward, layers_forward,
-                          total_params, widest_hidden)
+from training.mlp import MLPDims, MODE_FORWARD, MODE_TRAIN, adamw_flat_into, total_params
 from training.mlp_gpu_session import (DeviceCheck, DeviceStateP, device_state,
                                       device_state_free, device_state_new)
 from training.mlp_lanes import lanes_backward, lanes_cross_entropy, lanes_forward
+from training.model import Program, mlp_program, model_pass, scratch_floats
 
 comptime MAGIC = 0x314E4F4953534553  # "SESSION1", little-endian
 comptime HEADER_SLOTS = 40
@@ -73,10 +73,8 @@ comptime S_DEVICE = 8  # GPU builds: address of the session's DeviceState, 0 unt
 comptime S_BANK = 9  # 0 or 1: the bank holding the current (params, m, v)
 comptime S_LAYERS = 10
 comptime S_N = 11  # floats of params (and of m, of v)
-comptime S_R_ACTS = 12  # region offsets (floats from the first float after the header)
-comptime S_R_DL = 13
-comptime S_R_PING = 14
-comptime S_R_PONG = 15
+comptime S_R_WORDS = 12  # region offsets (floats from the first float after the header)
+comptime S_R_SCRATCH = 13
 comptime S_R_Y = 16
 comptime S_SIZES = 17  # the widths n0 .. nL (up to MAX_LAYERS + 1 slots)
 comptime S_POOL = 34  # the worker pool (training/pool.mojo) the host steps' GEMMs share, or 0
@@ -105,31 +103,26 @@ def _round16(n: Int) -> Int:
 @fieldwise_init
 struct Regions(ImplicitlyCopyable):
     """Float offsets of a session's regions from the first float after the header: `p` starts
-    bank 0 (p, m, v, `n` floats apart), `bank_stride` floats later bank 1; the scratch of
-    `LayerScratch` (acts, dl, ping, pong); the int32 labels `y`, then (capacity floats
-    later, `Session.row_losses`) the rows' losses."""
+    bank 0 (p, m, v, `n` floats apart), `bank_stride` floats later bank 1; the program's
+    `words` (two floats a word), the runner's `scratch`, the int32 labels `y`."""
 
     var hyper: Int
     var p: Int
     var n: Int
     var bank_stride: Int
-    var acts: Int
-    var dl: Int
-    var ping: Int
-    var pong: Int
+    var words: Int
+    var scratch: Int
     var y: Int
     var end: Int
 
     @staticmethod
-    def of(sizes: List[Int], capacity: Int) -> Regions:
+    def of(sizes: List[Int], words: List[Int64], capacity: Int) -> Regions:
         var n = _round16(total_params(sizes))
         var p = 16
-        var acts = p + 6 * n
-        var dl = acts + _round16(hidden_floats(sizes, capacity))
-        var ping = dl + _round16(capacity * sizes[len(sizes) - 1])
-        var pong = ping + _round16(capacity * widest_hidden(sizes))
-        var y = pong + (_round16(capacity * widest_hidden(sizes)) if len(sizes) > 3 else 0)
-        return Regions(0, p, n, 3 * n, acts, dl, ping, pong, y, y + 2 * _round16(capacity))
+        var at = p + 6 * n
+        var scratch = at + _round16(2 * len(words))
+        var y = scratch + _round16(scratch_floats(I64P(unsafe_from_address=Int(words.unsafe_ptr())), capacity))
+        return Regions(0, p, n, 3 * n, at, scratch, y, y + _round16(capacity))
 
 
 struct Session(ImplicitlyCopyable):
@@ -152,9 +145,8 @@ struct Session(ImplicitlyCopyable):
         self.n = Int(hdr[unsafe_offset=S_N])
         self.capacity = Int(hdr[unsafe_offset=S_CAPACITY])
         var n16 = _round16(self.n)
-        self.r = Regions(0, 16, n16, 3 * n16, Int(hdr[unsafe_offset=S_R_ACTS]),
-                         Int(hdr[unsafe_offset=S_R_DL]), Int(hdr[unsafe_offset=S_R_PING]),
-                         Int(hdr[unsafe_offset=S_R_PONG]), Int(hdr[unsafe_offset=S_R_Y]),
+        self.r = Regions(0, 16, n16, 3 * n16, Int(hdr[unsafe_offset=S_R_WORDS]),
+                         Int(hdr[unsafe_offset=S_R_SCRATCH]), Int(hdr[unsafe_offset=S_R_Y]),
                          Int(hdr[unsafe_offset=S_TOTAL_FLOATS]))
 
     def sizes(self) -> List[Int]:
@@ -174,9 +166,9 @@ struct Session(ImplicitlyCopyable):
         return self.layers == 2 and self.dims.inputs == 8 and self.dims.hidden == 16 \
             and self.dims.classes == 3
 
-    def row_losses(self) -> F32P:
-        """Scratch for each row's loss (`LayerScratch.row_losses`), after the labels."""
-        return self.f(self.r.y + _round16(self.capacity))
+    def words(self) -> I64P:
+        """The network's program (training/model.mojo `mlp_program`)."""
+        return I64P(unsafe_from_address=Int(self.f(self.r.words)))
 
     def arena(self) -> Int:
         """The address of the session's packing arena (in its header)."""
@@ -259,7 +251,8 @@ def session_open(sizes: List[Int], capacity: Int, t: Int, lr: Float64, beta1: Fl
                  v: F32P) -> Int:
     """A new session for widths `sizes` (at most MAX_LAYERS layers) holding copies of p, m, v
     (`total_params(sizes)` each) and step count t; 0 when the allocation fails."""
-    var r = Regions.of(sizes, capacity)
+    var words = mlp_program(sizes)
+    var r = Regions.of(sizes, words, capacity)
     var addr = external_call["calloc", Int](8 * HEADER_SLOTS + 4 * r.end, 1)
     if addr == 0:
         return 0
@@ -270,10 +263,8 @@ def session_open(sizes: List[Int], capacity: Int, t: Int, lr: Float64, beta1: Fl
     hdr[unsafe_offset=S_CLASSES] = Int64(sizes[layers])
     hdr[unsafe_offset=S_LAYERS] = Int64(layers)
     hdr[unsafe_offset=S_N] = Int64(total_params(sizes))
-    hdr[unsafe_offset=S_R_ACTS] = Int64(r.acts)
-    hdr[unsafe_offset=S_R_DL] = Int64(r.dl)
-    hdr[unsafe_offset=S_R_PING] = Int64(r.ping)
-    hdr[unsafe_offset=S_R_PONG] = Int64(r.pong)
+    hdr[unsafe_offset=S_R_WORDS] = Int64(r.words)
+    hdr[unsafe_offset=S_R_SCRATCH] = Int64(r.scratch)
     hdr[unsafe_offset=S_R_Y] = Int64(r.y)
     for l in range(layers + 1):
         hdr[unsafe_offset=S_SIZES + l] = Int64(sizes[l])
@@ -292,6 +283,8 @@ def session_open(sizes: List[Int], capacity: Int, t: Int, lr: Float64, beta1: Fl
     copy_floats(p, s.params(), n)
     copy_floats(m, s.m(), n)
     copy_floats(v, s.v(), n)
+    for i in range(len(words)):
+        s.words()[unsafe_offset=i] = words[i]
     hdr[unsafe_offset=S_MAGIC] = MAGIC
     return addr
 
@@ -544,51 +537,47 @@ def _run_host(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
     var checked = False
     var state = s.bank()
     var new = s.bank(spare=True)
-    var scratch = LayerScratch(Int(s.f(s.r.acts)), Int(s.f(s.r.dl)), Int(s.f(s.r.ping)),
-                               Int(s.f(s.r.pong)), Int(s.header()[unsafe_offset=S_POOL]),
-                               s.arena(), Int(s.row_losses()))
-    var h = scratch.acts()
-    var dl = scratch.dlogits()
-    var dh = scratch.ping()
+    var pool = Int(s.header()[unsafe_offset=S_POOL])
+    var scratch = s.f(s.r.scratch)
+    var arena_floats = rows * Int(s.words()[unsafe_offset=3])
     var y32 = I32P(unsafe_from_address=Int(s.f(s.r.y)))
-    var lr = s.hyper(0)
     var lrs = F64P(unsafe_from_address=rates)  # used only when rates != 0
-    var b1 = s.hyper(1)
-    var b2 = s.hyper(2)
-    var eps = s.hyper(3)
-    var wd = s.hyper(4)
     # The lanes specialization divides by its own rows; another divisor takes the general
-    # path (the same operations, the same bits).
+    # path (the same operations, the same bits). Its h, dlogits and dh lie in the scratch.
     var small = s.small() and (divide_by == 0 or divide_by == rows)
-    var sizes = List[Int]() if small else s.sizes()
+    var h = scratch
+    var dl = scratch.unsafe_offset(16 * rows)
+    var dh = scratch.unsafe_offset(19 * rows)
     var inputs = s.inputs()
     for i in range(k):
         var xb = x.unsafe_offset(i * rows * inputs)
         var p = state.p()
-        if mode == MODE_FORWARD:
-            if small:
-                lanes_forward[8, 16, 3](xb, p, h, o.logits(), rows)
-            else:
-                layers_forward(sizes, xb, p, scratch, o.logits(), rows)
-            break
         var yb = I32P(unsafe_from_address=y + i * rows * y_itemsize)
-        if y_itemsize != 4:
+        if mode != MODE_FORWARD and y_itemsize != 4:
             for r in range(rows):
                 y32[unsafe_offset=r] = Int32(read_label(y, y_itemsize, i * rows + r))
             yb = y32
         if small:
             lanes_forward[8, 16, 3](xb, p, h, o.logits(), rows)
+            if mode == MODE_FORWARD:
+                break
             o.losses()[unsafe_offset=i] = lanes_cross_entropy[3](o.logits(), yb, dl, rows)
             lanes_backward[8, 16, 3](xb, p, h, dl, dh, o.grads(), o.dx(), rows, want_dx)
         else:
-            o.losses()[unsafe_offset=i] = forward_loss(sizes, xb, p, scratch, o.logits(), yb,
-                                                       rows, divide_by)
-            layers_backward(sizes, xb, p, scratch, o.grads(), o.dx(), rows, want_dx)
+            var pr = Program(Int(s.words()), Int(xb), Int(scratch),
+                             Int(scratch.unsafe_offset(arena_floats)), rows, Int(o.logits()),
+                             Int(o.dx()) if want_dx else 0, pool, s.arena(),
+                             Int(scratch.unsafe_offset(2 * arena_floats)))
+            # xb stands in for MSE's float targets: an MLP's program never reads them.
+            var loss = model_pass(pr, p, yb, xb, o.grads(), mode, t0 + i, 0, divide_by)
+            if mode == MODE_FORWARD:
+                break
+            o.losses()[unsafe_offset=i] = loss
         if train:
             checked = adamw_flat_into(p, o.grads(), state.m(), state.v(), new.p(), new.m(),
                                       new.v(), s.n, t0 + i,
-                                      lr if rates == 0 else lrs[unsafe_offset=i], b1, b2, eps,
-                                      wd, scratch.pool)
+                                      s.hyper(0) if rates == 0 else lrs[unsafe_offset=i],
+                                      s.hyper(1), s.hyper(2), s.hyper(3), s.hyper(4), pool)
             state = new
     return checked
 

@@ -17,15 +17,16 @@ MLP step's operations in its order, so `Trainer` and `MLPTrainer` give the same 
 """
 from std.memory import bitcast
 
+from training.arena import ARENA_WORDS, arena_release
 from training.config import F32P, I32P, I64P
-from training.gemm import Epilogue
+from training.gemm import Epilogue, gemm_tiles_hold_rows
 from training.layers.activations import (gelu_backward, gelu_forward, sigmoid_backward,
                                          sigmoid_forward, tanh_backward, tanh_forward)
 from training.layers.dropout import dropout_apply, dropout_key
 from training.layers.elementwise import add_into, copy_or_add, mse_loss, relu_apply, relu_grad
 from training.layers.norm import layernorm_backward, layernorm_forward
-from training.loss import mean_cross_entropy
-from training.mlp import adamw_flat, adamw_flat_into, relu_backward, sum_rows
+from training.loss import RowLosses, mean_cross_entropy, mean_of_rows
+from training.mlp import adamw_flat_into, relu_backward, sum_rows, total_params
 from training.pool import split_gemm
 
 comptime VERSION = 1
@@ -51,16 +52,39 @@ comptime MODE_TRAIN = 2
 comptime MODE_EVAL = 3  # forward as in inference (no dropout) and the loss: no backward
 
 
-@fieldwise_init
 struct Program(ImplicitlyCopyable):
     """A program's words and the batch it runs on, by address: `x` (rows × inputs), the
-    activation and gradient arenas (rows × arena floats each)."""
+    activation and gradient arenas (rows × arena floats each); where the caller wants them,
+    the output tensor (`out_at`: the caller's buffer instead of the arena's slot, so no copy)
+    and the input's gradient (`dx_at`; 0: not computed), the worker pool and packing arena the
+    GEMMs share (training/pool.mojo, training/arena.mojo; 0: this thread, a malloc per
+    product), and `row_losses_at` (rows × positions floats: the cross-entropy rows' losses when
+    the last Linear's epilogue computes them; 0: the loss is a pass of its own)."""
 
     var words_at: Int
     var x_at: Int
     var act_at: Int
     var dact_at: Int
     var rows: Int
+    var out_at: Int
+    var dx_at: Int
+    var pool: Int
+    var arena_at: Int
+    var row_losses_at: Int
+
+    def __init__(out self, words_at: Int, x_at: Int, act_at: Int, dact_at: Int, rows: Int,
+                 out_at: Int = 0, dx_at: Int = 0, pool: Int = 0, arena_at: Int = 0,
+                 row_losses_at: Int = 0):
+        self.words_at = words_at
+        self.x_at = x_at
+        self.act_at = act_at
+        self.dact_at = dact_at
+        self.rows = rows
+        self.out_at = out_at
+        self.dx_at = dx_at
+        self.pool = pool
+        self.arena_at = arena_at
+        self.row_losses_at = row_losses_at
 
     def w(self) -> I64P:
         return I64P(unsafe_from_address=self.words_at)
@@ -93,22 +117,33 @@ struct Program(ImplicitlyCopyable):
         return Int(self.w()[unsafe_offset=HEADER + op * RECORD + i])
 
     def at(self, offset: Int) -> F32P:
-        """Tensor `offset`'s activations for the batch (the input is the caller's x)."""
+        """Tensor `offset`'s activations for the batch (the input is the caller's x; the
+        output the caller's buffer when it gave one)."""
         if offset == 0:
             return F32P(unsafe_from_address=self.x_at)
+        if offset == self.output() and self.out_at != 0:
+            return F32P(unsafe_from_address=self.out_at)
         return F32P(unsafe_from_address=self.act_at).unsafe_offset(self.rows * offset)
 
     def grad(self, offset: Int) -> F32P:
+        if offset == 0 and self.dx_at != 0:
+            return F32P(unsafe_from_address=self.dx_at)
         return F32P(unsafe_from_address=self.dact_at).unsafe_offset(self.rows * offset)
+
+    def gemm(self, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
+             accumulate: Bool, epi: Epilogue = Epilogue.none()):
+        split_gemm(self.pool, a, b, c, m, n, k, ta, tb, accumulate, epi, self.arena_at)
 
 
 def _f32(bits: Int) -> Float32:
     return bitcast[DType.float32, 1](SIMD[DType.int32, 1](Int32(bits)))[0]
 
 
-def model_forward(pr: Program, p: F32P, t: Int, train: Bool, first_row: Int):
+def model_forward(pr: Program, p: F32P, t: Int, train: Bool, first_row: Int, loss: Int = 0):
     """Every op forward; Dropout draws its mask only when `train` (step t, the batch's first
-    row at `first_row` of its whole batch), else is the identity."""
+    row at `first_row` of its whole batch), else is the identity. `loss`: the address of a
+    RowLosses over the output, which the Linear writing the output computes in its epilogue
+    (`fused_loss` says when it can), or 0."""
     var rows = pr.rows
     for op in range(pr.ops()):
         var code = pr.word(op, 0)
@@ -117,9 +152,10 @@ def model_forward(pr: Program, p: F32P, t: Int, train: Bool, first_row: Int):
         if code == OP_LINEAR:
             var b = pr.word(op, 6)
             var bias = Int(p.unsafe_offset(b)) if b >= 0 else 0
-            split_gemm(0, src, p.unsafe_offset(pr.word(op, 5)), dst, rows * pr.word(op, 8),
-                       pr.word(op, 4), pr.word(op, 3), False, True, False,
-                       Epilogue(bias, pr.word(op, 7) != 0))
+            var last = pr.word(op, 2) == pr.output()
+            pr.gemm(src, p.unsafe_offset(pr.word(op, 5)), dst, rows * pr.word(op, 8),
+                    pr.word(op, 4), pr.word(op, 3), False, True, False,
+                    Epilogue(bias, pr.word(op, 7) != 0, loss if last else 0))
         elif code == OP_RELU:
             relu_apply(src, dst, rows * pr.word(op, 3))
         elif code == OP_LAYERNORM:
@@ -154,9 +190,10 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
         var op = pr.ops() - 1 - j
         var code = pr.word(op, 0)
         var flags = pr.word(op, 9)
-        var need = (flags & NEED_SRC_GRAD) != 0
-        var acc = (flags & ACCUMULATE) != 0
         var s = pr.word(op, 1)
+        # The model's input has a gradient only when the caller gave it a place (`dx_at`).
+        var need = (flags & NEED_SRC_GRAD) != 0 or (s == 0 and pr.dx_at != 0)
+        var acc = (flags & ACCUMULATE) != 0
         var src = pr.at(s)
         var dsrc = pr.grad(s)
         var dy = pr.grad(pr.word(op, 2))
@@ -168,11 +205,11 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
             var b = pr.word(op, 6)
             if pr.word(op, 7) != 0:  # the fused ReLU: mask by its output, in place
                 relu_backward(pr.at(pr.word(op, 2)), dy, dy, r, n_out)
-            split_gemm(0, dy, src, grads.unsafe_offset(w), n_out, n_in, r, True, False, False)
+            pr.gemm(dy, src, grads.unsafe_offset(w), n_out, n_in, r, True, False, False)
             if b >= 0:
                 sum_rows(dy, grads.unsafe_offset(b), r, n_out)
             if need:
-                split_gemm(0, dy, p.unsafe_offset(w), dsrc, r, n_in, n_out, False, False, acc)
+                pr.gemm(dy, p.unsafe_offset(w), dsrc, r, n_in, n_out, False, False, acc)
         elif code == OP_RELU:
             if need:
                 relu_grad(pr.at(pr.word(op, 2)), dy, dsrc, rows * pr.word(op, 3), acc)
@@ -214,6 +251,41 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
                 sigmoid_backward(pr.at(pr.word(op, 2)), dy, dsrc, rows * pr.word(op, 3), acc)
 
 
+def fused_loss(pr: Program) -> Bool:
+    """Whether the cross-entropy is computed in the epilogue of the Linear that writes the
+    output: it needs a place for the rows' losses and GEMM tiles that hold whole rows. The
+    same operations in the same order as the pass `model_loss` makes, so the same bits
+    (ARITHMETIC.md "Any layer sizes")."""
+    if pr.row_losses_at == 0 or pr.loss() != LOSS_CROSS_ENTROPY:
+        return False
+    for op in range(pr.ops()):
+        if pr.word(op, 0) == OP_LINEAR and pr.word(op, 2) == pr.output():
+            return gemm_tiles_hold_rows(pr.classes())
+    return False
+
+
+def model_pass(pr: Program, p: F32P, y: I32P, target: F32P, grads: F32P, mode: Int, t: Int,
+               first_row: Int, divide_by: Int) -> Float32:
+    """One batch: the forward (dropout on in modes grads and train), the loss (not in mode
+    forward: 0 then) and, in modes grads and train, the backward into `grads`."""
+    var train = mode == MODE_GRADS or mode == MODE_TRAIN
+    var loss = Float32(0)
+    if mode != MODE_FORWARD and fused_loss(pr):
+        var positions = pr.rows * (pr.outputs() // pr.classes())
+        var rl = RowLosses(Int(pr.at(pr.output())), Int(y), Int(pr.grad(pr.output())),
+                           pr.row_losses_at, pr.classes(),
+                           Float32(divide_by if divide_by > 0 else positions))
+        model_forward(pr, p, t, train, first_row, Int(Pointer(to=rl)))
+        loss = mean_of_rows(rl, positions)
+    else:
+        model_forward(pr, p, t, train, first_row)
+        if mode != MODE_FORWARD:
+            loss = model_loss(pr, y, target, divide_by)
+    if train:
+        model_backward(pr, p, grads, t, first_row)
+    return loss
+
+
 def model_loss(pr: Program, y: I32P, target: F32P, divide_by: Int) -> Float32:
     """The loss of the output and its gradient into the gradient arena: mean cross-entropy
     over every position (rows × positions rows of `classes`), or MSE over every element."""
@@ -230,15 +302,16 @@ def model_steps(words: I64P, x: F32P, y: I32P, target: F32P, p: F32P, m: F32P, v
                 p_out: F32P, m_out: F32P, v_out: F32P, losses: F32P, outputs: F32P,
                 grads: F32P, scratch: F32P, rows: Int, mode: Int, k: Int, t0: Int, lr: Float64,
                 beta1: Float64, beta2: Float64, eps: Float64, weight_decay: Float64, total: Int,
-                first_row: Int = 0, divide_by: Int = 0):
+                first_row: Int = 0, divide_by: Int = 0, pool: Int = 0, dx_at: Int = 0):
     """`k` steps over k batches of `rows` examples stacked in x and the targets (y: int32 class
     ids for cross-entropy, target: float32 for MSE) in mode train (t = t0, t0 + 1, ...): the
     first step reads p, m, v and writes the new state to p_out, m_out, v_out (AdamW's `_into`
     form: no copy), the next ones update those in place; p, m, v are never written. Modes
     forward, grads and eval (the loss of inference's forward) run one batch on p.
-    `losses[i]` is batch i's loss; `outputs` and `grads` hold the last batch's. `scratch` holds
-    2 × rows × the program's arena floats (the activations and their gradients: every value
-    is written before it is read, so it needs no clearing).
+    `losses[i]` is batch i's loss; `outputs` and `grads` hold the last batch's (and `dx_at`, when
+    not 0, its input gradient). `scratch` holds `scratch_floats(words, rows)` floats (the
+    activations, their gradients and the rows' losses: every value is written before it is
+    read, so it needs no clearing). `pool`: the worker pool the GEMMs and AdamW share, or 0.
     A microbatch of a larger batch (ARITHMETIC.md "Data parallel"): its first row is row
     `first_row` of the whole batch (Dropout's global element index), and `divide_by` > 0 is
     the whole batch's loss count (its rows × positions, or × outputs for MSE), the divisor in
@@ -248,28 +321,90 @@ def model_steps(words: I64P, x: F32P, y: I32P, target: F32P, p: F32P, m: F32P, v
     var outs = Int(words[unsafe_offset=6])
     var classes = Int(words[unsafe_offset=8])
     var labels = outs // classes if classes > 0 else 0  # class targets per example
+    var arena = List[Int64](length=ARENA_WORDS, fill=0)
     var params = p
     for i in range(k):
         var pr = Program(Int(words), Int(x.unsafe_offset(i * rows * inputs)), Int(scratch),
-                         Int(scratch.unsafe_offset(arena_floats)), rows)
+                         Int(scratch.unsafe_offset(arena_floats)), rows, Int(outputs), dx_at,
+                         pool, Int(arena.unsafe_ptr()),
+                         Int(scratch.unsafe_offset(2 * arena_floats)))
         var t = t0 + i
-        model_forward(pr, params, t, mode == MODE_GRADS or mode == MODE_TRAIN, first_row)
-        var z = pr.at(pr.output())
+        var loss = model_pass(pr, params, y.unsafe_offset(i * rows * labels),
+                              target.unsafe_offset(i * rows * outs), grads, mode, t, first_row,
+                              divide_by)
         if mode != MODE_FORWARD:
-            losses[unsafe_offset=i] = model_loss(pr, y.unsafe_offset(i * rows * labels),
-                                                 target.unsafe_offset(i * rows * outs),
-                                                 divide_by)
-        if mode == MODE_GRADS or mode == MODE_TRAIN:
-            model_backward(pr, params, grads, t, first_row)
-        if i == k - 1 or mode != MODE_TRAIN:
-            for j in range(rows * outs):
-                outputs[unsafe_offset=j] = z[unsafe_offset=j]
+            losses[unsafe_offset=i] = loss
         if mode != MODE_TRAIN:
             break
         if i == 0:
             _ = adamw_flat_into(p, grads, m, v, p_out, m_out, v_out, total, t, lr, beta1, beta2,
-                                eps, weight_decay)
+                                eps, weight_decay, pool)
             params = p_out
         else:
-            adamw_flat(p_out, grads, m_out, v_out, total, t, lr, beta1, beta2, eps,
-                       weight_decay)
+            _ = adamw_flat_into(p_out, grads, m_out, v_out, p_out, m_out, v_out, total, t, lr,
+                                beta1, beta2, eps, weight_decay, pool)
+    arena_release(Int(arena.unsafe_ptr()))
+    _ = len(arena)
+
+
+def scratch_floats(words: I64P, rows: Int) -> Int:
+    """The floats `model_steps` needs in `scratch` for batches of `rows` examples: two arenas
+    and, for cross-entropy, the rows' losses (one per position)."""
+    var classes = Int(words[unsafe_offset=8])
+    var positions = Int(words[unsafe_offset=6]) // classes if classes > 0 else 0
+    return rows * (2 * Int(words[unsafe_offset=3]) + positions)
+
+
+# ---------------------------------------------------------------- the MLP as a program
+
+
+def mlp_program(sizes: List[Int]) -> List[Int64]:
+    """The program mojolearn/_model/program.py builds for `Sequential(Linear(n0, n1), ReLU(),
+    ..., Linear(n_{L-1}, n_L))` with cross-entropy (seed 0: it has no Dropout): the input at
+    offset 0, then each Linear's output; every Linear but the last carries the ReLU in its
+    epilogue; the flat parameters W1, b1, ..., WL, bL. `MLPTrainer`'s steps run it
+    (training/mlp_resident.mojo), so they are `Trainer`'s steps on the same model
+    (tests/test_model_trainer.py checks the two give the same bits step for step)."""
+    var layers = len(sizes) - 1
+    var arena = sizes[0]
+    var src = 0
+    var off = 0
+    var ops = List[Int64](capacity=layers * RECORD)
+    for l in range(layers):
+        var n_in = sizes[l]
+        var n_out = sizes[l + 1]
+        var record: List[Int] = [OP_LINEAR, src, arena, n_in, n_out, off, off + n_out * n_in,
+                                 Int(l < layers - 1), 1, NEED_SRC_GRAD if src != 0 else 0]
+        for w in record:
+            ops.append(Int64(w))
+        src = arena
+        arena += n_out
+        off += n_out * n_in + n_out
+    var header: List[Int] = [VERSION, layers, 0, arena, sizes[0], src, sizes[layers],
+                             LOSS_CROSS_ENTROPY, sizes[layers]]
+    var words = List[Int64](capacity=HEADER + len(ops))
+    for w in header:
+        words.append(Int64(w))
+    for w in ops:
+        words.append(w)
+    return words^
+
+
+def mlp_layers_steps(sizes: List[Int], x: F32P, y: I32P, p: F32P, m: F32P, v: F32P,
+                     losses: F32P, logits: F32P, grads: F32P, dx: F32P, rows: Int, mode: Int,
+                     k: Int, t0: Int, lr: Float64, beta1: Float64, beta2: Float64, eps: Float64,
+                     weight_decay: Float64, want_dx: Bool):
+    """`k` steps of the MLP of widths `sizes` (its `mlp_program`) over k batches of `rows` rows
+    stacked in x / y, in place on the flat p, m, v (mode train; t = t0, t0+1, ...); modes
+    forward and grads run one batch and leave p, m, v untouched. `losses[i]` is batch i's
+    loss; `logits`, `grads` and `dx` (when `want_dx`) hold the last batch's. Targets must
+    already be checked to lie in [0, n_L)."""
+    var words = mlp_program(sizes)
+    var w = I64P(unsafe_from_address=Int(words.unsafe_ptr()))
+    var scratch = List[Float32](length=scratch_floats(w, rows), fill=0)
+    # x stands in for MSE's float targets: a cross-entropy program never reads them.
+    model_steps(w, x, y, x, p, m, v, p, m, v, losses, logits, grads,
+                F32P(unsafe_from_address=Int(scratch.unsafe_ptr())), rows, mode, k, t0, lr,
+                beta1, beta2, eps, weight_decay, total_params(sizes), 0, 0, 0,
+                Int(dx) if want_dx else 0)
+    _ = len(words) + len(scratch)

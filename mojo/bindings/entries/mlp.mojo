@@ -21,18 +21,17 @@ from training.checks import first_nonfinite
 from training.config import F32P, F64P, I64P, VENDOR
 from training.copy import copy_floats
 from training.mlp import (
-    MLPDims,
     MODE_FORWARD,
     MODE_GRADS,
     MODE_TRAIN,
     adamw_flat,
     bias_activation,
-    mlp_layers_steps,
     total_params,
     relu_backward,
     sum_rows,
 )
 from training.mlp_gpu_layers import mlp_layers_steps_gpu
+from training.model import mlp_layers_steps
 from training.mlp_resident import (
     BAD_TARGET,
     BAD_X,

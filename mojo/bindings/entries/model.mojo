@@ -5,8 +5,9 @@ model_step
                targets (int32 class ids for cross-entropy, float32 for MSE), params, m, v
                (read), new_params, new_m, new_v (written in mode train), losses (k, out),
                outputs (rows × outputs, out: the last batch's), grads (total, out),
-               scratch (2 × rows × the program's arena floats: the caller's, reused between
-               calls; no clearing needed)
+               scratch (training/model.mojo `scratch_floats`: rows × (2 × the program's
+               arena + the positions of a cross-entropy output) floats, the caller's, reused
+               between calls; no clearing needed)
     params:    rows >= 1, mode (0 forward, 1 grads, 2 train, 3 eval: the loss of inference's
                forward, no dropout, no gradients), k >= 1 (1 outside train), t >= 1
                (the first step's one-based index), lr, beta1, beta2, eps, weight_decay,
@@ -14,7 +15,8 @@ model_step
                batch: Dropout's global element index starts there; 0 for a whole batch),
                divide_by (0: the batch's own loss count; else the larger batch's, at least
                this batch's: rows × positions for cross-entropy, rows × outputs for MSE;
-               ARITHMETIC.md "Data parallel")
+               ARITHMETIC.md "Data parallel"), pool (the address of the worker pool the
+               step's GEMMs and AdamW share, mojolearn/_runtime/threads.py; 0: this thread)
     returns:   rows × outputs, the floats written to `outputs`
     refuses:   a program that does not check (version, op codes, every tensor inside the arena,
                every parameter tensor inside the flat buffer) and class ids outside [0,
@@ -29,11 +31,12 @@ from training.config import F32P, I64P
 from training.model import (HEADER, MODE_EVAL, MODE_FORWARD, MODE_TRAIN, OP_ADD, OP_DROPOUT, OP_GELU,
                             OP_LAYERNORM, OP_LINEAR, OP_RELU, OP_SIGMOID, OP_TANH, RECORD, VERSION,
                             model_steps)
+from training.pool import is_pool
 
 comptime MODEL_STEP = Layout(
     "model_step",
     "program,x,targets,params,m,v,new_params,new_m,new_v,losses,outputs,grads,scratch",
-    "rows,mode,k,t,lr,beta1,beta2,eps,weight_decay,total,first_row,divide_by")
+    "rows,mode,k,t,lr,beta1,beta2,eps,weight_decay,total,first_row,divide_by,pool")
 
 comptime _MAX_ROWS = 1 << 24
 comptime _MAX_STEP = (1 << 31) - 1
@@ -162,13 +165,17 @@ def model_step(addrs: PythonObject, params: PythonObject) raises -> PythonObject
             if label < 0 or label >= classes:
                 raise Error("ValueError: ", E, ": targets[", i, "] = ", label,
                             " is not a class in [0, ", classes, ")")
+    var pool = args.int(12, "pool", 0, 1 << 52)
+    if pool != 0 and not is_pool(pool):
+        raise Error("ValueError: ", E, ": pool is not an open worker pool")
     var losses = args.f32(9)
     var outputs = args.f32(10)
     var grads = args.f32(11)
     var ts = external_call["PyEval_SaveThread", Int]()
     model_steps(words, args.f32(1), args.i32(2), args.f32(2), args.f32(3), args.f32(4),
                 args.f32(5), args.f32(6), args.f32(7), args.f32(8), losses, outputs, grads,
-                args.f32(12), rows, mode, k, t, lr, b1, b2, eps, wd, total, first_row, divide_by)
+                args.f32(12), rows, mode, k, t, lr, b1, b2, eps, wd, total, first_row, divide_by,
+                pool)
     external_call["PyEval_RestoreThread", NoneType](ts)
     refuse_nonfinite(E, "outputs", outputs, rows * outs)
     if mode != MODE_FORWARD:

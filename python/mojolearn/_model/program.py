@@ -67,7 +67,17 @@ def f32_bits(x: float) -> int:
 class Program:
     """The packed program of a spec, and the arena facts the trainer needs."""
 
-    __slots__ = ("words", "ops", "arena", "inputs", "output", "outputs", "_offsets", "_steps")
+    __slots__ = (
+        "words",
+        "ops",
+        "arena",
+        "inputs",
+        "output",
+        "outputs",
+        "positions",
+        "_offsets",
+        "_steps",
+    )
 
     def __init__(self, spec: ModelSpec, seed: int) -> None:
         self.arena = 0
@@ -85,6 +95,7 @@ class Program:
         loss = LOSS_CROSS_ENTROPY if spec.loss == "cross_entropy" else LOSS_MSE
         header = [VERSION, len(self.ops), seed - (1 << 64) if seed >= 1 << 63 else seed]
         classes = spec.output_shape[-1] if loss == LOSS_CROSS_ENTROPY else 0
+        self.positions = self.outputs // classes if classes else 0  # cross-entropy's rows
         header += [self.arena, self.inputs, self.output, self.outputs, loss, classes]
         self.words = array.array("q", header + [w for op in self.ops for w in op])
 

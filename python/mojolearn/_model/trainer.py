@@ -22,6 +22,7 @@ from .._mlp import state as S
 from .._mlp.infer import _argmax, _report
 from .._mlp.rng import _check_seed
 from .._runtime import backend as _backend
+from .._runtime import threads as _threads
 from . import batch as _batch
 from .export import ModelExport
 from .persist import ModelPersistence
@@ -348,17 +349,19 @@ class Trainer(ModelPersistence, ModelExport):
         c = self._config
         hyper = [c["beta1"], c["beta2"], c["eps"], c["weight_decay"], self._spec.total]
         scratch = self._scratch_at(head[0])
+        tail = [first_row, divide_by, _threads.pool()]
         try:
             _backend.binding().model_step(
-                [self._program.address, *addrs, scratch], [*head, *hyper, first_row, divide_by]
+                [self._program.address, *addrs, scratch], [*head, *hyper, *tail]
             )
         except RuntimeError as exc:
             raise RuntimeError(f"{_API}: the step produced a non-finite result ({exc})") from None
 
     def _scratch_at(self, rows: int) -> int:
-        """The address of the activations and their gradients for `rows` examples: one buffer
-        kept between calls, grown (to the next power of two) when a batch needs more."""
-        need = 2 * rows * self._program.arena
+        """The address of the activations, their gradients and the rows' losses for `rows`
+        examples (training/model.mojo `scratch_floats`): one buffer kept between calls, grown
+        (to the next power of two) when a batch needs more."""
+        need = rows * (2 * self._program.arena + self._program.positions)
         if self._scratch._size < need:
             self._scratch = empty((1 << (need - 1).bit_length(),))
         return int(self._scratch._addr)

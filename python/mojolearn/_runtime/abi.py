@@ -150,6 +150,7 @@ LAYOUT = {
             "total",
             "first_row",
             "divide_by",
+            "pool",
         ),
     ),
     # Takes a Python object (a buffer or a DLPack capsule) and a spec int, not address lists:
