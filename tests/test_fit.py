@@ -163,7 +163,7 @@ def _refusals(kind, tmp_path):
         (dict(batch_size=0), ValueError, "batch_size must be an int >= 1"),
         (dict(batch_size="4"), TypeError, "batch_size must be an int >= 1, got str"),
         (dict(X=wide), ValueError, "X must have 8 columns"),
-        (dict(X=[[1.0] * 8]), TypeError, "fit: X"),
+        (dict(X=[[1.0] * 7 + ["a"]]), TypeError, "fit: X must hold numbers"),
         (dict(y=bad_labels), ValueError, "y must hold labels in [0, 3)"),
         (dict(y=Array.from_list([0] * 19, "<i4")), ValueError, "y must have shape (20,)"),
         (dict(val=(X,)), TypeError, "val must be a pair (Xv, yv) or None, got tuple of length 1"),

@@ -17,7 +17,7 @@ import math
 import os
 
 from ._buffers.array import Array
-from ._buffers.intake import as_f32_c, as_i32_c
+from ._buffers.intake import input_f32, input_labels
 from ._mlp import batches as _mlp_batches
 from ._mlp import lr_schedule as _lrs
 from ._mlp.core import MLPCore
@@ -333,11 +333,11 @@ def _data(
     inputs, targets, classes = _expects(trainer)
     mlp = isinstance(trainer, MLPCore)  # its intake names the rank it wants
     try:
-        x_arr = as_f32_c(X, 2 if mlp else None, xname)[0]
+        x_arr = input_f32(X, 2 if mlp else None, xname)
         if classes is None:
-            y_arr = as_f32_c(y, None, yname)[0]
+            y_arr = input_f32(y, None, yname)
         else:
-            y_arr = as_i32_c(y, 1 if mlp else None, yname)[0]
+            y_arr = input_labels(y, 1 if mlp else None, yname)
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"{_API}: {exc}") from None
     n = x_arr._shape[0] if x_arr._shape else 0

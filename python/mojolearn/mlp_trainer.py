@@ -65,6 +65,15 @@ class MLPTrainer(MLPCore):
     changes nothing; `lr` is refused while a schedule is set): the next step uses the new
     value, and `state_dict`, checkpoints and the state hash record it. Every other public
     attribute is read-only (AttributeError).
+    float64 inputs (a NumPy array, array.array("d"), a CPU torch tensor, any strides) and
+    Python lists of numbers are taken wherever a batch is (`train_step`, `train_steps`,
+    `predict*`, `evaluate`, `fit`, `Batches`): each value is rounded once to the nearest float32
+    (ties to even, as `numpy.astype(float32)` and torch's `.float()` round), then trained on
+    exactly as those float32 values would be. A NaN or infinity is refused as in float32, and a
+    finite value beyond float32's range (|x| >= 2**128 - 2**103, which would round to
+    infinity) is refused by name (ValueError) rather than rounded. Class ids may be a list of
+    ints.
+    (`SmallMLPTrainer` takes float32 buffers only, as its reference does.)
     The most rows a batch may have is `max_rows` (a bound on a step's working memory, and at
     most 2**20); a larger batch is refused with ValueError before anything changes.
 
