@@ -71,14 +71,9 @@ class Trainer(ModelPersistence, ModelExport):
     identical mode, so the same seed, data and hyperparameters give the same bits on every
     machine; a `ReLU` MLP gives exactly `MLPTrainer`'s bits.
 
-    float64 inputs (a NumPy array, array.array("d"), a CPU torch tensor, any strides) and
-    Python lists of numbers are taken wherever a batch is (`train_step`, `train_steps`,
-    `predict*`, `evaluate`, `fit`, `Batches`): each value is rounded once to the nearest float32
-    (ties to even, as `numpy.astype(float32)` and torch's `.float()` round), then trained on
-    exactly as those float32 values would be. A NaN or infinity is refused as in float32, and a
-    finite value beyond float32's range (|x| >= 2**128 - 2**103, which would round to
-    infinity) is refused by name (ValueError) rather than rounded. Class ids may be a list of
-    ints.
+    float64 and lists of numbers are taken wherever X (or MSE targets) is: rounded once to
+    the nearest float32 (ties to even, as `astype(float32)`); a value beyond float32's range
+    is refused (ValueError), not rounded to infinity. Class ids may be a list of ints.
 
     Args:
         model: an `nn.Sequential` of `Linear`, `ReLU`, `LayerNorm`, `Dropout`, `Flatten`,
