@@ -45,7 +45,8 @@ class MLPTrainer(MLPCore):
         data_schedule: a non-empty JSON object describing the data order: at most 65536
             values and 512 KiB of canonical JSON (room for what `mojolearn train` records
             of its data; SmallMLPTrainer keeps the reference's 128 and 2048), nesting at most
-            8 deep, strings of at most 2048 characters.
+            8 deep, strings of at most 2048 characters. None (the default) records
+            {"source": "unspecified"}; `mojolearn.fit` adds its record under "fit".
         lr, betas, eps, weight_decay: AdamW hyperparameters, kept as given (each step's
             scalars are formed from them in binary64, docs/ARITHMETIC.md profile v2) and
             checked as given and in float32 (lr > 0, eps > 0, weight_decay >= 0, betas in
@@ -93,7 +94,7 @@ class MLPTrainer(MLPCore):
         weights: Sequence[BufferLike] | None = None,
         *,
         seed: int = 0,
-        data_schedule: dict[str, Any],
+        data_schedule: dict[str, Any] | None = None,
         lr: float = 1e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,

@@ -3,8 +3,8 @@
 They take scikit-learn's `MLPClassifier` / `MLPRegressor` parameters where those mean the same
 thing, so they drop into `Pipeline`, `GridSearchCV`, `cross_val_score` and `clone`; the network
 trains on mojolearn's kernels, so the same `random_state`, data and parameters give the same
-bits on every machine (in the identical mode). scikit-learn is an optional extra
-(`pip install mojolearn[sklearn]`): it is imported here only, never by `import mojolearn`.
+bits on every machine (in the identical mode). scikit-learn is an optional dependency (the
+`sklearn` extra; `pip install scikit-learn`), imported here only, never by `import mojolearn`.
 
 What differs from scikit-learn's estimators (DEVIATIONS.md):
 

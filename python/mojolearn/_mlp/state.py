@@ -50,6 +50,9 @@ _SCHEDULE_BYTES = 2048
 # MLPTrainer and Trainer (our own schemas) leave room for what `mojolearn train` records of its data at
 # any width (a name, a mean and a standard deviation per input column, a name per class),
 # still well inside the 1 MiB that checkpoint.MLP_MAX_BYTES keeps beside the tensors.
+# data_schedule=None in the MLP trainers' constructors: a record saying that none was given
+# (their schedules are non-empty; `Trainer`'s None stays {}, as its state hashes pin).
+DEFAULT_SCHEDULE = {"source": "unspecified"}
 _SCHEDULE_BOUNDS = {api: (1 << 16, 512 << 10) for api in ("MLPTrainer", "Trainer")}
 
 
@@ -124,6 +127,7 @@ def _unicode(text, what, api):
 def check_schedule(value, api="SmallMLPTrainer"):
     """A bounded, canonical deep copy of the data_schedule JSON object."""
     most_nodes, most_bytes = _SCHEDULE_BOUNDS.get(api, (_SCHEDULE_NODES, _SCHEDULE_BYTES))
+    value = dict(DEFAULT_SCHEDULE) if value is None else value
     if type(value) is not dict or not value:
         raise ValueError(
             f"{api}: data_schedule must be a non-empty JSON object (dict), "

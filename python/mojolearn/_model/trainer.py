@@ -85,7 +85,8 @@ class Trainer(ModelPersistence, ModelExport):
         weights: None (seeded torch-default initialization) or a dict of float32 buffers keyed
             by torch's `state_dict()` names of the same model (`"0.weight"`, `"2.1.bias"`).
         seed: an int in [0, 2**64): the initial weights and every Dropout mask.
-        data_schedule: a JSON object recorded with the state (None: `{}`).
+        data_schedule: a JSON object recorded with the state (None: `{}`); `mojolearn.fit`
+            adds its record under "fit".
         lr: the learning rate, > 0.
         betas: AdamW's (beta1, beta2), each in [0, 1).
         eps: AdamW's eps, > 0.
