@@ -74,17 +74,19 @@ class Batches:
     Args:
         X: float32 examples of shape (n, ...), n >= 1, any rank from 2 (features, (T, D)
             sequences, (C, H, W) images): any buffer the package accepts (a mojolearn.Array,
-            NumPy array, torch tensor, array.array, memoryview).
-        y: n targets, shape (n, ...): integer labels (any integer dtype; converted to int32
-            when it is not int32 already) or float32 values (a regressor's, kept as they are).
+            NumPy array, torch tensor, array.array, memoryview); float64 or a list of numbers
+            is rounded once to float32 (as the trainers round it), each time it is read.
+        y: n targets, shape (n, ...): integer labels (any integer dtype, or a list of ints;
+            converted to int32 when it is not int32 already) or float values (a regressor's:
+            float32 kept as they are, float64 or a list holding a float rounded once).
         batch_size: rows per batch, an int >= 1.
         seed: the shuffle's seed, an int in [0, 2**64) (recorded even when `shuffle` is off).
         shuffle: a new seeded order every epoch (True), or rows in order (False).
         drop_last: drop each epoch's short last batch.
 
     Raises:
-        TypeError: X not float32, y neither integers nor float32, or an argument of the wrong
-            type.
+        TypeError: X not float32 or float64, y neither integers nor floats, or an argument of
+            the wrong type.
         ValueError: shapes that disagree, no rows, a batch_size < 1, a seed outside
             [0, 2**64), or `drop_last` with fewer rows than `batch_size` (no batch at all).
 

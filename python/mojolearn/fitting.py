@@ -74,12 +74,12 @@ def fit(
 
     Args:
         trainer: a `SmallMLPTrainer`, `MLPTrainer` or `Trainer`.
-        X: float32 examples, n >= 1, every value finite (any buffer `Batches` takes; read
-            once, when `fit` is called: one scan for NaN and infinities): (n, inputs) for an
+        X: float32 examples, n >= 1, every value finite (any buffer `Batches` takes; float64
+            or a list is rounded once to float32; read once, when `fit` is called): (n, inputs) for an
             MLP trainer, (n, *input_shape) (or (n, prod(input_shape))) for a `Trainer`.
         y: the n targets `train_step` takes: integer labels in [0, classes), (n,) (or
             (n, T) for a `Trainer` whose outputs are (T, classes)); for a `"mse"` Trainer
-            finite float32 (n, *output_shape) (or (n,) for one output).
+            finite float32 or float64 (n, *output_shape) (or (n,) for one output).
         epochs: the epochs to run in all (a resumed run's included), an int >= 1.
         batch_size: rows per batch, an int in [1, trainer.max_rows].
         val: the validation rows `(Xv, yv)`, each as X and y, or None (a `Trainer` scores

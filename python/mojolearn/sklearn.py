@@ -14,8 +14,9 @@ What differs from scikit-learn's estimators (DEVIATIONS.md):
   the seed; a `numpy.random.RandomState` gives one draw as the seed.
 - Only the Adam family: AdamW with scikit-learn's betas (0.9, 0.999) and eps (1e-8), a
   constant learning rate (`solver`, `learning_rate`, `momentum`, `power_t` do not exist).
-- Inputs are rounded once to float32 (`Trainer` rounds float64 to nearest); outputs are the
-  float32 results widened exactly to float64.
+- Inputs are rounded once to float32 (to nearest, ties to even: NumPy's cast, the same as
+  `Trainer`'s own rounding of float64); outputs are the float32 results widened exactly to
+  float64.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from . import nn
-from ._buffers.intake import input_f32
 from ._model.trainer import Trainer
 from ._runtime.backend import set_numeric_mode
 from .batches import Batches
@@ -192,10 +192,11 @@ class _MLPBase(BaseEstimator):  # type: ignore[misc]  # scikit-learn is untyped
         `n_iter_no_change` epochs in a row have not improved by `tol` (the training loss, or
         with `early_stopping` the validation score, whose best state is kept)."""
         trainer, n = self.trainer_, X.shape[0]
-        # Rounded to float32 once here (as Trainer rounds), not again at every epoch's read.
-        X = input_f32(X, 2, "X", type(self).__name__)
+        # Rounded to float32 once here, not again at every epoch's read.
+        X = self._f32(X, "X")
+        Xv = None if Xv is None else self._f32(Xv, "X")
         if self._loss == "mse":
-            targets = input_f32(targets, 2, "y", type(self).__name__)
+            targets = self._f32(targets, "y")
         batches = Batches(X, targets, batch, seed=seed, shuffle=bool(self.shuffle))
         self.loss_curve_: list[float] = []
         self.validation_scores_: list[float] | None = [] if self.early_stopping else None
@@ -231,10 +232,29 @@ class _MLPBase(BaseEstimator):  # type: ignore[misc]  # scikit-learn is untyped
         self.best_loss_ = None if self.early_stopping else best_loss
         self.best_validation_score_ = best_score if self.early_stopping else None
 
-    def _outputs(self, X: Any) -> Any:
-        """The network's float32 outputs on X, widened exactly to float64 (n, outputs)."""
+    def _f32(self, values: Any, name: str) -> Any:
+        """`values` (finite: `validate_data` checked) rounded once to the nearest float32, C
+        order: NumPy's cast, the same rounding as `Trainer`'s own (ties to even), at NumPy's
+        speed; a value beyond float32's range is refused rather than made infinite."""
+        with np.errstate(over="ignore"):
+            out = np.asarray(values, dtype=np.float32, order="C")
+        if not np.isfinite(out).all():
+            at = np.unravel_index(int(np.argmin(np.isfinite(out))), out.shape)
+            raise ValueError(
+                f"{type(self).__name__}: {name} must fit in float32: {name}{list(at)} is "
+                f"{values[at]!r}, beyond float32's largest value (3.4028235e38); scale it first"
+            )
+        return out
+
+    def _checked(self, X: Any) -> Any:
+        """X for a fitted estimator's predictions: checked as scikit-learn checks, float32."""
         check_is_fitted(self, "trainer_")
         X = validate_data(self, X, reset=False, dtype=(np.float64, np.float32))
+        return self._f32(X, "X")
+
+    def _outputs(self, X: Any) -> Any:
+        """The network's float32 outputs on X, widened exactly to float64 (n, outputs)."""
+        X = self._checked(X)  # first: NotFittedError before any use of trainer_
         return np.asarray(self.trainer_.predict_logits(X), dtype=np.float64)
 
     # -- pickling: the trainer travels as its state --------------------------------------------
@@ -337,8 +357,7 @@ class MLPClassifier(ClassifierMixin, _MLPBase):  # type: ignore[misc]
         Returns:
             (n, len(classes_)) float64.
         """
-        check_is_fitted(self, "trainer_")
-        X = validate_data(self, X, reset=False, dtype=(np.float64, np.float32))
+        X = self._checked(X)  # first: NotFittedError before any use of trainer_
         proba = np.asarray(self.trainer_.predict_proba(X), dtype=np.float64)
         return proba[:, : len(self.classes_)] if len(self.classes_) == 1 else proba
 
@@ -351,8 +370,7 @@ class MLPClassifier(ClassifierMixin, _MLPBase):  # type: ignore[misc]
         Returns:
             (n,) labels from `classes_`.
         """
-        check_is_fitted(self, "trainer_")
-        X = validate_data(self, X, reset=False, dtype=(np.float64, np.float32))
+        X = self._checked(X)  # first: NotFittedError before any use of trainer_
         codes = np.asarray(self.trainer_.predict(X))
         return self.classes_[np.minimum(codes, len(self.classes_) - 1)]
 

@@ -514,7 +514,10 @@ def _f64_values(obj: object) -> tuple[list[float], tuple[int, ...]] | None:
     with mv:
         if mv.c_contiguous:
             return (mv.cast("B").cast("d").tolist() if mv.nbytes else []), shape
-        return _flatten(mv.tolist())[0], shape
+        values = mv.tolist()  # strided: nested lists, flattened a level at a time
+        for _ in range(mv.ndim - 1):
+            values = [v for row in values for v in row]
+        return values, shape
 
 
 def _check_f32_range(values: list[float], shape: tuple[int, ...], name: str) -> None:
