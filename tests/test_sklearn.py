@@ -147,3 +147,30 @@ def test_bad_parameters_and_another_numeric_mode_are_refused():
         MLPRegressor(max_iter=1).fit([[1e39, 0.0], [0.0, 1.0]], [0.0, 1.0])
     with pytest.warns(ConvergenceWarning, match="max_iter"):
         MLPClassifier(max_iter=1).fit(X, y)
+
+
+def test_partial_fit_runs_one_epoch_a_call_and_repeats_its_bits():
+    X, y = load_iris(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    names = load_iris().target_names[y]
+    make = lambda: MLPClassifier((16,), random_state=3, batch_size=32)  # noqa: E731
+    with pytest.raises(ValueError, match="classes must be passed on the first call"):
+        make().partial_fit(X, names)
+    a, b = make(), make()
+    for start in range(0, 150, 50):  # the rows come in three chunks, twice over
+        for est in (a, b):
+            est.partial_fit(X[start : start + 50], names[start : start + 50], classes=names)
+    a.partial_fit(X, names)
+    b.partial_fit(X.tolist(), names.tolist())
+    assert a.n_iter_ == len(a.loss_curve_) == 4 and list(a.classes_) == sorted(set(names))
+    assert a.trainer_.state_hash() == b.trainer_.state_hash()
+    assert a.trainer_.step_ == 3 * 2 + 5  # 50 rows: 2 batches of 32; 150 rows: 5
+    with pytest.raises(ValueError, match="y holds labels not in classes"):
+        a.partial_fit(X[:2], ["setosa", "rose"])
+    with pytest.raises(ValueError, match="X has 3 features"):
+        a.partial_fit(X[:, :3], names)
+    r = MLPRegressor((8,), random_state=0).partial_fit(X, y.astype(float))
+    r.partial_fit(X, y.astype(float))
+    assert r.n_iter_ == 2 and r.predict(X).shape == (150,)
+    with pytest.raises(ValueError, match="y has 2 outputs, the fitted network 1"):
+        r.partial_fit(X, np.stack([y, y], axis=1).astype(float))

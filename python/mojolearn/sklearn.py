@@ -22,7 +22,6 @@ What differs from scikit-learn's estimators (DEVIATIONS.md):
 from __future__ import annotations
 
 import math
-import sys
 import warnings
 
 import numpy as np
@@ -51,6 +50,12 @@ class _MLPBase(BaseEstimator):  # type: ignore[misc]  # scikit-learn is untyped
     """What both estimators share: the parameters, the network, the epoch loop."""
 
     _loss = "cross_entropy"
+    # What fit and partial_fit set (scikit-learn's names; trainer_ is the mojolearn.Trainer).
+    loss_curve_: list[float]
+    validation_scores_: list[float] | None
+    best_loss_: float | None
+    best_validation_score_: float | None
+    n_iter_: int
 
     def __init__(
         self,
@@ -167,15 +172,12 @@ class _MLPBase(BaseEstimator):  # type: ignore[misc]  # scikit-learn is untyped
                 random_state=seed % (1 << 32),
                 stratify=stratify,
             )
-        batch = min(200, X.shape[0]) if self.batch_size == "auto" else int(self.batch_size)
-        if batch > X.shape[0]:
-            warnings.warn(
-                f"Got batch_size={batch} larger than the {X.shape[0]} training rows: using "
-                f"{X.shape[0]}",
-                UserWarning,
-                stacklevel=3,
-            )
-            batch = X.shape[0]
+        self._new_trainer(inputs, outputs, seed)
+        self._epochs(X, targets, self._batch_rows(X.shape[0]), seed, Xv, yv)
+        return self
+
+    def _new_trainer(self, inputs: int, outputs: int, seed: int) -> None:
+        self._rng_seed = seed  # partial_fit's epochs draw their orders from it
         self.trainer_ = Trainer(
             self._model(inputs, outputs),
             input_shape=(inputs,),
@@ -184,31 +186,67 @@ class _MLPBase(BaseEstimator):  # type: ignore[misc]  # scikit-learn is untyped
             lr=float(self.learning_rate_init),
             weight_decay=float(self.alpha),
         )
-        self._epochs(X, targets, batch, seed, Xv, yv)
+
+    def _batch_rows(self, n: int) -> int:
+        batch = min(200, n) if self.batch_size == "auto" else int(self.batch_size)
+        if batch > n:
+            warnings.warn(
+                f"Got batch_size={batch} larger than the {n} training rows: using {n}",
+                UserWarning,
+                stacklevel=4,
+            )
+        return min(batch, n)
+
+    def _partial(self, X: Any, targets: Any, outputs: int) -> Any:
+        """One epoch over (X, targets), continuing the trainer (a first call makes it): no
+        early stopping, no stopping rule, as scikit-learn's `partial_fit`."""
+        if not hasattr(self, "trainer_"):
+            self._check_params()
+            self._new_trainer(X.shape[1], outputs, self._seed())
+            self.loss_curve_, self.n_iter_ = [], 0
+            self.validation_scores_ = self.best_validation_score_ = None
+            self.best_loss_ = math.inf
+        elif self.trainer_.output_shape != (outputs,):
+            raise ValueError(
+                f"{type(self).__name__}: y has {outputs} outputs, the fitted network "
+                f"{self.trainer_.output_shape[0]}"
+            )
+        X, targets = self._f32(X, "X"), self._f32(targets, "y") if self._loss == "mse" else targets
+        seed = (self._rng_seed + self.n_iter_) % (1 << 64)  # a new order for every call
+        rows = self._batch_rows(X.shape[0])
+        loss = self._epoch(Batches(X, targets, rows, seed=seed, shuffle=bool(self.shuffle)))
+        self.loss_curve_.append(loss)
+        self.n_iter_ += 1
+        self.best_loss_ = min(self.best_loss_ or math.inf, loss)
         return self
+
+    def _epoch(self, batches: Any) -> float:
+        """One epoch's steps; its loss, the mean over its rows (printed when verbose)."""
+        total, rows = 0.0, 0
+        for xb, yb in batches:
+            total += self.trainer_.train_step(xb, yb)["loss"] * xb.shape[0]
+            rows += xb.shape[0]
+        if self.verbose:
+            print(f"Iteration {len(self.loss_curve_) + 1}, loss = {total / rows:.8f}")
+        return total / rows
 
     def _epochs(self, X: Any, targets: Any, batch: int, seed: int, Xv: Any, yv: Any) -> None:
         """scikit-learn's loop: an epoch's loss (the mean over its rows), then stop once
         `n_iter_no_change` epochs in a row have not improved by `tol` (the training loss, or
         with `early_stopping` the validation score, whose best state is kept)."""
-        trainer, n = self.trainer_, X.shape[0]
+        trainer = self.trainer_
         # Rounded to float32 once here, not again at every epoch's read.
         X = self._f32(X, "X")
         Xv = None if Xv is None else self._f32(Xv, "X")
         if self._loss == "mse":
             targets = self._f32(targets, "y")
         batches = Batches(X, targets, batch, seed=seed, shuffle=bool(self.shuffle))
-        self.loss_curve_: list[float] = []
-        self.validation_scores_: list[float] | None = [] if self.early_stopping else None
+        self.loss_curve_ = []
+        self.validation_scores_ = [] if self.early_stopping else None
         best_loss, best_score, bad, best_state = math.inf, -math.inf, 0, None
         for epoch in range(int(self.max_iter)):
-            total = 0.0
-            for xb, yb in batches:
-                total += trainer.train_step(xb, yb)["loss"] * xb.shape[0]
-            self.loss_curve_.append(total / n)
+            self.loss_curve_.append(self._epoch(batches))
             self.n_iter_ = epoch + 1
-            if self.verbose:
-                print(f"Iteration {epoch + 1}, loss = {total / n:.8f}", file=sys.stdout)
             if self.validation_scores_ is not None:
                 score = float(self._score_encoded(Xv, yv))
                 self.validation_scores_.append(score)
@@ -344,6 +382,38 @@ class MLPClassifier(ClassifierMixin, _MLPBase):  # type: ignore[misc]
         stratify = encoded if self.early_stopping and len(self.classes_) > 1 else None
         return self._fit(X, encoded.astype(np.int32), outputs, stratify)  # type: ignore[no-any-return]
 
+    def partial_fit(self, X: Any, y: Any, classes: Any = None) -> MLPClassifier:
+        """One epoch on (X, y), continuing the network (the first call makes it).
+
+        Args:
+            X: (n, features) numbers.
+            y: (n,) labels, each one of `classes`.
+            classes: every label the estimator will see; required on the first call (unless
+                fitted), then optional and equal to `classes_`.
+
+        Returns:
+            self.
+
+        Raises:
+            ValueError: no `classes` on the first call, other `classes` later, a label of y
+                not in them, or another number of features.
+        """
+        first = not hasattr(self, "classes_")
+        X, y = validate_data(self, X, y, dtype=(np.float64, np.float32), reset=first)
+        check_classification_targets(y)
+        if first and classes is None:
+            raise ValueError("classes must be passed on the first call to partial_fit")
+        if classes is not None:
+            wanted = np.unique(classes)
+            if not first and not np.array_equal(wanted, self.classes_):
+                raise ValueError(f"classes={wanted!r} is not classes_ {self.classes_!r}")
+            self.classes_ = wanted
+        codes = np.searchsorted(self.classes_, y)
+        unknown = (codes >= len(self.classes_)) | (self.classes_[codes % len(self.classes_)] != y)
+        if unknown.any():
+            raise ValueError(f"y holds labels not in classes: {np.unique(y[unknown])!r}")
+        return self._partial(X, codes.astype(np.int32), max(len(self.classes_), 2))  # type: ignore[no-any-return]
+
     def _score_encoded(self, X: Any, codes: Any) -> float:
         pred = np.asarray(self.trainer_.predict(X))
         return float(np.mean(pred == codes))
@@ -429,15 +499,42 @@ class MLPRegressor(RegressorMixin, _MLPBase):  # type: ignore[misc]
         Raises:
             ValueError: a bad parameter, NaN or infinite X or y, mismatched lengths.
         """
+        X, targets = self._data(X, y, True)
+        return self._fit(X, targets, targets.shape[1], None)  # type: ignore[no-any-return]
+
+    def partial_fit(self, X: Any, y: Any) -> MLPRegressor:
+        """One epoch on (X, y), continuing the network (the first call makes it).
+
+        Args:
+            X: (n, features) numbers.
+            y: (n,) or (n, outputs) numbers, as the first call's.
+
+        Returns:
+            self.
+
+        Raises:
+            ValueError: another number of features or outputs, NaN or infinite values.
+        """
+        X, targets = self._data(X, y, not hasattr(self, "trainer_"))
+        return self._partial(X, targets, targets.shape[1])  # type: ignore[no-any-return]
+
+    def _data(self, X: Any, y: Any, reset: bool) -> tuple[Any, Any]:
+        """(X, y as (n, outputs) float64), checked as scikit-learn checks them."""
         X, y = validate_data(
-            self, X, y, dtype=(np.float64, np.float32), multi_output=True, y_numeric=True
+            self,
+            X,
+            y,
+            dtype=(np.float64, np.float32),
+            multi_output=True,
+            y_numeric=True,
+            reset=reset,
         )
         if y.ndim == 2 and y.shape[1] == 1:  # as scikit-learn's MLPRegressor: warned, then 1-D
             y = column_or_1d(y, warn=True)
         y = np.asarray(y, dtype=np.float64)
-        self._one_output = y.ndim == 1
-        targets = y.reshape(len(y), -1)
-        return self._fit(X, targets, targets.shape[1], None)  # type: ignore[no-any-return]
+        if reset:
+            self._one_output = y.ndim == 1
+        return X, y.reshape(len(y), -1)
 
     def _score_encoded(self, X: Any, targets: Any) -> float:
         from sklearn.metrics import r2_score
