@@ -46,13 +46,13 @@ _SCHEDULE_NODES = 128
 _SCHEDULE_DEPTH = 8
 _SCHEDULE_STRING = 2048
 _SCHEDULE_BYTES = 2048
+# data_schedule=None in the MLP trainers' constructors: a record saying that none was given
+# (their schedules are non-empty; `Trainer`'s None stays {}, as its state hashes pin).
+DEFAULT_SCHEDULE = {"source": "unspecified"}
 # api -> (nodes, canonical bytes). SmallMLPTrainer keeps the reference's v1 bounds above;
 # MLPTrainer and Trainer (our own schemas) leave room for what `mojolearn train` records of its data at
 # any width (a name, a mean and a standard deviation per input column, a name per class),
 # still well inside the 1 MiB that checkpoint.MLP_MAX_BYTES keeps beside the tensors.
-# data_schedule=None in the MLP trainers' constructors: a record saying that none was given
-# (their schedules are non-empty; `Trainer`'s None stays {}, as its state hashes pin).
-DEFAULT_SCHEDULE = {"source": "unspecified"}
 _SCHEDULE_BOUNDS = {api: (1 << 16, 512 << 10) for api in ("MLPTrainer", "Trainer")}
 
 
