@@ -65,7 +65,9 @@ def test_history_is_the_hand_written_loop(kind, tmp_path):
     got = ml.fit(fitted, X, y, epochs=3, batch_size=batch_size, val=val, seed=seed)
     assert got == want
     assert _state_bits(fitted) == _state_bits(hand)
-    assert fitted.data_schedule["schema"] == "mojolearn.fit.v1"
+    # The record goes under "fit"; the user's own keys stay (issue 36: fit used to replace them).
+    assert fitted.data_schedule["fit"]["schema"] == "mojolearn.fit.v1"
+    assert fitted.data_schedule["seed"] == 0 and set(fitted.data_schedule) == {"seed", "fit"}
     # A checkpoint adds files, never changes the run: the same history and state hash.
     kept = _trainer(kind, init)
     path = tmp_path / "run.ckpt"
@@ -113,7 +115,7 @@ def test_patience_stops_at_the_rule_and_best_holds_the_best_state(kind, tmp_path
     ), "it ran past the end of its patience"
     best_epoch = min(range(len(losses)), key=losses.__getitem__) + 1
     best = type(trainer).from_checkpoint(f"{path}.best")
-    assert best.data_schedule["best"]["epoch"] == best_epoch
+    assert best.data_schedule["fit"]["best"]["epoch"] == best_epoch
     again = _trainer(kind, init, lr=0.05)  # the same run, stopped at the best epoch
     ml.fit(again, X, y, epochs=best_epoch, batch_size=16, val=val, patience=patience, seed=seed)
     assert best.state_hash() == again.state_hash()
@@ -163,7 +165,7 @@ def _refusals(kind, tmp_path):
         (dict(batch_size=0), ValueError, "batch_size must be an int >= 1"),
         (dict(batch_size="4"), TypeError, "batch_size must be an int >= 1, got str"),
         (dict(X=wide), ValueError, "X must have 8 columns"),
-        (dict(X=[[1.0] * 8]), TypeError, "fit: X"),
+        (dict(X=[[1.0] * 7 + ["a"]]), TypeError, "fit: X must hold numbers"),
         (dict(y=bad_labels), ValueError, "y must hold labels in [0, 3)"),
         (dict(y=Array.from_list([0] * 19, "<i4")), ValueError, "y must have shape (20,)"),
         (dict(val=(X,)), TypeError, "val must be a pair (Xv, yv) or None, got tuple of length 1"),
@@ -245,3 +247,22 @@ def test_fit_runs_without_numpy():
         block_numpy=True,
     )
     assert out.split() == ["2", "False"]
+
+
+@pytest.mark.parametrize("kind", TRAINERS)
+def test_a_checkpoint_with_the_record_as_its_whole_schedule_continues(kind, tmp_path):
+    # Checkpoints written before the record moved under "fit" held it as the whole schedule.
+    rng = random.Random()
+    X, y = _data(rng, 30)
+    straight = _trainer(kind, 4)
+    ml.fit(straight, X, y, epochs=2, batch_size=4, seed=5)
+    path = tmp_path / "old.ckpt"
+    ml.fit(_trainer(kind, 4), X, y, epochs=1, batch_size=4, seed=5, checkpoint=path)
+    old = type(straight).from_checkpoint(path)
+    old.data_schedule = old.data_schedule["fit"]  # the layout before issue 36
+    old.save_checkpoint(path)
+    cont = _trainer(kind, 4)
+    history = ml.fit(cont, X, y, epochs=2, batch_size=4, seed=5, checkpoint=path)
+    assert [h["epoch"] for h in history] == [1, 2]
+    assert _state_bits(cont) == _state_bits(straight)
+    assert cont.data_schedule == {"fit": straight.data_schedule["fit"]}

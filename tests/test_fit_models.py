@@ -174,7 +174,7 @@ def test_patience_stops_at_the_rule_and_best_holds_the_best_state(kind, tmp_path
     assert [e["improved"] for e in history[-patience:]] == [False] * patience
     best_epoch = min(range(len(losses)), key=losses.__getitem__) + 1
     best = ml.Trainer.from_checkpoint(f"{path}.best")
-    assert best.data_schedule["best"]["epoch"] == best_epoch
+    assert best.data_schedule["fit"]["best"]["epoch"] == best_epoch
     again = make(init, lr=0.05)  # the same run, stopped at the best epoch
     ml.fit(again, X, y, epochs=best_epoch, batch_size=8, val=val, patience=patience, seed=seed)
     assert best.state_hash() == again.state_hash()

@@ -307,7 +307,8 @@ def test_numpy_and_torch_inputs_give_the_same_results(seed):
 REFUSALS = [
     # (call, X, y, exception, message after "<API>: ")
     ("predict", lambda i: ml.zeros((3, i), "<i4"), None, TypeError, "X must be float32, got int32"),
-    ("predict", lambda i: [[0.0] * i], None, TypeError, "X must be a float32 buffer of shape"),
+    ("predict", lambda i: [[0.0] * i], None, TypeError, "X must be a float32 buffer of shape",
+     "small"),
     ("predict_proba", lambda i: ml.zeros((3, i + 1)), None, ValueError,
      "X must have shape (batch, {i}), got (3, {j})"),
     ("predict_proba", lambda i: ml.zeros((i,)), None, ValueError, "X must have shape (batch, {i})"),
@@ -315,7 +316,11 @@ REFUSALS = [
     ("evaluate", lambda i: ml.zeros((3, i)), ml.zeros((3,)), TypeError,
      "y must hold integers, got float32"),
     ("evaluate", lambda i: ml.zeros((3, i)), [0, 1, 2], TypeError,
-     "y must be an integer buffer of shape (3,), got list"),
+     "y must be an integer buffer of shape (3,), got list", "small"),
+    ("evaluate", lambda i: ml.zeros((3, i)), [0, 1.0, 2], TypeError,
+     "y must hold integers (class ids), got float 1.0", "mlp"),
+    ("predict", lambda i: [[0.0] * i, [1e39] * i], None, ValueError,
+     "X must fit in float32: example 1, element 0 is 1e+39", "mlp"),
     ("evaluate", lambda i: ml.zeros((3, i)), ml.zeros((4,), "<i4"), ValueError,
      "y must have shape (3,) to match X, got (4,)"),
     ("evaluate", lambda i: ml.zeros((3, i)), ml.Array.from_list([0, -1, 0], "<i4"), ValueError,
@@ -323,14 +328,16 @@ REFUSALS = [
     ("evaluate", lambda i: ml.zeros((3, i)), ml.Array.from_list([0, 0, 99], "<i4"), ValueError,
      "y must be classes 0..{c}; y[2] = 99"),
     ("evaluate", lambda i: ml.zeros((3, i), "<f8"), ml.zeros((3,), "<i4"), TypeError,
-     "X must be float32, got float64"),
+     "X must be float32, got float64", "small"),
 ]  # fmt: skip
 
 
 @both
 @pytest.mark.parametrize("case", range(len(REFUSALS)))
 def test_refusals_name_the_argument_and_change_nothing(kind, case):
-    call, make_x, y, exc, message = REFUSALS[case]
+    call, make_x, y, exc, message, *only = REFUSALS[case]
+    if only and only[0] != kind:
+        pytest.skip(f"a case of {only[0]} only (MLPTrainer rounds float64 and lists once)")
     t = make(kind, 3)
     i, c = t.layer_sizes[0], t.layer_sizes[-1] - 1
     before = t.state_hash()

@@ -160,7 +160,9 @@ def test_the_buffer_layer_has_no_import_circle():
         "_buffers/formats",
         "_buffers/dlpack",
         "_buffers/take",
+        "_buffers/indexing",
     }
+    assert _package_imports("indexing.py") - _typing_only_imports("indexing.py") == set()
     assert _package_imports("take.py") <= {"_buffers/reader", "_buffers/formats", "_buffers/array"}
     assert "_buffers/array" not in _package_imports("take.py") - _typing_only_imports("take.py")
     assert "_buffers/intake" not in _package_imports("dlpack.py")

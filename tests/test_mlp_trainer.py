@@ -360,9 +360,9 @@ def test_step_refusals_change_nothing(seed):
     bad = [
         (lambda: t.train_step(ml.zeros((5, 3)), y), ValueError, r"X must have shape \(batch, 4\)"),
         (
-            lambda: t.train_step(ml.Array.from_list([[1.0] * 4] * 5, "<f8"), y),
-            TypeError,
-            r"X must be float32",
+            lambda: t.train_step(ml.Array.from_list([[1e39] * 4] * 5, "<f8"), y),
+            ValueError,
+            r"X must fit in float32",
         ),
         (
             lambda: t.train_step(X, ml.Array.from_list([0, 1, 2, 3, 0], "<i4")),
@@ -633,3 +633,16 @@ def test_a_step_that_overflows_the_parameters_is_refused_naming_them(make):
             2,
         )
     assert t.state_hash() == before and t.step_ == 0
+
+
+def test_data_schedule_is_optional_and_records_a_default():
+    # None (the default) records that no schedule was given; every trainer builds without one.
+    mlp = ml.MLPTrainer([2, 3], seed=1)
+    small = ml.SmallMLPTrainer(*ml.init_small_mlp(1))
+    model = ml.Trainer(ml.nn.Sequential(ml.nn.Linear(2, 3)), input_shape=(2,))
+    assert mlp.data_schedule == small.data_schedule == {"source": "unspecified"}
+    assert model.data_schedule == {}  # as before: its state hashes are pinned
+    assert mlp.state_hash() == ml.MLPTrainer([2, 3], seed=1, data_schedule=None).state_hash()
+    assert mlp.state_hash() == (
+        ml.MLPTrainer([2, 3], seed=1, data_schedule={"source": "unspecified"}).state_hash()
+    )

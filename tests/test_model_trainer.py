@@ -105,7 +105,8 @@ def test_a_refused_batch_changes_nothing(seed):
         (_x(rng, 3, 4), _labels(rng, 2, 3), ValueError, r"targets must have shape \(3,\)"),
         (_x(rng, 3, 4), ml.Array.from_list([0.0, 1.0, 2.0]), TypeError, "targets"),
         (ml.Array.from_list([[1, 2, 3, 4]], "<i4"), _labels(rng, 1, 3), TypeError, "X"),
-        ([[1.0, 2.0, 3.0, 4.0]], _labels(rng, 1, 3), TypeError, "X"),
+        ([[1.0, 2.0, "x", 4.0]], _labels(rng, 1, 3), TypeError, "X must hold numbers"),
+        ([[1.0, 2.0, 3.0, 1e39]], _labels(rng, 1, 3), ValueError, "X must fit in float32"),
     ]
     for X, y, error, words in bad:
         with pytest.raises(error, match=words):

@@ -12,6 +12,7 @@ None. `tools/build_docs.sh` runs this file before building the API reference.
 
 import ast
 import importlib
+import importlib.util
 import inspect
 import re
 import sys
@@ -20,6 +21,8 @@ import typing
 import mojolearn
 
 MODULES = ("mojolearn", "mojolearn.training", "mojolearn.distributed", "mojolearn.nn")
+if importlib.util.find_spec("sklearn") is not None:  # an optional extra: checked when present
+    MODULES += ("mojolearn.sklearn",)
 
 
 class _Stub(type):
@@ -86,8 +89,8 @@ def _members(cls):
         if name.startswith("_") and name != "__init__":
             continue
         owner = next(k for k in cls.__mro__ if name in vars(k))
-        if owner is object:
-            continue
+        if owner is object or not owner.__module__.startswith("mojolearn"):
+            continue  # scikit-learn's get_params, score: theirs, documented there
         raw = vars(owner)[name]
         bound = not isinstance(raw, staticmethod)
         if isinstance(raw, (classmethod, staticmethod)):

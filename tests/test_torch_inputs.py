@@ -91,9 +91,14 @@ def test_refusals_name_the_tensor_problem():
     ):
         ml.AdamW([torch.ones(3, requires_grad=True)]).step([torch.ones(3, requires_grad=True)])
     with pytest.raises(TypeError, match=r"X must be float32, got float64"):
-        ml.MLPTrainer([4, 2], data_schedule={"a": 1}).train_step(
+        ml.SmallMLPTrainer(*ml.init_small_mlp(0), data_schedule={"a": 1}).train_step(
             torch.ones(2, 4, dtype=torch.float64), torch.tensor([0, 1])
         )
+    # MLPTrainer rounds a float64 tensor once to float32, as torch's .float() does.
+    x64 = torch.randn(2, 4, dtype=torch.float64)
+    a, b = (ml.MLPTrainer([4, 2], data_schedule={"a": 1}) for _ in range(2))
+    got = a.train_step(x64, torch.tensor([0, 1]))["loss"]
+    assert got == b.train_step(x64.float(), torch.tensor([0, 1]))["loss"]
     # A strided tensor is copied into C order, as a strided NumPy array is (issue 30 row 4).
     a = torch.arange(12.0).reshape(4, 3)
     assert ml.matmul(a.t(), torch.ones(4, 2)).tobytes() == (

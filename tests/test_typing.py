@@ -27,7 +27,7 @@ from mojolearn.training import WarmupCosineLR
 
 w = mojolearn.zeros((3, 2))
 mojolearn.MLPTrainer("8,16,3", data_schedule={})  # E: a str is a Sequence[str]
-mojolearn.MLPTrainer([8, 16, 3])  # E: data_schedule is required
+mojolearn.MLPTrainer([8, 16, 3], data_schedule=[1])  # E: a dict or None (None: a default)
 mojolearn.AdamW([w], lr="0.1")  # E
 mojolearn.AdamW([w], foreach=True)  # E: refused options are not parameters
 WarmupCosineLR(0.1, warmup_steps="1", total_steps=10)  # E

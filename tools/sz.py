@@ -20,7 +20,7 @@ PKG = ROOT / "python" / "mojolearn"
 # Set after the cut into wings (issue 28), with room for the open issues' features; raising one is
 # a decision to write down in the commit that does it.
 BUDGET = {
-    "mojolearn (public modules)": 2400,
+    "mojolearn (public modules)": 2700,  # 2400 until issue 36 (mojolearn.sklearn: the scikit-learn estimators)
     "mojolearn/_buffers": 1400,
     "mojolearn/_runtime": 900,
     "mojolearn/_mlp": 2550,  # 2400 until issue 34 (save-side load check, overflow rows), issue 35 (the port for DataParallel of a Trainer); shrinks as the MLP moves onto _model

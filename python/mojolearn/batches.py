@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import array as _pyarray
 
-from ._buffers.array import Array
-from ._buffers.formats import is_native_f32
-from ._buffers.intake import as_f32_c, as_i32_c, probe
+from ._buffers.array import Array, _flatten, dtype_of
+from ._buffers.intake import input_f32, input_labels, probe
 from ._mlp import rng as _rng
 from ._mlp.rng import epoch_order
 
@@ -75,17 +74,19 @@ class Batches:
     Args:
         X: float32 examples of shape (n, ...), n >= 1, any rank from 2 (features, (T, D)
             sequences, (C, H, W) images): any buffer the package accepts (a mojolearn.Array,
-            NumPy array, torch tensor, array.array, memoryview).
-        y: n targets, shape (n, ...): integer labels (any integer dtype; converted to int32
-            when it is not int32 already) or float32 values (a regressor's, kept as they are).
+            NumPy array, torch tensor, array.array, memoryview); float64 or a list of numbers
+            is rounded once to float32 (as the trainers round it), each time it is read.
+        y: n targets, shape (n, ...): integer labels (any integer dtype, or a list of ints;
+            converted to int32 when it is not int32 already) or float values (a regressor's:
+            float32 kept as they are, float64 or a list holding a float rounded once).
         batch_size: rows per batch, an int >= 1.
         seed: the shuffle's seed, an int in [0, 2**64) (recorded even when `shuffle` is off).
         shuffle: a new seeded order every epoch (True), or rows in order (False).
         drop_last: drop each epoch's short last batch.
 
     Raises:
-        TypeError: X not float32, y neither integers nor float32, or an argument of the wrong
-            type.
+        TypeError: X not float32 or float64, y neither integers nor floats, or an argument of
+            the wrong type.
         ValueError: shapes that disagree, no rows, a batch_size < 1, a seed outside
             [0, 2**64), or `drop_last` with fewer rows than `batch_size` (no batch at all).
 
@@ -258,12 +259,12 @@ def _dataset(X: Any, y: Any, api: str, shape: tuple[int, ...] | None = None) -> 
     float32 kept: a regressor's), each of any rank, through the package's intake (borrowed when
     already so, else copied); `shape`: the one X had when the Batches was made (a later read)."""
     try:
-        x_arr = as_f32_c(X, None, "X")[0]
+        x_arr = input_f32(X, None, "X")
         if shape is not None and x_arr._shape != shape:
             raise ValueError(
                 f"X changed shape since the Batches was made: {shape}, now {x_arr._shape}"
             )
-        y_arr = as_f32_c(y, None, "y")[0] if _is_f32(y) else as_i32_c(y, None, "y")[0]
+        y_arr = input_f32(y, None, "y") if _is_float(y) else input_labels(y, None, "y")
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"{api}: {exc}") from None
     if len(x_arr._shape) < 2 or x_arr._shape[0] == 0:
@@ -276,13 +277,19 @@ def _dataset(X: Any, y: Any, api: str, shape: tuple[int, ...] | None = None) -> 
     return x_arr, y_arr
 
 
-def _is_f32(obj: Any) -> bool:
-    """Whether `obj` holds float32 values (targets of a regressor; labels are integers)."""
+def _is_float(obj: Any) -> bool:
+    """Whether `obj` holds float32 or float64 values, or is a list holding a float (targets of
+    a regressor; labels are integers)."""
+    if isinstance(obj, (list, tuple)):
+        try:
+            return any(isinstance(v, float) for v in _flatten(obj)[0])
+        except ValueError:
+            return False  # the integer path refuses it by name
     try:
         layout = probe(obj)
     except (TypeError, ValueError):
         return False  # the integer path refuses it by name
-    return bool(is_native_f32(layout.format, layout.itemsize))
+    return dtype_of(layout.format, layout.itemsize) in ("<f4", "<f8")
 
 
 def _bad(api: str, name: str, expected: str, got: object) -> Exception:

@@ -5,7 +5,7 @@ epochs of seeded `Batches`, `train_step` on each batch, the validation rows scor
 epoch's end, "improved" meaning a validation loss strictly below the best so far, and a run that
 stops once `patience` epochs in a row have not improved. With a checkpoint path the state is
 saved at every epoch's end: the data position and the loop's state (a few values, never the
-history) go into the trainer's `data_schedule`, the history into a side file, the best state into
+history) go into the trainer's `data_schedule` under the key "fit" (the user's own keys kept), the history into a side file, the best state into
 `PATH.best`; calling `fit` again on the same path continues the run exactly.
 """
 
@@ -17,7 +17,7 @@ import math
 import os
 
 from ._buffers.array import Array
-from ._buffers.intake import as_f32_c, as_i32_c
+from ._buffers.intake import input_f32, input_labels
 from ._mlp import batches as _mlp_batches
 from ._mlp import lr_schedule as _lrs
 from ._mlp.core import MLPCore
@@ -38,6 +38,7 @@ _API = "fit"
 # The record's fields that must match for a checkpoint to continue this call's run (the
 # rest is the position: epoch, step, best, bad_epochs, and the Batches' epoch and batch).
 _SETUP = ("data_sha256", "val", "patience")
+FIT_KEY = "fit"  # where the record lies in the trainer's data_schedule
 _BATCHES_SETUP = ("n", "features", "batch_size", "seed", "shuffle", "drop_last")
 
 
@@ -58,9 +59,11 @@ def fit(
     Each epoch iterates a `Batches(X, y, batch_size, seed=seed)` and calls `train_step` on
     every batch; `trainer.evaluate(*val)` then scores the validation rows, and an epoch
     improves when its validation loss is strictly below the best so far. With `patience` the
-    run stops after that many epochs in a row without improvement. Every epoch's end sets the
-    trainer's `data_schedule` to the run's record (schema "mojolearn.fit.v1": the batches'
-    position, data hashes, epochs done, best epoch, epochs without improvement).
+    run stops after that many epochs in a row without improvement. Every epoch's end puts the
+    run's record (schema "mojolearn.fit.v1": the batches' position, data hashes, epochs done,
+    best epoch, epochs without improvement) into the trainer's `data_schedule` under the key
+    `"fit"`, keeping the schedule's other keys (the user's own record of the data); a
+    checkpoint written before this layout, with the record as the whole schedule, continues.
 
     With `checkpoint=PATH` every epoch ends with a save to PATH (the history beside it in
     `PATH.fit-history.json`; with `val`, the best state in `PATH.best`). When PATH exists it
@@ -71,12 +74,12 @@ def fit(
 
     Args:
         trainer: a `SmallMLPTrainer`, `MLPTrainer` or `Trainer`.
-        X: float32 examples, n >= 1, every value finite (any buffer `Batches` takes; read
-            once, when `fit` is called: one scan for NaN and infinities): (n, inputs) for an
+        X: float32 examples, n >= 1, every value finite (any buffer `Batches` takes; float64
+            or a list is rounded once to float32; read once, when `fit` is called): (n, inputs) for an
             MLP trainer, (n, *input_shape) (or (n, prod(input_shape))) for a `Trainer`.
         y: the n targets `train_step` takes: integer labels in [0, classes), (n,) (or
             (n, T) for a `Trainer` whose outputs are (T, classes)); for a `"mse"` Trainer
-            finite float32 (n, *output_shape) (or (n,) for one output).
+            finite float32 or float64 (n, *output_shape) (or (n,) for one output).
         epochs: the epochs to run in all (a resumed run's included), an int >= 1.
         batch_size: rows per batch, an int in [1, trainer.max_rows].
         val: the validation rows `(Xv, yv)`, each as X and y, or None (a `Trainer` scores
@@ -140,6 +143,7 @@ class _Run:
                 f"got {type(trainer).__name__}"
             )
         self.trainer = trainer
+        self.user = _user_schedule(trainer.data_schedule)
         self.metric = _metric(trainer)
         _positive("epochs", epochs)
         _positive("batch_size", batch_size)
@@ -188,6 +192,10 @@ class _Run:
             "bad_epochs": self.bad_epochs,
         }
 
+    def schedule(self) -> dict[str, Any]:
+        """The trainer's `data_schedule` at an epoch's end: the user's keys and the record."""
+        return {**self.user, FIT_KEY: self.record()}
+
     def _resume(self) -> None:
         """Continue the run PATH holds: checked whole (its record, its history) before the
         trainer takes its state, so a refusal changes nothing."""
@@ -195,7 +203,7 @@ class _Run:
         path, _, history_path = self.paths
         shown = _files.shown(path)
         state, step = _saved(self.trainer, path, shown)
-        rec = state["data_schedule"]
+        rec = _fit_record(state["data_schedule"])
         self._check_record(rec, shown)
         history = _read_history(history_path, rec, self.metric)
         if step != rec["step"]:
@@ -210,6 +218,7 @@ class _Run:
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"{_API}: checkpoint {shown}: {exc}") from None
         self.batches, self.history = batches, history
+        self.user = _user_schedule(state["data_schedule"])
         self.epoch, self.best, self.bad_epochs = rec["epoch"], rec["best"], rec["bad_epochs"]
 
     def _check_record(self, rec: Any, shown: str) -> None:
@@ -231,6 +240,21 @@ class _Run:
                 )
         if rec["batches"]["epoch"] != rec.get("epoch") or rec["batches"]["batch"] != 0:
             raise ValueError(f"{_API}: checkpoint {shown}: its record is not at an epoch's end")
+
+
+def _fit_record(schedule: Any) -> Any:
+    """The fit record a checkpoint's `data_schedule` holds: under "fit", or (a checkpoint
+    written before the record moved there) the whole schedule."""
+    if type(schedule) is dict and type(schedule.get(FIT_KEY)) is dict:
+        return schedule[FIT_KEY]
+    return schedule
+
+
+def _user_schedule(schedule: Any) -> dict[str, Any]:
+    """The schedule's keys that are not a fit record (none, for an older whole-schedule one)."""
+    if type(schedule) is not dict or schedule.get("schema") == SCHEMA:
+        return {}
+    return {k: v for k, v in schedule.items() if k != FIT_KEY}
 
 
 def _saved(trainer: MLPCore | Trainer, path: str, shown: str) -> tuple[dict[str, Any], int]:
@@ -288,7 +312,7 @@ def _epoch(run: _Run) -> None:
         entry.update({"val_loss": loss, f"val_{run.metric}": scores[run.metric]})
         entry["improved"] = improved
     run.history.append(entry)
-    trainer.data_schedule = run.record()
+    trainer.data_schedule = run.schedule()
     if run.paths is not None:
         path, best, history = run.paths
         _files.write_atomic(history, _history_bytes(run.history), f"{_API}: history")
@@ -333,11 +357,11 @@ def _data(
     inputs, targets, classes = _expects(trainer)
     mlp = isinstance(trainer, MLPCore)  # its intake names the rank it wants
     try:
-        x_arr = as_f32_c(X, 2 if mlp else None, xname)[0]
+        x_arr = input_f32(X, 2 if mlp else None, xname)
         if classes is None:
-            y_arr = as_f32_c(y, None, yname)[0]
+            y_arr = input_f32(y, None, yname)
         else:
-            y_arr = as_i32_c(y, 1 if mlp else None, yname)[0]
+            y_arr = input_labels(y, 1 if mlp else None, yname)
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"{_API}: {exc}") from None
     n = x_arr._shape[0] if x_arr._shape else 0

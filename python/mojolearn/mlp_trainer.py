@@ -45,7 +45,8 @@ class MLPTrainer(MLPCore):
         data_schedule: a non-empty JSON object describing the data order: at most 65536
             values and 512 KiB of canonical JSON (room for what `mojolearn train` records
             of its data; SmallMLPTrainer keeps the reference's 128 and 2048), nesting at most
-            8 deep, strings of at most 2048 characters.
+            8 deep, strings of at most 2048 characters. None (the default) records
+            {"source": "unspecified"}; `mojolearn.fit` adds its record under "fit".
         lr, betas, eps, weight_decay: AdamW hyperparameters, kept as given (each step's
             scalars are formed from them in binary64, docs/ARITHMETIC.md profile v2) and
             checked as given and in float32 (lr > 0, eps > 0, weight_decay >= 0, betas in
@@ -65,6 +66,15 @@ class MLPTrainer(MLPCore):
     changes nothing; `lr` is refused while a schedule is set): the next step uses the new
     value, and `state_dict`, checkpoints and the state hash record it. Every other public
     attribute is read-only (AttributeError).
+    float64 inputs (a NumPy array, array.array("d"), a CPU torch tensor, any strides) and
+    Python lists of numbers are taken wherever a batch is (`train_step`, `train_steps`,
+    `predict*`, `evaluate`, `fit`, `Batches`): each value is rounded once to the nearest float32
+    (ties to even, as `numpy.astype(float32)` and torch's `.float()` round), then trained on
+    exactly as those float32 values would be. A NaN or infinity is refused as in float32, and a
+    finite value beyond float32's range (|x| >= 2**128 - 2**103, which would round to
+    infinity) is refused by name (ValueError) rather than rounded. Class ids may be a list of
+    ints.
+    (`SmallMLPTrainer` takes float32 buffers only, as its reference does.)
     The most rows a batch may have is `max_rows` (a bound on a step's working memory, and at
     most 2**20); a larger batch is refused with ValueError before anything changes.
 
@@ -84,7 +94,7 @@ class MLPTrainer(MLPCore):
         weights: Sequence[BufferLike] | None = None,
         *,
         seed: int = 0,
-        data_schedule: dict[str, Any],
+        data_schedule: dict[str, Any] | None = None,
         lr: float = 1e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,

@@ -81,7 +81,8 @@ class SmallMLPTrainer(MLPCore):
             Copied, never aliased.
         data_schedule: a non-empty, bounded JSON object describing the data order (dataset
             hash, seed, cursor ...). Stored with the state and in checkpoints; never compared
-            with the batches passed.
+            with the batches passed. None (the default) records {"source": "unspecified"};
+            `mojolearn.fit` adds its record under "fit".
         lr, betas, eps, weight_decay: AdamW hyperparameters, kept as given (each step's
             scalars are formed from them in binary64, docs/ARITHMETIC.md profile v2) and
             checked as given and in float32 (lr > 0, eps > 0, weight_decay >= 0, betas in
@@ -120,7 +121,7 @@ class SmallMLPTrainer(MLPCore):
         weight2: BufferLike,
         bias2: BufferLike,
         *,
-        data_schedule: dict[str, Any],
+        data_schedule: dict[str, Any] | None = None,
         lr: float = 1e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,

@@ -21,6 +21,7 @@ from . import dlpack as _dlpack
 from . import reader as _reader
 from . import take as _take
 from .formats import dtype_name, split_format
+from .indexing import Indexing, has_slice
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -102,13 +103,14 @@ def _check_dtype(dtype: DType) -> DType:
     return dtype
 
 
-class Array:
+class Array(Indexing):
     """A typed, shaped, C-contiguous buffer: float32, int32, float64 or int64.
 
     `Array(shape, dtype)` allocates zeros (as `mojolearn.zeros`); `Array.from_list(values)`
     copies numbers, `Array.from_buffer(obj)` borrows a buffer. It has no arithmetic (the kernels
-    do that); `numpy.asarray(a)`, `torch.from_dlpack(a)` and (Python 3.12+) `memoryview(a)`
-    share its memory.
+    do that); `a.numpy()`, `numpy.asarray(a)`, `torch.from_dlpack(a)` and (Python 3.12+)
+    `memoryview(a)` share its memory. Integers index (`a[1]`: a view); a slice copies
+    (`a[:3]`, `a[1:4, 2]`, `a[::-1]`: a fresh Array, as `take` makes).
 
     Example:
         >>> mojolearn.Array((2, 3)).tolist()
@@ -466,8 +468,10 @@ class Array:
             offset += (k + d if k < 0 else k) * stride
         return offset, len(key)
 
-    def __getitem__(self, key: SupportsIndex | tuple[SupportsIndex, ...]) -> Any:
-        offset, used = self._offset(key)
+    def __getitem__(self, key: SupportsIndex | slice | tuple[SupportsIndex | slice, ...]) -> Any:
+        if has_slice(key):
+            return self._sliced(key)
+        offset, used = self._offset(key)  # type: ignore[arg-type]  # no slice here (has_slice)
         if used == len(self._shape):
             return self._mv[offset]
         sub = self._shape[used:]

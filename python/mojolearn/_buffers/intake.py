@@ -10,7 +10,8 @@ within the step's own call by the same rule (`mojo/bindings/entries/intake.mojo`
 back here only what it declines. Anything not accepted zero-copy goes the slow way, the
 policy: `probe` describes it, then it is copied in the binding (strided float32 into C order,
 integer labels into int32, a strided DLPack tensor too) or refused with the messages below.
-Nothing converts silently: float64 is never rounded to float32.
+Nothing converts silently: float64 is never rounded to float32, except where a trainer reads
+its batches (`rounded_f32`: documented there and in each trainer's docstrings).
 
 The caller keeps the returned keep-alive for as long as the address is used. It pins the
 memory: a memoryview holding a buffer's export (an array.array or bytearray then refuses to
@@ -28,10 +29,11 @@ where they are), and the trainers' *owned tensor* (a checked C-order copy the tr
 
 from __future__ import annotations
 
+import array as _pyarray
 import math
 
 from . import reader as _reader
-from .array import _CODES, Array, dtype_of
+from .array import _CODES, Array, _flatten, dtype_of
 from .formats import dtype_name, is_int32, is_integer, is_native_f32, split_format
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -445,4 +447,116 @@ def owned_tensor(
         bad = next((i for i, x in enumerate(arr._mv.tolist()) if not math.isfinite(x)), None)
         if bad is not None:
             raise ValueError(f"{api}: {name} must be finite (flat index {bad} is {arr._mv[bad]!r})")
+    return arr
+
+
+# -- float64 and lists, rounded once (the trainers' inputs) ------------------------------------
+
+# The least binary64 value that rounds to float32 infinity: float32's largest finite value is
+# 2**128 - 2**104, and the tie halfway to 2**128 rounds to even, which is the infinity.
+_F32_OVERFLOW = 2.0**128 - 2.0**103
+
+
+def rounded_f32(obj: object, name: str, api: str = "") -> Array | None:
+    """A fresh float32 C-order Array of a float64 buffer (NumPy, array.array, memoryview, an
+    Array, a CPU DLPack tensor; any strides) or of a flat or nested list or tuple of numbers,
+    each value rounded once to the nearest float32 (ties to even, as a C cast); None for
+    anything else (the caller reads float32 or refuses as before).
+
+    Only the trainers' batch inputs come here: everything else (the optimizers' tensors, the
+    weights) takes float32 only. ValueError for a NaN or infinity, or a value that overflows
+    float32; TypeError for a list holding something that is not a number; each message names
+    `name` after `api` (the trainer), when given."""
+    try:
+        if isinstance(obj, (list, tuple)):
+            flat, shape = _listed(obj, name, (int, float), "numbers")
+            values = [float(v) for v in flat]
+        else:
+            values_shape = _f64_values(obj)
+            if values_shape is None:
+                return None
+            values, shape = values_shape
+        _check_f32_range(values, shape, name)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{api}: {exc}" if api else str(exc)) from None
+    return Array._wrap(_pyarray.array(_CODES["<f4"], values), shape, "<f4")
+
+
+def _listed(obj: Any, name: str, kinds: tuple[type, ...], what: str) -> tuple[list[Any], Any]:
+    """(flat values, shape) of a rectangular nested list of `kinds` (never bools)."""
+    try:
+        flat, shape = _flatten(obj)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+    bad = next((v for v in flat if isinstance(v, bool) or not isinstance(v, kinds)), 0)
+    if bad != 0:
+        raise TypeError(f"{name} must hold {what}, got {type(bad).__name__} {bad!r}")
+    return flat, shape
+
+
+def _f64_values(obj: object) -> tuple[list[float], tuple[int, ...]] | None:
+    """(C-order values, shape) of a float64 buffer, or None when `obj` is not one."""
+    try:
+        layout = probe(obj)
+    except (TypeError, ValueError):
+        return None
+    if dtype_of(layout.format, layout.itemsize) != "<f8":
+        return None
+    shape = tuple(layout.shape)
+    if type(obj) is Array:
+        return obj._mv.tolist(), shape
+    try:
+        mv = memoryview(obj)  # type: ignore[arg-type]  # DLPack-only: TypeError, below
+    except TypeError:
+        from .array import from_dlpack
+
+        return from_dlpack(obj)._mv.tolist(), shape  # type: ignore[arg-type]
+    with mv:
+        if mv.c_contiguous:
+            return (mv.cast("B").cast("d").tolist() if mv.nbytes else []), shape
+        values = mv.tolist()  # strided: nested lists, flattened a level at a time
+        for _ in range(mv.ndim - 1):
+            values = [v for row in values for v in row]
+        return values, shape
+
+
+def _check_f32_range(values: list[float], shape: tuple[int, ...], name: str) -> None:
+    if all(map(math.isfinite, values)) and (
+        not values or max(values) < _F32_OVERFLOW and -min(values) < _F32_OVERFLOW
+    ):
+        return
+    per = math.prod(shape[1:]) if len(shape) > 1 else 1
+    at = next(i for i, v in enumerate(values) if not abs(v) < _F32_OVERFLOW)
+    where = f"example {at // per}, element {at % per}" if len(shape) > 1 else f"index {at}"
+    if math.isfinite(values[at]):
+        raise ValueError(
+            f"{name} must fit in float32: {where} is {values[at]!r}, beyond float32's largest "
+            f"value (3.4028235e38); scale it first"
+        )
+    raise ValueError(f"{name} must be finite: {where} is {values[at]!r}")
+
+
+def input_f32(obj: object, ndim: int | None, name: str, api: str = "") -> Array:
+    """A trainer's float input as float32 C order: float32 read as `as_f32_c` reads it (and
+    refused as it refuses), float64 and lists of numbers through `rounded_f32`."""
+    r = rounded_f32(obj, name, api)
+    if r is None:
+        return as_f32_c(obj, ndim, name)[0]  # type: ignore[no-any-return]
+    _check_ndim(r._probe(), ndim, name)
+    return r
+
+
+def input_labels(obj: object, ndim: int | None, name: str, api: str = "") -> Array:
+    """A trainer's class ids as int32 C order: integer buffers as `as_i32_c` converts them, a
+    flat or nested list or tuple of ints too (a float in it is a TypeError naming `name`)."""
+    if not isinstance(obj, (list, tuple)):
+        return as_i32_c(obj, ndim, name)[0]  # type: ignore[no-any-return]
+    try:
+        flat, shape = _listed(obj, name, (int,), "integers (class ids)")
+        if flat and not (_I32_MIN <= min(flat) and max(flat) <= _I32_MAX):
+            raise ValueError(f"{name} holds a value outside the int32 range")
+        arr = Array._wrap(_pyarray.array(_CODES["<i4"], flat), shape, "<i4")
+        _check_ndim(arr._probe(), ndim, name)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{api}: {exc}" if api else str(exc)) from None
     return arr

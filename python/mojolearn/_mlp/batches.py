@@ -6,12 +6,25 @@ per-operation path, and the refusals' messages)."""
 
 from .._buffers.array import Array
 from .._buffers.formats import dtype_name, is_integer, is_native_f32
-from .._buffers.intake import as_f32_c, as_i32_c, c_f32, c_i32, labels, probe
+from .._buffers.intake import (
+    as_f32_c,
+    as_i32_c,
+    c_f32,
+    c_i32,
+    input_labels,
+    labels,
+    probe,
+    rounded_f32,
+)
 from .._runtime import backend as _backend
 
 # Why the binding's step entries declined a call (mojo/bindings/entries/mlp.mojo): X was not
 # read there, the labels were not, or the batch has more rows than the session's scratch.
 DECLINED_X, DECLINED_TARGETS, DECLINED_CAPACITY = -1, -2, -3
+
+# The trainer whose reference takes float32 and integer buffers only: its batches are never
+# rounded from float64 nor read from lists (the others' are, once: `intake.rounded_f32`).
+EXACT_ONLY = "SmallMLPTrainer"
 
 
 class BatchReader:
@@ -89,7 +102,10 @@ def _probe(obj, api, name, expected):
 def batch(X, api, inputs, max_rows, name="X", stacked=False):
     """X as a float32 C-contiguous (rows, inputs) Array (borrowed when it already is one, else
     a C-order copy) with 1 to `max_rows` rows (`stacked`: the caller checks the row count of
-    k stacked batches)."""
+    k stacked batches). float64 and lists of numbers are rounded once to float32
+    (`intake.rounded_f32`), except for `EXACT_ONLY`."""
+    rounded = None if api == EXACT_ONLY else rounded_f32(X, name, api)
+    X = X if rounded is None else rounded
     pb = _probe(
         X,
         api,
@@ -121,7 +137,10 @@ def owned_batch(X, api, inputs, max_rows, name="X", stacked=False):
 def targets(values, rows, classes, api, check_range=True, name="targets"):
     """targets as an int32 (rows,) Array (any integer dtype accepted); with `check_range` also
     checked to be classes 0..classes-1 here rather than in the binding. `name` is the argument
-    the messages name (`evaluate` calls it y)."""
+    the messages name (`evaluate` calls it y). A list of ints is taken, except for
+    `EXACT_ONLY`."""
+    if api != EXACT_ONLY and isinstance(values, (list, tuple)):
+        values = input_labels(values, 1, name, api)
     pb = _probe(values, api, name, f"an integer buffer of shape ({rows},)")
     if not is_integer(pb.format):
         raise TypeError(

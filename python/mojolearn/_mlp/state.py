@@ -46,6 +46,9 @@ _SCHEDULE_NODES = 128
 _SCHEDULE_DEPTH = 8
 _SCHEDULE_STRING = 2048
 _SCHEDULE_BYTES = 2048
+# data_schedule=None in the MLP trainers' constructors: a record saying that none was given
+# (their schedules are non-empty; `Trainer`'s None stays {}, as its state hashes pin).
+DEFAULT_SCHEDULE = {"source": "unspecified"}
 # api -> (nodes, canonical bytes). SmallMLPTrainer keeps the reference's v1 bounds above;
 # MLPTrainer and Trainer (our own schemas) leave room for what `mojolearn train` records of its data at
 # any width (a name, a mean and a standard deviation per input column, a name per class),
@@ -124,6 +127,7 @@ def _unicode(text, what, api):
 def check_schedule(value, api="SmallMLPTrainer"):
     """A bounded, canonical deep copy of the data_schedule JSON object."""
     most_nodes, most_bytes = _SCHEDULE_BOUNDS.get(api, (_SCHEDULE_NODES, _SCHEDULE_BYTES))
+    value = dict(DEFAULT_SCHEDULE) if value is None else value
     if type(value) is not dict or not value:
         raise ValueError(
             f"{api}: data_schedule must be a non-empty JSON object (dict), "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from .._buffers.intake import as_f32_c, as_i32_c
+from .._buffers.intake import input_f32, input_labels
 from .._runtime import backend as _backend
 
 TYPE_CHECKING = False
@@ -29,7 +29,7 @@ def as_rows(z: Array, classes: int) -> Array:
 
 
 def inputs(X: Any, spec: ModelSpec, most: int | None) -> Array:
-    arr: Array = as_f32_c(X, name="X")[0]
+    arr = input_f32(X, None, "X", _API)
     shape = arr._shape
     want = spec.input_shape
     flat = len(want) > 1 and len(shape) == 2 and shape[1] == math.prod(want)
@@ -47,7 +47,7 @@ def inputs(X: Any, spec: ModelSpec, most: int | None) -> Array:
 def targets(values: Any, spec: ModelSpec, n: int) -> Array:
     out = spec.output_shape
     if spec.loss == "mse":
-        arr: Array = as_f32_c(values, name="targets")[0]
+        arr = input_f32(values, None, "targets", _API)
         shape = arr._shape
         ok = tuple(shape) == (n, *out) or (out == (1,) and tuple(shape) == (n,))
         if not ok:
@@ -56,7 +56,7 @@ def targets(values: Any, spec: ModelSpec, n: int) -> Array:
             )
         finite(arr, "targets", math.prod(out))
         return arr
-    labels: Array = as_i32_c(values, name="targets")[0]
+    labels = input_labels(values, None, "targets", _API)
     want = (n,) if len(out) == 1 else (n, *out[:-1])
     if labels._shape != want:
         raise ValueError(f"{_API}: targets must have shape {want} (class ids), got {labels._shape}")

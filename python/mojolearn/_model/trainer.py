@@ -72,6 +72,10 @@ class Trainer(ModelPersistence, ModelExport):
     identical mode, so the same seed, data and hyperparameters give the same bits on every
     machine; a `ReLU` MLP gives exactly `MLPTrainer`'s bits.
 
+    float64 and lists of numbers are taken wherever X (or MSE targets) is: rounded once to
+    the nearest float32 (ties to even, as `astype(float32)`); a value beyond float32's range
+    is refused (ValueError), not rounded to infinity. Class ids may be a list of ints.
+
     Args:
         model: an `nn.Sequential` of `Linear`, `ReLU`, `LayerNorm`, `Dropout`, `Flatten`,
             `Residual` and `Sequential` layers.
@@ -82,7 +86,8 @@ class Trainer(ModelPersistence, ModelExport):
         weights: None (seeded torch-default initialization) or a dict of float32 buffers keyed
             by torch's `state_dict()` names of the same model (`"0.weight"`, `"2.1.bias"`).
         seed: an int in [0, 2**64): the initial weights and every Dropout mask.
-        data_schedule: a JSON object recorded with the state (None: `{}`).
+        data_schedule: a JSON object recorded with the state (None: `{}`); `mojolearn.fit`
+            adds its record under "fit".
         lr: the learning rate, > 0.
         betas: AdamW's (beta1, beta2), each in [0, 1).
         eps: AdamW's eps, > 0.
@@ -227,7 +232,8 @@ class Trainer(ModelPersistence, ModelExport):
 
         Args:
             X: float32 `(n, *input_shape)` (or `(n, prod(input_shape))`), finite, 1 <= n <=
-                `max_rows`.
+                `max_rows`; float64 or a list of numbers is rounded once to float32 (the
+                class docstring says how; every method that takes X takes them so).
             targets: cross-entropy: integer class ids `(n,)`, or `(n, T)` for outputs of
                 `(T, C)`; MSE: float32 of the outputs' shape `(n, *output_shape)`, finite.
 
