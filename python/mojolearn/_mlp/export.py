@@ -37,6 +37,7 @@ import json
 import math
 
 from .._buffers.array import frombytes
+from .._model.preprocessing import bake_onnx, held, preprocessing_metadata
 from .._runtime import files as _files
 from . import codec as _ckpt
 from .spec import MAX_LAYERS, MAX_PARAMS, LayerSizes
@@ -98,6 +99,7 @@ def metadata(state: dict[str, Any]) -> dict[str, str]:
         "numeric_mode": state["numeric_mode"],
         "step": str(state["optimizer"]["step"]),
         "state_hash": _ckpt.state_hash(_ckpt.encode_state(state)),
+        **preprocessing_metadata(state["data_schedule"]),
     }
 
 
@@ -303,6 +305,7 @@ def export_onnx(path: str | os.PathLike[str], state: dict[str, Any], api: str) -
     onnx = _require("onnx", what)
     spec, weights = _weights(state)
     model = _onnx_model(onnx, spec, weights, metadata(state))
+    bake_onnx(onnx, model, held(state["data_schedule"]))
     onnx.checker.check_model(model)
     _files.write_atomic(path, model.SerializeToString(), what)
 

@@ -42,6 +42,7 @@ from .._mlp import export as _mlp_export
 from .._runtime import backend as _backend
 from .._runtime import files as _files
 from . import layers as L
+from . import preprocessing as _pre
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -107,6 +108,7 @@ def _metadata(trainer: Trainer) -> dict[str, str]:
         "numeric_mode": str(_backend.binding().mode),
         "step": str(trainer.step_),
         "state_hash": trainer.state_hash(),
+        **_pre.preprocessing_metadata(trainer._schedule),
     }
 
 
@@ -603,5 +605,6 @@ class ModelExport:
         onnx = _mlp_export._require("onnx", what)
         with self._lock:
             model = _onnx_model(onnx, self, _metadata(self))
+            _pre.bake_onnx(onnx, model, _pre.held(self._schedule))
         onnx.checker.check_model(model)
         _files.write_atomic(path, model.SerializeToString(), what)
