@@ -96,6 +96,9 @@ def test_resume_takes_the_data_end_and_split_from_the_checkpoint(tmp_path, seed)
     records = json_lines(ok(again).stdout)
     assert (records[0]["n_train"], records[0]["n_test"]) == (first["n_train"], first["n_test"])
     assert records[0]["end_step"] == 5 and records[-1]["step"] == 5
+    # --data given, --label-column left out: the recorded label column.
+    args = ["train", "--resume", "--checkpoint", "leg.ckpt", "--data", "a.csv", "--steps", "7"]
+    ok(run_cli(args, tmp_path))
     # From another folder, found beside the checkpoint; the end given now is recorded.
     (tmp_path / "sub").mkdir()
     args = ["train", "--resume", "--checkpoint", "../leg.ckpt", "--steps", "12", "--json"]

@@ -83,8 +83,9 @@ class MLPCore(SessionSteps, PerOperation, Persistence, Inference, Export, Prepro
     """The shared state, validation, transactions, steps and checkpoints of both trainers.
 
     Slotted (each subclass too): assigning to a public name other than the settable
-    properties (`lr`, `weight_decay`, `lr_schedule`, `data_schedule`) raises AttributeError
-    instead of making an instance attribute that nothing reads, at no cost to a step.
+    properties (`lr`, `weight_decay`, `lr_schedule`, `data_schedule`, `preprocessing`) raises
+    AttributeError instead of making an instance attribute that nothing reads, at no cost to a
+    step.
 
     A learning-rate schedule (`lr_schedule`, `lr_schedule.py`) gives every step its rate:
     step t (one-based) runs at `lr_at(t)`, checked before the step; the fused steps hand the

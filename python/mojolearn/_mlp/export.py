@@ -323,8 +323,10 @@ class Export:
         The tensors carry the names, dtype and shapes of `MLPTrainer.to_torch().state_dict()`
         (`0.weight`, `0.bias`, `2.weight`, ...: float32, (out, in) and (out,)), so a torch
         model of these layer sizes loads `safetensors.torch.load_file(path)`; the metadata
-        holds `layer_sizes`, `arithmetic_profile`, `numeric_mode`, `step` and `state_hash`.
-        Weights only: a checkpoint holds the whole resumable state.
+        holds `layer_sizes`, `arithmetic_profile`, `numeric_mode`, `step` and `state_hash`,
+        and `preprocessing` (its JSON) when the trainer holds a standardization: the weights
+        take STANDARDIZED rows, and `from_safetensors` gives the bare network (set its
+        `preprocessing` from that entry). Weights only: a checkpoint holds the whole state.
 
         Args:
             path: the file (replaced if it exists; a reader sees the old file or the new one).
@@ -347,7 +349,9 @@ class Export:
 
         Input `input`: float32 [batch, inputs] (any batch); output `logits`: float32 [batch,
         classes]; one `Gemm` per layer with a `Relu` between two, at ONNX opset 13. The model
-        passes `onnx.checker.check_model` and carries the safetensors metadata.
+        passes `onnx.checker.check_model` and carries the safetensors metadata. A trainer
+        holding a standardization (`preprocessing`) exports a graph of RAW rows: Sub, Div and
+        Mul nodes standardize `input` first (in float32, so within a few ulps of `predict`).
 
         Args:
             path: the file (replaced if it exists; a reader sees the old file or the new one).

@@ -510,8 +510,10 @@ class ModelExport:
         The tensors carry `to_torch().state_dict()`'s names, float32, torch's shapes, so the
         `to_torch()` model loads `safetensors.torch.load_file(path)` as it is; the metadata
         holds `model` (the JSON record of the layers, input shape and loss),
-        `arithmetic_profile`, `numeric_mode`, `step` and `state_hash`. Weights only: a
-        checkpoint holds the whole resumable state.
+        `arithmetic_profile`, `numeric_mode`, `step` and `state_hash`, and `preprocessing`
+        (its JSON) when the trainer holds a standardization: the weights take STANDARDIZED
+        rows, and `from_safetensors` gives the bare model (set its `preprocessing` from that
+        entry). Weights only: a checkpoint holds the whole resumable state.
 
         Args:
             path: the file (replaced if it exists; a reader sees the old file or the new one).
@@ -587,7 +589,10 @@ class ModelExport:
         [batch, *output_shape] (the model's output, whatever the loss); opset 17, Dropout
         omitted, GELU in its erf or tanh formula (see `mojolearn._model.export`). The model
         passes `onnx.checker.check_model`, its initializers carry the state_dict names, its
-        metadata the safetensors metadata.
+        metadata the safetensors metadata. A trainer holding a standardization
+        (`preprocessing`) exports a graph of RAW rows: Sub, Div and Mul nodes standardize
+        `input` first, and a regressor's output is in the target's units (Mul, Add), all
+        float32 (within a few ulps of `predict`).
 
         Args:
             path: the file (replaced if it exists; a reader sees the old file or the new one).

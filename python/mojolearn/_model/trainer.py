@@ -413,7 +413,8 @@ class Trainer(ModelPersistence, ModelExport, ModelPreprocessing):
 
     def predict(self, X: BufferLike) -> Array:
         """Cross-entropy models: each example's class (int32; `(n,)` or `(n, T)`), the
-        argmax of its outputs, ties to the lowest class; MSE models: the outputs.
+        argmax of its outputs, ties to the lowest class; MSE models: the outputs (in the
+        target's units when the `preprocessing` records a target mean and sd).
 
         Args:
             X: float32 `(n, *input_shape)`, finite.

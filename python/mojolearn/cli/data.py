@@ -6,14 +6,18 @@ and `math.sqrt` that ARITHMETIC.md allows on the host), so the same file, seed a
 give the same batches on every machine. Changing any of it changes every CLI state hash:
 
 - Dataset identity: SHA-256 of the CSV file's bytes (plus the label column, recorded apart).
-- Labels: integers 0..2 as given, or up to 3 distinct strings numbered in sorted order. With
+- Labels: integers 0..2 as given, or up to 3 distinct strings numbered in sorted order. A label
+  column of numbers that looks like a numeric target (any non-integer value, or more than 20
+  distinct values that are also more than 5 % of the rows: `numeric_target`) is refused for
+  cross-entropy unless `train --classification` says its values are classes. With
   `--loss mse` the label column holds numeric targets instead: all rows are one class for the
   split and validation below, and the targets are standardized as a feature is (`target_mean`,
   `target_sd`; `predict` reports `z * sd + mean`, float64).
 - Split (independent of the training seed, so every seed is scored on the same rows): for each
   class in ascending order, its row indices in file order are shuffled by Fisher–Yates with ONE
   `SplitMix64(SPLIT_SEED)` shared by all classes in turn; the first `n_class // 5` go to the test
-  set. Both sets are then sorted back into file order.
+  set (with `train --test-fraction F`, the first floor(F * n_class): F = 0.2 gives the same
+  rows, F = 0 none). Both sets are then sorted back into file order.
 - Validation (`train --val-fraction F` only): for each class in ascending order, its training
   rows in file order are shuffled by Fisher–Yates with ONE `SplitMix64(val_seed(seed))` shared
   by all classes in turn (`val_seed`: the first 8 bytes, little-endian, of

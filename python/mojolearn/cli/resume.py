@@ -9,6 +9,9 @@ the data position of the next batch, the early-stopping state and the data's pre
 Checkpoints written before the preprocessing, validation, patience and schedule fields
 existed have none of them and still resume (the next save adds the preprocessing); a run of
 the constant schedule writes no schedule fields, so its bytes are what they always were.
+Recorded only when given (so a run without them writes the bytes it always did): the test
+fraction (`--test-fraction`), `--classification`, and a constant-rate run's end step
+(`--steps`/`--epochs`), which a resume without them restores.
 `run_schedule_problem` checks it against the state; `resolve_options` takes the options of a
 run from the command line, else the checkpoint's (on --resume), else the defaults.
 """

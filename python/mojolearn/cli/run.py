@@ -501,11 +501,11 @@ def _load_dataset(args, opts, stored):
     if model is not None:  # the inputs are the data's; mse: numeric targets, no classes
         features, classes = None, None if opts["loss"] == "mse" else outputs(parse(model))
     name, path, label = args.dataset, args.data, args.label_column
-    if name is None and stored is not None and path is None:  # a run resumes on its own data
-        name = stored["dataset"]
-        if name not in (_data.BUNDLED_NAME, _data.DIGITS_NAME):
-            name, path = None, _recorded_csv(args, stored)
-            label = stored["label_column"] if label is None else label
+    bundled = stored is not None and stored["dataset"] in (_data.BUNDLED_NAME, _data.DIGITS_NAME)
+    if stored is not None and name is None and path is None:  # a run resumes on its own data
+        name, path = (stored["dataset"], None) if bundled else (None, _recorded_csv(args, stored))
+    if stored is not None and not bundled and label is None:  # and on its own label column
+        label = stored["label_column"]
     try:
         dataset = _data.load(path, label, features, classes, name, opts["classification"])
         if opts["test_fraction"] is not None:
