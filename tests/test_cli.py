@@ -325,7 +325,7 @@ def test_resume_refuses_another_dataset_and_conflicting_options(tmp_path, seed):
     hist_before = (tmp_path / "mojolearn-run.ckpt.history.jsonl").read_bytes()
     for args, parts in [
         (["--data", "b.csv"], ["dataset sha256", "a.csv"]),
-        ([], ["dataset sha256"]),  # the bundled data instead
+        # (Without --data the run resumes on a.csv, found by name and SHA-256: test_cli_traps.)
         (["--data", "a.csv", "--batch-size", "16"], ["--batch-size 16 (checkpoint: 8)"]),
         (["--data", "a.csv", "--seed", "8"], ["--seed 8 (checkpoint: 7)"]),
         (

@@ -64,6 +64,11 @@ def _array(dataset, rows):
     return X, Array.from_list(list(y), "<i4")
 
 
+def _raw(dataset, rows):
+    """The raw rows (what a checkpoint's trainer, holding train's standardization, takes)."""
+    return [list(dataset._raw[r]) for r in rows], _array(dataset, rows)[1]
+
+
 def _trained(tmp_path, rng, *extra, rows=150, name="c.ckpt"):
     (tmp_path / "data.csv").write_text(_wine_like_csv(rng, rows))
     args = ["train", "--data", "data.csv", "--label-column", "kind", "--checkpoint", name]
@@ -83,7 +88,11 @@ def test_predict_on_raw_rows_matches_the_trainer_on_trains_standardized_rows(tmp
     X, y = _array(dataset, every)  # the very rows (and bits) train fed the network
     trainer = ml.SmallMLPTrainer.from_checkpoint(tmp_path / "c.ckpt")
     names = sorted(LABELS)
-    want = [names[c] for c in trainer.predict(X).tolist()]
+    # The checkpoint's trainer holds train's standardization: it takes the raw rows...
+    raw = [list(r) for r in dataset._raw]
+    want = [names[c] for c in trainer.predict(raw).tolist()]
+    trainer.preprocessing = None  # ...and without it, the network's (standardized) inputs
+    assert [names[c] for c in trainer.predict(X).tolist()] == want
     assert set(want) != {want[0]}, "a degenerate network: train longer"
 
     proc = ok(run_cli(["predict", "c.ckpt", "--data", "data.csv"], tmp_path))
@@ -140,7 +149,7 @@ def test_headerless_data_predicts_by_position(tmp_path, seed):
     ok(run_cli(["train", "--data", "n.csv", "--steps", "20", "--checkpoint", "n.ckpt"], tmp_path))
     _identical()
     dataset = _data.load_csv(str(tmp_path / "n.csv"), None, 8, 3)
-    X, y = _array(dataset, list(range(len(lines))))
+    X, y = _raw(dataset, list(range(len(lines))))
     want = ml.SmallMLPTrainer.from_checkpoint(tmp_path / "n.ckpt").predict(X).tolist()
     with_label = ok(run_cli(["predict", "n.ckpt", "--data", "n.csv"], tmp_path))
     assert [int(r[0]) for r in _read_table(with_label.stdout)[1]] == want
@@ -162,7 +171,7 @@ def test_digits_records_64_columns_and_predicts(tmp_path):
     _identical()
     dataset = _data.load_digits()
     rows = dataset.test_rows[:40]
-    X, y = _array(dataset, rows)
+    X, y = _raw(dataset, rows)
     want = ml.MLPTrainer.from_checkpoint(tmp_path / "mojolearn-run.ckpt").predict(X).tolist()
     import gzip
 
@@ -316,10 +325,10 @@ def test_val_fraction_run_records_scores_and_resumes_exactly(tmp_path, seed):
     dataset = _data.load_bundled()
     dataset.hold_out(0.2, int(common[3]))
     trainer = ml.SmallMLPTrainer.from_checkpoint(tmp_path / "full.ckpt")
-    val = trainer.evaluate(*_array(dataset, dataset.val_rows))
+    val = trainer.evaluate(*_raw(dataset, dataset.val_rows))
     assert (records[-1]["val_loss"], records[-1]["val_accuracy"]) == (val["loss"], val["accuracy"])
     assert (full["val_loss"], full["val_accuracy"]) == (val["loss"], val["accuracy"])
-    test = trainer.evaluate(*_array(dataset, dataset.test_rows))
+    test = trainer.evaluate(*_raw(dataset, dataset.test_rows))
     assert (full["test_loss"], full["test_accuracy"]) == (test["loss"], test["accuracy"])
 
 
@@ -362,7 +371,7 @@ def test_patience_stops_and_keeps_the_best_checkpoint(tmp_path):
     schedule = kept.data_schedule
     dataset = _data.load_bundled()
     dataset.hold_out(0.2, 0)
-    assert kept.evaluate(*_array(dataset, dataset.val_rows))["loss"] == best
+    assert kept.evaluate(*_raw(dataset, dataset.val_rows))["loss"] == best
     assert schedule["early_stopping"]["best_step"] == best_step
     ok(run_cli(["verify", "p.ckpt.best"], tmp_path))
     # A stopped run stays stopped; an interrupted one resumes to the same bits and best file.

@@ -140,7 +140,7 @@ def test_set_is_recorded_and_resumes(kind, tmp_path):
         assert clone.state_hash() == t.state_hash()
 
 
-SETTABLE = {"lr", "weight_decay", "lr_schedule", "data_schedule"}
+SETTABLE = {"lr", "weight_decay", "lr_schedule", "data_schedule", "preprocessing"}
 
 
 @pytest.mark.parametrize("kind", ["small", "mlp"])

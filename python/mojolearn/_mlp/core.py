@@ -34,6 +34,7 @@ import threading
 from .._buffers.alloc import zeros
 from .._buffers.array import Array
 from .._buffers.intake import owned_tensor
+from .._model.preprocessing import Preprocessing
 from . import lr_schedule as _lrs
 from . import state as S
 from . import steps as _steps
@@ -78,12 +79,13 @@ if TYPE_CHECKING:
     _Ops: TypeAlias = "tuple[_State | None, Array, Array, Array, Array | None]"
 
 
-class MLPCore(SessionSteps, PerOperation, Persistence, Inference, Export):
+class MLPCore(SessionSteps, PerOperation, Persistence, Inference, Export, Preprocessing):
     """The shared state, validation, transactions, steps and checkpoints of both trainers.
 
     Slotted (each subclass too): assigning to a public name other than the settable
-    properties (`lr`, `weight_decay`, `lr_schedule`, `data_schedule`) raises AttributeError
-    instead of making an instance attribute that nothing reads, at no cost to a step.
+    properties (`lr`, `weight_decay`, `lr_schedule`, `data_schedule`, `preprocessing`) raises
+    AttributeError instead of making an instance attribute that nothing reads, at no cost to a
+    step.
 
     A learning-rate schedule (`lr_schedule`, `lr_schedule.py`) gives every step its rate:
     step t (one-based) runs at `lr_at(t)`, checked before the step; the fused steps hand the
@@ -488,6 +490,15 @@ class MLPCore(SessionSteps, PerOperation, Persistence, Inference, Export):
         return self._pass(X, None, _MODE_FORWARD, False)[1]
 
     # ------------------------------------------------------------ per-operation path
+
+    def _read_inputs(self, X: BufferLike) -> Array:
+        """X as the scoring entries read it (`preprocess.Preprocessing`)."""
+        from .infer import _batch
+
+        return _batch(self, X)
+
+    def _preprocess_sizes(self) -> tuple[int, int]:
+        return self._spec.inputs, self._spec.classes
 
     def _lr_repr(self) -> str:
         s = self._lr_schedule

@@ -37,6 +37,7 @@ import json
 import math
 
 from .._buffers.array import frombytes
+from .._model.preprocessing import bake_onnx, held, preprocessing_metadata
 from .._runtime import files as _files
 from . import codec as _ckpt
 from .spec import MAX_LAYERS, MAX_PARAMS, LayerSizes
@@ -98,6 +99,7 @@ def metadata(state: dict[str, Any]) -> dict[str, str]:
         "numeric_mode": state["numeric_mode"],
         "step": str(state["optimizer"]["step"]),
         "state_hash": _ckpt.state_hash(_ckpt.encode_state(state)),
+        **preprocessing_metadata(state["data_schedule"]),
     }
 
 
@@ -303,6 +305,7 @@ def export_onnx(path: str | os.PathLike[str], state: dict[str, Any], api: str) -
     onnx = _require("onnx", what)
     spec, weights = _weights(state)
     model = _onnx_model(onnx, spec, weights, metadata(state))
+    bake_onnx(onnx, model, held(state["data_schedule"]))
     onnx.checker.check_model(model)
     _files.write_atomic(path, model.SerializeToString(), what)
 
@@ -320,8 +323,10 @@ class Export:
         The tensors carry the names, dtype and shapes of `MLPTrainer.to_torch().state_dict()`
         (`0.weight`, `0.bias`, `2.weight`, ...: float32, (out, in) and (out,)), so a torch
         model of these layer sizes loads `safetensors.torch.load_file(path)`; the metadata
-        holds `layer_sizes`, `arithmetic_profile`, `numeric_mode`, `step` and `state_hash`.
-        Weights only: a checkpoint holds the whole resumable state.
+        holds `layer_sizes`, `arithmetic_profile`, `numeric_mode`, `step` and `state_hash`,
+        and `preprocessing` (its JSON) when the trainer holds a standardization: the weights
+        take STANDARDIZED rows, and `from_safetensors` gives the bare network (set its
+        `preprocessing` from that entry). Weights only: a checkpoint holds the whole state.
 
         Args:
             path: the file (replaced if it exists; a reader sees the old file or the new one).
@@ -344,7 +349,9 @@ class Export:
 
         Input `input`: float32 [batch, inputs] (any batch); output `logits`: float32 [batch,
         classes]; one `Gemm` per layer with a `Relu` between two, at ONNX opset 13. The model
-        passes `onnx.checker.check_model` and carries the safetensors metadata.
+        passes `onnx.checker.check_model` and carries the safetensors metadata. A trainer
+        holding a standardization (`preprocessing`) exports a graph of RAW rows: Sub, Div and
+        Mul nodes standardize `input` first (in float32, so within a few ulps of `predict`).
 
         Args:
             path: the file (replaced if it exists; a reader sees the old file or the new one).

@@ -223,6 +223,7 @@ class Inference:
             ValueError: a wrong shape or a non-finite X; a finite row whose logits overflow
                 float32 (the message names the first such row).
         """
+        X = self._network_inputs(X)
         with self._lock:
             try:
                 return self._forward(X)
@@ -280,7 +281,7 @@ class Inference:
             ValueError: a wrong shape, no row, or a non-finite X; a finite row whose logits
                 overflow float32 (the message names the first such row).
         """
-        return predict(self, X)
+        return predict(self, self._network_inputs(X))
 
     def predict_proba(  # type: ignore[misc]  # self: the MLPCore this class mixes into
         self: MLPCore, X: BufferLike
@@ -303,7 +304,7 @@ class Inference:
             ValueError: a wrong shape, no row, or a non-finite X; a finite row whose logits
                 overflow float32 (the message names the first such row).
         """
-        return predict_proba(self, X)
+        return predict_proba(self, self._network_inputs(X))
 
     def evaluate(  # type: ignore[misc]  # self: the MLPCore this class mixes into
         self: MLPCore, X: BufferLike, y: BufferLike
@@ -332,4 +333,4 @@ class Inference:
                 finite row whose logits overflow float32 (the message names the first such
                 row), or a loss past float32's range.
         """
-        return evaluate(self, X, y)
+        return evaluate(self, self._network_inputs(X), y)

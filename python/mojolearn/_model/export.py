@@ -42,6 +42,7 @@ from .._mlp import export as _mlp_export
 from .._runtime import backend as _backend
 from .._runtime import files as _files
 from . import layers as L
+from . import preprocessing as _pre
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -107,6 +108,7 @@ def _metadata(trainer: Trainer) -> dict[str, str]:
         "numeric_mode": str(_backend.binding().mode),
         "step": str(trainer.step_),
         "state_hash": trainer.state_hash(),
+        **_pre.preprocessing_metadata(trainer._schedule),
     }
 
 
@@ -508,8 +510,10 @@ class ModelExport:
         The tensors carry `to_torch().state_dict()`'s names, float32, torch's shapes, so the
         `to_torch()` model loads `safetensors.torch.load_file(path)` as it is; the metadata
         holds `model` (the JSON record of the layers, input shape and loss),
-        `arithmetic_profile`, `numeric_mode`, `step` and `state_hash`. Weights only: a
-        checkpoint holds the whole resumable state.
+        `arithmetic_profile`, `numeric_mode`, `step` and `state_hash`, and `preprocessing`
+        (its JSON) when the trainer holds a standardization: the weights take STANDARDIZED
+        rows, and `from_safetensors` gives the bare model (set its `preprocessing` from that
+        entry). Weights only: a checkpoint holds the whole resumable state.
 
         Args:
             path: the file (replaced if it exists; a reader sees the old file or the new one).
@@ -585,7 +589,10 @@ class ModelExport:
         [batch, *output_shape] (the model's output, whatever the loss); opset 17, Dropout
         omitted, GELU in its erf or tanh formula (see `mojolearn._model.export`). The model
         passes `onnx.checker.check_model`, its initializers carry the state_dict names, its
-        metadata the safetensors metadata.
+        metadata the safetensors metadata. A trainer holding a standardization
+        (`preprocessing`) exports a graph of RAW rows: Sub, Div and Mul nodes standardize
+        `input` first, and a regressor's output is in the target's units (Mul, Add), all
+        float32 (within a few ulps of `predict`).
 
         Args:
             path: the file (replaced if it exists; a reader sees the old file or the new one).
@@ -603,5 +610,6 @@ class ModelExport:
         onnx = _mlp_export._require("onnx", what)
         with self._lock:
             model = _onnx_model(onnx, self, _metadata(self))
+            _pre.bake_onnx(onnx, model, _pre.held(self._schedule))
         onnx.checker.check_model(model)
         _files.write_atomic(path, model.SerializeToString(), what)

@@ -24,9 +24,11 @@ from .._mlp.rng import _check_seed
 from .._runtime import backend as _backend
 from .._runtime import threads as _threads
 from . import batch as _batch
+from . import preprocessing as _pre
 from .export import ModelExport
 from .persist import ModelPersistence
 from .port import ModelPort
+from .preprocessing import ModelPreprocessing
 from .program import Program
 from .spec import ModelSpec
 
@@ -65,7 +67,7 @@ def _say_where_it_runs() -> None:
         )
 
 
-class Trainer(ModelPersistence, ModelExport):
+class Trainer(ModelPersistence, ModelExport, ModelPreprocessing):
     """Trains any `mojolearn.nn.Sequential` of the engine's layers with AdamW, reproducibly.
 
     Every step is one fixed order of float32 operations (docs/ARITHMETIC.md "Models") in the
@@ -111,6 +113,8 @@ class Trainer(ModelPersistence, ModelExport):
         "_max_rows",
         "_lock",
     )
+
+    _API = _API
 
     def __init__(
         self,
@@ -393,6 +397,7 @@ class Trainer(ModelPersistence, ModelExport):
             TypeError: X of the wrong dtype or kind.
             ValueError: a wrong shape, a NaN or infinity, or outputs that overflow float32.
         """
+        X = self._network_inputs(X)
         with self._lock:
             x = _batch.inputs(X, self._spec, None)
             return self._forward(x)
@@ -417,7 +422,8 @@ class Trainer(ModelPersistence, ModelExport):
 
     def predict(self, X: BufferLike) -> Array:
         """Cross-entropy models: each example's class (int32; `(n,)` or `(n, T)`), the
-        argmax of its outputs, ties to the lowest class; MSE models: the outputs.
+        argmax of its outputs, ties to the lowest class; MSE models: the outputs (in the
+        target's units when the `preprocessing` records a target mean and sd).
 
         Args:
             X: float32 `(n, *input_shape)`, finite.
@@ -430,8 +436,8 @@ class Trainer(ModelPersistence, ModelExport):
             ValueError: a wrong shape, a NaN or infinity, overflowing outputs.
         """
         z = self.predict_logits(X)
-        if self._spec.loss == "mse":
-            return z
+        if self._spec.loss == "mse":  # in the target's units when a standardization says so
+            return _pre.target_units(_pre.held(self._schedule), z)
         labels = _argmax(_batch.as_rows(z, self._spec.output_shape[-1]))
         return labels.reshape(z._shape[:-1])
 
@@ -474,6 +480,9 @@ class Trainer(ModelPersistence, ModelExport):
             ValueError: wrong shapes, a NaN or infinity, a class id out of range, or a loss
                 that overflows float32.
         """
+        record = _pre.held(self._schedule)
+        if record is not None:
+            X, targets = self._network_inputs(X), _pre.raw_targets(record, targets)
         with self._lock:
             x, y, n = self._read(X, targets, self._max_rows)
             try:

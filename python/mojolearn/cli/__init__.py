@@ -2,8 +2,9 @@
 
 `mojolearn train` trains an MLP (the 8→16→3 network by default, any sizes with `--layers`) on
 the bundled wine data (or `--dataset digits`, or `--data CSV`) with a seeded, recorded data
-order, checkpoints every `--checkpoint-every` steps and on Ctrl-C, and resumes (`--resume`)
-to exactly the bytes of an uninterrupted run; `--val-fraction` and `--patience` validate and
+order, checkpoints every minute of training (or every `--checkpoint-every` steps), at the end
+and on Ctrl-C, and resumes (`--resume`, every recorded option restored) to exactly the bytes
+of an uninterrupted run; `--val-fraction` and `--patience` validate and
 stop early. `mojolearn predict` applies a train checkpoint to raw CSV rows. Exit codes:
 0 success, 1 `verify` found the file invalid, 2 bad input (one line on stderr, nothing
 written) or a run that diverged (the last checkpoint kept), 130 interrupted by Ctrl-C / 143 by

@@ -6,14 +6,18 @@ and `math.sqrt` that ARITHMETIC.md allows on the host), so the same file, seed a
 give the same batches on every machine. Changing any of it changes every CLI state hash:
 
 - Dataset identity: SHA-256 of the CSV file's bytes (plus the label column, recorded apart).
-- Labels: integers 0..2 as given, or up to 3 distinct strings numbered in sorted order. With
+- Labels: integers 0..2 as given, or up to 3 distinct strings numbered in sorted order. A label
+  column of numbers that looks like a numeric target (any non-integer value, or more than 20
+  distinct values that are also more than 5 % of the rows: `numeric_target`) is refused for
+  cross-entropy unless `train --classification` says its values are classes. With
   `--loss mse` the label column holds numeric targets instead: all rows are one class for the
   split and validation below, and the targets are standardized as a feature is (`target_mean`,
   `target_sd`; `predict` reports `z * sd + mean`, float64).
 - Split (independent of the training seed, so every seed is scored on the same rows): for each
   class in ascending order, its row indices in file order are shuffled by Fisher–Yates with ONE
   `SplitMix64(SPLIT_SEED)` shared by all classes in turn; the first `n_class // 5` go to the test
-  set. Both sets are then sorted back into file order.
+  set (with `train --test-fraction F`, the first floor(F * n_class): F = 0.2 gives the same
+  rows, F = 0 none). Both sets are then sorted back into file order.
 - Validation (`train --val-fraction F` only): for each class in ascending order, its training
   rows in file order are shuffled by Fisher–Yates with ONE `SplitMix64(val_seed(seed))` shared
   by all classes in turn (`val_seed`: the first 8 bytes, little-endian, of
@@ -43,8 +47,8 @@ import re
 import stat as _stat
 
 from .._mlp.rng import SplitMix64, epoch_order, epoch_seed  # noqa: F401 (the run's order)
+from .._model.preprocessing import standardize_rows  # noqa: F401 (train's and predict's recipe)
 from .._runtime.files import kind, read_at_most, shown
-from .._runtime.portable import round_f32
 
 FEATURES = 8
 _INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)  # an integer label (not "+-1", not "²")
@@ -137,6 +141,17 @@ class Dataset:
             check_standardized(y, raw, self.lines, (self.label_column,), [self.target_sd])
             self.y = [row[0] for row in y]
 
+    def split(self, fraction):
+        """Hold out `fraction` of each class as the test rows instead of n_class // 5 (see
+        `split_rows`) and standardize again with the new training rows' statistics."""
+        self.train_rows, self.test_rows = split_rows(self.labels, self.n_classes or 1, fraction)
+        if len(self.train_rows) < 2:
+            raise DataError(
+                f"--test-fraction {fraction} leaves {len(self.train_rows)} training rows of "
+                f"{len(self.labels)}; need at least 2"
+            )
+        self._fit()
+
     def hold_out(self, fraction, seed):
         """Move a stratified `fraction` of the training rows to `val_rows` (see
         `validation_rows`) and standardize again with the remaining training rows' statistics,
@@ -156,6 +171,24 @@ class Dataset:
             return x, _pyarray.array("f", (self.y[r] for r in rows))
         y = _pyarray.array("i", (self.labels[r] for r in rows))
         return x, y
+
+    def scoring(self, trainer, rows):
+        """(X, targets) of `rows` as the trainer's scoring entries (`predict`, `evaluate`)
+        take them: the raw rows (float64, exact) when it holds this run's standardization
+        (it standardizes them with this arithmetic: the bits `gather` gives), else the
+        standardized rows of `gather` as Arrays."""
+        from .._buffers.array import Array
+
+        if trainer.preprocessing is not None:
+            x = [list(self._raw[r]) for r in rows]
+            if self.targets is not None:
+                return x, [self.targets[r] for r in rows]
+            return x, Array._wrap(
+                _pyarray.array("i", (self.labels[r] for r in rows)), (len(rows),), "<i4"
+            )
+        x, y = self.gather(rows)
+        X = Array._wrap(x, (len(rows), self.n_features), "<f4")
+        return X, Array._wrap(y, (len(rows),), y.typecode == "f" and "<f4" or "<i4")
 
     @property
     def n_features(self):
@@ -181,14 +214,18 @@ class Dataset:
 # -- split and standardization -------------------------------------------------------------
 
 
-def split_rows(labels, classes=CLASSES):
-    """(train rows, test rows), both in file order (see the module docstring)."""
+def split_rows(labels, classes=CLASSES, fraction=None):
+    """(train rows, test rows), both in file order (see the module docstring): `fraction`
+    (`train --test-fraction`) holds out floor(fraction x n_class) rows of each class; None,
+    the default, n_class // 5 (the same rows as fraction 0.2)."""
     rng = SplitMix64(SPLIT_SEED)
     test = []
     for c in range(classes):  # an absent class draws nothing: more classes, same split
         members = [i for i, y in enumerate(labels) if y == c]
         rng.shuffle(members)
-        test.extend(members[: len(members) // TEST_FRACTION_DIVISOR])
+        n = len(members)
+        held = n // TEST_FRACTION_DIVISOR if fraction is None else math.floor(fraction * n)
+        test.extend(members[:held])
     held = set(test)
     return [i for i in range(len(labels)) if i not in held], sorted(test)
 
@@ -233,21 +270,6 @@ def statistics(raw_rows, train_rows):
         means.append(mean)
         sds.append(math.sqrt(acc / n))
     return means, sds
-
-
-def standardize_rows(raw_rows, means, sds):
-    """Per-feature (x - mean) / sd of every row, rounded once to float32 (0.0 where sd is 0):
-    a tuple of float32-valued row tuples. `train` and `predict` both standardize here."""
-    width = len(means)
-    out = []
-    for row in raw_rows:
-        out.append(
-            tuple(
-                round_f32((row[j] - means[j]) / sds[j]) if sds[j] > 0.0 else 0.0
-                for j in range(width)
-            )
-        )
-    return tuple(out)
 
 
 def check_standardized(features, raw_rows, lines, columns, sds):
@@ -399,11 +421,13 @@ def _column_name(header, j):
     return f"{j + 1} ({header[j]!r})" if header else str(j + 1)
 
 
-def load_csv(path, label_column=None, features=FEATURES, classes=CLASSES):
+def load_csv(path, label_column=None, features=FEATURES, classes=CLASSES, classification=False):
     """Load a user CSV: a header row of column names (optional when every cell of the first
     row is numeric), `features` numeric feature columns (None: all but the label) and one label
     column (`label_column`, else a column named "label", else the last) holding at most
-    `classes` classes (None: numeric regression targets). Raises DataError naming row and
+    `classes` classes (None: numeric regression targets); a numeric label column that looks
+    like a target is refused unless `classification` (`numeric_target`). Raises DataError
+    naming row and
     column."""
     blob, rows = _table(path)
     first_number, first = rows[0]
@@ -412,7 +436,7 @@ def load_csv(path, label_column=None, features=FEATURES, classes=CLASSES):
         raise DataError(
             f"row {first_number}: {len(first)} columns, expected {width} "
             f"({features or 'at least 1'} numeric features and 1 label; --layers sets the "
-            f"network's inputs)"
+            f"network's inputs){_text_columns(rows, label_column)}"
         )
     header, rows = _header(rows)
     lines = [number for number, _ in rows]
@@ -420,7 +444,9 @@ def load_csv(path, label_column=None, features=FEATURES, classes=CLASSES):
     if not rows:
         raise DataError(f"{path}: no data rows after the header")
     feature_js = [j for j in range(width) if j != label_j]
-    raw, label_cells = _cells(rows, width, header, feature_js, label_j)
+    raw, label_cells = _cells(rows, width, header, feature_js, label_j, label_column is None)
+    if classes and not classification:
+        numeric_target(label_cells, _column_name(header, label_j))
     targets = None if classes else _targets(label_cells, _column_name(header, label_j))
     labels, class_names = (
         _labels(label_cells, _column_name(header, label_j), classes)
@@ -483,17 +509,91 @@ def _named_header(rows):
     return header, rows[1:]
 
 
-def _cells(rows, width, header, feature_js, label_j):
+def _cells(rows, width, header, feature_js, label_j, label_chosen=False):
     """(the rows' feature values in `feature_js` order, their (line number, label cell)s):
-    every row `width` cells, every feature a plain decimal literal of a finite float32."""
+    every row `width` cells, every feature a plain decimal literal of a finite float32 (a
+    text cell is refused with the fixes: `_not_numeric`; `label_chosen`: the label column
+    was chosen by default, so this text column may be the label)."""
     raw, label_cells = [], []
     for number, cells in rows:
         if len(cells) != width:
             raise DataError(f"row {number}: {len(cells)} columns, expected {width}")
-        raw.append(tuple(_number(cells[j], number, _column_name(header, j)) for j in feature_js))
+        try:
+            values = tuple(_number(cells[j], number, _column_name(header, j)) for j in feature_js)
+        except DataError as exc:
+            raise _not_numeric(exc, cells, header, feature_js, label_chosen) from None
+        raw.append(values)
         if label_j is not None:
             label_cells.append((number, cells[label_j].strip()))
     return raw, label_cells
+
+
+def _not_numeric(exc, cells, header, feature_js, label_chosen):
+    """A feature cell that is not a number: when it is text (not a malformed number), say
+    that only numeric features are read and, when the label column was chosen by default,
+    how to name this one as the label."""
+    j = next((j for j in feature_js if not _is_number(cells[j])), None)
+    text = "" if j is None else cells[j].strip(" \t")
+    if j is None or not text or _NON_FINITE.fullmatch(text) or text[0] in "+-.0123456789":
+        return exc
+    name = header[j] if header else str(j + 1)
+    hint = (
+        f"; if {name!r} is the label column, pass --label-column {name} (by default the label "
+        f"is the column named 'label', else the last)"
+        if label_chosen
+        else ""
+    )
+    return DataError(
+        f"{exc}: column {_column_name(header, j)} holds text, and only numeric feature "
+        f"columns are read (encode a categorical column as numbers, or drop it){hint}"
+    )
+
+
+def _text_columns(rows, label_column):
+    """The hint of a column-count refusal: the columns of the first data row that hold text
+    (a categorical column counts as no feature), '' when none does."""
+    if len(rows) < 2:
+        return ""
+    header = [c.strip() for c in rows[0][1]] if not all(_is_number(c) for c in rows[0][1]) else None
+    cells = rows[1][1] if header else rows[0][1]
+    label = len(cells) - 1  # the label's column: as `_label_index` finds it, else the last
+    if header is not None:
+        label = next((header.index(n) for n in (label_column, "label") if n in header), label)
+    text = [
+        _column_name(header, j) for j, c in enumerate(cells) if j != label and not _is_number(c)
+    ]
+    if not text:
+        return ""
+    return (
+        f"; column{'s' if len(text) > 1 else ''} {', '.join(text)} hold"
+        f"{'' if len(text) > 1 else 's'} text, and only numeric feature columns are read "
+        f"(encode a categorical column as numbers, or drop it)"
+    )
+
+
+# A numeric label column with more distinct values than this (and than this share of the
+# rows), or any non-integer value, looks like a regression target, not classes.
+TARGET_DISTINCT, TARGET_SHARE = 20, 0.05
+
+
+def numeric_target(cells, column):
+    """Refuse (DataError with the fixes) a label column of numbers that looks like a numeric
+    target: any value not an integer (e.g. 151.0 or 2.5), or more than TARGET_DISTINCT
+    distinct values that are also more than TARGET_SHARE of the rows."""
+    if not cells or not all(_is_number(text) for _, text in cells):
+        return
+    distinct = {text for _, text in cells}
+    integers = all(_INTEGER.fullmatch(text) for text in distinct)
+    many = len(distinct) > TARGET_DISTINCT and len(distinct) > TARGET_SHARE * len(cells)
+    if integers and not many:
+        return
+    why = "non-integer values" if not integers else f"{len(distinct)} distinct values"
+    raise DataError(
+        f"label column {column} holds numbers with {why} ({len(cells)} rows): it looks like "
+        f"a numeric target, not classes. For regression pass --loss mse with --model SPEC "
+        f"ending in linear:1 (e.g. --model linear:64,relu,linear:1 --loss mse); if each value "
+        f"is a class, pass --classification"
+    )
 
 
 # -- rows to predict -------------------------------------------------------------------------
@@ -696,7 +796,14 @@ def _labels(cells, column, classes=CLASSES):
     return [index[text] for _, text in cells], tuple(names)
 
 
-def load(path=None, label_column=None, features=FEATURES, classes=CLASSES, dataset=None):
+def load(
+    path=None,
+    label_column=None,
+    features=FEATURES,
+    classes=CLASSES,
+    dataset=None,
+    classification=False,
+):
     """The user's CSV at `path`, else the bundled `dataset` ("wine", the default, or
     "digits"), for a network of `features` inputs (None: the data's) and `classes` outputs
     (None: numeric targets, for `--loss mse`)."""
@@ -717,4 +824,4 @@ def load(path=None, label_column=None, features=FEATURES, classes=CLASSES, datas
         if classes != CLASSES:
             raise DataError(f"the wine data has 3 classes; the network has {classes} outputs")
         return load_bundled(features or FEATURES)
-    return load_csv(path, label_column, features, classes)
+    return load_csv(path, label_column, features, classes, classification)

@@ -15,7 +15,7 @@ from . import data as _data
 from .inspect import cmd_info, cmd_verify
 from .predict import cmd_predict
 from .progress import printable
-from .resume import DEFAULT_CHECKPOINT, DEFAULTS, LR_SCHEDULES
+from .resume import CHECKPOINT_SECONDS, DEFAULT_CHECKPOINT, DEFAULTS, LR_SCHEDULES
 from .run import BEST_SUFFIX, cmd_train
 from .usage import EXIT_BAD_INPUT, EXIT_OK
 
@@ -64,6 +64,16 @@ def _fraction(text):
         raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
     if not 0 < value < 1:  # also refuses nan
         raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}")
+    return value
+
+
+def _test_fraction(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}") from None
+    if not 0 <= value < 1:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}")
     return value
 
 
@@ -155,7 +165,10 @@ TRAIN_EPILOG = (
     f"Defaults: --epochs {d['epochs']} when neither --steps nor --epochs is given, "
     f"--checkpoint {DEFAULT_CHECKPOINT} (history in {DEFAULT_CHECKPOINT}"
     f".history.jsonl); without --resume an existing checkpoint and history at that "
-    f"path are replaced. On --resume, options left out are taken from the checkpoint; "
+    f"path are replaced. On --resume, options left out are taken from the checkpoint (the "
+    f"data: a --data CSV is found again by its name and SHA-256 beside the checkpoint or in "
+    f"the current folder; the end of a run given --steps/--epochs; the schedule; the "
+    f"splits); "
     f"options that differ from it (dataset, batch size, seed, lr, weight decay, mode, "
     f"schedule, warmup) are refused; a scheduled run ends where its schedule does."
     f" Exit codes: 0 done, 2 bad input or a diverged run (the last "
@@ -184,8 +197,9 @@ TRAIN_OPTIONS = (
     )),
     _Exclusive((
         _o("--layers", "SIZES", _layers_arg,
-           "layer sizes of an MLPTrainer network, e.g. 64,128,10: inputs, hidden widths, "
-           "classes (default: SmallMLPTrainer's 8,16,3)"),
+           "ALL layer sizes of an MLPTrainer network, e.g. 64,128,10: inputs, hidden widths, "
+           "then the classes (not scikit-learn's hidden_layer_sizes: a last size other than "
+           "the data's classes is refused; default: SmallMLPTrainer's 8,16,3)"),
         _o("--model", "SPEC", _model_arg,
            "a mojolearn.Trainer model as a comma-separated layer list, the input width taken "
            "from the data, e.g. 'linear:64,gelu,layernorm,dropout:0.1,linear:3'. Layers: "
@@ -200,6 +214,11 @@ TRAIN_OPTIONS = (
        "on the numeric label column, standardized with the training rows' mean and sd; "
        "predictions and the test MSE in the target's units, with R²)",
        choices=("cross_entropy", "mse")),
+    _o("--classification", None, None,
+       "the label column's numbers are classes: without it, a numeric label column with "
+       f"non-integer values, or more than {_data.TARGET_DISTINCT} distinct values that are "
+       f"also more than {100 * _data.TARGET_SHARE:g}%% of the rows, is refused as a numeric "
+       "target (use --loss mse)", action="store_const", const=True),
     _o("--label-column", "NAME", None,
        "name (or 1-based number without a header) of the label column (the target, with "
        "--loss mse); default: the column named 'label', else the last"),
@@ -230,7 +249,12 @@ TRAIN_OPTIONS = (
     _o("--checkpoint", "PATH", None, f"checkpoint file (default {DEFAULT_CHECKPOINT})",
        default=DEFAULT_CHECKPOINT),
     _o("--checkpoint-every", "K", _POSITIVE,
-       f"save every K steps (default {d['checkpoint_every']})", default=d["checkpoint_every"]),
+       f"save every K steps (default: every {CHECKPOINT_SECONDS:g} seconds of training, so "
+       "saves never dominate a small run; always at the end and on Ctrl-C/SIGTERM)"),
+    _o("--test-fraction", "F", _test_fraction,
+       "hold out floor(F x its rows) of each class (seeded, the same rows for every --seed) as "
+       "the test rows, scored once at the end; 0: no test rows (default: n_class // 5, the "
+       "rows of 0.2)"),
     _o("--microbatches", "M", _power_of_two,
        "data-parallel steps of M microbatches (a power of two dividing every batch): under "
        "`mpiexec -n N` the N processes share them and end with the bits of one process; rank 0 "

@@ -53,15 +53,16 @@ def cmd_predict(args, out):
             record["header"],
             record.get("classes"),
         )
-        X = _standardized(raw, record, lines)
+        _check_rows(raw, record, lines)
     except _data.DataError as exc:
         raise UsageError(str(exc)) from None
     trainer = _trainer(state, path)
     from .._mlp.infer import NonFiniteRow  # after the numeric mode is chosen (`_trainer`)
 
-    try:
-        predicted = trainer.predict(X).tolist()
-        proba = trainer.predict_proba(X).tolist() if args.proba else None
+    try:  # the trainer standardizes the raw rows itself (`train`'s arithmetic: its bits)
+        rows = [list(r) for r in raw]
+        predicted = (trainer.predict_logits if regression else trainer.predict)(rows).tolist()
+        proba = trainer.predict_proba(rows).tolist() if args.proba else None
     except NonFiniteRow as exc:
         raise UsageError(
             f"row {lines[exc.row]} of --data {_shown(args.data)}: its standardized values give "
@@ -162,19 +163,11 @@ def _trainer(state, path):
         raise UsageError(str(exc)) from None
 
 
-def _standardized(raw, record, lines):
-    """The rows standardized as `train` standardized its own: a float32 (rows, features)
-    Array; DataError naming the row and column of a value past float32's range."""
-    import array as _pyarray
-
-    from .._buffers.array import Array
-
-    x = _pyarray.array("f")
+def _check_rows(raw, record, lines):
+    """Refuse (DataError naming the CSV row and column) a value whose standardization with
+    the recorded means and standard deviations is past float32's range."""
     rows = _data.standardize_rows(raw, record["mean"], record["sd"])
     _data.check_standardized(rows, raw, lines, record["columns"], record["sd"])
-    for row in rows:
-        x.extend(row)
-    return Array._wrap(x, (len(raw), len(record["columns"])), "<f4")
 
 
 def _f32_text(value):

@@ -9,6 +9,9 @@ the data position of the next batch, the early-stopping state and the data's pre
 Checkpoints written before the preprocessing, validation, patience and schedule fields
 existed have none of them and still resume (the next save adds the preprocessing); a run of
 the constant schedule writes no schedule fields, so its bytes are what they always were.
+Recorded only when given (so a run without them writes the bytes it always did): the test
+fraction (`--test-fraction`), `--classification`, and a constant-rate run's end step
+(`--steps`/`--epochs`), which a resume without them restores.
 `run_schedule_problem` checks it against the state; `resolve_options` takes the options of a
 run from the command line, else the checkpoint's (on --resume), else the defaults.
 """
@@ -26,7 +29,10 @@ from .usage import UsageError
 _shown = _files.shown
 
 DEFAULT_CHECKPOINT = "mojolearn-run.ckpt"
-DEFAULTS = dict(epochs=30, batch_size=16, lr=0.01, weight_decay=0.01, seed=0, checkpoint_every=50)
+DEFAULTS = dict(epochs=30, batch_size=16, lr=0.01, weight_decay=0.01, seed=0)
+# Without --checkpoint-every a run saves after this many seconds of training (and at its end):
+# a save is a full state write, so a step-count default doubled a small run's time.
+CHECKPOINT_SECONDS = 60.0
 DIGITS_LAYERS = [64, 128, 10]  # `--dataset digits` without --layers
 SCHEDULE_FORMAT = "mojolearn.data-schedule.v1"
 # --schedule's names; `constant` (every step at --lr) is the default and sets no lr_schedule,
@@ -68,6 +74,10 @@ def schedule_record(dataset, opts, epoch, cursor, stopping=None):
         schedule.update(patience=opts["patience"], early_stopping=dict(stopping))
     if opts["schedule"] != "constant":  # a constant run records what it always did
         schedule.update(schedule=opts["schedule"], warmup=opts["warmup"])
+    # Recorded only when given, so a run without them writes the bytes it always did.
+    for key in ("test_fraction", "classification", "end_step"):
+        if opts.get(key) is not None:
+            schedule[key] = opts[key]
     return schedule
 
 
@@ -164,7 +174,11 @@ def run_schedule_problem(state):
             f"data position epoch {schedule['epoch']} cursor {schedule['cursor']} does "
             f"not match step {step} (expected epoch {where[0]} cursor {where[1]})"
         )
-    problem = _stopping_problem(schedule, step) or _lr_schedule_problem(schedule, state)
+    problem = (
+        _stopping_problem(schedule, step)
+        or _lr_schedule_problem(schedule, state)
+        or _optional_problem(schedule)
+    )
     if problem or "preprocessing" not in schedule:  # none in a file written before it
         return problem
     return preprocessing_problem(schedule["preprocessing"], sizes, schedule.get("loss") == "mse")
@@ -183,6 +197,21 @@ def _model_sizes(schedule, state):
             f"data_schedule model {text!r} (loss {loss!r}) is not the state's model {record!r}"
         )[:300]
     return [record["input_shape"][0], outputs(parse(text))]
+
+
+_OPTIONAL_FIELDS = {  # recorded only when the run was given them
+    "test_fraction": (lambda x: type(x) in (int, float) and 0 <= x < 1, "a number in [0, 1)"),
+    "classification": (lambda x: x is True, "true"),
+    "end_step": (_int_at_least(1), "an integer >= 1"),
+}
+
+
+def _optional_problem(schedule):
+    """Why an optional field (--test-fraction, --classification, the run's end) is wrong."""
+    for key, (ok, what) in _OPTIONAL_FIELDS.items():
+        if key in schedule and not ok(schedule[key]):
+            return f"data_schedule {key} must be {what}, got {schedule[key]!r}"[:300]
+    return None
 
 
 def _stopping_problem(schedule, step):
@@ -340,6 +369,8 @@ _RECORDED = (
     ("patience", "--patience"),
     ("schedule", "--schedule"),
     ("warmup", "--warmup"),
+    ("test_fraction", "--test-fraction"),
+    ("classification", "--classification"),
 )
 
 
@@ -347,6 +378,8 @@ def resolve_options(args, stored):
     """The run's options: given ones, else the checkpoint's (on --resume), else defaults.
     On --resume a given option that differs from the checkpoint is refused by name."""
     opts = {key: getattr(args, key) for key, _ in _RECORDED}
+    if opts["test_fraction"] == 0.2:  # the default's rows: recorded as the default
+        opts["test_fraction"] = None
     _warmup_needs_schedule(args, stored)
     if stored is None:
         # MOJOLEARN_NUMERIC_MODE, else identical; digits' default network is MLPTrainer's.
@@ -362,6 +395,8 @@ def resolve_options(args, stored):
             layers=DIGITS_LAYERS if digits else None,
             schedule="constant",
             warmup=None if args.schedule in (None, "constant") else 0,
+            test_fraction=None,
+            classification=None,
         )
         return _needs_validation(
             {k: (v if v is not None else defaults[k]) for k, v in opts.items()}

@@ -13,6 +13,7 @@ import errno
 import os
 import shlex
 import signal
+import time
 from types import SimpleNamespace
 
 from .._runtime import files as _files
@@ -21,7 +22,14 @@ from . import data as _data
 from . import history as _history
 from .plot import plot, require_matplotlib
 from .progress import Progress
-from .resume import DEFAULTS, check_dataset, peek_checkpoint, resolve_options, schedule_record
+from .resume import (
+    CHECKPOINT_SECONDS,
+    DEFAULTS,
+    check_dataset,
+    peek_checkpoint,
+    resolve_options,
+    schedule_record,
+)
 from .spec import outputs, parse
 from .trainers import (
     argmax_correct,
@@ -302,6 +310,12 @@ def setup(args, group):
         target(best, "--checkpoint's best")
     per_epoch = _data.steps_per_epoch(dataset.n_train, opts["batch_size"])
     end = args.steps if args.steps is not None else per_epoch * (args.epochs or DEFAULTS["epochs"])
+    # A constant-rate run given its end records it, so a resume without --steps/--epochs
+    # ends there too (a scheduled run's lr_schedule records its end: `_scheduled_end`).
+    given = args.steps is not None or args.epochs is not None
+    if opts["schedule"] == "constant":
+        opts["end_step"] = end if given else (stored or {}).get("end_step")
+        end = opts["end_step"] or end
     history = _history.History(ckpt)
     if stored is not None:
         try:
@@ -357,13 +371,15 @@ def _check_logits(dataset, trainer):
     from .._buffers.array import Array
     from .._mlp.infer import NonFiniteRow
 
-    n, width = len(dataset.labels), dataset.n_features
-    x, _ = dataset.gather(range(n))
+    width = dataset.n_features
+    X, _ = dataset.scoring(trainer, range(len(dataset.labels)))
     try:
-        trainer.predict(Array._wrap(x, (n, width), "<f4"))
+        trainer.predict(X)
     except NonFiniteRow as exc:
         try:  # the training rows' mean overflowing too: the state's fault, which the step names
-            trainer.predict(Array.from_list([0.0] * width, "<f4").reshape((1, width)))
+            # (the raw mean row standardizes to 0.0 in every column)
+            zero = [list(dataset.means)] if trainer.preprocessing is not None else None
+            trainer.predict(zero or Array.from_list([0.0] * width, "<f4").reshape((1, width)))
         except NonFiniteRow:
             return
         raise UsageError(overflow_message(dataset, exc.row, trainer.step_)) from None
@@ -435,6 +451,47 @@ def _new_trainer(dataset, opts, stopping, end):
         ) from None
 
 
+def _recorded_csv(args, stored):
+    """The --data CSV of a resumed run given no --data: the file of the recorded name with the
+    recorded SHA-256 beside the checkpoint, else in the current folder."""
+    name, digest = stored["dataset"], stored["dataset_sha256"]
+    for folder in (os.path.dirname(os.path.abspath(args.resume_from)), os.getcwd()):
+        path = os.path.join(folder, name)
+        try:
+            if os.path.isfile(path) and _data.file_sha256(path) == digest:
+                return path
+        except OSError:
+            continue
+    raise UsageError(
+        f"--resume: the run trained on --data {name} (SHA-256 {digest[:16]}...), which is "
+        f"neither beside the checkpoint nor in the current folder; pass --data PATH"
+    )
+
+
+def _outputs_fit(opts, dataset):
+    """Refuse a network with more outputs than the data has classes (--layers lists ALL the
+    sizes, the classes last; a --model's last linear:N gives them), naming the fix."""
+    if dataset.targets is not None or not (opts["layers"] or opts["model"]) or not dataset.labels:
+        return
+    present = max(dataset.labels) + 1
+    outs = opts["layers"][-1] if opts["layers"] else outputs(parse(opts["model"]))
+    if present >= outs:
+        return
+    if opts["layers"]:
+        sizes = opts["layers"]
+        fix = ",".join(map(str, sizes[:-1] + [present]))
+        raise UsageError(
+            f"--layers {','.join(map(str, sizes))} gives {outs} outputs, but the data has "
+            f"{present} classes: --layers lists ALL the sizes, inputs, hidden widths and then "
+            f"the classes (not scikit-learn's hidden_layer_sizes); e.g. --layers {fix}, or "
+            f"--layers {','.join(map(str, sizes))},{present} to keep every width hidden"
+        )
+    raise UsageError(
+        f"--model {opts['model']!r} gives {outs} outputs, but the data has {present} classes: "
+        f"end the SPEC with linear:{present}"
+    )
+
+
 def _load_dataset(args, opts, stored):
     """The run's data (--data, --dataset, or on --resume the checkpoint's bundled data), its
     validation rows held out, checked against the network, the checkpoint and
@@ -443,13 +500,19 @@ def _load_dataset(args, opts, stored):
     features, classes = (layers[0], layers[-1]) if layers else (_data.FEATURES, _data.CLASSES)
     if model is not None:  # the inputs are the data's; mse: numeric targets, no classes
         features, classes = None, None if opts["loss"] == "mse" else outputs(parse(model))
-    name = args.dataset
-    if name is None and stored is not None and args.data is None:
-        name = stored["dataset"]  # a bundled run resumes on its own data
+    name, path, label = args.dataset, args.data, args.label_column
+    bundled = stored is not None and stored["dataset"] in (_data.BUNDLED_NAME, _data.DIGITS_NAME)
+    if stored is not None and name is None and path is None:  # a run resumes on its own data
+        name, path = (stored["dataset"], None) if bundled else (None, _recorded_csv(args, stored))
+    if stored is not None and not bundled and label is None:  # and on its own label column
+        label = stored["label_column"]
     try:
-        dataset = _data.load(args.data, args.label_column, features, classes, name)
+        dataset = _data.load(path, label, features, classes, name, opts["classification"])
+        if opts["test_fraction"] is not None:
+            dataset.split(opts["test_fraction"])
     except _data.DataError as exc:
         raise UsageError(str(exc)) from None
+    _outputs_fit(opts, dataset)
     fraction = opts["val_fraction"]
     if fraction is not None:
         try:
@@ -519,7 +582,7 @@ def _announce(args, run, out):
             "checkpoint": _shown(run.ckpt),
             "network": repr(trainer.model) if opts["model"] else list(trainer.layer_sizes),
             **({"n_val": dataset.n_val} if dataset.n_val else {}),
-            **{k: opts[k] for k in opts},
+            **{k: opts[k] for k in opts if k != "end_step"},  # end_step: the run's, above
         }
     )
     net = f"MLPTrainer {opts['layers']}" if opts["layers"] else "SmallMLPTrainer [8, 16, 3]"
@@ -590,12 +653,21 @@ def _epoch_end(run, record, step):
         stopping["bad_epochs"] += 1
 
 
+def _save_due(args, run, step):
+    """Whether this step ends a save interval: every --checkpoint-every K steps, else once
+    CHECKPOINT_SECONDS of training have passed since the last save."""
+    if args.checkpoint_every is not None:
+        return int(step % args.checkpoint_every == 0)
+    return int(time.monotonic() - run.saved_at >= CHECKPOINT_SECONDS)
+
+
 def loop(args, run, out):
     """Steps until the end, a signal or the end of the patience, saving every
     --checkpoint-every steps and at the end; returns (the signal that stopped it or 0, the
     last step, its loss). A step refused as non-finite (the run diverged) is one line naming
     the step and the checkpoint kept."""
     run.progress = progress = _announce(args, run, out)
+    run.saved_at = time.monotonic()
     step, loss, stop = run.start, None, 0
     with Interrupt() as interrupt:
         try:
@@ -609,13 +681,15 @@ def loop(args, run, out):
                     _epoch_end(run, record, step)
                 run.history.add(record)
                 progress.update(step, loss, correct, rows)
-                if step % args.checkpoint_every == 0 and step != run.end:
+                # A signal on any process stops all after the same step, and a save that is
+                # due on any (by the clock) is made by all: one agreement carries both (the
+                # signal in the low byte). The handler's flag is never overwritten: one that
+                # lands during this agreement (or loses to a due save) counts at a later step.
+                agreed = run.group.any(interrupt.hit | _save_due(args, run, step) << 8)
+                stop = agreed & 0xFF
+                if agreed >> 8 and step != run.end:
                     save(run)
-                    run.saved = step
-                # A signal on any process stops all after the same step. The handler's flag
-                # is never overwritten: one that lands during this agreement counts at the
-                # next step (assigning the agreed value to it could lose that signal).
-                stop = run.group.any(interrupt.hit)
+                    run.saved, run.saved_at = step, time.monotonic()
         except RuntimeError as exc:  # the state is unchanged: the step was refused whole
             progress.close()
             opts = run.opts

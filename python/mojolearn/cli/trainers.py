@@ -103,13 +103,10 @@ def evaluate(trainer, dataset, rows):
     squared error of the standardized targets. A report, not part of the state."""
     if not rows:
         return None, None
-    from .._buffers.array import Array
     from .._mlp.infer import NonFiniteRow
     from .usage import UsageError
 
-    x, y = dataset.gather(rows)
-    X = Array._wrap(x, (len(rows), dataset.n_features), "<f4")
-    Y = Array._wrap(y, (len(rows),), y.typecode == "f" and "<f4" or "<i4")
+    X, Y = dataset.scoring(trainer, rows)
     try:
         result = trainer.evaluate(X, Y)
     except NonFiniteRow as exc:
