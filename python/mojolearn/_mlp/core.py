@@ -40,7 +40,7 @@ from . import state as S
 from . import steps as _steps
 from .batches import BatchReader
 from .export import Export
-from .infer import Inference
+from .infer import Inference, _batch
 from .per_op import PerOperation
 from .persist import Persistence
 from .port import Port
@@ -493,8 +493,6 @@ class MLPCore(SessionSteps, PerOperation, Persistence, Inference, Export, Prepro
 
     def _read_inputs(self, X: BufferLike) -> Array:
         """X as the scoring entries read it (`preprocess.Preprocessing`)."""
-        from .infer import _batch
-
         return _batch(self, X)
 
     def _preprocess_sizes(self) -> tuple[int, int]:
