@@ -302,7 +302,7 @@ def model_steps(words: I64P, x: F32P, y: I32P, target: F32P, p: F32P, m: F32P, v
                 p_out: F32P, m_out: F32P, v_out: F32P, losses: F32P, outputs: F32P,
                 grads: F32P, scratch: F32P, rows: Int, mode: Int, k: Int, t0: Int, lr: Float64,
                 beta1: Float64, beta2: Float64, eps: Float64, weight_decay: Float64, total: Int,
-                first_row: Int = 0, divide_by: Int = 0, pool: Int = 0, dx_at: Int = 0):
+                first_row: Int = 0, divide_by: Int = 0, pool: Int = 0, dx_at: Int = 0) -> Bool:
     """`k` steps over k batches of `rows` examples stacked in x and the targets (y: int32 class
     ids for cross-entropy, target: float32 for MSE) in mode train (t = t0, t0 + 1, ...): the
     first step reads p, m, v and writes the new state to p_out, m_out, v_out (AdamW's `_into`
@@ -315,7 +315,9 @@ def model_steps(words: I64P, x: F32P, y: I32P, target: F32P, p: F32P, m: F32P, v
     A microbatch of a larger batch (ARITHMETIC.md "Data parallel"): its first row is row
     `first_row` of the whole batch (Dropout's global element index), and `divide_by` > 0 is
     the whole batch's loss count (its rows × positions, or × outputs for MSE), the divisor in
-    place of this batch's own."""
+    place of this batch's own. Returns whether every AdamW update found its gradients and the
+    new state finite (False when none ran: nothing was checked)."""
+    var checked = False
     var arena_floats = rows * Int(words[unsafe_offset=3])
     var inputs = Int(words[unsafe_offset=4])
     var outs = Int(words[unsafe_offset=6])
@@ -336,15 +338,18 @@ def model_steps(words: I64P, x: F32P, y: I32P, target: F32P, p: F32P, m: F32P, v
             losses[unsafe_offset=i] = loss
         if mode != MODE_TRAIN:
             break
+        var finite: Bool
         if i == 0:
-            _ = adamw_flat_into(p, grads, m, v, p_out, m_out, v_out, total, t, lr, beta1, beta2,
-                                eps, weight_decay, pool)
+            finite = adamw_flat_into(p, grads, m, v, p_out, m_out, v_out, total, t, lr, beta1,
+                                     beta2, eps, weight_decay, pool)
             params = p_out
         else:
-            _ = adamw_flat_into(p_out, grads, m_out, v_out, p_out, m_out, v_out, total, t, lr,
-                                beta1, beta2, eps, weight_decay, pool)
+            finite = adamw_flat_into(p_out, grads, m_out, v_out, p_out, m_out, v_out, total, t,
+                                     lr, beta1, beta2, eps, weight_decay, pool)
+        checked = finite and (i == 0 or checked)
     arena_release(Int(arena.unsafe_ptr()))
     _ = len(arena)
+    return checked
 
 
 def scratch_floats(words: I64P, rows: Int) -> Int:
@@ -403,7 +408,7 @@ def mlp_layers_steps(sizes: List[Int], x: F32P, y: I32P, p: F32P, m: F32P, v: F3
     var w = I64P(unsafe_from_address=Int(words.unsafe_ptr()))
     var scratch = List[Float32](length=scratch_floats(w, rows), fill=0)
     # x stands in for MSE's float targets: a cross-entropy program never reads them.
-    model_steps(w, x, y, x, p, m, v, p, m, v, losses, logits, grads,
+    _ = model_steps(w, x, y, x, p, m, v, p, m, v, losses, logits, grads,
                 F32P(unsafe_from_address=Int(scratch.unsafe_ptr())), rows, mode, k, t0, lr,
                 beta1, beta2, eps, weight_decay, total_params(sizes), 0, 0, 0,
                 Int(dx) if want_dx else 0)
