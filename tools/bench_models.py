@@ -45,13 +45,15 @@ threshold and trims the heap), so a user's process may see the table's time or t
 A profile of the identical mode follows at the M1 cells (`--no-profile` skips it), timed
 round by round beside the step: `predict_logits` (the forward alone, beside its third of the
 floor); train_step of the same Linears as a ReLU MLP, with the LayerNorm (where M1 has GELU)
-and without; and that ReLU MLP through MLPTrainer (its resident session): what the
+and without; that ReLU MLP through MLPTrainer (its resident session); and AdamW alone over the
+model's parameters (the update's pinned square root and two divisions per element): what the
 activations, the normalization and the general engine cost beyond the GEMMs.
 """
 
 import argparse
 import importlib.util
 import json
+import math
 import os
 import shutil
 import statistics
@@ -216,6 +218,13 @@ def ours(cell, act, rounds, budget):
         sizes = [linears[0][1], *(lay[2] for lay in linears)]
         mlp = ml.MLPTrainer(sizes, data_schedule={"bench": batch}, lr=LR, weight_decay=WD)
         fns["MLPTrainer step"] = lambda: mlp.train_step(X, y)
+        # AdamW alone over the model's parameters (the step's update, the same kernel): its
+        # square root and two divisions per element are pinned, and no GEMM hides them.
+        total = sum(math.prod(s) for s in shapes)
+        bufs = [Array.from_list([0.01] * total, "<f4") for _ in range(4)]
+        adam = ml._runtime.backend.binding().mlp_adamw
+        addrs = [b._addr for b in bufs]
+        fns["AdamW alone"] = lambda: adam(addrs, [total, 1, LR, *BETAS, EPS, WD])
     return {**timed_together(fns, rounds, budget), "_loss": first}
 
 
