@@ -314,11 +314,27 @@ def _refusals(torch):
     return [
         (
             "conv",
-            T.Sequential(T.Linear(4, 4), T.Sequential(T.ReLU(), T.Conv2d(1, 1, 1))),
+            T.Sequential(T.Linear(4, 4), T.Sequential(T.ReLU(), T.Conv1d(1, 1, 1))),
             (4,),
             ValueError,
-            r"^Trainer\.from_torch: layer 1\.1 is torch\.nn\.Conv2d, which mojolearn\.nn has "
+            r"^Trainer\.from_torch: layer 1\.1 is torch\.nn\.Conv1d, which mojolearn\.nn has "
             r"no layer for$",
+        ),
+        (
+            "conv dilation",
+            T.Sequential(T.Conv2d(1, 2, 3, dilation=2), T.Flatten()),
+            (1, 8, 8),
+            ValueError,
+            r"^Trainer\.from_torch: layer 0 is torch\.nn\.Conv2d with dilation=\(2, 2\); "
+            r"mojolearn\.nn's Conv2d supports only dilation=\(1, 1\)$",
+        ),
+        (
+            "pool ceil_mode",
+            T.Sequential(T.MaxPool2d(2, ceil_mode=True), T.Flatten()),
+            (1, 8, 8),
+            ValueError,
+            r"^Trainer\.from_torch: layer 0 is torch\.nn\.MaxPool2d with ceil_mode=True; "
+            r"mojolearn\.nn's MaxPool2d supports only ceil_mode=False$",
         ),
         (
             "batchnorm",
@@ -437,6 +453,8 @@ def _refusals(torch):
 
 REFUSALS = [
     "conv",
+    "conv dilation",
+    "pool ceil_mode",
     "batchnorm",
     "identity",
     "other residual",

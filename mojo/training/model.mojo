@@ -21,9 +21,11 @@ from training.config import F32P, I32P, I64P
 from training.gemm import Epilogue
 from training.layers.activations import (gelu_backward, gelu_forward, sigmoid_backward,
                                          sigmoid_forward, tanh_backward, tanh_forward)
+from training.layers.conv import conv2d_backward, conv2d_forward
 from training.layers.dropout import dropout_apply, dropout_key
 from training.layers.elementwise import add_into, copy_or_add, mse_loss, relu_apply, relu_grad
 from training.layers.norm import layernorm_backward, layernorm_forward
+from training.layers.pool2d import avgpool2d_forward, maxpool2d_forward, pool2d_backward
 from training.loss import mean_cross_entropy
 from training.mlp import adamw_flat, adamw_flat_into, relu_backward, sum_rows
 from training.pool import split_gemm
@@ -39,6 +41,9 @@ comptime OP_ADD = 5
 comptime OP_GELU = 6
 comptime OP_TANH = 7
 comptime OP_SIGMOID = 8
+comptime OP_CONV2D = 9
+comptime OP_MAXPOOL2D = 10
+comptime OP_AVGPOOL2D = 11
 comptime LOSS_CROSS_ENTROPY = 0
 comptime LOSS_MSE = 1
 comptime ACCUMULATE = 1
@@ -145,6 +150,13 @@ def model_forward(pr: Program, p: F32P, t: Int, train: Bool, first_row: Int):
             tanh_forward(src, dst, rows * pr.word(op, 3))
         elif code == OP_SIGMOID:
             sigmoid_forward(src, dst, rows * pr.word(op, 3))
+        elif code == OP_CONV2D:
+            conv2d_forward(src, dst, p, pr.at(pr.word(op, 8)), rows, pr.word(op, 3),
+                           pr.word(op, 4), pr.word(op, 5), pr.word(op, 6), pr.word(op, 7))
+        elif code == OP_MAXPOOL2D:
+            maxpool2d_forward(src, dst, rows, pr.word(op, 3), pr.word(op, 4), pr.word(op, 5))
+        elif code == OP_AVGPOOL2D:
+            avgpool2d_forward(src, dst, rows, pr.word(op, 3), pr.word(op, 4), pr.word(op, 5))
 
 
 def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
@@ -212,6 +224,14 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
         elif code == OP_SIGMOID:
             if need:
                 sigmoid_backward(pr.at(pr.word(op, 2)), dy, dsrc, rows * pr.word(op, 3), acc)
+        elif code == OP_CONV2D:
+            conv2d_backward(dy, pr.at(pr.word(op, 8)), p, grads, dsrc, rows, pr.word(op, 3),
+                            pr.word(op, 4), pr.word(op, 5), pr.word(op, 6), pr.word(op, 7),
+                            need, acc)
+        elif code == OP_MAXPOOL2D or code == OP_AVGPOOL2D:
+            if need:
+                pool2d_backward(src, dy, dsrc, rows, pr.word(op, 3), pr.word(op, 4),
+                                pr.word(op, 5), code == OP_MAXPOOL2D, acc)
 
 
 def model_loss(pr: Program, y: I32P, target: F32P, divide_by: Int) -> Float32:

@@ -24,10 +24,13 @@ import struct
 
 from .layers import (
     GELU,
+    AvgPool2d,
+    Conv2d,
     Dropout,
     Flatten,
     LayerNorm,
     Linear,
+    MaxPool2d,
     ReLU,
     Residual,
     Sequential,
@@ -52,12 +55,21 @@ OP_ADD = 5  # src(x) dst n other(f(x)) . . . . flags
 OP_GELU = 6  # src dst n approximate(0 none, 1 tanh) kept(1 + erf, or the tanh form's t) . . . flags
 OP_TANH = 7  # src dst n . . . . . flags
 OP_SIGMOID = 8  # src dst n . . . . . flags
+# Image ops pack small sizes three to a word (`pack`: 21 bits each, every size < 2**21):
+OP_CONV2D = 9  # src dst (C,H,W) (OC,KH,KW) (SH,SW) (PH,PW) w|(b+1)<<32 cols flags
+OP_MAXPOOL2D = 10  # src dst (C,H,W) (KH,KW) (SH,SW) . . . flags
+OP_AVGPOOL2D = 11  # src dst (C,H,W) (KH,KW) (SH,SW) . . . flags
 LOSS_CROSS_ENTROPY, LOSS_MSE = 0, 1
 
 # flags
 ACCUMULATE = 1  # the src's gradient is already written: add to it
 NEED_SRC_GRAD = 2  # the src's gradient is wanted (not for the model's input, unless asked)
 ACCUMULATE_OTHER = 4  # OP_ADD: the same for its second operand
+
+
+def pack(*sizes: int) -> int:
+    """Up to three sizes in [0, 2**21) in one word, the first in the low bits."""
+    return sum(v << (21 * i) for i, v in enumerate(sizes))
 
 
 def f32_bits(x: float) -> int:
@@ -143,6 +155,8 @@ class Program:
                 b = self._offsets[f"{path}.bias"] if layer.elementwise_affine else -1
                 self._op(OP_LAYERNORM, src, dst, d, n // d, w, b, stats, f32_bits(layer.eps))
                 src = dst
+            elif isinstance(layer, (Conv2d, MaxPool2d, AvgPool2d)):
+                src = self._image(layer, path, src, shape, out_shape)
             elif isinstance(layer, Dropout):
                 if layer.p > 0:
                     dst = self._alloc(n)
@@ -163,6 +177,37 @@ class Program:
                 src = dst
             i += 1
         return src
+
+    def _image(
+        self,
+        layer: Conv2d | MaxPool2d | AvgPool2d,
+        path: str,
+        src: int,
+        shape: tuple[int, ...],
+        out_shape: tuple[int, ...],
+    ) -> int:
+        """Emit the op of an image layer; its output's offset."""
+        dst = self._alloc(math.prod(out_shape))
+        if not isinstance(layer, Conv2d):
+            code = OP_MAXPOOL2D if isinstance(layer, MaxPool2d) else OP_AVGPOOL2D
+            self._op(code, src, dst, pack(*shape), pack(*layer.kernel_size), pack(*layer.stride))
+            return dst
+        # the forward's im2col rows, (oh, ow) by (ic, kh, kw), kept for dW
+        cols = self._alloc(math.prod(out_shape[1:]) * shape[0] * math.prod(layer.kernel_size))
+        w = self._offsets[f"{path}.weight"]
+        b = self._offsets[f"{path}.bias"] if layer.bias else -1
+        self._op(
+            OP_CONV2D,
+            src,
+            dst,
+            pack(*shape),
+            pack(layer.out_channels, *layer.kernel_size),
+            pack(*layer.stride),
+            pack(*layer.padding),
+            w | (b + 1) << 32,
+            cols,
+        )
+        return dst
 
     def _flags(self, model_input: int) -> None:
         """Set the gradient flags in the backward's order: ops in reverse, and within an
