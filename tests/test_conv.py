@@ -98,22 +98,28 @@ def test_pool_ties_go_to_the_first_element_and_overlaps_add_in_window_order(seed
 
 
 @identical
-def test_a_conv_with_a_parameterless_input_gradient_path(seed):
-    """A pool first: the conv after it needs its input gradient, the pool none (model input)."""
+@pytest.mark.parametrize(
+    "shape, middle",
+    [
+        ((3, 11, 12), nn.Conv2d(4, 4, (2, 3), 2, (2, 1))),  # stride 2: the GEMM's dX
+        ((6, 5, 37), nn.Conv2d(4, 7, (3, 2), 1, (2, 1))),  # stride 1: rows past 2 vectors
+        ((5, 4, 9), nn.Conv2d(4, 5, 3, 1, 3)),  # padding past the kernel
+    ],
+)
+def test_a_convs_input_gradient_reaches_the_conv_before_it(seed, shape, middle):
+    """Conv, AvgPool, conv: the second conv's dX (written or, in a Residual, continued from
+    the skip's) is what the first conv's dW and db are made of."""
     rng = random.Random(seed)
-    spec = ModelSpec(
-        nn.Sequential(
-            nn.AvgPool2d(2),
-            nn.Conv2d(3, 4, (2, 3), 2, (2, 1)),
-            nn.ReLU(),
-            nn.Conv2d(4, 2, 1, bias=False),
-            nn.Flatten(),
-            nn.Linear(2 * 4 * 3, 2),
-        ),
-        (3, 11, 12),
-        "mse",
-    )
-    _check(spec, rng, 4)
+    c = shape[0]
+    first = nn.Conv2d(c, 4, 1)
+    for body, out in (
+        ([nn.AvgPool2d(1), middle], middle.out_channels),
+        ([nn.Residual(nn.Conv2d(4, 4, 3, padding=1))], 4),
+    ):
+        after = [nn.ReLU(), nn.Conv2d(out, 2, 1, bias=False)]
+        probe = ModelSpec(nn.Sequential(first, *body, *after, nn.Flatten()), shape, "mse")
+        layers = [first, *body, *after, nn.Flatten(), nn.Linear(probe.output_shape[0], 2)]
+        _check(ModelSpec(nn.Sequential(*layers), shape, "mse"), rng, 3)
 
 
 def test_construction_refuses_bad_sizes_by_name():
@@ -193,7 +199,8 @@ def test_conv_init_draws_torchs_bound_from_the_seeded_generator():
         (5, pack(0, 1), "bad image sizes"),  # stride 0
         (7, 10**6, "weight"),  # outside the flat buffer
         (7, 0 | (10**6 << 32), "bias"),
-        (8, 10**9, "cols"),
+        (8, 10**9, "work"),
+        (8, 10**9 << 32, "mid"),
     ],
 )
 def test_the_binding_refuses_a_bad_conv_record(word, value, msg):

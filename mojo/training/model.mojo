@@ -151,8 +151,10 @@ def model_forward(pr: Program, p: F32P, t: Int, train: Bool, first_row: Int):
         elif code == OP_SIGMOID:
             sigmoid_forward(src, dst, rows * pr.word(op, 3))
         elif code == OP_CONV2D:
-            conv2d_forward(src, dst, p, pr.at(pr.word(op, 8)), rows, pr.word(op, 3),
-                           pr.word(op, 4), pr.word(op, 5), pr.word(op, 6), pr.word(op, 7))
+            var scratch = pr.word(op, 8)  # work | mid << 32
+            conv2d_forward(src, dst, p, pr.at(scratch & 0xFFFFFFFF), pr.at(scratch >> 32), rows,
+                           pr.word(op, 3), pr.word(op, 4), pr.word(op, 5), pr.word(op, 6),
+                           pr.word(op, 7))
         elif code == OP_MAXPOOL2D:
             maxpool2d_forward(src, dst, rows, pr.word(op, 3), pr.word(op, 4), pr.word(op, 5))
         elif code == OP_AVGPOOL2D:
@@ -225,9 +227,11 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
             if need:
                 sigmoid_backward(pr.at(pr.word(op, 2)), dy, dsrc, rows * pr.word(op, 3), acc)
         elif code == OP_CONV2D:
-            conv2d_backward(dy, pr.at(pr.word(op, 8)), p, grads, dsrc, rows, pr.word(op, 3),
-                            pr.word(op, 4), pr.word(op, 5), pr.word(op, 6), pr.word(op, 7),
-                            need, acc)
+            var work = pr.word(op, 8) & 0xFFFFFFFF
+            var mid = pr.word(op, 8) >> 32
+            conv2d_backward(dy, pr.at(work), pr.grad(work), pr.at(mid), pr.grad(mid), p, grads,
+                            dsrc, rows, pr.word(op, 3), pr.word(op, 4), pr.word(op, 5),
+                            pr.word(op, 6), pr.word(op, 7), need, acc)
         elif code == OP_MAXPOOL2D or code == OP_AVGPOOL2D:
             if need:
                 pool2d_backward(src, dy, dsrc, rows, pr.word(op, 3), pr.word(op, 4),

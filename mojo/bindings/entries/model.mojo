@@ -27,9 +27,10 @@ from std.python import PythonObject
 from entries.args import Args, Layout, refuse_nonfinite
 from training.config import F32P, I64P
 from training.layers.conv import unpack
-from training.model import (HEADER, MODE_EVAL, MODE_FORWARD, MODE_TRAIN, OP_ADD, OP_AVGPOOL2D,
-                            OP_CONV2D, OP_DROPOUT, OP_GELU, OP_LAYERNORM, OP_LINEAR, OP_MAXPOOL2D,
-                            OP_RELU, OP_SIGMOID, OP_TANH, RECORD, VERSION, model_steps)
+from training.model import (HEADER, MODE_EVAL, MODE_FORWARD, MODE_TRAIN, NEED_SRC_GRAD, OP_ADD,
+                            OP_AVGPOOL2D, OP_CONV2D, OP_DROPOUT, OP_GELU, OP_LAYERNORM, OP_LINEAR,
+                            OP_MAXPOOL2D, OP_RELU, OP_SIGMOID, OP_TANH, RECORD, VERSION,
+                            model_steps)
 
 comptime MODEL_STEP = Layout(
     "model_step",
@@ -86,8 +87,15 @@ def _check_image_op(E: StaticString, op: Int, r: I64P, arena: Int, total: Int) r
     if not conv:
         return
     var taps = _times(E, op, _times(E, op, c, kh), kw)
-    _inside(E, "cols", op, Int(r[unsafe_offset=8]), _times(E, op, pos, taps), arena)
-    _ = _times(E, op, _times(E, op, h * w, oc), kh * kw)  # the backward's dX rows
+    var scratch = Int(r[unsafe_offset=8])  # work | mid << 32
+    if scratch < 0:
+        raise Error("ValueError: ", E, ": program op ", op, ": bad Conv2d scratch")
+    var g = 0  # the backward's g, only where it computes the input's gradient
+    if (Int(r[unsafe_offset=9]) & NEED_SRC_GRAD) != 0:
+        g = _times(E, op, _times(E, op, _times(E, op, oc, kh), kw), n_in // c)
+    _inside(E, "work", op, scratch & 0xFFFFFFFF, max(_times(E, op, taps, pos), g), arena)
+    var mid = max(_times(E, op, oc, pos), n_in)
+    _inside(E, "mid", op, scratch >> 32, mid, arena)
     var params = Int(r[unsafe_offset=7])
     if params < 0:
         raise Error("ValueError: ", E, ": program op ", op, ": bad Conv2d parameters")

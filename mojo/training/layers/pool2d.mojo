@@ -54,6 +54,7 @@ def _argmax(x: F32P, d: PoolDims, oh: Int, ow: Int) -> Int:
     return best
 
 
+@no_inline
 def maxpool2d_forward(x: F32P, y: F32P, rows: Int, image: Int, kernel: Int, stride: Int):
     var d = PoolDims.of(rows, image, kernel, stride)
     var oh_all = d.oh()
@@ -66,6 +67,7 @@ def maxpool2d_forward(x: F32P, y: F32P, rows: Int, image: Int, kernel: Int, stri
                 yp[unsafe_offset=oh * ow_all + ow] = xp[unsafe_offset=_argmax(xp, d, oh, ow)]
 
 
+@no_inline
 def avgpool2d_forward(x: F32P, y: F32P, rows: Int, image: Int, kernel: Int, stride: Int):
     var d = PoolDims.of(rows, image, kernel, stride)
     var oh_all = d.oh()
@@ -84,6 +86,7 @@ def avgpool2d_forward(x: F32P, y: F32P, rows: Int, image: Int, kernel: Int, stri
                 yp[unsafe_offset=oh * ow_all + ow] = s / count
 
 
+@no_inline
 def pool2d_backward(x: F32P, dy: F32P, dx: F32P, rows: Int, image: Int, kernel: Int,
                     stride: Int, is_max: Bool, accumulate: Bool):
     """dx of a MaxPool2d (`is_max`, its windows' maxima found again in x) or an AvgPool2d."""

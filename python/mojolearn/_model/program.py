@@ -56,7 +56,7 @@ OP_GELU = 6  # src dst n approximate(0 none, 1 tanh) kept(1 + erf, or the tanh f
 OP_TANH = 7  # src dst n . . . . . flags
 OP_SIGMOID = 8  # src dst n . . . . . flags
 # Image ops pack small sizes three to a word (`pack`: 21 bits each, every size < 2**21):
-OP_CONV2D = 9  # src dst (C,H,W) (OC,KH,KW) (SH,SW) (PH,PW) w|(b+1)<<32 cols flags
+OP_CONV2D = 9  # src dst (C,H,W) (OC,KH,KW) (SH,SW) (PH,PW) w|(b+1)<<32 work|mid<<32 flags
 OP_MAXPOOL2D = 10  # src dst (C,H,W) (KH,KW) (SH,SW) . . . flags
 OP_AVGPOOL2D = 11  # src dst (C,H,W) (KH,KW) (SH,SW) . . . flags
 LOSS_CROSS_ENTROPY, LOSS_MSE = 0, 1
@@ -192,8 +192,14 @@ class Program:
             code = OP_MAXPOOL2D if isinstance(layer, MaxPool2d) else OP_AVGPOOL2D
             self._op(code, src, dst, pack(*shape), pack(*layer.kernel_size), pack(*layer.stride))
             return dst
-        # the forward's im2col rows, (oh, ow) by (ic, kh, kw), kept for dW
-        cols = self._alloc(math.prod(out_shape[1:]) * shape[0] * math.prod(layer.kernel_size))
+        # private tensors (training/layers/conv.mojo): `work`, the forward's cols (kept for
+        # dW) and the backward's g; `mid`, the product in channel-major order
+        c, hw, pos = shape[0], math.prod(shape[1:]), math.prod(out_shape[1:])
+        kernel = math.prod(layer.kernel_size)
+        # (g only where the input's gradient is wanted: not for the model's input, at 0)
+        g = layer.out_channels * kernel * hw if src != 0 else 0
+        work = self._alloc(max(c * kernel * pos, g))
+        mid = self._alloc(max(layer.out_channels * pos, c * hw))
         w = self._offsets[f"{path}.weight"]
         b = self._offsets[f"{path}.bias"] if layer.bias else -1
         self._op(
@@ -205,7 +211,7 @@ class Program:
             pack(*layer.stride),
             pack(*layer.padding),
             w | (b + 1) << 32,
-            cols,
+            work | mid << 32,
         )
         return dst
 
