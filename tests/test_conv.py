@@ -197,6 +197,7 @@ def test_conv_init_draws_torchs_bound_from_the_seeded_generator():
         (3, pack(1, 40, 40), "src"),  # an image larger than the arena holds
         (4, pack(4, 9, 3), "bad image sizes"),  # kernel taller than the padded input
         (5, pack(0, 1), "bad image sizes"),  # stride 0
+        (5, pack(1, 1, 2), "bad fused ReLU flag"),
         (7, 10**6, "weight"),  # outside the flat buffer
         (7, 0 | (10**6 << 32), "bias"),
         (8, 10**9, "work"),
@@ -214,6 +215,14 @@ def test_the_binding_refuses_a_bad_conv_record(word, value, msg):
     x, y = _data(rng, spec, 2)
     with pytest.raises(ValueError, match=msg):
         _step(spec, program, params, x, y, 2)
+
+
+def test_a_conv_followed_by_a_relu_is_one_op():
+    """As a Linear's: the ReLU is the conv's epilogue (the same bits: the tests above)."""
+    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.MaxPool2d(2), nn.ReLU(), nn.Flatten())
+    ops = Program(ModelSpec(model, (1, 6, 6), "mse"), 1).ops
+    assert [op[0] for op in ops] == [OP_CONV2D, OP_MAXPOOL2D, 2]  # OP_RELU after the pool
+    assert ops[0][5] == pack(1, 1, 1)
 
 
 def test_the_binding_refuses_a_pool_window_past_its_image():

@@ -72,6 +72,8 @@ def _check_image_op(E: StaticString, op: Int, r: I64P, arena: Int, total: Int) r
     var kw = unpack(k, 2) if conv else unpack(k, 1)
     var sh = unpack(Int(r[unsafe_offset=5]), 0)
     var sw = unpack(Int(r[unsafe_offset=5]), 1)
+    if unpack(Int(r[unsafe_offset=5]), 2) > (1 if conv else 0):  # a Conv2d's fused ReLU flag
+        raise Error("ValueError: ", E, ": program op ", op, ": bad fused ReLU flag")
     var ph = unpack(Int(r[unsafe_offset=6]), 0) if conv else 0
     var pw = unpack(Int(r[unsafe_offset=6]), 1) if conv else 0
     if (c < 1 or h < 1 or w < 1 or oc < 1 or kh < 1 or kw < 1 or sh < 1 or sw < 1

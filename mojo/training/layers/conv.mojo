@@ -17,16 +17,27 @@ A padded or unreached tap is a product with +0.0: the same bits as skipping it (
 The op's two private tensors (program.py OP_CONV2D) hold, for the whole batch: `work`, the
 forward's cols (kept for dW) and, on the gradient side, g; `mid`, the product in channel-major
 (C, B, H, W) order (the forward's, then dX's) and, on the gradient side, dY in that order.
-Program words: (C,H,W) (OC,KH,KW) (SH,SW) (PH,PW), each packed 21 bits a size (`unpack`),
+Program words: (C,H,W) (OC,KH,KW) (SH,SW,relu) (PH,PW), each packed 21 bits a size (`unpack`;
+relu 1: a ReLU after it is fused, as a Linear's: its output is the ReLU's, the backward masks
+dY by it first),
 the weight's offset | (bias offset + 1) << 32, and work | mid << 32 (per-example offsets).
 """
 from std.math import fma
 from std.sys import simd_width_of
 
 from training.config import F32P
+from training.layers.elementwise import relu_apply
+from training.mlp import relu_backward
 from training.pool import split_gemm
 
 comptime W = simd_width_of[DType.float32]()  # the build's lanes (16 in x86-64-v4, 8 in v3): independent outputs, the same bits at any width
+
+
+def _pow2_at_least(x: Int) -> Int:
+    var p = 1
+    while p < x:
+        p *= 2
+    return p
 
 
 def unpack(word: Int, i: Int) -> Int:
@@ -127,6 +138,7 @@ def conv2d_forward(x: F32P, y: F32P, p: F32P, work: F32P, mid: F32P, rows: Int, 
                    kernel: Int, stride: Int, padding: Int, params: Int):
     """y (rows × oc × oh × ow) of x (rows × c × h × w); keeps the batch's cols in `work`."""
     var d = ConvDims.of(image, kernel, stride, padding)
+    var relu = unpack(stride, 2) != 0
     var b = (params >> 32) - 1
     var oh_all = d.oh()
     var ow_all = d.ow()
@@ -154,15 +166,24 @@ def conv2d_forward(x: F32P, y: F32P, p: F32P, work: F32P, mid: F32P, rows: Int, 
             var dst = y.unsafe_offset((r * d.oc + o) * pos)
             if b < 0:
                 _copy(src, dst, pos)
+                if relu:
+                    relu_apply(dst, dst, pos)
                 continue
             var bias = p[unsafe_offset=b + o]  # after the chain, one rounded add: Linear's
             var k = 0
             while k + W <= pos:
-                dst.unsafe_offset(k).unsafe_store(src.unsafe_load[width=W](k) + bias)
+                dst.unsafe_offset(k).unsafe_store(
+                    _epilogue[W](src.unsafe_load[width=W](k) + bias, relu))
                 k += W
             while k < pos:
-                dst[unsafe_offset=k] = src[unsafe_offset=k] + bias
+                dst[unsafe_offset=k] = _epilogue[1](src[unsafe_offset=k] + bias, relu)[0]
                 k += 1
+
+
+@always_inline
+def _epilogue[V: Int](z: SIMD[DType.float32, V], relu: Bool) -> SIMD[DType.float32, V]:
+    """A fused ReLU's `z > 0 ? z : +0.0` (the GEMM epilogue's), or z."""
+    return z.gt(0).select(z, SIMD[DType.float32, V](0.0)) if relu else z
 
 
 def _row_sums[V: Int](m: F32P, dst: F32P, first: Int, last: Int, n: Int) -> Int:
@@ -181,7 +202,7 @@ def _row_sums[V: Int](m: F32P, dst: F32P, first: Int, last: Int, n: Int) -> Int:
 
 
 @no_inline
-def conv2d_backward(dy: F32P, work: F32P, g: F32P, mid: F32P, dy_cm: F32P, p: F32P,
+def conv2d_backward(y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, dy_cm: F32P, p: F32P,
                     grads: F32P, dx: F32P, rows: Int, image: Int, kernel: Int, stride: Int,
                     padding: Int, params: Int, need: Bool, accumulate: Bool):
     """dW and db written into `grads`; dx (when `need`) written, or its chains continued from
@@ -192,6 +213,8 @@ def conv2d_backward(dy: F32P, work: F32P, g: F32P, mid: F32P, dy_cm: F32P, p: F3
     var b = (params >> 32) - 1
     var pos = d.positions()
     var n = rows * pos
+    if unpack(stride, 2) != 0:  # the fused ReLU: mask by its output, in place
+        relu_backward(y, dy, dy, rows, d.oc * pos)
     _channel_major(dy, dy_cm, rows, d.oc, pos, True)
     # dWᵀ (taps × oc) = cols · dYᵀ: the same chains as dY · colsᵀ (k is (b, oh, ow) either
     # way), with the long cols read row by row when packed rather than gathered down columns
@@ -221,7 +244,7 @@ def _s1_block[NB: Int](dyp: F32P, wgt: F32P, grid: F32P, q: Int, ic0: Int, d: Co
     """Input channels ic0.. ic0+NB-1 at 2·W consecutive points q.. of the extended grid (cs
     floats a channel): each lane's chain over (oc, kh, kw) ascending, from +0.0 or from
     `grid` (the value there)."""
-    comptime T = 2 * NB * W
+    comptime T = _pow2_at_least(2 * NB * W)  # SIMD lengths are powers of two
     var acc = SIMD[DType.float32, T](0.0)
     if accumulate:
         comptime for t in range(NB):
@@ -289,9 +312,15 @@ def _input_grad_s1(dy: F32P, wgt: F32P, dx: F32P, rows: Int, d: ConvDims, accumu
         var q = 0
         while q < ext:
             var ic = 0
-            while ic + 4 <= d.c:
+            while ic + 6 <= d.c:
+                _s1_block[6](dyp, wgt, grid, q, ic, d, plane, wp, cs, accumulate)
+                ic += 6
+            if ic + 4 <= d.c:
                 _s1_block[4](dyp, wgt, grid, q, ic, d, plane, wp, cs, accumulate)
                 ic += 4
+            if ic + 2 <= d.c:
+                _s1_block[2](dyp, wgt, grid, q, ic, d, plane, wp, cs, accumulate)
+                ic += 2
             while ic < d.c:
                 _s1_block[1](dyp, wgt, grid, q, ic, d, plane, wp, cs, accumulate)
                 ic += 1

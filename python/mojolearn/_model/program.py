@@ -10,8 +10,8 @@ floats, and a batch of `rows` examples puts tensor t at [rows·offset, rows·(of
 The gradient arena has the same layout. Offsets of parameters are the flat buffer's.
 
 Program-level rewrites, never a second engine: a Linear followed by a ReLU is one op (the
-GEMM's bias-and-ReLU epilogue, the MLP step's bits); Flatten is no op at all (row-major
-reshape: its output is its input's buffer). A tensor read by two ops (a Residual's input) gets
+GEMM's bias-and-ReLU epilogue, the MLP step's bits), and so is a Conv2d followed by a ReLU;
+Flatten is no op at all (row-major reshape: its output is its input's buffer). A tensor read by two ops (a Residual's input) gets
 its gradient written by the first op the backward visits and added to by the next (flag
 ACCUMULATE), in that fixed order.
 """
@@ -56,7 +56,7 @@ OP_GELU = 6  # src dst n approximate(0 none, 1 tanh) kept(1 + erf, or the tanh f
 OP_TANH = 7  # src dst n . . . . . flags
 OP_SIGMOID = 8  # src dst n . . . . . flags
 # Image ops pack small sizes three to a word (`pack`: 21 bits each, every size < 2**21):
-OP_CONV2D = 9  # src dst (C,H,W) (OC,KH,KW) (SH,SW) (PH,PW) w|(b+1)<<32 work|mid<<32 flags
+OP_CONV2D = 9  # src dst (C,H,W) (OC,KH,KW) (SH,SW,relu) (PH,PW) w|(b+1)<<32 work|mid<<32 flags
 OP_MAXPOOL2D = 10  # src dst (C,H,W) (KH,KW) (SH,SW) . . . flags
 OP_AVGPOOL2D = 11  # src dst (C,H,W) (KH,KW) (SH,SW) . . . flags
 LOSS_CROSS_ENTROPY, LOSS_MSE = 0, 1
@@ -156,7 +156,12 @@ class Program:
                 self._op(OP_LAYERNORM, src, dst, d, n // d, w, b, stats, f32_bits(layer.eps))
                 src = dst
             elif isinstance(layer, (Conv2d, MaxPool2d, AvgPool2d)):
-                src = self._image(layer, path, src, shape, out_shape)
+                relu = isinstance(layer, Conv2d) and i + 1 < len(layers)
+                relu = relu and type(layers[i + 1]) is ReLU
+                src = self._image(layer, path, src, shape, out_shape, relu)
+                if relu:  # fused, as a Linear's
+                    next(self._steps)
+                    i += 1
             elif isinstance(layer, Dropout):
                 if layer.p > 0:
                     dst = self._alloc(n)
@@ -185,8 +190,10 @@ class Program:
         src: int,
         shape: tuple[int, ...],
         out_shape: tuple[int, ...],
+        relu: bool,
     ) -> int:
-        """Emit the op of an image layer; its output's offset."""
+        """Emit the op of an image layer (a Conv2d with the ReLU after it fused when `relu`);
+        its output's offset."""
         dst = self._alloc(math.prod(out_shape))
         if not isinstance(layer, Conv2d):
             code = OP_MAXPOOL2D if isinstance(layer, MaxPool2d) else OP_AVGPOOL2D
@@ -208,7 +215,7 @@ class Program:
             dst,
             pack(*shape),
             pack(layer.out_channels, *layer.kernel_size),
-            pack(*layer.stride),
+            pack(*layer.stride, int(relu)),
             pack(*layer.padding),
             w | (b + 1) << 32,
             work | mid << 32,
