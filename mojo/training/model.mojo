@@ -229,7 +229,7 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
         elif code == OP_CONV2D:
             var work = pr.word(op, 8) & 0xFFFFFFFF
             var mid = pr.word(op, 8) >> 32
-            conv2d_backward(pr.at(pr.word(op, 2)), dy, pr.at(work), pr.grad(work), pr.at(mid), pr.grad(mid), p, grads,
+            conv2d_backward(src, pr.at(pr.word(op, 2)), dy, pr.at(work), pr.grad(work), pr.at(mid), pr.grad(mid), p, grads,
                             dsrc, rows, pr.word(op, 3), pr.word(op, 4), pr.word(op, 5),
                             pr.word(op, 6), pr.word(op, 7), need, acc)
         elif code == OP_MAXPOOL2D or code == OP_AVGPOOL2D:

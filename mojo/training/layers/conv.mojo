@@ -3,8 +3,8 @@ tests/reference/conv.py). Every dot product is one GEMM chain, so its k order is
 order and every tile, width and thread count gives the same bits:
 
   forward  y[b,oc,oh,ow] = f32(chain over (ic, kh, kw) ascending from +0.0 + bias[oc])
-           C (oc × B·positions) = W (oc × ic·kh·kw) · cols, cols[(ic,kh,kw), (b,oh,ow)] the
-           input under each tap (+0.0 for padding)
+           (strides above 1) C (oc × B·positions) = W (oc × ic·kh·kw) · cols,
+           cols[(ic,kh,kw), (b,oh,ow)] the input under each tap (+0.0 for padding)
   dW       chain over (b, oh, ow) ascending: (cols · dYᵀ)ᵀ, dY (oc × B·positions)
   db       Σ over (b, oh, ow) ascending from +0.0
   dX       chain over (oc, kh, kw) ascending: Wt (ic × oc·kh·kw) · g, g[(oc,kh,kw),
@@ -13,6 +13,12 @@ order and every tile, width and thread count gives the same bits:
 
 A padded or unreached tap is a product with +0.0: the same bits as skipping it (a chain from
 +0.0 never holds -0.0, and v + ±0 = v for every other v).
+
+At stride 1 (the common case) nothing goes through im2col: the forward and dX are direct
+correlations of a zero-padded plane (`_correlate`: SIMD lanes along the padded rows, a register
+block of output channels sharing each load), dW a direct kernel with output channels in the
+lanes (`_weight_grad_s1`); each lane still runs exactly the chain above, so the bits are the
+GEMM path's (the tests compare both with the reference).
 
 The op's two private tensors (program.py OP_CONV2D) hold, for the whole batch: `work`, the
 forward's cols (kept for dW) and, on the gradient side, g; `mid`, the product in channel-major
@@ -25,7 +31,7 @@ the weight's offset | (bias offset + 1) << 32, and work | mid << 32 (per-example
 from std.math import fma
 from std.sys import simd_width_of
 
-from training.config import F32P
+from training.config import F32P, I64P
 from training.layers.elementwise import relu_apply
 from training.mlp import relu_backward
 from training.pool import split_gemm
@@ -140,6 +146,9 @@ def conv2d_forward(x: F32P, y: F32P, p: F32P, work: F32P, mid: F32P, rows: Int, 
     var d = ConvDims.of(image, kernel, stride, padding)
     var relu = unpack(stride, 2) != 0
     var b = (params >> 32) - 1
+    if d.sh == 1 and d.sw == 1:
+        _forward_s1(x, y, p.unsafe_offset(params & 0xFFFFFFFF), p, b, relu, rows, d)
+        return
     var oh_all = d.oh()
     var ow_all = d.ow()
     var pos = oh_all * ow_all
@@ -202,12 +211,13 @@ def _row_sums[V: Int](m: F32P, dst: F32P, first: Int, last: Int, n: Int) -> Int:
 
 
 @no_inline
-def conv2d_backward(y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, dy_cm: F32P, p: F32P,
-                    grads: F32P, dx: F32P, rows: Int, image: Int, kernel: Int, stride: Int,
-                    padding: Int, params: Int, need: Bool, accumulate: Bool):
+def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, dy_cm: F32P,
+                    p: F32P, grads: F32P, dx: F32P, rows: Int, image: Int, kernel: Int,
+                    stride: Int, padding: Int, params: Int, need: Bool, accumulate: Bool):
     """dW and db written into `grads`; dx (when `need`) written, or its chains continued from
-    the values there when `accumulate`. `work` holds the forward's cols; g, mid and dy_cm
-    are scratch (the private tensors' gradient and activation sides)."""
+    the values there when `accumulate`. x and y are the forward's input and output; `work`
+    holds the forward's cols (strides above 1); g, mid and dy_cm are scratch (the private
+    tensors' gradient and activation sides)."""
     var d = ConvDims.of(image, kernel, stride, padding)
     var w_at = params & 0xFFFFFFFF
     var b = (params >> 32) - 1
@@ -216,17 +226,10 @@ def conv2d_backward(y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, dy_cm: F3
     if unpack(stride, 2) != 0:  # the fused ReLU: mask by its output, in place
         relu_backward(y, dy, dy, rows, d.oc * pos)
     _channel_major(dy, dy_cm, rows, d.oc, pos, True)
-    # dWᵀ (taps × oc) = cols · dYᵀ: the same chains as dY · colsᵀ (k is (b, oh, ow) either
-    # way), with the long cols read row by row when packed rather than gathered down columns
-    var taps = d.taps()
-    var dwt_list = List[Float32](length=taps * d.oc, fill=0)
-    var dwt = F32P(unsafe_from_address=Int(dwt_list.unsafe_ptr()))
-    split_gemm(0, work, dy_cm, dwt, taps, d.oc, n, False, True, False)
-    var gw = grads.unsafe_offset(w_at)
-    for o in range(d.oc):
-        for k in range(taps):
-            gw[unsafe_offset=o * taps + k] = dwt[unsafe_offset=k * d.oc + o]
-    _ = dwt_list^
+    if d.sh == 1 and d.sw == 1:
+        _weight_grad_s1(x, dy, grads.unsafe_offset(w_at), rows, d)
+    else:
+        _weight_grad(work, dy_cm, grads.unsafe_offset(w_at), rows * pos, d)
     if b >= 0:
         var gb = grads.unsafe_offset(b)
         var o = _row_sums[W](dy_cm, gb, 0, d.oc, n)
@@ -238,37 +241,229 @@ def conv2d_backward(y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, dy_cm: F3
         _input_grad(dy, p.unsafe_offset(w_at), dx, g, mid, rows, d, accumulate)
 
 
+def _weight_grad(work: F32P, dy_cm: F32P, gw: F32P, n: Int, d: ConvDims):
+    """dW from the forward's cols (any stride)."""
+    # dWᵀ (taps × oc) = cols · dYᵀ: the same chains as dY · colsᵀ (k is (b, oh, ow) either
+    # way), with the long cols read row by row when packed rather than gathered down columns
+    var taps = d.taps()
+    var dwt_list = List[Float32](length=taps * d.oc, fill=0)
+    var dwt = F32P(unsafe_from_address=Int(dwt_list.unsafe_ptr()))
+    split_gemm(0, work, dy_cm, dwt, taps, d.oc, n, False, True, False)
+    for o in range(d.oc):
+        for k in range(taps):
+            gw[unsafe_offset=o * taps + k] = dwt[unsafe_offset=k * d.oc + o]
+    _ = dwt_list^
+
+
 @always_inline
-def _s1_block[NB: Int](dyp: F32P, wgt: F32P, grid: F32P, q: Int, ic0: Int, d: ConvDims,
-                       plane: Int, wp: Int, cs: Int, accumulate: Bool):
-    """Input channels ic0.. ic0+NB-1 at 2·W consecutive points q.. of the extended grid (cs
-    floats a channel): each lane's chain over (oc, kh, kw) ascending, from +0.0 or from
-    `grid` (the value there)."""
+def _corr_block[NB: Int](src: F32P, n_src: Int, plane: Int, wgt: F32P, w_src: Int, w_t: Int,
+                         grid: F32P, cs: Int, q: Int, wp: Int, kh: Int, kw: Int, flip: Bool,
+                         accumulate: Bool):
+    """NB output channels at 2·W consecutive points q.. of their grids (cs floats apart): each
+    lane one chain over (source channel, kernel row, kernel column) ascending, from +0.0 or
+    from the grid's value. Source s's plane (row stride wp) is read at q + i·wp + j, or at
+    q + (kh-1-i)·wp + (kw-1-j) when `flip`; output t's weight is wgt[s·w_src + t·w_t + i·kw
+    + j]."""
     comptime T = _pow2_at_least(2 * NB * W)  # SIMD lengths are powers of two
     var acc = SIMD[DType.float32, T](0.0)
     if accumulate:
         comptime for t in range(NB):
             comptime for v in range(2):
                 acc = acc.insert[offset=(2 * t + v) * W](
-                    grid.unsafe_load[width=W]((ic0 + t) * cs + q + v * W))
-    var taps = d.kh * d.kw
-    for o in range(d.oc):
-        var base = dyp.unsafe_offset(o * plane + q)
-        var wo = wgt.unsafe_offset((o * d.c + ic0) * taps)
-        for i in range(d.kh):
-            for j in range(d.kw):
-                var at = (d.kh - 1 - i) * wp + (d.kw - 1 - j)
+                    grid.unsafe_load[width=W](t * cs + q + v * W))
+    for s in range(n_src):
+        var base = src.unsafe_offset(s * plane + q)
+        var ws = wgt.unsafe_offset(s * w_src)
+        for i in range(kh):
+            for j in range(kw):
+                var at = (kh - 1 - i) * wp + (kw - 1 - j) if flip else i * wp + j
                 var a0 = base.unsafe_load[width=W](at)
                 var a1 = base.unsafe_load[width=W](at + W)
                 comptime for t in range(NB):
-                    var wv = SIMD[DType.float32, W](wo[unsafe_offset=t * taps + i * d.kw + j])
+                    var wv = SIMD[DType.float32, W](ws[unsafe_offset=t * w_t + i * kw + j])
                     comptime o0 = 2 * t * W
                     acc = acc.insert[offset=o0](fma(a0, wv, acc.slice[W, offset=o0]()))
                     acc = acc.insert[offset=o0 + W](fma(a1, wv, acc.slice[W, offset=o0 + W]()))
     comptime for t in range(NB):
         comptime for v in range(2):
-            grid.unsafe_offset((ic0 + t) * cs + q + v * W).unsafe_store(
+            grid.unsafe_offset(t * cs + q + v * W).unsafe_store(
                 acc.slice[W, offset=(2 * t + v) * W]())
+
+
+def _correlate(src: F32P, n_src: Int, plane: Int, wgt: F32P, w_src: Int, w_t: Int, grid: F32P,
+               cs: Int, n_out: Int, ext: Int, wp: Int, kh: Int, kw: Int, flip: Bool,
+               accumulate: Bool):
+    """`_corr_block` over every point of the grids (ext of them, in vector pairs) and every
+    output channel, in register blocks of 6, 4, 2 and 1 channels."""
+    var q = 0
+    while q < ext:
+        var t = 0
+        while t + 6 <= n_out:
+            _corr_block[6](src, n_src, plane, wgt.unsafe_offset(t * w_t), w_src, w_t,
+                           grid.unsafe_offset(t * cs), cs, q, wp, kh, kw, flip, accumulate)
+            t += 6
+        if t + 4 <= n_out:
+            _corr_block[4](src, n_src, plane, wgt.unsafe_offset(t * w_t), w_src, w_t,
+                           grid.unsafe_offset(t * cs), cs, q, wp, kh, kw, flip, accumulate)
+            t += 4
+        if t + 2 <= n_out:
+            _corr_block[2](src, n_src, plane, wgt.unsafe_offset(t * w_t), w_src, w_t,
+                           grid.unsafe_offset(t * cs), cs, q, wp, kh, kw, flip, accumulate)
+            t += 2
+        while t < n_out:
+            _corr_block[1](src, n_src, plane, wgt.unsafe_offset(t * w_t), w_src, w_t,
+                           grid.unsafe_offset(t * cs), cs, q, wp, kh, kw, flip, accumulate)
+            t += 1
+        q += 2 * W
+
+
+def _pad_planes(src: F32P, dst: F32P, planes: Int, h: Int, w: Int, wp: Int, plane: Int,
+                top: Int, left: Int):
+    """Each h × w plane of src into dst's planes (plane floats apart, row stride wp) at row
+    top, column left, clipped to them; the rest of dst stays as it is (zeros)."""
+    var hp = plane // wp
+    var u0 = max(-top, 0)
+    var u1 = min(h, hp - top)
+    var v0 = max(-left, 0)
+    var v1 = min(w, wp - left)
+    if u1 <= u0 or v1 <= v0:
+        return
+    for c in range(planes):
+        for u in range(u0, u1):
+            _copy(src.unsafe_offset((c * h + u) * w + v0),
+                  dst.unsafe_offset(c * plane + (u + top) * wp + v0 + left), v1 - v0)
+
+
+@no_inline
+def _forward_s1(x: F32P, y: F32P, wgt: F32P, p: F32P, b: Int, relu: Bool, rows: Int,
+                d: ConvDims):
+    """The forward at stride 1 without im2col, the same chains: x zero-padded, output points
+    in vectors along the padded rows (each row's kw - 1 extra points computed and dropped)."""
+    var oh_all = d.oh()
+    var ow_all = d.ow()
+    var wp = d.w + 2 * d.pw
+    var plane = (d.h + 2 * d.ph) * wp
+    var ext = oh_all * wp
+    var cs = (ext + 2 * W - 1) // (2 * W) * (2 * W)
+    var slack = 4 * W + d.kw  # vectors run past the last point and read past the last row
+    var xp_list = List[Float32](length=d.c * plane + slack, fill=0)
+    var xp = F32P(unsafe_from_address=Int(xp_list.unsafe_ptr()))
+    var grid_list = List[Float32](length=d.oc * cs + slack, fill=0)
+    var grid = F32P(unsafe_from_address=Int(grid_list.unsafe_ptr()))
+    var taps = d.kh * d.kw
+    var pos = oh_all * ow_all
+    for r in range(rows):
+        _pad_planes(x.unsafe_offset(r * d.c * d.h * d.w), xp, d.c, d.h, d.w, wp, plane, d.ph,
+                    d.pw)
+        _correlate(xp, d.c, plane, wgt, taps, d.c * taps, grid, cs, d.oc, ext, wp, d.kh, d.kw,
+                   False, False)
+        for o in range(d.oc):
+            var bias = p[unsafe_offset=b + o] if b >= 0 else Float32(0.0)
+            for oh in range(oh_all):
+                var src = grid.unsafe_offset(o * cs + oh * wp)
+                var dst = y.unsafe_offset((r * d.oc + o) * pos + oh * ow_all)
+                var k = 0
+                while k + W <= ow_all:
+                    var z = src.unsafe_load[width=W](k)
+                    if b >= 0:  # after the chain, one rounded add: Linear's
+                        z = z + bias
+                    dst.unsafe_offset(k).unsafe_store(_epilogue[W](z, relu))
+                    k += W
+                while k < ow_all:
+                    var z = src[unsafe_offset=k]
+                    if b >= 0:
+                        z = z + bias
+                    dst[unsafe_offset=k] = _epilogue[1](z, relu)[0]
+                    k += 1
+    _ = xp_list^
+    _ = grid_list^
+
+
+comptime DW_LANES = 8  # output channels a vector (a channel-last dY row, zero padded)
+comptime DW_TAPS = 8  # (ic, kh, kw) taps a register block
+
+
+@always_inline
+def _dw_block[NV: Int](xp: F32P, dyt: F32P, dwt: F32P, offs: I64P, t0: Int, oc0: Int,
+                       ocp: Int, oh_all: Int, ow_all: Int, wp: Int):
+    """Weights of taps t0.. (DW_TAPS of them) × output channels oc0.. (NV vectors): each lane
+    one chain over this example's (oh, ow) ascending, continued from dwt (channel-last)."""
+    comptime V = DW_LANES
+    comptime G = DW_TAPS
+    comptime T = G * NV * V
+    var acc = SIMD[DType.float32, T](0.0)
+    var at = SIMD[DType.int64, G](0)
+    comptime for g in range(G):
+        at[g] = offs[unsafe_offset=t0 + g]
+        comptime for v in range(NV):
+            acc = acc.insert[offset=(g * NV + v) * V](
+                dwt.unsafe_load[width=V]((t0 + g) * ocp + oc0 + v * V))
+    for oh in range(oh_all):
+        for ow in range(ow_all):
+            var row = dyt.unsafe_offset((oh * ow_all + ow) * ocp + oc0)
+            var xq = xp.unsafe_offset(oh * wp + ow)
+            comptime for g in range(G):
+                var xv = SIMD[DType.float32, V](xq[unsafe_offset=Int(at[g])])
+                comptime for v in range(NV):
+                    comptime o0 = (g * NV + v) * V
+                    acc = acc.insert[offset=o0](
+                        fma(row.unsafe_load[width=V](v * V), xv, acc.slice[V, offset=o0]()))
+    comptime for g in range(G):
+        comptime for v in range(NV):
+            dwt.unsafe_offset((t0 + g) * ocp + oc0 + v * V).unsafe_store(
+                acc.slice[V, offset=(g * NV + v) * V]())
+
+
+@no_inline
+def _weight_grad_s1(x: F32P, dy: F32P, gw: F32P, rows: Int, d: ConvDims):
+    """dW at stride 1 without im2col, the same chains (over (b, oh, ow) ascending, from +0.0):
+    lanes are output channels (dY channel-last, zero padded to whole vectors), a block of
+    taps shares each dY row; x zero-padded, as the forward reads it."""
+    comptime V = DW_LANES
+    comptime G = DW_TAPS
+    var oh_all = d.oh()
+    var ow_all = d.ow()
+    var pos = oh_all * ow_all
+    var wp = d.w + 2 * d.pw
+    var plane = (d.h + 2 * d.ph) * wp
+    var taps = d.c * d.kh * d.kw
+    var blocks = (taps + G - 1) // G
+    var ocp = (d.oc + V - 1) // V * V
+    var xp_list = List[Float32](length=d.c * plane, fill=0)
+    var xp = F32P(unsafe_from_address=Int(xp_list.unsafe_ptr()))
+    var dyt_list = List[Float32](length=pos * ocp, fill=0)
+    var dyt = F32P(unsafe_from_address=Int(dyt_list.unsafe_ptr()))
+    var dwt_list = List[Float32](length=blocks * G * ocp, fill=0)  # the chains, channel-last
+    var dwt = F32P(unsafe_from_address=Int(dwt_list.unsafe_ptr()))
+    # each tap's offset in the padded planes; taps past the last read offset 0 into rows of
+    # dwt that are dropped
+    var offs_list = List[Int64](length=blocks * G, fill=0)
+    var offs = I64P(unsafe_from_address=Int(offs_list.unsafe_ptr()))
+    for ic in range(d.c):
+        for i in range(d.kh):
+            for j in range(d.kw):
+                offs[unsafe_offset=(ic * d.kh + i) * d.kw + j] = Int64(ic * plane + i * wp + j)
+    for r in range(rows):
+        _pad_planes(x.unsafe_offset(r * d.c * d.h * d.w), xp, d.c, d.h, d.w, wp, plane, d.ph,
+                    d.pw)
+        var dyr = dy.unsafe_offset(r * d.oc * pos)
+        for o in range(d.oc):
+            for k in range(pos):
+                dyt[unsafe_offset=k * ocp + o] = dyr[unsafe_offset=o * pos + k]
+        for blk in range(blocks):
+            var oc0 = 0
+            while oc0 + 2 * V <= ocp:
+                _dw_block[2](xp, dyt, dwt, offs, blk * G, oc0, ocp, oh_all, ow_all, wp)
+                oc0 += 2 * V
+            if oc0 < ocp:
+                _dw_block[1](xp, dyt, dwt, offs, blk * G, oc0, ocp, oh_all, ow_all, wp)
+    for o in range(d.oc):
+        for t in range(taps):
+            gw[unsafe_offset=o * taps + t] = dwt[unsafe_offset=t * ocp + o]
+    _ = xp_list^
+    _ = dyt_list^
+    _ = dwt_list^
+    _ = offs_list^
 
 
 @no_inline
@@ -278,11 +473,8 @@ def _input_grad_s1(dy: F32P, wgt: F32P, dx: F32P, rows: Int, d: ConvDims, accumu
     plane point (ih + kh-1 - kh', iw + kw-1 - kw'); a padded point is a product with +0.0
     (the same bits as skipping it). Points run in vectors along each row of the padded width
     (the extended grid; its kw - 1 extra points a row are computed and dropped)."""
-    var oh_all = d.oh()
-    var ow_all = d.ow()
-    var hp = d.h + d.kh - 1
     var wp = d.w + d.kw - 1
-    var plane = hp * wp
+    var plane = (d.h + d.kh - 1) * wp
     var ext = d.h * wp
     var cs = (ext + 2 * W - 1) // (2 * W) * (2 * W)  # a channel's points, whole vector pairs
     var slack = 4 * W + d.kw  # vectors run past the last point and read past the last row
@@ -291,40 +483,20 @@ def _input_grad_s1(dy: F32P, wgt: F32P, dx: F32P, rows: Int, d: ConvDims, accumu
     var grid_list = List[Float32](length=d.c * cs + slack, fill=0)
     var grid = F32P(unsafe_from_address=Int(grid_list.unsafe_ptr()))
     var hw = d.h * d.w
-    var top = d.kh - 1 - d.ph  # dY row u sits at padded row u + top
-    var left = d.kw - 1 - d.pw
-    var u0 = max(-top, 0)
-    var u1 = min(oh_all, hp - top)
-    var v0 = max(-left, 0)
-    var v1 = min(ow_all, wp - left)
+    var taps = d.kh * d.kw
+    var pos = d.oh() * d.ow()
     for r in range(rows):
-        for o in range(d.oc):
-            var src = dy.unsafe_offset((r * d.oc + o) * oh_all * ow_all)
-            for u in range(u0, u1):
-                _copy(src.unsafe_offset(u * ow_all + v0),
-                      dyp.unsafe_offset(o * plane + (u + top) * wp + v0 + left), v1 - v0)
+        # dY row u at padded row u + kh-1-ph (column likewise)
+        _pad_planes(dy.unsafe_offset(r * d.oc * pos), dyp, d.oc, d.oh(), d.ow(), wp, plane,
+                    d.kh - 1 - d.ph, d.kw - 1 - d.pw)
         var dxr = dx.unsafe_offset(r * d.c * hw)
         if accumulate:
             for ic in range(d.c):
                 for ih in range(d.h):
-                    _copy(dxr.unsafe_offset(ic * hw + ih * d.w), grid.unsafe_offset(ic * cs + ih * wp),
-                          d.w)
-        var q = 0
-        while q < ext:
-            var ic = 0
-            while ic + 6 <= d.c:
-                _s1_block[6](dyp, wgt, grid, q, ic, d, plane, wp, cs, accumulate)
-                ic += 6
-            if ic + 4 <= d.c:
-                _s1_block[4](dyp, wgt, grid, q, ic, d, plane, wp, cs, accumulate)
-                ic += 4
-            if ic + 2 <= d.c:
-                _s1_block[2](dyp, wgt, grid, q, ic, d, plane, wp, cs, accumulate)
-                ic += 2
-            while ic < d.c:
-                _s1_block[1](dyp, wgt, grid, q, ic, d, plane, wp, cs, accumulate)
-                ic += 1
-            q += 2 * W
+                    _copy(dxr.unsafe_offset(ic * hw + ih * d.w),
+                          grid.unsafe_offset(ic * cs + ih * wp), d.w)
+        _correlate(dyp, d.oc, plane, wgt, d.c * taps, taps, grid, cs, d.c, ext, wp, d.kh, d.kw,
+                   True, accumulate)
         for ic in range(d.c):
             for ih in range(d.h):
                 _copy(grid.unsafe_offset(ic * cs + ih * wp), dxr.unsafe_offset(ic * hw + ih * d.w),
