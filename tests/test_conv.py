@@ -122,6 +122,23 @@ def test_a_convs_input_gradient_reaches_the_conv_before_it(seed, shape, middle):
         _check(ModelSpec(nn.Sequential(*layers), shape, "mse"), rng, 3)
 
 
+@identical
+def test_many_channels_fill_whole_register_blocks(seed):
+    """11 and 20 output channels: the stride-1 kernels' blocks of 6 and 4 channels (forward,
+    dX) and of one and two 8-lane vectors (dW), with partial ones."""
+    rng = random.Random(seed)
+    model = nn.Sequential(
+        nn.Conv2d(3, 11, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(11, 20, (2, 3)),
+        nn.Tanh(),
+        nn.Conv2d(20, 7, 1),
+        nn.Flatten(),
+        nn.Linear(7 * 5 * 5, 3),
+    )
+    _check(ModelSpec(model, (3, 6, 7), "cross_entropy"), rng, 2)
+
+
 def test_construction_refuses_bad_sizes_by_name():
     with pytest.raises(ValueError, match="Conv2d: kernel_size must be an int in"):
         nn.Conv2d(1, 2, 0)
