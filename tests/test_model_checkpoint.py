@@ -47,6 +47,10 @@ def make(kind, seed):
         )
         return ml.Trainer(model, input_shape=(6,), loss="mse", seed=seed, lr_schedule=sched,
                           data_schedule={"seed": seed % 1000})
+    if kind == "cnn":
+        model = nn.Sequential(nn.Conv2d(1, 3, (3, 2), padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                              nn.AvgPool2d(2, 1), nn.Flatten(), nn.Linear(3 * 1 * 1, 3))
+        return ml.Trainer(model, input_shape=(1, 4, 4), seed=seed, lr=1e-2)
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.LayerNorm(8), nn.Dropout(0.2),
                           nn.Linear(8, 3))
     return ml.Trainer(model, input_shape=(5, 4), seed=seed, lr=1e-2)
@@ -57,7 +61,10 @@ def batches(kind, seed, n):
     out = []
     for _ in range(n):
         rows = rng.randrange(1, 9)
-        if kind == "mse":
+        if kind == "cnn":  # flat (rows, C·H·W) batches
+            X = ml.Array.from_list([[f32(rng.gauss(0, 1)) for _ in range(16)] for _ in range(rows)])
+            y = ml.Array.from_list([rng.randrange(3) for _ in range(rows)], "<i4")
+        elif kind == "mse":
             X = ml.Array.from_list([[f32(rng.gauss(0, 1)) for _ in range(6)] for _ in range(rows)])
             y = ml.Array.from_list([[f32(rng.gauss(0, 1)) for _ in range(3)] for _ in range(rows)])
         else:
@@ -85,7 +92,7 @@ print(json.dumps({"losses": [x.hex() for x in losses], "step": t.step_, "hash": 
 )
 
 
-@pytest.mark.parametrize("kind", ["mse", "cross_entropy_positions"])
+@pytest.mark.parametrize("kind", ["mse", "cross_entropy_positions", "cnn"])
 def test_exact_resume_in_a_new_process(tmp_path, seed, kind):
     seed %= 1 << 64
     data = batches(kind, seed, 6)

@@ -97,6 +97,22 @@ MODELS = [
         (3, 4),
         "cross_entropy",
     ),
+    (
+        "cnn-rank3",
+        nn.Sequential(
+            nn.Conv2d(2, 4, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(4, 5, 2, stride=(1, 2), padding=1, bias=False),
+            nn.Tanh(),
+            nn.AvgPool2d(2, 1),
+            nn.Residual(nn.Conv2d(5, 5, (3, 1), padding=(1, 0))),
+            nn.Flatten(),
+            nn.Linear(20, 3),
+        ),
+        (2, 8, 6),
+        "cross_entropy",
+    ),
 ]
 IDS = [m[0] for m in MODELS]
 CASES = pytest.mark.parametrize("name,model,shape,loss", MODELS, ids=IDS)
@@ -191,8 +207,10 @@ def test_to_torch_has_torchs_layers_our_names_and_bytes(seed, name, model, shape
             got = getattr(theirs, arg)
             if arg == "normalized_shape":
                 got = got[0]
-            elif arg == "bias" and isinstance(ours, nn.Linear):
+            elif arg == "bias" and isinstance(ours, (nn.Linear, nn.Conv2d)):
                 got = got is not None
+            elif isinstance(got, int) and arg in ("kernel_size", "stride"):  # torch's pools
+                got = (got, got)
             assert got == getattr(ours, arg), (ours, arg)
 
     walk(t.model, module)
@@ -314,11 +332,27 @@ def _refusals(torch):
     return [
         (
             "conv",
-            T.Sequential(T.Linear(4, 4), T.Sequential(T.ReLU(), T.Conv2d(1, 1, 1))),
+            T.Sequential(T.Linear(4, 4), T.Sequential(T.ReLU(), T.Conv1d(1, 1, 1))),
             (4,),
             ValueError,
-            r"^Trainer\.from_torch: layer 1\.1 is torch\.nn\.Conv2d, which mojolearn\.nn has "
+            r"^Trainer\.from_torch: layer 1\.1 is torch\.nn\.Conv1d, which mojolearn\.nn has "
             r"no layer for$",
+        ),
+        (
+            "conv dilation",
+            T.Sequential(T.Conv2d(1, 2, 3, dilation=2), T.Flatten()),
+            (1, 8, 8),
+            ValueError,
+            r"^Trainer\.from_torch: layer 0 is torch\.nn\.Conv2d with dilation=\(2, 2\); "
+            r"mojolearn\.nn's Conv2d supports only dilation=\(1, 1\)$",
+        ),
+        (
+            "pool ceil_mode",
+            T.Sequential(T.MaxPool2d(2, ceil_mode=True), T.Flatten()),
+            (1, 8, 8),
+            ValueError,
+            r"^Trainer\.from_torch: layer 0 is torch\.nn\.MaxPool2d with ceil_mode=True; "
+            r"mojolearn\.nn's MaxPool2d supports only ceil_mode=False$",
         ),
         (
             "batchnorm",
@@ -437,6 +471,8 @@ def _refusals(torch):
 
 REFUSALS = [
     "conv",
+    "conv dilation",
+    "pool ceil_mode",
     "batchnorm",
     "identity",
     "other residual",
@@ -664,6 +700,13 @@ def test_onnx_graph_ops_per_layer(tmp_path, seed):
         ("4", "Flatten"),
         ("5", "Gemm"),
     ]
+    cnn = nn.Sequential(nn.Conv2d(1, 2, 3, padding=(1, 2)), nn.MaxPool2d(2), nn.AvgPool2d(1))
+    _trainer(seed, nn.Sequential(cnn, nn.Flatten()), (1, 4, 4), "mse").export_onnx(path)
+    graph = onnx.load(str(path)).graph
+    nodes = [(n.name, n.op_type) for n in graph.node]
+    assert nodes == [("0.0", "Conv"), ("0.1", "MaxPool"), ("0.2", "AveragePool"), ("1", "Flatten")]
+    attrs = {a.name: list(a.ints) for a in graph.node[0].attribute}
+    assert attrs == {"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1, 2, 1, 2]}
     only_dropout = _trainer(seed, nn.Sequential(nn.Dropout(0.3)), (2,), "mse")
     only_dropout.export_onnx(path)
     assert [n.op_type for n in onnx.load(str(path)).graph.node] == ["Identity"]

@@ -9,7 +9,10 @@ torch eager, JAX jit and the matmul floor, all measured in the same run, one thr
 Cells (the issue's "Real data and speed"):
 - M1: Linear(64, 256), GELU, LayerNorm(256), Linear(256, 256), GELU, Linear(256, 10), mean
   cross-entropy, batch 32 and 256;
-- M2: Linear(10, 64), ReLU, Linear(64, 64), ReLU, Linear(64, 1), MSE, batch 64.
+- M2: Linear(10, 64), ReLU, Linear(64, 64), ReLU, Linear(64, 1), MSE, batch 64;
+- LeNet5 (issue 37): Conv2d(1, 6, 5, padding=2), ReLU, MaxPool2d(2), Conv2d(6, 16, 5), ReLU,
+  MaxPool2d(2), Flatten, Linear(400, 120), ReLU, Linear(120, 84), ReLU, Linear(84, 10) on
+  1×28×28 inputs, mean cross-entropy, batch 64 and 256 (ours reads the flat (B, 784) batch).
 Every contender takes the same weights (Trainer's seeded initialization, by torch's state_dict
 names) and the same batch, and runs forward, loss, backward and AdamW (lr 1e-3, betas (0.9,
 0.999), eps 1e-8, weight decay 0.01):
@@ -20,10 +23,10 @@ names) and the same batch, and runs forward, loss, backward and AdamW (lr 1e-3, 
   torch.set_num_threads(1);
 - JAX jit: one jitted step (optax.adamw, else AdamW by hand in jax.numpy), XLA_FLAGS for one
   thread, pinned to one core;
-- floor: the step's matmul FLOPs x3 (forward and two backward GEMMs per Linear) at the rate of
-  NumPy's float32 1024x1024 matmul (OpenBLAS sgemm, one thread), measured in this run with
-  OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset for that process alone (they slow a current
-  OpenBLAS; see the environment notes).
+- floor: the step's matmul FLOPs x3 (forward and two backward products per Linear and Conv)
+  at the rate of NumPy's float32 1024x1024 matmul (OpenBLAS sgemm, one thread), measured in
+  this run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset for that process alone (they
+  slow a current OpenBLAS; see the environment notes).
 Each contender runs in its own process, once per pass, in an order that rotates from pass to
 pass, so that a slow spell of this shared machine falls on every contender alike; a figure is
 the median over all passes' rounds of the mean µs per step in a round; a second table gives
@@ -73,11 +76,28 @@ M1 = (
     ("linear", 256, 10),
 )
 M2 = (("linear", 10, 64), ("relu",), ("linear", 64, 64), ("relu",), ("linear", 64, 1))
-MODELS = {"M1": (M1, "cross_entropy"), "M2": (M2, "mse")}
-CELLS = [("M1", 32), ("M1", 256), ("M2", 64)]
-GOALS = {  # cell index -> [(ratio column, comparison, bound)], from the issue
+LENET5 = (  # RepDL's: conv (in, out, kernel, padding), max pool (kernel = stride)
+    ("conv", 1, 6, 5, 2),
+    ("relu",),
+    ("maxpool", 2),
+    ("conv", 6, 16, 5, 0),
+    ("relu",),
+    ("maxpool", 2),
+    ("flatten",),
+    ("linear", 400, 120),
+    ("relu",),
+    ("linear", 120, 84),
+    ("relu",),
+    ("linear", 84, 10),
+)
+MODELS = {"M1": (M1, "cross_entropy"), "M2": (M2, "mse"), "LeNet5": (LENET5, "cross_entropy")}
+SHAPES = {"M1": (64,), "M2": (10,), "LeNet5": (1, 28, 28)}  # one example's input
+CELLS = [("M1", 32), ("M1", 256), ("M2", 64), ("LeNet5", 64), ("LeNet5", 256)]
+GOALS = {  # cell index -> [(ratio column, comparison, bound)], from issues 35 and 37
     0: [("torch/ours", ">=", 3.0), ("jax/ours", ">=", 1.5)],
     1: [("ours/floor", "<=", 1.3)],
+    3: [("ours/floor", "<=", 2.0)],
+    4: [("ours/floor", "<=", 1.5)],
 }
 GEMM = 1024
 
@@ -88,9 +108,21 @@ def layers_of(name, act):
     return [(act,) if layer == ("gelu",) else layer for layer in layers], loss
 
 
-def gemm_flops(layers, batch):
-    """The step's matmul FLOPs: each Linear's forward GEMM and its two backward ones."""
-    return sum(3 * 2 * batch * lay[1] * lay[2] for lay in layers if lay[0] == "linear")
+def gemm_flops(layers, batch, shape):
+    """The step's matmul FLOPs: each Linear's and Conv's forward product and its two backward
+    ones (the first conv's input gradient counted too, as issue 37's floor does)."""
+    macs = 0
+    for lay in layers:
+        if lay[0] == "linear":
+            macs += lay[1] * lay[2]
+        elif lay[0] == "conv":
+            _, c, out, k, pad = lay
+            h, w = shape[1] + 2 * pad - k + 1, shape[2] + 2 * pad - k + 1
+            macs += out * h * w * c * k * k
+            shape = (out, h, w)
+        elif lay[0] == "maxpool":
+            shape = (shape[0], shape[1] // lay[1], shape[2] // lay[1])
+    return 3 * 2 * batch * macs
 
 
 def problem(cell, act):
@@ -110,9 +142,9 @@ def problem(cell, act):
     from mojolearn._model.spec import ModelSpec
 
     layers, loss = layers_of(name, act)
-    spec = ModelSpec(ml_model(layers), (layers[0][1],), loss)
+    spec = ModelSpec(ml_model(layers), SHAPES[name], loss)
     rng = _rng.SplitMix64(7 + cell)
-    features, outputs = layers[0][1], layers[-1][2]
+    features, outputs = _size(SHAPES[name]), layers[-1][2]
     # Rounded to float32 here, as every contender takes them.
     xs = array.array("f", [rng.uniform() * 2 - 1 for _ in range(batch * features)]).tolist()
     if loss == "mse":
@@ -126,6 +158,13 @@ def problem(cell, act):
             json.dump(out, f)
         os.replace(path + ".part", path)
     return out
+
+
+def _size(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 def _importable():
@@ -148,6 +187,9 @@ def ml_model(layers):
         "gelu": nn.GELU,
         "relu": nn.ReLU,
         "layernorm": lambda n: nn.LayerNorm(n),
+        "conv": lambda i, o, k, pad: nn.Conv2d(i, o, k, padding=pad),
+        "maxpool": nn.MaxPool2d,
+        "flatten": nn.Flatten,
     }
     return nn.Sequential(*(make[lay[0]](*lay[1:]) for lay in layers))
 
@@ -178,12 +220,12 @@ def ours(cell, act, rounds, budget):
     name, batch = CELLS[cell]
     layers, loss = layers_of(name, act)
     names, shapes, weights, xs, targets = problem(cell, act)
-    features, outputs = layers[0][1], layers[-1][2]
+    features, outputs = _size(SHAPES[name]), layers[-1][2]
 
     def trainer_of(layers, weights=None):
         return ml.Trainer(
             ml_model(layers),
-            input_shape=(features,),
+            input_shape=SHAPES[name],
             loss=loss,
             weights=weights,
             seed=1,
@@ -240,6 +282,9 @@ def torch_peer(cell, act, rounds, budget):
         "gelu": torch.nn.GELU,
         "relu": torch.nn.ReLU,
         "layernorm": torch.nn.LayerNorm,
+        "conv": lambda i, o, k, pad: torch.nn.Conv2d(i, o, k, padding=pad),
+        "maxpool": torch.nn.MaxPool2d,
+        "flatten": torch.nn.Flatten,
     }
     net = torch.nn.Sequential(*(make[lay[0]](*lay[1:]) for lay in layers))
     net.load_state_dict(
@@ -250,7 +295,7 @@ def torch_peer(cell, act, rounds, budget):
         opt, how = torch.optim.AdamW(net.parameters(), fused=True, **kw), "fused"
     except (RuntimeError, ValueError):  # a build without CPU fused AdamW
         opt, how = torch.optim.AdamW(net.parameters(), foreach=True, **kw), "foreach"
-    X = torch.tensor(xs).view(batch, layers[0][1])
+    X = torch.tensor(xs).view(batch, *SHAPES[name])
     if loss == "mse":
         y = torch.tensor(targets).view(batch, layers[-1][2])
         loss_fn = torch.nn.functional.mse_loss
@@ -292,6 +337,18 @@ def jax_peer(cell, act, rounds, budget):
                 h = jax.nn.gelu(h, approximate=False)  # torch's GELU(): the erf form
             elif lay[0] == "relu":
                 h = jax.nn.relu(h)
+            elif lay[0] == "conv":
+                pad = [(lay[4], lay[4])] * 2
+                dims = ("NCHW", "OIHW", "NCHW")
+                h = jax.lax.conv_general_dilated(
+                    h, p[f"{i}.weight"], (1, 1), pad, dimension_numbers=dims
+                )
+                h = h + p[f"{i}.bias"][None, :, None, None]
+            elif lay[0] == "maxpool":
+                k = (1, 1, lay[1], lay[1])
+                h = jax.lax.reduce_window(h, -jnp.inf, jax.lax.max, k, k, "VALID")
+            elif lay[0] == "flatten":
+                h = h.reshape(h.shape[0], -1)
             else:
                 mean = jnp.mean(h, axis=-1, keepdims=True)
                 var = jnp.mean((h - mean) ** 2, axis=-1, keepdims=True)
@@ -340,7 +397,7 @@ def jax_peer(cell, act, rounds, budget):
 
     # Donating the weights and moments lets XLA update them in place, as torch does.
     jstep = jax.jit(step, donate_argnums=(0, 1))
-    X = jnp.asarray(xs, jnp.float32).reshape(batch, layers[0][1])
+    X = jnp.asarray(xs, jnp.float32).reshape(batch, *SHAPES[name])
     if loss == "mse":
         y = jnp.asarray(targets, jnp.float32).reshape(batch, layers[-1][2])
     else:
@@ -552,7 +609,7 @@ def main():
             fast = med.get("fast step", {}).get(c)
             tor = med[torch_col][c] if torch_col else None
             jx = med[jax_col][c] if jax_col else None
-            floor = gemm_flops(layers, batch) / rate / 1e3 if rate else None
+            floor = gemm_flops(layers, batch, SHAPES[name]) / rate / 1e3 if rate else None
             ratios = {
                 "torch/ours": tor / iden if tor else None,
                 "jax/ours": jx / iden if jx else None,

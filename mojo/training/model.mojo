@@ -22,9 +22,11 @@ from training.config import F32P, I32P, I64P
 from training.gemm import Epilogue, gemm_tiles_hold_rows
 from training.layers.activations import (gelu_backward, gelu_forward, sigmoid_backward,
                                          sigmoid_forward, tanh_backward, tanh_forward)
+from training.layers.conv import conv2d_backward, conv2d_forward
 from training.layers.dropout import dropout_apply, dropout_key
 from training.layers.elementwise import add_into, copy_or_add, mse_loss, relu_apply, relu_grad
 from training.layers.norm import layernorm_backward, layernorm_forward
+from training.layers.pool2d import avgpool2d_forward, maxpool2d_forward, pool2d_backward
 from training.loss import RowLosses, mean_cross_entropy, mean_of_rows
 from training.mlp import adamw_flat_into, relu_backward, sum_rows, total_params
 from training.pool import split_gemm
@@ -40,6 +42,9 @@ comptime OP_ADD = 5
 comptime OP_GELU = 6
 comptime OP_TANH = 7
 comptime OP_SIGMOID = 8
+comptime OP_CONV2D = 9
+comptime OP_MAXPOOL2D = 10
+comptime OP_AVGPOOL2D = 11
 comptime LOSS_CROSS_ENTROPY = 0
 comptime LOSS_MSE = 1
 comptime ACCUMULATE = 1
@@ -181,6 +186,15 @@ def model_forward(pr: Program, p: F32P, t: Int, train: Bool, first_row: Int, los
             tanh_forward(src, dst, rows * pr.word(op, 3))
         elif code == OP_SIGMOID:
             sigmoid_forward(src, dst, rows * pr.word(op, 3))
+        elif code == OP_CONV2D:
+            var scratch = pr.word(op, 8)  # work | mid << 32
+            conv2d_forward(src, dst, p, pr.at(scratch & 0xFFFFFFFF), pr.at(scratch >> 32), rows,
+                           pr.word(op, 3), pr.word(op, 4), pr.word(op, 5), pr.word(op, 6),
+                           pr.word(op, 7))
+        elif code == OP_MAXPOOL2D:
+            maxpool2d_forward(src, dst, rows, pr.word(op, 3), pr.word(op, 4), pr.word(op, 5))
+        elif code == OP_AVGPOOL2D:
+            avgpool2d_forward(src, dst, rows, pr.word(op, 3), pr.word(op, 4), pr.word(op, 5))
 
 
 def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
@@ -249,6 +263,16 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
         elif code == OP_SIGMOID:
             if need:
                 sigmoid_backward(pr.at(pr.word(op, 2)), dy, dsrc, rows * pr.word(op, 3), acc)
+        elif code == OP_CONV2D:
+            var work = pr.word(op, 8) & 0xFFFFFFFF
+            var mid = pr.word(op, 8) >> 32
+            conv2d_backward(src, pr.at(pr.word(op, 2)), dy, pr.at(work), pr.grad(work), pr.at(mid), pr.grad(mid), p, grads,
+                            dsrc, rows, pr.word(op, 3), pr.word(op, 4), pr.word(op, 5),
+                            pr.word(op, 6), pr.word(op, 7), need, acc)
+        elif code == OP_MAXPOOL2D or code == OP_AVGPOOL2D:
+            if need:
+                pool2d_backward(src, dy, dsrc, rows, pr.word(op, 3), pr.word(op, 4),
+                                pr.word(op, 5), code == OP_MAXPOOL2D, acc)
 
 
 def fused_loss(pr: Program) -> Bool:

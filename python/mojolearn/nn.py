@@ -8,8 +8,11 @@ without the batch axis: `Linear` acts on the last axis of any rank, as torch's d
 
 Layers: `Linear(in_features, out_features, bias=True)`, `ReLU()`, `GELU(approximate="none")`
 (`"tanh"` for the tanh form), `Tanh()`, `Sigmoid()`, `LayerNorm(normalized_shape, eps=1e-5,
-elementwise_affine=True)` over the last axis, `Dropout(p=0.5)`, `Flatten()`, and the containers
-`Sequential(*layers)` and `Residual(*layers)` (`y = x + f(x)`, f keeping its input's shape).
+elementwise_affine=True)` over the last axis, `Dropout(p=0.5)`, `Flatten()`, on images
+(C, H, W) `Conv2d(in_channels, out_channels, kernel_size, stride=1, padding=0, bias=True)`,
+`MaxPool2d(kernel_size, stride=None)` and `AvgPool2d(kernel_size, stride=None)` (sizes an int
+or a pair), and the containers `Sequential(*layers)` and `Residual(*layers)` (`y = x + f(x)`,
+f keeping its input's shape).
 
 Constructor arguments are checked at once (TypeError or ValueError naming the layer and the
 argument); shapes are checked when a model meets its input shape, with the layer's index in the
@@ -28,11 +31,14 @@ from __future__ import annotations
 
 from ._model.layers import (
     GELU,
+    AvgPool2d,
+    Conv2d,
     Dropout,
     Flatten,
     Layer,
     LayerNorm,
     Linear,
+    MaxPool2d,
     ReLU,
     Residual,
     Sequential,
@@ -43,11 +49,14 @@ from ._model.layers import from_json as _from_json
 
 __all__ = [
     "GELU",
+    "AvgPool2d",
+    "Conv2d",
     "Dropout",
     "Flatten",
     "Layer",
     "LayerNorm",
     "Linear",
+    "MaxPool2d",
     "ReLU",
     "Residual",
     "Sequential",

@@ -16,10 +16,13 @@ import math
 
 from mojolearn._model.layers import (
     GELU,
+    AvgPool2d,
+    Conv2d,
     Dropout,
     Flatten,
     LayerNorm,
     Linear,
+    MaxPool2d,
     ReLU,
     Residual,
     Sequential,
@@ -27,6 +30,7 @@ from mojolearn._model.layers import (
     Tanh,
 )
 
+from . import conv as C
 from . import layers as L
 from .f32 import f32, fma32
 from .loss import cross_entropy
@@ -43,6 +47,9 @@ class _Walk:
     def tensor(self, name, size):
         at = self.offsets[name]
         return self.p[at : at + size]
+
+    def spec_shape(self, name):
+        return self.spec.shapes[self.spec.names.index(name)]
 
     def put(self, name, values):
         at = self.offsets[name]
@@ -71,6 +78,16 @@ class _Walk:
             b = self.tensor(f"{path}.bias", layer.out_features) if layer.bias else None
             y = L.linear_forward(x, self.rows * lead, w, b, layer.in_features, layer.out_features)
             return y, (x, w), shape[:-1] + (layer.out_features,)
+        if isinstance(layer, Conv2d):
+            d = conv_dims(layer, shape)
+            w = self.tensor(f"{path}.weight", math.prod(self.spec_shape(f"{path}.weight")))
+            b = self.tensor(f"{path}.bias", layer.out_channels) if layer.bias else None
+            y = C.conv2d_forward(x, self.rows, w, b, d)
+            return y, (x, w, d), layer._output_shape(shape, path)
+        if isinstance(layer, (MaxPool2d, AvgPool2d)):
+            d = (*shape, *layer.kernel_size, *layer.stride)
+            pool = C.maxpool2d_forward if isinstance(layer, MaxPool2d) else C.avgpool2d_forward
+            return pool(x, self.rows, d), (x, d), layer._output_shape(shape, path)
         if isinstance(layer, ReLU):
             y = L.relu_forward(x)
             return y, y, shape
@@ -122,7 +139,17 @@ class _Walk:
                         acc = fma32(gr[o], w[o * n_in + k], acc)
                     dx.append(acc)
             return dx
-        if isinstance(layer, ReLU):
+        if isinstance(layer, Conv2d):
+            x, w, d = cache
+            dx, dw, db = C.conv2d_backward(g, x, self.rows, w, d, layer.bias, into)
+            self.put(f"{path}.weight", dw)
+            if layer.bias:
+                self.put(f"{path}.bias", db)
+            return dx
+        if isinstance(layer, (MaxPool2d, AvgPool2d)):
+            x, d = cache
+            v = C.pool2d_backward(g, x, self.rows, d, isinstance(layer, MaxPool2d))
+        elif isinstance(layer, ReLU):
             v = L.relu_backward(g, cache)
         elif isinstance(layer, LayerNorm):
             x, w, means, rstds = cache
@@ -157,6 +184,11 @@ class _Walk:
             else:
                 g = self.backward(child, sub, shape, cache, g, None)
         return g
+
+
+def conv_dims(layer, shape):
+    """A Conv2d's sizes as tests/reference/conv.py takes them."""
+    return (*shape, layer.out_channels, *layer.kernel_size, *layer.stride, *layer.padding)
 
 
 def _passes(layer, cache):

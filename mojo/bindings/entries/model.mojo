@@ -28,8 +28,10 @@ from std.python import PythonObject
 
 from entries.args import Args, Layout, refuse_nonfinite
 from training.config import F32P, I64P
-from training.model import (HEADER, MODE_EVAL, MODE_FORWARD, MODE_TRAIN, OP_ADD, OP_DROPOUT, OP_GELU,
-                            OP_LAYERNORM, OP_LINEAR, OP_RELU, OP_SIGMOID, OP_TANH, RECORD, VERSION,
+from training.layers.conv import unpack
+from training.model import (HEADER, MODE_EVAL, MODE_FORWARD, MODE_TRAIN, NEED_SRC_GRAD, OP_ADD,
+                            OP_AVGPOOL2D, OP_CONV2D, OP_DROPOUT, OP_GELU, OP_LAYERNORM, OP_LINEAR,
+                            OP_MAXPOOL2D, OP_RELU, OP_SIGMOID, OP_TANH, RECORD, VERSION,
                             model_steps)
 from training.pool import is_pool
 
@@ -50,6 +52,63 @@ def _inside(E: StaticString, what: StaticString, op: Int, at: Int, n: Int, size:
     if at < 0 or n < 1 or at > size or n > size - at:
         raise Error("ValueError: ", E, ": program op ", op, ": ", what, " [", at, ", +", n,
                     ") is outside [0, ", size, ")")
+
+
+def _times(E: StaticString, op: Int, a: Int, b: Int) raises -> Int:
+    """a·b of two sizes in [0, _MAX_ARENA], refused above _MAX_ARENA (no overflow)."""
+    if b != 0 and a > _MAX_ARENA // b:
+        raise Error("ValueError: ", E, ": program op ", op, ": sizes ", a, " × ", b,
+                    " exceed 2^32")
+    return a * b
+
+
+def _check_image_op(E: StaticString, op: Int, r: I64P, arena: Int, total: Int) raises:
+    """OP_CONV2D, OP_MAXPOOL2D, OP_AVGPOOL2D: every packed size (training/layers/conv.mojo
+    `unpack`) and every tensor the runner reads or writes, as it computes them."""
+    var conv = Int(r[unsafe_offset=0]) == OP_CONV2D
+    var c = unpack(Int(r[unsafe_offset=3]), 0)
+    var h = unpack(Int(r[unsafe_offset=3]), 1)
+    var w = unpack(Int(r[unsafe_offset=3]), 2)
+    var k = Int(r[unsafe_offset=4])
+    var oc = unpack(k, 0) if conv else 1
+    var kh = unpack(k, 1) if conv else unpack(k, 0)
+    var kw = unpack(k, 2) if conv else unpack(k, 1)
+    var sh = unpack(Int(r[unsafe_offset=5]), 0)
+    var sw = unpack(Int(r[unsafe_offset=5]), 1)
+    if unpack(Int(r[unsafe_offset=5]), 2) > (1 if conv else 0):  # a Conv2d's fused ReLU flag
+        raise Error("ValueError: ", E, ": program op ", op, ": bad fused ReLU flag")
+    var ph = unpack(Int(r[unsafe_offset=6]), 0) if conv else 0
+    var pw = unpack(Int(r[unsafe_offset=6]), 1) if conv else 0
+    if (c < 1 or h < 1 or w < 1 or oc < 1 or kh < 1 or kw < 1 or sh < 1 or sw < 1
+            or kh > h + 2 * ph or kw > w + 2 * pw):
+        raise Error("ValueError: ", E, ": program op ", op, ": bad image sizes")
+    var oh = (h + 2 * ph - kh) // sh + 1
+    var ow = (w + 2 * pw - kw) // sw + 1
+    var n_in = _times(E, op, _times(E, op, c, h), w)
+    _inside(E, "src", op, Int(r[unsafe_offset=1]), n_in, arena)
+    var pos = _times(E, op, oh, ow)
+    _inside(E, "dst", op, Int(r[unsafe_offset=2]), _times(E, op, oc if conv else c, pos),
+            arena)
+    if not conv:
+        return
+    var taps = _times(E, op, _times(E, op, c, kh), kw)
+    var scratch = Int(r[unsafe_offset=8])  # work | mid << 32
+    if scratch < 0:
+        raise Error("ValueError: ", E, ": program op ", op, ": bad Conv2d scratch")
+    var g = 0  # the backward's g, only where it computes the input's gradient
+    if (Int(r[unsafe_offset=9]) & NEED_SRC_GRAD) != 0:
+        g = _times(E, op, _times(E, op, _times(E, op, oc, kh), kw), n_in // c)
+    _inside(E, "work", op, scratch & 0xFFFFFFFF, max(_times(E, op, taps, pos), g), arena)
+    var mid = max(_times(E, op, oc, pos), n_in)
+    _inside(E, "mid", op, scratch >> 32, mid, arena)
+    var params = Int(r[unsafe_offset=7])
+    if params < 0:
+        raise Error("ValueError: ", E, ": program op ", op, ": bad Conv2d parameters")
+    if taps > _MAX_TOTAL // oc:
+        raise Error("ValueError: ", E, ": program op ", op, ": weight too large")
+    _inside(E, "weight", op, params & 0xFFFFFFFF, oc * taps, total)
+    if (params >> 32) > 0:
+        _inside(E, "bias", op, (params >> 32) - 1, oc, total)
 
 
 def _check_program(E: StaticString, w: I64P, total: Int) raises -> Int:
@@ -114,6 +173,8 @@ def _check_program(E: StaticString, w: I64P, total: Int) raises -> Int:
                             Int(r[unsafe_offset=4]), " is not 0 (none) or 1 (tanh)")
             if code == OP_GELU:  # what its forward keeps for its backward
                 _inside(E, "kept", op, Int(r[unsafe_offset=5]), a, arena)
+        elif code == OP_CONV2D or code == OP_MAXPOOL2D or code == OP_AVGPOOL2D:
+            _check_image_op(E, op, r, arena, total)
         else:
             raise Error("ValueError: ", E, ": program op ", op, ": op code ", code,
                         " is not one this binding runs")

@@ -7,7 +7,9 @@ saying what to `pip install`, as `MLPTrainer`'s); nothing here imports them at i
 
 torch (`to_torch` / `Trainer.from_torch`): every `mojolearn.nn` layer is its torch namesake
 (`Linear`, `ReLU`, `GELU(approximate)`, `Tanh`, `Sigmoid`, `LayerNorm(d, eps,
-elementwise_affine)`, `Dropout(p)`, `Flatten()`, `Sequential`), and `nn.Residual` is this
+elementwise_affine)`, `Dropout(p)`, `Flatten()`, `Conv2d`, `MaxPool2d`, `AvgPool2d` (torch's
+defaults for every option ours lacks: no dilation, groups, pool padding or ceil_mode),
+`Sequential`), and `nn.Residual` is this
 module's `Residual`: a `torch.nn.Sequential` subclass whose forward is `x + f(x)`, so its
 children are named "0", "1", ... and the state_dict names are ours ("3.1.weight").
 `Trainer.from_torch` reads exactly these classes (subclasses are refused: one may override
@@ -29,7 +31,8 @@ decomposed, as opset 17 has no Gelu), input `input` float32 [batch, *input_shape
 `x·0.5·(1 + Erf(x·(1/√2)))`, or with approximate="tanh" `x·0.5·(1 + Tanh(√(2/π)·(x +
 0.044715·x³)))` (torch's formulas); LayerNorm: `LayerNormalization` (axis -1; a constant
 scale of ones without the affine tensors); Dropout: nothing (inference); Flatten: `Flatten`
-(axis 1, i.e. (batch, -1)); Residual: `Add`. Initializers carry the state_dict names and the
+(axis 1, i.e. (batch, -1)); Conv2d: `Conv` (pads [ph, pw, ph, pw]); MaxPool2d, AvgPool2d:
+`MaxPool`, `AveragePool` (no padding, floor sizes); Residual: `Add`. Initializers carry the state_dict names and the
 trainer's bytes; metadata_props carry the safetensors metadata.
 """
 
@@ -142,6 +145,19 @@ def _to_torch(torch: ModuleType, layer: L.Layer) -> Any:
         return torch.nn.LayerNorm(
             layer.normalized_shape, layer.eps, layer.elementwise_affine, dtype=f32
         )
+    if isinstance(layer, L.Conv2d):
+        return torch.nn.Conv2d(
+            layer.in_channels,
+            layer.out_channels,
+            layer.kernel_size,
+            layer.stride,
+            layer.padding,
+            bias=layer.bias,
+            dtype=f32,
+        )
+    if isinstance(layer, (L.MaxPool2d, L.AvgPool2d)):
+        pool = torch.nn.MaxPool2d if isinstance(layer, L.MaxPool2d) else torch.nn.AvgPool2d
+        return pool(layer.kernel_size, layer.stride)
     if isinstance(layer, L.GELU):
         return torch.nn.GELU(approximate=layer.approximate)
     if isinstance(layer, L.Dropout):
@@ -176,7 +192,7 @@ def _from_torch(
         ]
         make: Any = L.Residual if cls is not nn.Sequential else L.Sequential
         return _described(make, inner, where, name)
-    expected = {nn.Linear: 2, nn.LayerNorm: 2}.get(cls, 0)
+    expected = {nn.Linear: 2, nn.LayerNorm: 2, nn.Conv2d: 2}.get(cls, 0)
     if cls not in _leaves(nn):
         raise ValueError(f"{where} is {name}, which mojolearn.nn has no layer for")
     own = _own_tensors(module)
@@ -207,6 +223,8 @@ def _from_torch(
             where,
             name,
         )
+    elif cls in (nn.Conv2d, nn.MaxPool2d, nn.AvgPool2d):
+        layer = _image_layer(torch, module, where, name)
     elif cls is nn.GELU:
         layer = _described(L.GELU, [module.approximate], where, name)
     elif cls is nn.Dropout:
@@ -228,7 +246,67 @@ def _from_torch(
 
 
 def _leaves(nn: Any) -> tuple[Any, ...]:
-    return (nn.Linear, nn.ReLU, nn.GELU, nn.Tanh, nn.Sigmoid, nn.LayerNorm, nn.Dropout, nn.Flatten)
+    return (
+        nn.Linear,
+        nn.ReLU,
+        nn.GELU,
+        nn.Tanh,
+        nn.Sigmoid,
+        nn.LayerNorm,
+        nn.Dropout,
+        nn.Flatten,
+        nn.Conv2d,
+        nn.MaxPool2d,
+        nn.AvgPool2d,
+    )
+
+
+def _image_layer(torch: ModuleType, module: Any, where: str, name: str) -> L.Layer:
+    """A torch Conv2d, MaxPool2d or AvgPool2d as ours, refusing by name any option ours lacks
+    (dilation, groups, padding modes and string paddings, pool padding, ceil_mode,
+    count_include_pad=False, divisor_override, return_indices)."""
+    nn = torch.nn
+
+    def pair(v: Any) -> tuple[int, int]:
+        return (v, v) if isinstance(v, int) else tuple(v)
+
+    if type(module) is nn.Conv2d:
+        unsupported = {
+            "dilation": (pair(module.dilation), (1, 1)),
+            "groups": (module.groups, 1),
+            "padding_mode": (module.padding_mode, "zeros"),
+            "padding": (isinstance(module.padding, str), False),
+        }
+        args: list[Any] = [
+            module.in_channels,
+            module.out_channels,
+            pair(module.kernel_size),
+            pair(module.stride),
+            module.padding if isinstance(module.padding, str) else pair(module.padding),
+            module.bias is not None,
+        ]
+        make: Any = L.Conv2d
+    else:
+        is_max = type(module) is nn.MaxPool2d
+        unsupported = {
+            "padding": (pair(module.padding), (0, 0)),
+            "ceil_mode": (module.ceil_mode, False),
+        }
+        if is_max:
+            unsupported["dilation"] = (pair(module.dilation), (1, 1))
+            unsupported["return_indices"] = (module.return_indices, False)
+        else:
+            unsupported["divisor_override"] = (module.divisor_override, None)
+        args = [pair(module.kernel_size), pair(module.stride)]
+        make = L.MaxPool2d if is_max else L.AvgPool2d
+    for option, (value, plain) in unsupported.items():
+        if value != plain:
+            shown = module.padding if option == "padding" else value
+            raise ValueError(
+                f"{where} is {name} with {option}={shown!r}; mojolearn.nn's {make.__name__} "
+                f"supports only {option}={plain!r}"
+            )
+    return _described(make, args, where, name)
 
 
 def _described(make: Any, args: list[Any], where: str, name: str) -> L.Layer:
@@ -383,6 +461,21 @@ def _onnx_layers(g: _Graph, layer: L.Layer, path: str, x: str, ranks: dict[str, 
             e = g.node("Tanh", [s], f"{path}.tanh")
         one = g.node("Add", [e, g.const(1.0)], f"{path}.one_plus")
         return g.node("Mul", [half, one], path)
+    if isinstance(layer, L.Conv2d):
+        kernel, stride, pad = layer.kernel_size, layer.stride, layer.padding
+        inputs = [x, f"{path}.weight"] + [f"{path}.bias"] * layer.bias
+        return g.node(
+            "Conv",
+            inputs,
+            path,
+            kernel_shape=list(kernel),
+            strides=list(stride),
+            pads=[pad[0], pad[1], pad[0], pad[1]],
+        )
+    if isinstance(layer, (L.MaxPool2d, L.AvgPool2d)):
+        op = "MaxPool" if isinstance(layer, L.MaxPool2d) else "AveragePool"
+        k, st = list(layer.kernel_size), list(layer.stride)
+        return g.node(op, [x], path, kernel_shape=k, strides=st)
     if isinstance(layer, L.Dropout):
         return x  # inference: the identity
     if isinstance(layer, L.Flatten):
@@ -470,8 +563,9 @@ class ModelExport:
 
         The model is a `torch.nn.Sequential` (exactly; nested ones too) of `Linear`, `ReLU`,
         `GELU`, `Tanh`, `Sigmoid`, `LayerNorm` (an int or 1-tuple `normalized_shape`, with
-        both or neither affine tensor), `Dropout`, `Flatten()` (the default dims) and the
-        Residual class of `to_torch` (`torch_residual()`). Floating weights of another dtype
+        both or neither affine tensor), `Dropout`, `Flatten()` (the default dims), `Conv2d`
+        (zero padding as ints or pairs, no dilation or groups), `MaxPool2d` and `AvgPool2d`
+        (no padding, dilation or ceil_mode) and the Residual class of `to_torch` (`torch_residual()`). Floating weights of another dtype
         or device are copied to float32 on the CPU (float64 rounds to nearest). Children take
         mojolearn's names by position ("0", "1", ...), whatever their names in torch.
 

@@ -43,6 +43,19 @@ def _int_arg(layer: str, name: str, value: object, low: int = 1) -> int:
     return n
 
 
+def _pair_arg(layer: str, name: str, value: object, low: int = 1) -> tuple[int, int]:
+    """An int or a pair of ints (height, width), each in [low, 2**20], as a pair."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != 2:
+            raise ValueError(f"{layer}: {name} must be an int or a pair, got {value!r}"[:200])
+        return (
+            _int_arg(layer, f"{name}[0]", value[0], low),
+            _int_arg(layer, f"{name}[1]", value[1], low),
+        )
+    n = _int_arg(layer, name, value, low)
+    return (n, n)
+
+
 def _bool_arg(layer: str, name: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise TypeError(
@@ -117,7 +130,10 @@ class Layer:
             `{"layer": its class name, argument: value, ...}` (containers: `"layers"`, a list
             of their layers' records), which `mojolearn.nn.from_json` reads back.
         """
-        return {"layer": type(self).__name__, **{a: getattr(self, a) for a in self._args}}
+        values = {a: getattr(self, a) for a in self._args}
+        # pairs (a kernel's height and width) as JSON writes them back: lists
+        values = {a: list(v) if isinstance(v, tuple) else v for a, v in values.items()}
+        return {"layer": type(self).__name__, **values}
 
     # Shapes and parameters; containers and layers with parameters override these.
     def _output_shape(self, shape: Shape, where: str) -> Shape:
@@ -172,10 +188,150 @@ class Linear(Layer):
         return w + [("bias", (self.out_features,))] if self.bias else w
 
     def _initial(self, name: str, shape: Shape, rng: SplitMix64) -> list[float]:
-        # torch: kaiming_uniform_(a=sqrt(5)) for the weight and U(-b, b) for the bias both
-        # come to b = 1 / sqrt(fan_in).
-        bound = 1.0 / math.sqrt(self.in_features)
-        return [(2.0 * rng.uniform() - 1.0) * bound for _ in range(math.prod(shape))]
+        return _fan_in_uniform(self.in_features, shape, rng)
+
+
+def _fan_in_uniform(fan_in: int, shape: Shape, rng: SplitMix64) -> list[float]:
+    # torch: kaiming_uniform_(a=sqrt(5)) for the weight and U(-b, b) for the bias both
+    # come to b = 1 / sqrt(fan_in).
+    bound = 1.0 / math.sqrt(fan_in)
+    return [(2.0 * rng.uniform() - 1.0) * bound for _ in range(math.prod(shape))]
+
+
+def _image(where: str, layer: Layer, shape: Shape) -> Shape:
+    """`shape` when it is one image (C, H, W), else ValueError naming the layer."""
+    if len(shape) != 3:
+        raise ValueError(
+            f"{where} {layer!r} takes images (channels, height, width), gets input shape {shape}"
+        )
+    return shape
+
+
+def _windows(where: str, layer: Conv2d | _Pool2d, shape: Shape, padding: tuple[int, int]) -> Shape:
+    """(output height, output width) of its kernel sliding over the padded image (floor)."""
+    kernel, stride = layer.kernel_size, layer.stride
+    _, h, w = shape
+    hp, wp = h + 2 * padding[0], w + 2 * padding[1]
+    if kernel[0] > hp or kernel[1] > wp:
+        raise ValueError(
+            f"{where} {layer!r}: kernel {kernel[0]}x{kernel[1]} is larger than its "
+            f"{'padded ' if any(padding) else ''}input {hp}x{wp} (input shape {shape})"
+        )
+    return ((hp - kernel[0]) // stride[0] + 1, (wp - kernel[1]) // stride[1] + 1)
+
+
+class Conv2d(Layer):
+    """A 2-D convolution (torch's `nn.Conv2d`, zero padding, no dilation or groups):
+    `(in_channels, H, W)` to `(out_channels, OH, OW)`, `OH = (H + 2·padding - kh) // stride
+    + 1`; tensors `weight` (out_channels, in_channels, kh, kw) and `bias` (out_channels).
+
+    Args:
+        in_channels: the input's channels, an int in [1, 2**20].
+        out_channels: the output's channels, an int in [1, 2**20].
+        kernel_size: an int or a pair (kh, kw), each in [1, 2**20].
+        stride: an int or a pair, each in [1, 2**20].
+        padding: zeros added on each side, an int or a pair, each in [0, 2**20].
+        bias: whether it has a `bias` tensor.
+    """
+
+    __slots__ = ("in_channels", "out_channels", "kernel_size", "stride", "padding", "bias")
+    in_channels: int
+    out_channels: int
+    kernel_size: tuple[int, int]
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    bias: bool
+    _args = ("in_channels", "out_channels", "kernel_size", "stride", "padding", "bias")
+    _positional = 3
+    _defaults = {"stride": (1, 1), "padding": (0, 0), "bias": True}
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple[int, int],
+        stride: int | tuple[int, int] = 1,
+        padding: int | tuple[int, int] = 0,
+        bias: bool = True,
+    ) -> None:
+        self._set(
+            in_channels=_int_arg("Conv2d", "in_channels", in_channels),
+            out_channels=_int_arg("Conv2d", "out_channels", out_channels),
+            kernel_size=_pair_arg("Conv2d", "kernel_size", kernel_size),
+            stride=_pair_arg("Conv2d", "stride", stride),
+            padding=_pair_arg("Conv2d", "padding", padding, low=0),
+            bias=_bool_arg("Conv2d", "bias", bias),
+        )
+
+    def _output_shape(self, shape: Shape, where: str) -> Shape:
+        c = _image(where, self, shape)[0]
+        if c != self.in_channels:
+            raise ValueError(
+                f"{where} {self!r} expects {self.in_channels} input channels, gets {c} "
+                f"(input shape {shape})"
+            )
+        return (self.out_channels, *_windows(where, self, shape, self.padding))
+
+    def _parameters(self, shape: Shape) -> list[tuple[str, Shape]]:
+        w: list[tuple[str, Shape]] = [
+            ("weight", (self.out_channels, self.in_channels, *self.kernel_size))
+        ]
+        return w + [("bias", (self.out_channels,))] if self.bias else w
+
+    def _initial(self, name: str, shape: Shape, rng: SplitMix64) -> list[float]:
+        return _fan_in_uniform(self.in_channels * math.prod(self.kernel_size), shape, rng)
+
+
+class _Pool2d(Layer):
+    """A window reduction over each channel of an image: no padding, floor output sizes."""
+
+    __slots__ = ("kernel_size", "stride")
+    kernel_size: tuple[int, int]
+    stride: tuple[int, int]
+    _args = ("kernel_size", "stride")
+    _positional = 1
+
+    def __init__(
+        self, kernel_size: int | tuple[int, int], stride: int | tuple[int, int] | None = None
+    ) -> None:
+        name = type(self).__name__
+        kernel = _pair_arg(name, "kernel_size", kernel_size)
+        self._set(
+            kernel_size=kernel,
+            stride=kernel if stride is None else _pair_arg(name, "stride", stride),
+        )
+
+    def __repr__(self) -> str:
+        k, s = self.kernel_size, self.stride
+        tail = "" if s == k else f", stride={s!r}"
+        return f"{type(self).__name__}({k[0] if k[0] == k[1] else k!r}{tail})"
+
+    def _output_shape(self, shape: Shape, where: str) -> Shape:
+        return (_image(where, self, shape)[0], *_windows(where, self, shape, (0, 0)))
+
+
+class MaxPool2d(_Pool2d):
+    """The largest value of each window (torch's `nn.MaxPool2d` without padding or dilation);
+    ties go to the window's first element in row-major order.
+
+    Args:
+        kernel_size: the window, an int or a pair (kh, kw), each in [1, 2**20].
+        stride: an int or a pair, each in [1, 2**20]; None: the kernel size.
+    """
+
+    __slots__ = ()
+
+
+class AvgPool2d(_Pool2d):
+    """The mean of each window (torch's `nn.AvgPool2d` without padding): the window's sum,
+    then one division by kh·kw.
+
+    Args:
+        kernel_size: the window, an int or a pair (kh, kw), each in [1, 2**20].
+        stride: an int or a pair, each in [1, 2**20]; None: the kernel size.
+    """
+
+    __slots__ = ()
 
 
 class ReLU(Layer):
@@ -423,7 +579,21 @@ def _last_axis_map(layers: tuple[Layer, ...]) -> tuple[int, int] | None:
 _ELEMENTWISE = (ReLU, Tanh, Sigmoid, GELU, Dropout)
 LAYERS: dict[str, type[Layer]] = {
     c.__name__: c
-    for c in (Linear, ReLU, Tanh, Sigmoid, GELU, LayerNorm, Dropout, Flatten, Sequential, Residual)
+    for c in (
+        Linear,
+        ReLU,
+        Tanh,
+        Sigmoid,
+        GELU,
+        LayerNorm,
+        Dropout,
+        Flatten,
+        Conv2d,
+        MaxPool2d,
+        AvgPool2d,
+        Sequential,
+        Residual,
+    )
 }
 
 

@@ -10,8 +10,8 @@ floats, and a batch of `rows` examples puts tensor t at [rows·offset, rows·(of
 The gradient arena has the same layout. Offsets of parameters are the flat buffer's.
 
 Program-level rewrites, never a second engine: a Linear followed by a ReLU is one op (the
-GEMM's bias-and-ReLU epilogue, the MLP step's bits); Flatten is no op at all (row-major
-reshape: its output is its input's buffer). A tensor read by two ops (a Residual's input) gets
+GEMM's bias-and-ReLU epilogue, the MLP step's bits), and so is a Conv2d followed by a ReLU;
+Flatten is no op at all (row-major reshape: its output is its input's buffer). A tensor read by two ops (a Residual's input) gets
 its gradient written by the first op the backward visits and added to by the next (flag
 ACCUMULATE), in that fixed order.
 """
@@ -24,10 +24,13 @@ import struct
 
 from .layers import (
     GELU,
+    AvgPool2d,
+    Conv2d,
     Dropout,
     Flatten,
     LayerNorm,
     Linear,
+    MaxPool2d,
     ReLU,
     Residual,
     Sequential,
@@ -52,12 +55,21 @@ OP_ADD = 5  # src(x) dst n other(f(x)) . . . . flags
 OP_GELU = 6  # src dst n approximate(0 none, 1 tanh) kept(1 + erf, or the tanh form's t) . . . flags
 OP_TANH = 7  # src dst n . . . . . flags
 OP_SIGMOID = 8  # src dst n . . . . . flags
+# Image ops pack small sizes three to a word (`pack`: 21 bits each, every size < 2**21):
+OP_CONV2D = 9  # src dst (C,H,W) (OC,KH,KW) (SH,SW,relu) (PH,PW) w|(b+1)<<32 work|mid<<32 flags
+OP_MAXPOOL2D = 10  # src dst (C,H,W) (KH,KW) (SH,SW) . . . flags
+OP_AVGPOOL2D = 11  # src dst (C,H,W) (KH,KW) (SH,SW) . . . flags
 LOSS_CROSS_ENTROPY, LOSS_MSE = 0, 1
 
 # flags
 ACCUMULATE = 1  # the src's gradient is already written: add to it
 NEED_SRC_GRAD = 2  # the src's gradient is wanted (not for the model's input, unless asked)
 ACCUMULATE_OTHER = 4  # OP_ADD: the same for its second operand
+
+
+def pack(*sizes: int) -> int:
+    """Up to three sizes in [0, 2**21) in one word, the first in the low bits."""
+    return sum(v << (21 * i) for i, v in enumerate(sizes))
 
 
 def f32_bits(x: float) -> int:
@@ -154,6 +166,13 @@ class Program:
                 b = self._offsets[f"{path}.bias"] if layer.elementwise_affine else -1
                 self._op(OP_LAYERNORM, src, dst, d, n // d, w, b, stats, f32_bits(layer.eps))
                 src = dst
+            elif isinstance(layer, (Conv2d, MaxPool2d, AvgPool2d)):
+                relu = isinstance(layer, Conv2d) and i + 1 < len(layers)
+                relu = relu and type(layers[i + 1]) is ReLU
+                src = self._image(layer, path, src, shape, out_shape, relu)
+                if relu:  # fused, as a Linear's
+                    next(self._steps)
+                    i += 1
             elif isinstance(layer, Dropout):
                 if layer.p > 0:
                     dst = self._alloc(n)
@@ -174,6 +193,45 @@ class Program:
                 src = dst
             i += 1
         return src
+
+    def _image(
+        self,
+        layer: Conv2d | MaxPool2d | AvgPool2d,
+        path: str,
+        src: int,
+        shape: tuple[int, ...],
+        out_shape: tuple[int, ...],
+        relu: bool,
+    ) -> int:
+        """Emit the op of an image layer (a Conv2d with the ReLU after it fused when `relu`);
+        its output's offset."""
+        dst = self._alloc(math.prod(out_shape))
+        if not isinstance(layer, Conv2d):
+            code = OP_MAXPOOL2D if isinstance(layer, MaxPool2d) else OP_AVGPOOL2D
+            self._op(code, src, dst, pack(*shape), pack(*layer.kernel_size), pack(*layer.stride))
+            return dst
+        # private tensors (training/layers/conv.mojo): `work`, the forward's cols (kept for
+        # dW) and the backward's g; `mid`, the product in channel-major order
+        c, hw, pos = shape[0], math.prod(shape[1:]), math.prod(out_shape[1:])
+        kernel = math.prod(layer.kernel_size)
+        # (g only where the input's gradient is wanted: not for the model's input, at 0)
+        g = layer.out_channels * kernel * hw if src != 0 else 0
+        work = self._alloc(max(c * kernel * pos, g))
+        mid = self._alloc(max(layer.out_channels * pos, c * hw))
+        w = self._offsets[f"{path}.weight"]
+        b = self._offsets[f"{path}.bias"] if layer.bias else -1
+        self._op(
+            OP_CONV2D,
+            src,
+            dst,
+            pack(*shape),
+            pack(layer.out_channels, *layer.kernel_size),
+            pack(*layer.stride, int(relu)),
+            pack(*layer.padding),
+            w | (b + 1) << 32,
+            work | mid << 32,
+        )
+        return dst
 
     def _flags(self, model_input: int) -> None:
         """Set the gradient flags in the backward's order: ops in reverse, and within an

@@ -1,0 +1,543 @@
+"""Conv2d on NCHW through im2col and the GEMM (docs/ARITHMETIC.md "Models: Conv2d"; mirror
+tests/reference/conv.py). Every dot product is one GEMM chain, so its k order is the pinned
+order and every tile, width and thread count gives the same bits:
+
+  forward  y[b,oc,oh,ow] = f32(chain over (ic, kh, kw) ascending from +0.0 + bias[oc])
+           (strides above 1) C (oc × B·positions) = W (oc × ic·kh·kw) · cols,
+           cols[(ic,kh,kw), (b,oh,ow)] the input under each tap (+0.0 for padding)
+  dW       chain over (b, oh, ow) ascending: (cols · dYᵀ)ᵀ, dY (oc × B·positions)
+  db       Σ over (b, oh, ow) ascending from +0.0
+  dX       chain over (oc, kh, kw) ascending: Wt (ic × oc·kh·kw) · g, g[(oc,kh,kw),
+           (b,ih,iw)] the output gradient each tap reaches the input from (+0.0 where none
+           does); continued from the value already there when accumulating (as a Linear's)
+
+A padded or unreached tap is a product with +0.0: the same bits as skipping it (a chain from
++0.0 never holds -0.0, and v + ±0 = v for every other v).
+
+At stride 1 (the common case) nothing goes through im2col: the forward and dX are direct
+correlations of a zero-padded plane (`_correlate`: SIMD lanes along the padded rows, a register
+block of output channels sharing each load), dW a direct kernel with output channels in the
+lanes (`_weight_grad_s1`); each lane still runs exactly the chain above, so the bits are the
+GEMM path's (the tests compare both with the reference).
+
+The op's two private tensors (program.py OP_CONV2D) hold, for the whole batch: `work`, the
+forward's cols (kept for dW) and, on the gradient side, g; `mid`, the product in channel-major
+(C, B, H, W) order (the forward's, then dX's) and, on the gradient side, dY in that order.
+Program words: (C,H,W) (OC,KH,KW) (SH,SW,relu) (PH,PW), each packed 21 bits a size (`unpack`;
+relu 1: a ReLU after it is fused, as a Linear's: its output is the ReLU's, the backward masks
+dY by it first),
+the weight's offset | (bias offset + 1) << 32, and work | mid << 32 (per-example offsets).
+"""
+from std.math import fma
+from std.sys import simd_width_of
+
+from training.config import F32P, I64P
+from training.layers.elementwise import relu_apply
+from training.mlp import relu_backward
+from training.pool import split_gemm
+
+comptime W = simd_width_of[DType.float32]()  # the build's lanes (16 in x86-64-v4, 8 in v3): independent outputs, the same bits at any width
+
+
+def _pow2_at_least(x: Int) -> Int:
+    var p = 1
+    while p < x:
+        p *= 2
+    return p
+
+
+def unpack(word: Int, i: Int) -> Int:
+    """Size i of a word packed by program.py's `pack` (21 bits each)."""
+    return (word >> (21 * i)) & ((1 << 21) - 1)
+
+
+@fieldwise_init
+struct ConvDims(ImplicitlyCopyable):
+    """One Conv2d's sizes: input (c, h, w), oc kernels of kh × kw, stride, padding."""
+
+    var c: Int
+    var h: Int
+    var w: Int
+    var oc: Int
+    var kh: Int
+    var kw: Int
+    var sh: Int
+    var sw: Int
+    var ph: Int
+    var pw: Int
+
+    @staticmethod
+    def of(image: Int, kernel: Int, stride: Int, padding: Int) -> ConvDims:
+        return ConvDims(unpack(image, 0), unpack(image, 1), unpack(image, 2), unpack(kernel, 0),
+                        unpack(kernel, 1), unpack(kernel, 2), unpack(stride, 0),
+                        unpack(stride, 1), unpack(padding, 0), unpack(padding, 1))
+
+    def oh(self) -> Int:
+        return (self.h + 2 * self.ph - self.kh) // self.sh + 1
+
+    def ow(self) -> Int:
+        return (self.w + 2 * self.pw - self.kw) // self.sw + 1
+
+    def positions(self) -> Int:
+        return self.oh() * self.ow()
+
+    def taps(self) -> Int:
+        """The forward's k: ic·kh·kw."""
+        return self.c * self.kh * self.kw
+
+
+@always_inline
+def _zero(dst: F32P, n: Int):
+    var i = 0
+    while i + W <= n:
+        dst.unsafe_offset(i).unsafe_store(SIMD[DType.float32, W](0.0))
+        i += W
+    while i < n:
+        dst[unsafe_offset=i] = 0.0
+        i += 1
+
+
+@always_inline
+def _copy(src: F32P, dst: F32P, n: Int):
+    var i = 0
+    while i + W <= n:
+        dst.unsafe_offset(i).unsafe_store(src.unsafe_load[width=W](i))
+        i += W
+    while i < n:
+        dst[unsafe_offset=i] = src[unsafe_offset=i]
+        i += 1
+
+
+def _gather_row(src: F32P, n_src: Int, dst: F32P, n_dst: Int, mul: Int, div: Int, shift: Int):
+    """dst[i] = src[(i·mul + shift) / div] where that divides and lands in [0, n_src), else
+    +0.0: a row of cols (mul the stride, div 1) or of g (mul 1, div the stride)."""
+    if mul == 1 and div == 1:  # stride 1: a shifted copy between zeros
+        var lo = min(max(-shift, 0), n_dst)
+        var hi = max(min(n_src - shift, n_dst), lo)
+        _zero(dst, lo)
+        _copy(src.unsafe_offset(lo + shift), dst.unsafe_offset(lo), hi - lo)
+        _zero(dst.unsafe_offset(hi), n_dst - hi)
+        return
+    for i in range(n_dst):
+        var t = i * mul + shift
+        var v = Float32(0.0)
+        if t >= 0 and t % div == 0 and t // div < n_src:
+            v = src[unsafe_offset=t // div]
+        dst[unsafe_offset=i] = v
+
+
+@no_inline
+def _channel_major(src: F32P, dst: F32P, rows: Int, ch: Int, n: Int, to_cm: Bool):
+    """(rows, ch, n) to (ch, rows, n) when `to_cm`, else back."""
+    for r in range(rows):
+        for c in range(ch):
+            var nchw = (r * ch + c) * n
+            var cm = (c * rows + r) * n
+            if to_cm:
+                _copy(src.unsafe_offset(nchw), dst.unsafe_offset(cm), n)
+            else:
+                _copy(src.unsafe_offset(cm), dst.unsafe_offset(nchw), n)
+
+
+@no_inline
+def conv2d_forward(x: F32P, y: F32P, p: F32P, work: F32P, mid: F32P, rows: Int, image: Int,
+                   kernel: Int, stride: Int, padding: Int, params: Int):
+    """y (rows × oc × oh × ow) of x (rows × c × h × w); keeps the batch's cols in `work`."""
+    var d = ConvDims.of(image, kernel, stride, padding)
+    var relu = unpack(stride, 2) != 0
+    var b = (params >> 32) - 1
+    if d.sh == 1 and d.sw == 1:
+        _forward_s1(x, y, p.unsafe_offset(params & 0xFFFFFFFF), p, b, relu, rows, d)
+        return
+    var oh_all = d.oh()
+    var ow_all = d.ow()
+    var pos = oh_all * ow_all
+    var n = rows * pos
+    for ic in range(d.c):
+        for i in range(d.kh):
+            for j in range(d.kw):
+                var row = work.unsafe_offset(((ic * d.kh + i) * d.kw + j) * n)
+                for r in range(rows):
+                    var plane = x.unsafe_offset((r * d.c + ic) * d.h * d.w)
+                    for oh in range(oh_all):
+                        var dst = row.unsafe_offset(r * pos + oh * ow_all)
+                        var ih = oh * d.sh - d.ph + i
+                        if ih < 0 or ih >= d.h:
+                            _zero(dst, ow_all)
+                        else:
+                            _gather_row(plane.unsafe_offset(ih * d.w), d.w, dst, ow_all, d.sw, 1,
+                                        j - d.pw)
+    split_gemm(0, p.unsafe_offset(params & 0xFFFFFFFF), work, mid, d.oc, n, d.taps(), False,
+               False, False)
+    for r in range(rows):
+        for o in range(d.oc):
+            var src = mid.unsafe_offset((o * rows + r) * pos)
+            var dst = y.unsafe_offset((r * d.oc + o) * pos)
+            if b < 0:
+                _copy(src, dst, pos)
+                if relu:
+                    relu_apply(dst, dst, pos)
+                continue
+            var bias = p[unsafe_offset=b + o]  # after the chain, one rounded add: Linear's
+            var k = 0
+            while k + W <= pos:
+                dst.unsafe_offset(k).unsafe_store(
+                    _epilogue[W](src.unsafe_load[width=W](k) + bias, relu))
+                k += W
+            while k < pos:
+                dst[unsafe_offset=k] = _epilogue[1](src[unsafe_offset=k] + bias, relu)[0]
+                k += 1
+
+
+@always_inline
+def _epilogue[V: Int](z: SIMD[DType.float32, V], relu: Bool) -> SIMD[DType.float32, V]:
+    """A fused ReLU's `z > 0 ? z : +0.0` (the GEMM epilogue's), or z."""
+    return z.gt(0).select(z, SIMD[DType.float32, V](0.0)) if relu else z
+
+
+def _row_sums[V: Int](m: F32P, dst: F32P, first: Int, last: Int, n: Int) -> Int:
+    """dst[o] = Σ m[o, :] ascending from +0.0 for rows first.. in blocks of V lanes (lane i
+    row o + i, read with a stride of n); returns the first row left."""
+    var o = first
+    while o + V <= last:
+        var acc = SIMD[DType.float32, V](0.0)
+        var base = m.unsafe_offset(o * n)
+        for j in range(n):
+            acc = acc + base.unsafe_offset(j).unsafe_strided_load[width=V](n)
+        for i in range(V):
+            dst[unsafe_offset=o + i] = acc[i]
+        o += V
+    return o
+
+
+@no_inline
+def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, dy_cm: F32P,
+                    p: F32P, grads: F32P, dx: F32P, rows: Int, image: Int, kernel: Int,
+                    stride: Int, padding: Int, params: Int, need: Bool, accumulate: Bool):
+    """dW and db written into `grads`; dx (when `need`) written, or its chains continued from
+    the values there when `accumulate`. x and y are the forward's input and output; `work`
+    holds the forward's cols (strides above 1); g, mid and dy_cm are scratch (the private
+    tensors' gradient and activation sides)."""
+    var d = ConvDims.of(image, kernel, stride, padding)
+    var w_at = params & 0xFFFFFFFF
+    var b = (params >> 32) - 1
+    var pos = d.positions()
+    var n = rows * pos
+    if unpack(stride, 2) != 0:  # the fused ReLU: mask by its output, in place
+        relu_backward(y, dy, dy, rows, d.oc * pos)
+    _channel_major(dy, dy_cm, rows, d.oc, pos, True)
+    if d.sh == 1 and d.sw == 1:
+        _weight_grad_s1(x, dy, grads.unsafe_offset(w_at), rows, d)
+    else:
+        _weight_grad(work, dy_cm, grads.unsafe_offset(w_at), rows * pos, d)
+    if b >= 0:
+        var gb = grads.unsafe_offset(b)
+        var o = _row_sums[W](dy_cm, gb, 0, d.oc, n)
+        o = _row_sums[4](dy_cm, gb, o, d.oc, n)
+        _ = _row_sums[1](dy_cm, gb, o, d.oc, n)
+    if need and d.sh == 1 and d.sw == 1:
+        _input_grad_s1(dy, p.unsafe_offset(w_at), dx, rows, d, accumulate)
+    elif need:
+        _input_grad(dy, p.unsafe_offset(w_at), dx, g, mid, rows, d, accumulate)
+
+
+def _weight_grad(work: F32P, dy_cm: F32P, gw: F32P, n: Int, d: ConvDims):
+    """dW from the forward's cols (any stride)."""
+    # dWᵀ (taps × oc) = cols · dYᵀ: the same chains as dY · colsᵀ (k is (b, oh, ow) either
+    # way), with the long cols read row by row when packed rather than gathered down columns
+    var taps = d.taps()
+    var dwt_list = List[Float32](length=taps * d.oc, fill=0)
+    var dwt = F32P(unsafe_from_address=Int(dwt_list.unsafe_ptr()))
+    split_gemm(0, work, dy_cm, dwt, taps, d.oc, n, False, True, False)
+    for o in range(d.oc):
+        for k in range(taps):
+            gw[unsafe_offset=o * taps + k] = dwt[unsafe_offset=k * d.oc + o]
+    _ = dwt_list^
+
+
+@always_inline
+def _corr_block[NB: Int](src: F32P, n_src: Int, plane: Int, wgt: F32P, w_src: Int, w_t: Int,
+                         grid: F32P, cs: Int, q: Int, wp: Int, kh: Int, kw: Int, flip: Bool,
+                         accumulate: Bool):
+    """NB output channels at 2·W consecutive points q.. of their grids (cs floats apart): each
+    lane one chain over (source channel, kernel row, kernel column) ascending, from +0.0 or
+    from the grid's value. Source s's plane (row stride wp) is read at q + i·wp + j, or at
+    q + (kh-1-i)·wp + (kw-1-j) when `flip`; output t's weight is wgt[s·w_src + t·w_t + i·kw
+    + j]."""
+    comptime T = _pow2_at_least(2 * NB * W)  # SIMD lengths are powers of two
+    var acc = SIMD[DType.float32, T](0.0)
+    if accumulate:
+        comptime for t in range(NB):
+            comptime for v in range(2):
+                acc = acc.insert[offset=(2 * t + v) * W](
+                    grid.unsafe_load[width=W](t * cs + q + v * W))
+    for s in range(n_src):
+        var base = src.unsafe_offset(s * plane + q)
+        var ws = wgt.unsafe_offset(s * w_src)
+        for i in range(kh):
+            for j in range(kw):
+                var at = (kh - 1 - i) * wp + (kw - 1 - j) if flip else i * wp + j
+                var a0 = base.unsafe_load[width=W](at)
+                var a1 = base.unsafe_load[width=W](at + W)
+                comptime for t in range(NB):
+                    var wv = SIMD[DType.float32, W](ws[unsafe_offset=t * w_t + i * kw + j])
+                    comptime o0 = 2 * t * W
+                    acc = acc.insert[offset=o0](fma(a0, wv, acc.slice[W, offset=o0]()))
+                    acc = acc.insert[offset=o0 + W](fma(a1, wv, acc.slice[W, offset=o0 + W]()))
+    comptime for t in range(NB):
+        comptime for v in range(2):
+            grid.unsafe_offset(t * cs + q + v * W).unsafe_store(
+                acc.slice[W, offset=(2 * t + v) * W]())
+
+
+def _correlate(src: F32P, n_src: Int, plane: Int, wgt: F32P, w_src: Int, w_t: Int, grid: F32P,
+               cs: Int, n_out: Int, ext: Int, wp: Int, kh: Int, kw: Int, flip: Bool,
+               accumulate: Bool):
+    """`_corr_block` over every point of the grids (ext of them, in vector pairs) and every
+    output channel, in register blocks of 6, 4, 2 and 1 channels."""
+    var q = 0
+    while q < ext:
+        var t = 0
+        while t + 6 <= n_out:
+            _corr_block[6](src, n_src, plane, wgt.unsafe_offset(t * w_t), w_src, w_t,
+                           grid.unsafe_offset(t * cs), cs, q, wp, kh, kw, flip, accumulate)
+            t += 6
+        if t + 4 <= n_out:
+            _corr_block[4](src, n_src, plane, wgt.unsafe_offset(t * w_t), w_src, w_t,
+                           grid.unsafe_offset(t * cs), cs, q, wp, kh, kw, flip, accumulate)
+            t += 4
+        if t + 2 <= n_out:
+            _corr_block[2](src, n_src, plane, wgt.unsafe_offset(t * w_t), w_src, w_t,
+                           grid.unsafe_offset(t * cs), cs, q, wp, kh, kw, flip, accumulate)
+            t += 2
+        while t < n_out:
+            _corr_block[1](src, n_src, plane, wgt.unsafe_offset(t * w_t), w_src, w_t,
+                           grid.unsafe_offset(t * cs), cs, q, wp, kh, kw, flip, accumulate)
+            t += 1
+        q += 2 * W
+
+
+def _pad_planes(src: F32P, dst: F32P, planes: Int, h: Int, w: Int, wp: Int, plane: Int,
+                top: Int, left: Int):
+    """Each h × w plane of src into dst's planes (plane floats apart, row stride wp) at row
+    top, column left, clipped to them; the rest of dst stays as it is (zeros)."""
+    var hp = plane // wp
+    var u0 = max(-top, 0)
+    var u1 = min(h, hp - top)
+    var v0 = max(-left, 0)
+    var v1 = min(w, wp - left)
+    if u1 <= u0 or v1 <= v0:
+        return
+    for c in range(planes):
+        for u in range(u0, u1):
+            _copy(src.unsafe_offset((c * h + u) * w + v0),
+                  dst.unsafe_offset(c * plane + (u + top) * wp + v0 + left), v1 - v0)
+
+
+@no_inline
+def _forward_s1(x: F32P, y: F32P, wgt: F32P, p: F32P, b: Int, relu: Bool, rows: Int,
+                d: ConvDims):
+    """The forward at stride 1 without im2col, the same chains: x zero-padded, output points
+    in vectors along the padded rows (each row's kw - 1 extra points computed and dropped)."""
+    var oh_all = d.oh()
+    var ow_all = d.ow()
+    var wp = d.w + 2 * d.pw
+    var plane = (d.h + 2 * d.ph) * wp
+    var ext = oh_all * wp
+    var cs = (ext + 2 * W - 1) // (2 * W) * (2 * W)
+    var slack = 4 * W + d.kw  # vectors run past the last point and read past the last row
+    var xp_list = List[Float32](length=d.c * plane + slack, fill=0)
+    var xp = F32P(unsafe_from_address=Int(xp_list.unsafe_ptr()))
+    var grid_list = List[Float32](length=d.oc * cs + slack, fill=0)
+    var grid = F32P(unsafe_from_address=Int(grid_list.unsafe_ptr()))
+    var taps = d.kh * d.kw
+    var pos = oh_all * ow_all
+    for r in range(rows):
+        _pad_planes(x.unsafe_offset(r * d.c * d.h * d.w), xp, d.c, d.h, d.w, wp, plane, d.ph,
+                    d.pw)
+        _correlate(xp, d.c, plane, wgt, taps, d.c * taps, grid, cs, d.oc, ext, wp, d.kh, d.kw,
+                   False, False)
+        for o in range(d.oc):
+            var bias = p[unsafe_offset=b + o] if b >= 0 else Float32(0.0)
+            for oh in range(oh_all):
+                var src = grid.unsafe_offset(o * cs + oh * wp)
+                var dst = y.unsafe_offset((r * d.oc + o) * pos + oh * ow_all)
+                var k = 0
+                while k + W <= ow_all:
+                    var z = src.unsafe_load[width=W](k)
+                    if b >= 0:  # after the chain, one rounded add: Linear's
+                        z = z + bias
+                    dst.unsafe_offset(k).unsafe_store(_epilogue[W](z, relu))
+                    k += W
+                while k < ow_all:
+                    var z = src[unsafe_offset=k]
+                    if b >= 0:
+                        z = z + bias
+                    dst[unsafe_offset=k] = _epilogue[1](z, relu)[0]
+                    k += 1
+    _ = xp_list^
+    _ = grid_list^
+
+
+comptime DW_LANES = 8  # output channels a vector (a channel-last dY row, zero padded)
+comptime DW_TAPS = 8  # (ic, kh, kw) taps a register block
+
+
+@always_inline
+def _dw_block[NV: Int](xp: F32P, dyt: F32P, dwt: F32P, offs: I64P, t0: Int, oc0: Int,
+                       ocp: Int, oh_all: Int, ow_all: Int, wp: Int):
+    """Weights of taps t0.. (DW_TAPS of them) × output channels oc0.. (NV vectors): each lane
+    one chain over this example's (oh, ow) ascending, continued from dwt (channel-last)."""
+    comptime V = DW_LANES
+    comptime G = DW_TAPS
+    comptime T = G * NV * V
+    var acc = SIMD[DType.float32, T](0.0)
+    var at = SIMD[DType.int64, G](0)
+    comptime for g in range(G):
+        at[g] = offs[unsafe_offset=t0 + g]
+        comptime for v in range(NV):
+            acc = acc.insert[offset=(g * NV + v) * V](
+                dwt.unsafe_load[width=V]((t0 + g) * ocp + oc0 + v * V))
+    for oh in range(oh_all):
+        for ow in range(ow_all):
+            var row = dyt.unsafe_offset((oh * ow_all + ow) * ocp + oc0)
+            var xq = xp.unsafe_offset(oh * wp + ow)
+            comptime for g in range(G):
+                var xv = SIMD[DType.float32, V](xq[unsafe_offset=Int(at[g])])
+                comptime for v in range(NV):
+                    comptime o0 = (g * NV + v) * V
+                    acc = acc.insert[offset=o0](
+                        fma(row.unsafe_load[width=V](v * V), xv, acc.slice[V, offset=o0]()))
+    comptime for g in range(G):
+        comptime for v in range(NV):
+            dwt.unsafe_offset((t0 + g) * ocp + oc0 + v * V).unsafe_store(
+                acc.slice[V, offset=(g * NV + v) * V]())
+
+
+@no_inline
+def _weight_grad_s1(x: F32P, dy: F32P, gw: F32P, rows: Int, d: ConvDims):
+    """dW at stride 1 without im2col, the same chains (over (b, oh, ow) ascending, from +0.0):
+    lanes are output channels (dY channel-last, zero padded to whole vectors), a block of
+    taps shares each dY row; x zero-padded, as the forward reads it."""
+    comptime V = DW_LANES
+    comptime G = DW_TAPS
+    var oh_all = d.oh()
+    var ow_all = d.ow()
+    var pos = oh_all * ow_all
+    var wp = d.w + 2 * d.pw
+    var plane = (d.h + 2 * d.ph) * wp
+    var taps = d.c * d.kh * d.kw
+    var blocks = (taps + G - 1) // G
+    var ocp = (d.oc + V - 1) // V * V
+    var xp_list = List[Float32](length=d.c * plane, fill=0)
+    var xp = F32P(unsafe_from_address=Int(xp_list.unsafe_ptr()))
+    var dyt_list = List[Float32](length=pos * ocp, fill=0)
+    var dyt = F32P(unsafe_from_address=Int(dyt_list.unsafe_ptr()))
+    var dwt_list = List[Float32](length=blocks * G * ocp, fill=0)  # the chains, channel-last
+    var dwt = F32P(unsafe_from_address=Int(dwt_list.unsafe_ptr()))
+    # each tap's offset in the padded planes; taps past the last read offset 0 into rows of
+    # dwt that are dropped
+    var offs_list = List[Int64](length=blocks * G, fill=0)
+    var offs = I64P(unsafe_from_address=Int(offs_list.unsafe_ptr()))
+    for ic in range(d.c):
+        for i in range(d.kh):
+            for j in range(d.kw):
+                offs[unsafe_offset=(ic * d.kh + i) * d.kw + j] = Int64(ic * plane + i * wp + j)
+    for r in range(rows):
+        _pad_planes(x.unsafe_offset(r * d.c * d.h * d.w), xp, d.c, d.h, d.w, wp, plane, d.ph,
+                    d.pw)
+        var dyr = dy.unsafe_offset(r * d.oc * pos)
+        for o in range(d.oc):
+            for k in range(pos):
+                dyt[unsafe_offset=k * ocp + o] = dyr[unsafe_offset=o * pos + k]
+        for blk in range(blocks):
+            var oc0 = 0
+            while oc0 + 2 * V <= ocp:
+                _dw_block[2](xp, dyt, dwt, offs, blk * G, oc0, ocp, oh_all, ow_all, wp)
+                oc0 += 2 * V
+            if oc0 < ocp:
+                _dw_block[1](xp, dyt, dwt, offs, blk * G, oc0, ocp, oh_all, ow_all, wp)
+    for o in range(d.oc):
+        for t in range(taps):
+            gw[unsafe_offset=o * taps + t] = dwt[unsafe_offset=t * ocp + o]
+    _ = xp_list^
+    _ = dyt_list^
+    _ = dwt_list^
+    _ = offs_list^
+
+
+@no_inline
+def _input_grad_s1(dy: F32P, wgt: F32P, dx: F32P, rows: Int, d: ConvDims, accumulate: Bool):
+    """dX at stride 1 without a GEMM, the same chains: dY zero-padded to (h + kh - 1) ×
+    (w + kw - 1) planes, so that input point (ih, iw) reads tap (kh, kw) of channel oc at
+    plane point (ih + kh-1 - kh', iw + kw-1 - kw'); a padded point is a product with +0.0
+    (the same bits as skipping it). Points run in vectors along each row of the padded width
+    (the extended grid; its kw - 1 extra points a row are computed and dropped)."""
+    var wp = d.w + d.kw - 1
+    var plane = (d.h + d.kh - 1) * wp
+    var ext = d.h * wp
+    var cs = (ext + 2 * W - 1) // (2 * W) * (2 * W)  # a channel's points, whole vector pairs
+    var slack = 4 * W + d.kw  # vectors run past the last point and read past the last row
+    var dyp_list = List[Float32](length=d.oc * plane + slack, fill=0)
+    var dyp = F32P(unsafe_from_address=Int(dyp_list.unsafe_ptr()))
+    var grid_list = List[Float32](length=d.c * cs + slack, fill=0)
+    var grid = F32P(unsafe_from_address=Int(grid_list.unsafe_ptr()))
+    var hw = d.h * d.w
+    var taps = d.kh * d.kw
+    var pos = d.oh() * d.ow()
+    for r in range(rows):
+        # dY row u at padded row u + kh-1-ph (column likewise)
+        _pad_planes(dy.unsafe_offset(r * d.oc * pos), dyp, d.oc, d.oh(), d.ow(), wp, plane,
+                    d.kh - 1 - d.ph, d.kw - 1 - d.pw)
+        var dxr = dx.unsafe_offset(r * d.c * hw)
+        if accumulate:
+            for ic in range(d.c):
+                for ih in range(d.h):
+                    _copy(dxr.unsafe_offset(ic * hw + ih * d.w),
+                          grid.unsafe_offset(ic * cs + ih * wp), d.w)
+        _correlate(dyp, d.oc, plane, wgt, d.c * taps, taps, grid, cs, d.c, ext, wp, d.kh, d.kw,
+                   True, accumulate)
+        for ic in range(d.c):
+            for ih in range(d.h):
+                _copy(grid.unsafe_offset(ic * cs + ih * wp), dxr.unsafe_offset(ic * hw + ih * d.w),
+                      d.w)
+    _ = dyp_list^
+    _ = grid_list^
+
+
+@no_inline
+def _input_grad(dy: F32P, wgt: F32P, dx: F32P, g: F32P, dx_cm: F32P, rows: Int, d: ConvDims,
+                accumulate: Bool):
+    var kt = d.oc * d.kh * d.kw  # the chain's length: (oc, kh, kw)
+    var hw = d.h * d.w
+    var oh_all = d.oh()
+    var ow_all = d.ow()
+    var pos = oh_all * ow_all
+    var n = rows * hw
+    var wt_list = List[Float32](length=d.c * kt, fill=0)
+    var wt = F32P(unsafe_from_address=Int(wt_list.unsafe_ptr()))
+    for o in range(d.oc):
+        for ic in range(d.c):
+            for i in range(d.kh):
+                for j in range(d.kw):
+                    wt[unsafe_offset=ic * kt + (o * d.kh + i) * d.kw + j] = wgt[
+                        unsafe_offset=((o * d.c + ic) * d.kh + i) * d.kw + j]
+    for o in range(d.oc):
+        for i in range(d.kh):
+            for j in range(d.kw):
+                var row = g.unsafe_offset(((o * d.kh + i) * d.kw + j) * n)
+                for r in range(rows):
+                    var plane = dy.unsafe_offset((r * d.oc + o) * pos)
+                    for ih in range(d.h):
+                        var dst = row.unsafe_offset(r * hw + ih * d.w)
+                        var th = ih + d.ph - i  # oh·sh when tap i of output row oh reads ih
+                        if th < 0 or th % d.sh != 0 or th // d.sh >= oh_all:
+                            _zero(dst, d.w)
+                        else:
+                            _gather_row(plane.unsafe_offset((th // d.sh) * ow_all), ow_all, dst,
+                                        d.w, 1, d.sw, d.pw - j)
+    if accumulate:
+        _channel_major(dx, dx_cm, rows, d.c, hw, True)
+    split_gemm(0, wt, g, dx_cm, d.c, n, kt, False, False, accumulate)
+    _channel_major(dx_cm, dx, rows, d.c, hw, False)
+    _ = wt_list^

@@ -1,0 +1,326 @@
+"""Conv2d, MaxPool2d, AvgPool2d (issue 37) on the model engine against the pure-Python
+reference of docs/ARITHMETIC.md "Models" (tests/reference/conv.py): bit for bit in identical
+mode on fresh random image models (channels 1..5, non-square kernels, stride 1 and 2, padding
+0..2, overlapping pools, ties, a Residual around a conv: the accumulating input gradient); a
+Trainer's steps against torch in float64; refusals at construction and in the binding's
+program check."""
+
+import array
+import math
+import random
+
+import mojolearn as ml
+import pytest
+from mojolearn import nn
+from mojolearn._model.program import OP_CONV2D, OP_MAXPOOL2D, Program, pack
+from mojolearn._model.spec import ModelSpec
+
+from tests.reference import model as ref
+from tests.reference.f32 import f32
+from tests.test_model_engine import _bits, _data, _step, identical
+
+
+def _conv(rng, c, h, w):
+    """A random Conv2d that fits a (c, h, w) image, and its output shape."""
+    for _ in range(100):
+        k = (rng.randrange(1, 5), rng.randrange(1, 5))
+        s = (rng.choice([1, 2]), rng.choice([1, 2]))
+        p = (rng.randrange(0, 3), rng.randrange(0, 3))
+        if k[0] <= h + 2 * p[0] and k[1] <= w + 2 * p[1]:
+            break
+    layer = nn.Conv2d(c, rng.randrange(1, 6), k, s, p, bias=rng.random() < 0.8)
+    return layer, layer._output_shape((c, h, w), "test")
+
+
+def _image_model(rng, loss):
+    c, h, w = rng.randrange(1, 6), rng.randrange(3, 10), rng.randrange(3, 10)
+    shape = (c, h, w)
+    layers = []
+    for _ in range(rng.randrange(1, 4)):
+        kind = rng.randrange(5)
+        if kind <= 1:
+            layer, shape = _conv(rng, *shape)
+            layers.append(layer)
+        elif kind == 2 and min(shape[1:]) >= 2:
+            k = (rng.randrange(1, min(shape[1], 3) + 1), rng.randrange(1, min(shape[2], 3) + 1))
+            stride = rng.choice([None, 1, (1, 2), 2])  # stride < kernel: overlapping windows
+            pool = rng.choice([nn.MaxPool2d, nn.AvgPool2d])(k, stride)
+            layers.append(pool)
+            shape = pool._output_shape(shape, "test")
+        elif kind == 3:
+            layers.append(rng.choice([nn.ReLU(), nn.Tanh()]))
+        else:  # a Residual: its conv's input gradient continues the skip's chain
+            ch = shape[0]
+            inner = [nn.Conv2d(ch, ch, 3, padding=1), nn.ReLU()]
+            if min(shape[1:]) >= 3:
+                inner.append(nn.MaxPool2d(3, 1))
+                inner.append(nn.Conv2d(ch, ch, 3, padding=2))
+            layers.append(nn.Residual(*inner))
+    classes = rng.randrange(2, 5) if loss == "cross_entropy" else rng.randrange(1, 3)
+    layers += [nn.Flatten(), nn.Linear(math.prod(shape), classes)]
+    return ModelSpec(nn.Sequential(*layers), (c, h, w), loss)
+
+
+def _check(spec, rng, rows, x=None):
+    params = [v for t in spec.init(rng.randrange(1 << 32)) for v in t]
+    xs, y = _data(rng, spec, rows)
+    x = xs if x is None else x
+    program = Program(spec, 3)
+    losses, outputs, grads, _ = _step(spec, program, params, x, y, rows, mode=1)
+    want_loss, want_out, want_grads = ref.step(spec, params, x, y, rows, 3, 1, True)
+    assert _bits(outputs) == _bits(want_out), spec.model
+    assert _bits(losses) == _bits([want_loss]), spec.model
+    assert _bits(grads) == _bits(want_grads), spec.model
+
+
+@identical
+@pytest.mark.parametrize("loss", ["cross_entropy", "mse"])
+@pytest.mark.parametrize("trial", range(10))
+def test_a_random_image_model_step_is_the_references_bit_for_bit(seed, loss, trial):
+    rng = random.Random(seed + trial)
+    _check(_image_model(rng, loss), rng, rng.randrange(1, 4))
+
+
+@identical
+def test_pool_ties_go_to_the_first_element_and_overlaps_add_in_window_order(seed):
+    """Inputs from four values, so windows hold ties; stride 1 < kernel 3: overlapping."""
+    rng = random.Random(seed)
+    spec = ModelSpec(
+        nn.Sequential(
+            nn.MaxPool2d(3, 1), nn.AvgPool2d((2, 3), (1, 2)), nn.Flatten(), nn.Linear(12, 3)
+        ),
+        (2, 6, 8),
+        "cross_entropy",
+    )
+    rows = 3
+    x = [rng.choice([-1.0, 0.0, 0.5, 2.0]) for _ in range(rows * 96)]
+    _check(spec, rng, rows, x)
+
+
+@identical
+@pytest.mark.parametrize(
+    "shape, middle",
+    [
+        ((3, 11, 12), nn.Conv2d(4, 4, (2, 3), 2, (2, 1))),  # stride 2: the GEMM's dX
+        ((6, 5, 37), nn.Conv2d(4, 7, (3, 2), 1, (2, 1))),  # stride 1: rows past 2 vectors
+        ((5, 4, 9), nn.Conv2d(4, 5, 3, 1, 3)),  # padding past the kernel
+    ],
+)
+def test_a_convs_input_gradient_reaches_the_conv_before_it(seed, shape, middle):
+    """Conv, AvgPool, conv: the second conv's dX (written or, in a Residual, continued from
+    the skip's) is what the first conv's dW and db are made of."""
+    rng = random.Random(seed)
+    c = shape[0]
+    first = nn.Conv2d(c, 4, 1)
+    for body, out in (
+        ([nn.AvgPool2d(1), middle], middle.out_channels),
+        ([nn.Residual(nn.Conv2d(4, 4, 3, padding=1))], 4),
+    ):
+        after = [nn.ReLU(), nn.Conv2d(out, 2, 1, bias=False)]
+        probe = ModelSpec(nn.Sequential(first, *body, *after, nn.Flatten()), shape, "mse")
+        layers = [first, *body, *after, nn.Flatten(), nn.Linear(probe.output_shape[0], 2)]
+        _check(ModelSpec(nn.Sequential(*layers), shape, "mse"), rng, 3)
+
+
+@identical
+def test_many_channels_fill_whole_register_blocks(seed):
+    """11 and 20 output channels: the stride-1 kernels' blocks of 6 and 4 channels (forward,
+    dX) and of one and two 8-lane vectors (dW), with partial ones."""
+    rng = random.Random(seed)
+    model = nn.Sequential(
+        nn.Conv2d(3, 11, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(11, 20, (2, 3)),
+        nn.Tanh(),
+        nn.Conv2d(20, 7, 1),
+        nn.Flatten(),
+        nn.Linear(7 * 5 * 5, 3),
+    )
+    _check(ModelSpec(model, (3, 6, 7), "cross_entropy"), rng, 2)
+
+
+def test_construction_refuses_bad_sizes_by_name():
+    with pytest.raises(ValueError, match="Conv2d: kernel_size must be an int in"):
+        nn.Conv2d(1, 2, 0)
+    with pytest.raises(ValueError, match=r"Conv2d: stride\[1\] must be an int in"):
+        nn.Conv2d(1, 2, 3, stride=(1, -1))
+    with pytest.raises(ValueError, match="Conv2d: padding must be an int in"):
+        nn.Conv2d(1, 2, 3, padding=-1)
+    with pytest.raises(ValueError, match="kernel_size must be an int or a pair"):
+        nn.MaxPool2d((2, 2, 2))
+    with pytest.raises(TypeError, match="AvgPool2d: kernel_size must be an int"):
+        nn.AvgPool2d(2.0)
+    cases = [
+        (
+            nn.Conv2d(1, 2, 5, padding=1),
+            (1, 2, 8),
+            r"layer 0 Conv2d.*kernel 5x5 is larger "
+            r"than its padded input 4x10 \(input shape \(1, 2, 8\)\)",
+        ),
+        (nn.Conv2d(3, 2, 3), (1, 8, 8), r"layer 0 Conv2d.*expects 3 input channels, gets 1"),
+        (
+            nn.MaxPool2d(3),
+            (2, 2, 8),
+            r"layer 0 MaxPool2d\(3\).*kernel 3x3 is larger than its "
+            r"input 2x8",
+        ),
+        (nn.AvgPool2d(2), (64,), r"layer 0 AvgPool2d\(2\) takes images .*input shape \(64,\)"),
+    ]
+    for layer, shape, msg in cases:
+        with pytest.raises(ValueError, match=msg):
+            ModelSpec(nn.Sequential(layer, nn.Flatten(), nn.Linear(1, 2)), shape, "mse")
+    with pytest.raises(
+        ValueError,
+        match=r"layer 3 Linear\(10, 2\) expects 10 input features, "
+        r"gets 16",
+    ):
+        ModelSpec(
+            nn.Sequential(nn.Conv2d(1, 4, 3), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(10, 2)),
+            (1, 6, 6),
+            "mse",
+        )
+
+
+def test_descriptions_print_record_and_compare_by_value():
+    conv = nn.Conv2d(1, 6, 5, padding=2)
+    assert repr(conv) == "Conv2d(1, 6, (5, 5), padding=(2, 2))"
+    assert conv == nn.Conv2d(1, 6, (5, 5), 1, (2, 2)) and hash(conv) == hash(
+        eval(repr(conv), vars(nn))
+    )
+    assert repr(nn.MaxPool2d(2)) == "MaxPool2d(2)" and nn.MaxPool2d(2) == nn.MaxPool2d(2, 2)
+    assert repr(nn.AvgPool2d((2, 3), 1)) == "AvgPool2d((2, 3), stride=(1, 1))"
+    model = nn.Sequential(conv, nn.ReLU(), nn.AvgPool2d((2, 3), 1))
+    record = model.to_json()
+    assert record["layers"][0]["kernel_size"] == [5, 5]
+    assert nn.from_json(record) == model
+    spec = ModelSpec(model, (1, 8, 8), "mse")
+    assert spec.names == ("0.weight", "0.bias") and spec.shapes == ((6, 1, 5, 5), (6,))
+    assert spec.output_shape == (6, 7, 6)
+
+
+def test_conv_init_draws_torchs_bound_from_the_seeded_generator():
+    """kaiming_uniform(a=√5) and the bias both come to U(-b, b), b = 1/√(in·kh·kw)."""
+    spec = ModelSpec(nn.Sequential(nn.Conv2d(3, 8, (2, 5)), nn.Flatten()), (3, 9, 9), "mse")
+    w, b = spec.init(4)
+    bound = 1 / math.sqrt(3 * 2 * 5)
+    assert len(w) == 8 * 3 * 2 * 5 and len(b) == 8
+    assert all(abs(v) <= bound for v in w + b) and max(map(abs, w)) > 0.9 * bound
+    assert spec.init(4) == [w, b] and spec.init(5) != [w, b]
+
+
+@pytest.mark.parametrize(
+    "word, value, msg",
+    [
+        (3, pack(1, 40, 40), "src"),  # an image larger than the arena holds
+        (4, pack(4, 9, 3), "bad image sizes"),  # kernel taller than the padded input
+        (5, pack(0, 1), "bad image sizes"),  # stride 0
+        (5, pack(1, 1, 2), "bad fused ReLU flag"),
+        (7, 10**6, "weight"),  # outside the flat buffer
+        (7, 0 | (10**6 << 32), "bias"),
+        (8, 10**9, "work"),
+        (8, 10**9 << 32, "mid"),
+    ],
+)
+def test_the_binding_refuses_a_bad_conv_record(word, value, msg):
+    spec = ModelSpec(nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.Flatten()), (1, 6, 6), "mse")
+    program = Program(spec, 1)
+    assert program.ops[0][0] == OP_CONV2D
+    rec = 9 + 0 * 10  # HEADER + op 0 × RECORD
+    program.words[rec + word] = value
+    rng = random.Random(0)
+    params = [v for t in spec.init(1) for v in t]
+    x, y = _data(rng, spec, 2)
+    with pytest.raises(ValueError, match=msg):
+        _step(spec, program, params, x, y, 2)
+
+
+def test_a_conv_followed_by_a_relu_is_one_op():
+    """As a Linear's: the ReLU is the conv's epilogue (the same bits: the tests above)."""
+    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.MaxPool2d(2), nn.ReLU(), nn.Flatten())
+    ops = Program(ModelSpec(model, (1, 6, 6), "mse"), 1).ops
+    assert [op[0] for op in ops] == [OP_CONV2D, OP_MAXPOOL2D, 2]  # OP_RELU after the pool
+    assert ops[0][5] == pack(1, 1, 1)
+
+
+def test_the_binding_refuses_a_pool_window_past_its_image():
+    spec = ModelSpec(
+        nn.Sequential(nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4, 1)), (1, 4, 4), "mse"
+    )
+    program = Program(spec, 1)
+    assert program.ops[0][0] == OP_MAXPOOL2D
+    program.words[9 + 4] = pack(5, 1)
+    x, y = _data(random.Random(0), spec, 1)
+    with pytest.raises(ValueError, match="bad image sizes"):
+        _step(spec, program, [v for t in spec.init(1) for v in t], x, y, 1)
+
+
+def _cnn():
+    return nn.Sequential(
+        nn.Conv2d(1, 4, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(4, 6, (3, 2), stride=(1, 2)),
+        nn.Tanh(),
+        nn.AvgPool2d(2, 1),
+        nn.Flatten(),
+        nn.Linear(6 * 1 * 1, 3),
+    )
+
+
+def test_trainer_takes_nchw_or_flat_batches_and_refuses_the_rest_by_name(seed):
+    rng = random.Random(seed)
+    t = ml.Trainer(_cnn(), input_shape=(1, 8, 8), seed=1)
+    a = ml.Trainer(_cnn(), input_shape=(1, 8, 8), seed=1)
+    flat = [[f32(rng.gauss(0, 1)) for _ in range(64)] for _ in range(5)]
+    y = ml.Array.from_list([rng.randrange(3) for _ in range(5)], "<i4")
+    nchw = ml.Array.from_list([[[row[i * 8 : (i + 1) * 8] for i in range(8)]] for row in flat])
+    r1 = t.train_step(nchw, y)
+    r2 = a.train_step(ml.Array.from_list(flat), y)
+    assert r1["loss"] == r2["loss"] and t.state_hash() == a.state_hash()
+    before = t.state_hash()
+    bad = ml.Array.from_list([[[row[i * 8 : (i + 1) * 8] for i in range(8)]] for row in flat])
+    with pytest.raises(
+        ValueError,
+        match=r"X must have shape \(n, 1, 8, 8\) with n >= 1 or "
+        r"\(n, 64\), got \(5, 8, 8\)",
+    ):
+        t.train_step(bad.reshape((5, 8, 8)), y)
+    assert t.state_hash() == before
+
+
+@identical
+def test_identical_mode_state_hash_repeats(seed):
+    rng = random.Random(seed)
+    X = ml.Array.from_list([[f32(rng.gauss(0, 1)) for _ in range(64)] for _ in range(16)])
+    y = ml.Array.from_list([rng.randrange(3) for _ in range(16)], "<i4")
+    hashes = []
+    for _ in range(2):
+        t = ml.Trainer(_cnn(), input_shape=(1, 8, 8), seed=seed % (1 << 64), lr=1e-2)
+        for _ in range(3):
+            t.train_step(X, y)
+        hashes.append(t.state_hash())
+    assert hashes[0] == hashes[1]
+
+
+def test_trainer_steps_follow_torch_in_float64(seed):
+    torch = pytest.importorskip("torch")
+    rng = random.Random(seed)
+    t = ml.Trainer(_cnn(), input_shape=(1, 8, 8), seed=seed % (1 << 64), lr=1e-2, weight_decay=0.01)
+    model = t.to_torch().double() if hasattr(t, "to_torch") else None
+    assert model is not None
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.01, eps=1e-8)
+    for _ in range(4):
+        xs = [[f32(rng.gauss(0, 1)) for _ in range(64)] for _ in range(8)]
+        ys = [rng.randrange(3) for _ in range(8)]
+        r = t.train_step(ml.Array.from_list(xs), ml.Array.from_list(ys, "<i4"))
+        xt = torch.tensor(xs, dtype=torch.float64).reshape(8, 1, 8, 8)
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(xt), torch.tensor(ys))
+        loss.backward()
+        opt.step()
+        assert abs(r["loss"] - loss.item()) <= 1e-5 * max(1.0, abs(loss.item()))
+    ours = t.weights_
+    for name, tensor in model.state_dict().items():
+        got = array.array("f", ours[name].tobytes())
+        want = tensor.reshape(-1).tolist()
+        assert max(abs(a - b) for a, b in zip(got, want)) <= 1e-4, name
