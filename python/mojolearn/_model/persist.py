@@ -132,7 +132,7 @@ def check_state(
         # `{}` is a trainer's "no schedule given" (the constructor's None).
         "data_schedule": {}
         if type(state["data_schedule"]) is dict and not state["data_schedule"]
-        else S.check_schedule(state["data_schedule"], api),
+        else _check_schedule(state["data_schedule"], api),
         "lr_schedule": None
         if state["lr_schedule"] is None
         else _lrs.check_record(state["lr_schedule"], api),
@@ -151,6 +151,16 @@ def check_state(
         bad = next(i for i, x in enumerate(v._mv) if x < 0)
         raise ValueError(f"{api}: v (second moments) must be >= 0, element {bad} is {v._mv[bad]!r}")
     return spec, out
+
+
+def _check_schedule(value: object, api: str) -> Any:
+    """`check_schedule` at a Trainer's bounds whoever reads it (a checkpoint's reader calls
+    itself "checkpoint", which the MLP's small default bound would otherwise apply to: a
+    `train` record of 40 columns' standardization is past 128 values), named by `api`."""
+    try:
+        return S.check_schedule(value, "Trainer")
+    except ValueError as exc:
+        raise ValueError(f"{api}: {str(exc).removeprefix('Trainer: ')}") from None
 
 
 def decode_payload(value: object, size: int) -> dict[str, Any]:

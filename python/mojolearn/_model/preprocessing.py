@@ -3,7 +3,8 @@ trainer families: `MLPCore` mixes in `Preprocessing`, `Trainer` `ModelPreprocess
 
 A trainer holds it as the `"preprocessing"` record of its data_schedule (the record
 `mojolearn train` has always written there, so its checkpoints, old ones included, carry it
-and no state hash moves): per input feature a `mean` and a standard deviation `sd` (float64),
+and no state hash moves): per input feature a `mean` and a standard deviation `sd` (float64;
+an image model's features are its C·H·W values, row-major, and its raw rows flat),
 optionally the `classes` names in class order, the feature `columns`, and a regressor's
 `target_mean` and `target_sd`. With one, the entries that SCORE rows take raw rows:
 `predict_logits`, `predict`, `predict_proba`, `evaluate` (a regressor's targets too) and the
@@ -179,9 +180,12 @@ def bake_onnx(onnx: Any, model: Any, record: dict[str, Any] | None) -> None:
     if record is None:
         return
     helper, f32, graph = onnx.helper, onnx.TensorProto.FLOAT, model.graph
+    # Per-feature constants take one example's shape ((C, H, W) for an image model), so they
+    # broadcast over the batch axis.
+    example = [d.dim_value for d in graph.input[0].type.tensor_type.shape.dim[1:]]
 
     def const(name: str, values: list[float], vector: bool = True) -> str:
-        shape = [len(values)] if vector else []
+        shape = example if vector else []
         graph.initializer.append(helper.make_tensor(name, f32, shape, values))
         return name
 
@@ -236,13 +240,14 @@ class Preprocessing:
     def preprocessing(self: Any) -> dict[str, Any] | None:
         """The standardization the trainer holds (a copy; settable; None: none).
 
-        A dict: `mean` and `sd` (one float64 per input feature), optionally `classes` (the
-        class names, in class order), `columns` (the feature names) and a regressor's
-        `target_mean` and `target_sd`. With one, `predict_logits`, `predict`,
-        `predict_proba`, `evaluate` and `export_onnx` take RAW rows and standardize them
-        ((x - mean) / sd in float64, rounded once to float32; 0 where sd is 0); the training
-        entries take the network's inputs (`standardize`). It lives in the data_schedule's
-        "preprocessing" record, so checkpoints carry it (`mojolearn train` writes it there).
+                A dict: `mean` and `sd` (one float64 per input feature), optionally `classes` (the
+                class names, in class order), `columns` (the feature names) and a regressor's
+                `target_mean` and `target_sd` (an image model's `input_shape=(C, H, W)`: one per pixel and
+        channel, its raw rows flat, C·H·W values row-major). With one, `predict_logits`, `predict`,
+                `predict_proba`, `evaluate` and `export_onnx` take RAW rows and standardize them
+                ((x - mean) / sd in float64, rounded once to float32; 0 where sd is 0); the training
+                entries take the network's inputs (`standardize`). It lives in the data_schedule's
+                "preprocessing" record, so checkpoints carry it (`mojolearn train` writes it there).
         """
         record = held(self._schedule)
         return None if record is None else dict(self.data_schedule[KEY])
@@ -295,8 +300,8 @@ class ModelPreprocessing(Preprocessing):
         return _batch.inputs(X, self._spec, None)
 
     def _preprocess_sizes(self: Any) -> tuple[int, int | None]:
-        """(features, classes or None for a regressor) a standardization must fit."""
+        """(features, classes or None for a regressor) a standardization must fit: one mean
+        and sd per input value (an image's per pixel and channel: raw rows are flat, C·H·W)."""
         spec = self._spec
-        if len(spec.input_shape) != 1:
-            raise ValueError(f"{self._API}: preprocessing needs one input axis (feature rows)")
-        return spec.input_shape[0], None if spec.loss == "mse" else math.prod(spec.output_shape)
+        classes = None if spec.loss == "mse" else math.prod(spec.output_shape)
+        return math.prod(spec.input_shape), classes

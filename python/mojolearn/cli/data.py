@@ -24,7 +24,7 @@ give the same batches on every machine. Changing any of it changes every CLI sta
   SHA-256(f"mojolearn.val-split.v1:{seed}"), `seed` the run's --seed); the first
   floor(F * n_class) become validation rows and leave the training rows. Both sets are sorted
   back into file order.
-- Standardization: per feature, mean and standard deviation over the TRAINING rows (those left
+- Standardization: per feature (an image's: per pixel and channel), mean and standard deviation over the TRAINING rows (those left
   after validation; Python float64, sequential sums in ascending row order, `math.sqrt`), then
   `(x - mean) / sd` for every row, rounded once to float32. A feature constant on the training
   rows becomes 0. `predict` applies the same means and standard deviations (the checkpoint
@@ -66,6 +66,7 @@ BUNDLED_FILE = os.path.join(
 )
 DIGITS_NAME = "digits"
 DIGITS_FILE = os.path.join(os.path.dirname(BUNDLED_FILE), "digits.csv.gz")
+DIGITS_SHAPE = (1, 8, 8)  # each row an 8x8 image, one channel, row-major
 # The 13 wine attributes in file order; the 8 we keep (see `BUNDLED_COLUMNS`).
 WINE_ATTRIBUTES = (
     "alcohol",
@@ -110,7 +111,9 @@ class Dataset:
     `means` and `sds` are the standardization's float64 statistics over the training rows;
     `header` says whether the columns were named by a header row, and `label_index` is the
     label's place among the file's feature and label columns (what `predict` checks). A
-    regression dataset (`targets`, raw float64 values) has no class names and all labels 0."""
+    regression dataset (`targets`, raw float64 values) has no class names and all labels 0.
+    `image_shape` is (C, H, W) when each row is an image's C·H·W values, row-major (the
+    digits; a CSV with `train --image-shape`), else None."""
 
     def __init__(
         self, name, sha256, label_column, columns, raw_rows, labels, class_names, **layout
@@ -124,6 +127,7 @@ class Dataset:
         self.label_index = layout.get("label_index", len(self.columns))
         self.lines = layout.get("lines") or range(1, len(raw_rows) + 1)  # each row's CSV line
         self.targets = layout.get("targets")
+        self.image_shape = layout.get("image_shape")
         self.train_rows, self.test_rows = split_rows(labels, self.n_classes or 1)
         self.val_rows = []
         self.labels = labels
@@ -414,6 +418,7 @@ def load_digits():
         tuple(str(d) for d in range(10)),
         header=False,
         label_index=64,
+        image_shape=DIGITS_SHAPE,
     )
 
 

@@ -100,6 +100,18 @@ def _layers_arg(text):
     return sizes
 
 
+def _image_shape_arg(text):
+    parts = text.split(",")
+    if len(parts) != 3 or not all(p.isascii() and p.isdigit() and len(p) < 9 for p in parts):
+        raise argparse.ArgumentTypeError(
+            f"expected C,H,W (three integers such as 1,28,28), got {text!r}"
+        )
+    shape = [int(p) for p in parts]
+    if not all(1 <= n <= 1 << 20 for n in shape):
+        raise argparse.ArgumentTypeError(f"expected C,H,W each in [1, 2**20], got {text!r}")
+    return shape
+
+
 def _model_arg(text):
     from .spec import SpecError, canonical, parse
 
@@ -206,9 +218,18 @@ TRAIN_OPTIONS = (
            "linear:N (linear:N:nobias), relu, gelu (gelu:tanh: the tanh form), tanh, sigmoid, "
            "layernorm (over the previous layer's width), dropout:P (P in [0, 1)), flatten, "
            "residual(LAYERS) (x + LAYERS(x); LAYERS keep the width, e.g. "
-           "residual(layernorm,linear:64,gelu)). The last linear:N outside a residual gives "
-           "the outputs: the classes, or 1 for --loss mse"),
+           "residual(layernorm,linear:64,gelu)), conv:OUT:K[:S[:P]] (Conv2d: out channels, "
+           "kernel, stride 1 and padding 0 by default), maxpool:K[:S], avgpool:K[:S] (stride K "
+           "by default). linear:N and layernorm act on the last axis, flatten joins the axes; "
+           "conv and pool layers take images (C, H, W): a SPEC with one gets the data's image "
+           "shape (--dataset digits: 1x8x8; --image-shape), e.g. 'conv:16:3:1:1,relu,maxpool:2,"
+           "flatten,linear:10'. The last linear:N outside a residual gives the outputs: the "
+           "classes, or 1 for --loss mse"),
     )),
+    _o("--image-shape", "C,H,W", _image_shape_arg,
+       "with --data and a --model SPEC with conv or pool layers: each row's features are an "
+       "image's C·H·W values, row-major (channels, then rows; C·H·W must be the feature count; "
+       "standardized per pixel and channel)"),
     _o("--loss", None, None,
        "with --model: cross_entropy (default; integer or named classes) or mse (regression "
        "on the numeric label column, standardized with the training rows' mean and sd; "

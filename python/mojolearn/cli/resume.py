@@ -10,8 +10,8 @@ Checkpoints written before the preprocessing, validation, patience and schedule 
 existed have none of them and still resume (the next save adds the preprocessing); a run of
 the constant schedule writes no schedule fields, so its bytes are what they always were.
 Recorded only when given (so a run without them writes the bytes it always did): the test
-fraction (`--test-fraction`), `--classification`, and a constant-rate run's end step
-(`--steps`/`--epochs`), which a resume without them restores.
+fraction (`--test-fraction`), `--classification`, `--image-shape`, and a constant-rate run's
+end step (`--steps`/`--epochs`), which a resume without them restores.
 `run_schedule_problem` checks it against the state; `resolve_options` takes the options of a
 run from the command line, else the checkpoint's (on --resume), else the defaults.
 """
@@ -22,7 +22,7 @@ import os
 from .._runtime import files as _files
 from .._runtime.portable import round_f32
 from . import data as _data
-from .spec import SpecError, build, outputs, parse
+from .spec import SpecError, build, input_shape, outputs, parse
 from .trainers import checkpoints, is_model, load_state, schema_of
 from .usage import UsageError
 
@@ -75,7 +75,7 @@ def schedule_record(dataset, opts, epoch, cursor, stopping=None):
     if opts["schedule"] != "constant":  # a constant run records what it always did
         schedule.update(schedule=opts["schedule"], warmup=opts["warmup"])
     # Recorded only when given, so a run without them writes the bytes it always did.
-    for key in ("test_fraction", "classification", "end_step"):
+    for key in ("test_fraction", "classification", "end_step", "image_shape"):
         if opts.get(key) is not None:
             schedule[key] = opts[key]
     return schedule
@@ -185,24 +185,39 @@ def run_schedule_problem(state):
 
 
 def _model_sizes(schedule, state):
-    """[inputs, outputs] of a model state whose data_schedule's SPEC and loss make its model,
-    else why not (a string)."""
+    """[inputs, outputs] of a model state whose data_schedule's SPEC and loss make its model
+    on its data's input shape (an image's with conv or pool layers), else why not (a string)."""
     text, loss, record = schedule.get("model"), schedule.get("loss"), state["model"]
+    image = schedule.get("image_shape")
+    if schedule["dataset"] == _data.DIGITS_NAME:
+        image = list(_data.DIGITS_SHAPE)
+    built = shape = None
     try:
-        built = build(text, record["input_shape"][0]) if type(text) is str else None
+        if type(text) is str:
+            shape = input_shape(text, math.prod(record["input_shape"]), image)
+            built = build(text, shape)
     except (SpecError, ValueError, TypeError):
         built = None
-    if built is None or built.to_json() != record["model"] or loss != record["loss"]:
+    if (
+        built is None
+        or built.to_json() != record["model"]
+        or loss != record["loss"]
+        or list(shape) != list(record["input_shape"])
+    ):
         return (
             f"data_schedule model {text!r} (loss {loss!r}) is not the state's model {record!r}"
         )[:300]
-    return [record["input_shape"][0], outputs(parse(text))]
+    return [math.prod(shape), outputs(parse(text))]
 
 
 _OPTIONAL_FIELDS = {  # recorded only when the run was given them
     "test_fraction": (lambda x: type(x) in (int, float) and 0 <= x < 1, "a number in [0, 1)"),
     "classification": (lambda x: x is True, "true"),
     "end_step": (_int_at_least(1), "an integer >= 1"),
+    "image_shape": (
+        lambda x: type(x) is list and len(x) == 3 and all(map(_int_at_least(1), x)),
+        "[C, H, W], integers >= 1",
+    ),
 }
 
 
@@ -371,6 +386,7 @@ _RECORDED = (
     ("warmup", "--warmup"),
     ("test_fraction", "--test-fraction"),
     ("classification", "--classification"),
+    ("image_shape", "--image-shape"),
 )
 
 
@@ -397,6 +413,7 @@ def resolve_options(args, stored):
             warmup=None if args.schedule in (None, "constant") else 0,
             test_fraction=None,
             classification=None,
+            image_shape=None,
         )
         return _needs_validation(
             {k: (v if v is not None else defaults[k]) for k, v in opts.items()}

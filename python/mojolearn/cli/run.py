@@ -10,6 +10,7 @@ so none waits for another forever; rank 0 alone writes.
 """
 
 import errno
+import math
 import os
 import shlex
 import signal
@@ -30,7 +31,7 @@ from .resume import (
     resolve_options,
     schedule_record,
 )
-from .spec import outputs, parse
+from .spec import has_images, outputs, parse
 from .trainers import (
     argmax_correct,
     evaluate,
@@ -444,7 +445,7 @@ def _new_trainer(dataset, opts, stopping, end):
             f"and {dataset.n_classes} class names; shorter names fit{more}"
         )
     try:
-        return new_trainer(opts, schedule, end, dataset.n_features)
+        return new_trainer(opts, schedule, end, dataset.n_features, dataset.image_shape)
     except ValueError as exc:
         raise UsageError(
             f"--model {opts['model']!r}: {exc}" if opts["model"] else str(exc)
@@ -492,6 +493,31 @@ def _outputs_fit(opts, dataset):
     )
 
 
+def _image_shape(opts, dataset, path):
+    """Give a CSV of flattened images (`path`) the --image-shape, refused by name for bundled
+    data, without a --model SPEC of conv or pool layers, or unless C·H·W is the feature count."""
+    shape = opts["image_shape"]
+    if shape is None:
+        return
+    flag = f"--image-shape {','.join(map(str, shape))}"
+    if opts["model"] is None or not has_images(parse(opts["model"])):
+        raise UsageError(
+            f"{flag} needs a --model SPEC with conv, maxpool or avgpool layers (without them a "
+            f"row is one vector of features, e.g. --model conv:8:3,relu,flatten,linear:10)"
+        )
+    if path is None:
+        raise UsageError(
+            f"{flag} applies to a --data CSV of flattened images; the bundled {dataset.name} "
+            f"data {'are 1x8x8 images already' if dataset.image_shape else 'are no images'}"
+        )
+    if math.prod(shape) != dataset.n_features:
+        raise UsageError(
+            f"{flag} makes images of {math.prod(shape)} values (C·H·W), but the data has "
+            f"{dataset.n_features} feature columns"
+        )
+    dataset.image_shape = tuple(shape)
+
+
 def _load_dataset(args, opts, stored):
     """The run's data (--data, --dataset, or on --resume the checkpoint's bundled data), its
     validation rows held out, checked against the network, the checkpoint and
@@ -513,6 +539,7 @@ def _load_dataset(args, opts, stored):
     except _data.DataError as exc:
         raise UsageError(str(exc)) from None
     _outputs_fit(opts, dataset)
+    _image_shape(opts, dataset, path)
     fraction = opts["val_fraction"]
     if fraction is not None:
         try:

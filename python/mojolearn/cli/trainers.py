@@ -21,18 +21,20 @@ def lr_schedule_for(opts, total_steps):
     return kind(opts["lr"], warmup_steps=opts["warmup"], total_steps=total_steps, min_lr=0.0)
 
 
-def new_trainer(opts, schedule, total_steps, width):
-    """SmallMLPTrainer (no --layers), MLPTrainer or a Trainer of --model on `width` inputs,
+def new_trainer(opts, schedule, total_steps, width, image=None):
+    """SmallMLPTrainer (no --layers), MLPTrainer or a Trainer of --model on `width` inputs
+    (an `image` (C, H, W) of them for a SPEC with conv or pool layers: `spec.input_shape`),
     seeded weights, the run's options; its learning-rate schedule (`lr_schedule_for`) spans
     `total_steps` steps."""
     hyper = dict(data_schedule=schedule, lr=opts["lr"], weight_decay=opts["weight_decay"])
     hyper["lr_schedule"] = lr_schedule_for(opts, total_steps)
     if opts["model"] is not None:
         from .._model.trainer import Trainer
-        from .spec import build
+        from .spec import build, input_shape
 
-        model = build(opts["model"], width)
-        return Trainer(model, input_shape=(width,), loss=opts["loss"], seed=opts["seed"], **hyper)
+        shape = input_shape(opts["model"], width, image)
+        model = build(opts["model"], shape)
+        return Trainer(model, input_shape=shape, loss=opts["loss"], seed=opts["seed"], **hyper)
     if opts["layers"] is None:
         from .._mlp.spec import init_small_mlp
         from ..trainer import SmallMLPTrainer
