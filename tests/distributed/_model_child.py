@@ -2,7 +2,8 @@
 `mpiexec -n 2`.
 
 python -m tests.distributed._model_child run LOSS STEPS FORM M...
-    For each M: a fresh LayerNorm + Dropout + Residual Trainer (`make`) takes STEPS
+    For each M: a fresh LayerNorm + Dropout + Residual Trainer (`make`; LOSS cnn: a small
+    CNN classifier on 2x6x6 images) takes STEPS
     data-parallel steps on `batches`, each process passing the whole batch (FORM global) or
     its microbatches' rows (FORM shard); rank 0 prints one line, "M:step:hash" per M.
 python -m tests.distributed._model_child disagree OUT_JSON
@@ -12,6 +13,7 @@ python -m tests.distributed._model_child disagree OUT_JSON
 """
 
 import json
+import math
 import random
 import sys
 
@@ -20,9 +22,31 @@ from mojolearn import nn
 from mojolearn.distributed import DataParallel
 
 ROWS, INPUTS, OUTPUTS = 32, 6, 3
+IMAGE = (2, 6, 6)  # the "cnn" model's input
+
+
+def _cnn():
+    """Conv2d at stride 2 (im2col) and 1 (the direct kernels), overlapping max windows, an
+    average pool and Dropout: every CNN path of a step."""
+    return nn.Sequential(
+        nn.Conv2d(2, 4, 3, stride=2, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2, stride=1),
+        nn.Conv2d(4, 6, 1),
+        nn.Tanh(),
+        nn.AvgPool2d(2),
+        nn.Flatten(),
+        nn.Dropout(0.25),
+        nn.Linear(6, OUTPUTS),
+    )
 
 
 def make(loss, width=16, seed=5):
+    """A Trainer of `loss` (cross_entropy, mse, or cnn: a cross-entropy CNN on IMAGE)."""
+    if loss == "cnn":
+        return ml.Trainer(
+            _cnn(), input_shape=IMAGE, seed=seed, lr=1e-2, data_schedule={"run": "dp"}
+        )
     model = nn.Sequential(
         nn.Linear(INPUTS, width),
         nn.LayerNorm(width),
@@ -39,14 +63,15 @@ def batches(loss, steps, seed=11):
     """`steps` batches of ROWS rows: (X, targets), the same on every process."""
     rng = random.Random(seed)
     out = []
+    shape = IMAGE if loss == "cnn" else (INPUTS,)
     for _ in range(steps):
-        X = ml.Array.from_list([rng.gauss(0, 1) for _ in range(ROWS * INPUTS)], "<f4")
+        X = ml.Array.from_list([rng.gauss(0, 1) for _ in range(ROWS * math.prod(shape))], "<f4")
         if loss == "mse":
             y = ml.Array.from_list([rng.gauss(0, 1) for _ in range(ROWS * OUTPUTS)], "<f4")
             y = y.reshape((ROWS, OUTPUTS))
         else:
             y = ml.Array.from_list([rng.randrange(OUTPUTS) for _ in range(ROWS)], "<i4")
-        out.append((X.reshape((ROWS, INPUTS)), y))
+        out.append((X.reshape((ROWS, *shape)), y))
     return out
 
 

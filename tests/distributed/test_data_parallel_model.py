@@ -1,5 +1,6 @@
 """DataParallel over a `Trainer` (issue 35): a LayerNorm + Dropout + Residual model, with
-cross-entropy and with MSE. M = 1 is `Trainer.train_step` bit for bit; under `mpiexec -n 2`
+cross-entropy and with MSE, and a small CNN (issue 37: Conv2d at strides 2 and 1, MaxPool2d
+with overlapping windows, AvgPool2d, Dropout). M = 1 is `Trainer.train_step` bit for bit; under `mpiexec -n 2`
 the job ends with the bits of one process for the same M (1, 2, 4), Dropout included (a mask
 follows the element's global index in the batch, not the process or microbatch); ranks whose
 trainers differ (model, weights, loss, a load on one) are refused by name on every rank, with
@@ -21,6 +22,7 @@ from ._model_child import batches, make
 from .test_data_parallel import MPIEXEC, ROOT, _mpi_or_skip
 
 LOSSES = ["cross_entropy", "mse"]
+MODELS = [*LOSSES, "cnn"]  # cnn: a cross-entropy CNN (`_model_child._cnn`)
 STEPS = 4
 
 
@@ -45,7 +47,7 @@ def _one_process(loss, m):
 # -- one process (no MPI needed) ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("loss", MODELS)
 def test_one_microbatch_is_train_step_bit_for_bit(loss):
     a, b = make(loss), make(loss)
     dp = DataParallel(b, microbatches=1, comm=OneProcess())
@@ -57,7 +59,7 @@ def test_one_microbatch_is_train_step_bit_for_bit(loss):
     assert a.state_hash() == b.state_hash()
 
 
-@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("loss", MODELS)
 def test_microbatches_split_the_batch_they_do_not_make_another(loss):
     """M = 2 and 4 sum per-microbatch partial sums in the fixed tree: the loss is the whole
     batch's within float32 rounding (not bit-equal: the sums are grouped differently)."""
@@ -118,7 +120,7 @@ def _said(line):
     return {int(m): (int(step), h) for m, step, h in (s.split(":") for s in line.split())}
 
 
-@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("loss", MODELS)
 def test_two_processes_give_the_bits_of_one(loss):
     """M = 1, 2, 4 under `mpiexec -n 2` (M = 1: rank 1 computes nothing and still steps), each
     the one-process bits; M = 1 is also plain train_step's."""
@@ -132,7 +134,7 @@ def test_two_processes_give_the_bits_of_one(loss):
     assert want[2][1] != want[1][1]  # a microbatched step is not the plain one (rounding)
 
 
-@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("loss", MODELS)
 def test_the_shard_form_gives_the_global_forms_bits(loss):
     """Each rank passing only its microbatches' rows (and global_rows): the same bits."""
     _mpi_or_skip()
