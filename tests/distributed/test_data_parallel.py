@@ -289,6 +289,9 @@ def _done(proc):
         # any model (issue 35), Dropout's mask drawn at each element's index in the batch
         ["--model", "linear:16,gelu,dropout:0.25,residual(layernorm,linear:16),linear:3"]
         + ["--steps", "24", "--microbatches", "4"],
+        # a CNN on the digits as 1x8x8 images (issue 37)
+        ["--dataset", "digits", "--model", "conv:8:3:1:1,relu,maxpool:2,flatten,linear:10"]
+        + ["--steps", "30", "--batch-size", "32", "--microbatches", "2"],
     ],
 )
 def test_the_cli_under_mpiexec_equals_one_process(tmp_path, args):
