@@ -162,3 +162,22 @@ def test_a_spec_without_image_layers_reads_the_digits_as_vectors(tmp_path):
     args = ["--dataset", "digits", "--model", "linear:32,relu,linear:10", "--steps", "5"]
     ok(run_cli(["train", *args], tmp_path))
     assert _payload(tmp_path / "mojolearn-run.ckpt")["model"]["input_shape"] == [64]
+
+
+def test_a_cnn_checkpoints_onnx_export_standardizes_raw_images(tmp_path):
+    """The standardization's per-pixel constants take the image's shape in the graph, so the
+    exported CNN takes raw (n, 1, 8, 8) images and gives the trainer's outputs on raw rows."""
+    np = pytest.importorskip("numpy")
+    pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    import mojolearn as ml
+
+    ok(run_cli(["train", "--dataset", "digits", "--model", SMALL, "--steps", "30"], tmp_path))
+    trainer = ml.Trainer.from_checkpoint(str(tmp_path / "mojolearn-run.ckpt"))
+    trainer.export_onnx(str(tmp_path / "cnn.onnx"))
+    rows = [[float(v) for v in r.split(",")[:64]] for r in _digits_rows()[:50]]
+    images = np.array(rows, dtype=np.float32).reshape(50, 1, 8, 8)
+    session = ort.InferenceSession(str(tmp_path / "cnn.onnx"))
+    got = session.run(None, {"input": images})[0]
+    want = np.array(trainer.predict_logits(rows).tolist(), dtype=np.float32)
+    assert got.shape == (50, 10) and np.allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -159,8 +159,8 @@ _POSITIVE = _int_in(1, (1 << 31) - 1, ">= 1")
 TRAIN_DESCRIPTION = (
     "Train an MLP with AdamW: SmallMLPTrainer's 8 -> 16 -> 3 network by "
     "default, an MLPTrainer of any --layers sizes, or a Trainer of any --model SPEC "
-    "(GELU, LayerNorm, Dropout, residual blocks; a classifier or, with --loss mse, a "
-    "regressor). Without --data it trains on the "
+    "(GELU, LayerNorm, Dropout, residual blocks, conv and pool layers on images; a "
+    "classifier or, with --loss mse, a regressor). Without --data it trains on the "
     "bundled UCI wine data (8 of 13 attributes, standardized; 144 train / 34 test rows), "
     "or on the bundled handwritten digits with --dataset digits. --microbatches M makes "
     "data-parallel steps (under mpiexec, several processes with the bits of one). The run "
