@@ -65,6 +65,22 @@ def test_iris_with_string_labels_through_pipeline_and_grid_search():
     assert len(best.loss_curve_) == best.n_iter_ and best.loss_curve_[-1] < best.loss_curve_[0]
 
 
+def test_breast_cancer_through_pipeline_and_grid_search_and_cross_val_score():
+    from sklearn.model_selection import cross_val_score
+
+    X, y = load_breast_cancer(return_X_y=True)
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.2, random_state=0, stratify=y)
+    pipe = make_pipeline(StandardScaler(), MLPClassifier(max_iter=40, random_state=0))
+    grid = {
+        "mlpclassifier__activation": ["relu", "gelu"],
+        "mlpclassifier__layer_norm": [False, True],
+    }
+    search = GridSearchCV(pipe, grid, cv=3).fit(Xtr, ytr)
+    assert search.score(Xte, yte) >= 0.93
+    scores = cross_val_score(clone(pipe), X, y, cv=3)
+    assert len(scores) == 3 and min(scores) >= 0.9
+
+
 def test_diabetes_r2_is_not_below_scikit_learns_mlp_on_the_same_split():
     from sklearn.neural_network import MLPRegressor as SkMLPRegressor
 
