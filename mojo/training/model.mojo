@@ -22,7 +22,10 @@ from training.config import F32P, I32P, I64P
 from training.gemm import Epilogue, gemm_tiles_hold_rows
 from training.layers.activations import (gelu_backward, gelu_forward, sigmoid_backward,
                                          sigmoid_forward, tanh_backward, tanh_forward)
+from training.layers.attention import attention_backward, attention_forward
 from training.layers.dropout import dropout_apply, dropout_key
+from training.layers.embedding import (embedding_backward, embedding_forward,
+                                       position_backward, position_forward)
 from training.layers.elementwise import add_into, copy_or_add, mse_loss, relu_apply, relu_grad
 from training.layers.norm import layernorm_backward, layernorm_forward
 from training.loss import RowLosses, mean_cross_entropy, mean_of_rows
@@ -40,6 +43,9 @@ comptime OP_ADD = 5
 comptime OP_GELU = 6
 comptime OP_TANH = 7
 comptime OP_SIGMOID = 8
+comptime OP_EMBEDDING = 20
+comptime OP_POSITION = 21
+comptime OP_ATTENTION = 22
 comptime LOSS_CROSS_ENTROPY = 0
 comptime LOSS_MSE = 1
 comptime ACCUMULATE = 1
@@ -181,6 +187,15 @@ def model_forward(pr: Program, p: F32P, t: Int, train: Bool, first_row: Int, los
             tanh_forward(src, dst, rows * pr.word(op, 3))
         elif code == OP_SIGMOID:
             sigmoid_forward(src, dst, rows * pr.word(op, 3))
+        elif code == OP_EMBEDDING:  # src: the caller's x, holding int32 ids
+            embedding_forward(I32P(unsafe_from_address=Int(src)), p.unsafe_offset(pr.word(op, 5)),
+                              dst, rows * pr.word(op, 3), pr.word(op, 4))
+        elif code == OP_POSITION:
+            position_forward(src, p.unsafe_offset(pr.word(op, 5)), dst, rows,
+                             pr.word(op, 3) * pr.word(op, 4))
+        elif code == OP_ATTENTION:
+            attention_forward(src, dst, pr.at(pr.word(op, 6)), rows, pr.word(op, 3),
+                              pr.word(op, 4), pr.word(op, 5), _f32(pr.word(op, 7)))
 
 
 def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
@@ -249,6 +264,20 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
         elif code == OP_SIGMOID:
             if need:
                 sigmoid_backward(pr.at(pr.word(op, 2)), dy, dsrc, rows * pr.word(op, 3), acc)
+        elif code == OP_EMBEDDING:  # ids have no gradient
+            embedding_backward(I32P(unsafe_from_address=Int(src)), dy,
+                               grads.unsafe_offset(pr.word(op, 5)), rows * pr.word(op, 3),
+                               pr.word(op, 4), pr.word(op, 6))
+        elif code == OP_POSITION:
+            var n = pr.word(op, 3) * pr.word(op, 4)
+            position_backward(dy, grads.unsafe_offset(pr.word(op, 5)), rows, n,
+                              pr.word(op, 6) * pr.word(op, 4))
+            if need:
+                copy_or_add(dy, dsrc, rows * n, acc)
+        elif code == OP_ATTENTION:
+            if need:
+                attention_backward(src, pr.at(pr.word(op, 6)), dy, dsrc, rows, pr.word(op, 3),
+                                   pr.word(op, 4), pr.word(op, 5), _f32(pr.word(op, 7)), acc)
 
 
 def fused_loss(pr: Program) -> Bool:

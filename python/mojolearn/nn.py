@@ -10,6 +10,9 @@ Layers: `Linear(in_features, out_features, bias=True)`, `ReLU()`, `GELU(approxim
 (`"tanh"` for the tanh form), `Tanh()`, `Sigmoid()`, `LayerNorm(normalized_shape, eps=1e-5,
 elementwise_affine=True)` over the last axis, `Dropout(p=0.5)`, `Flatten()`, and the containers
 `Sequential(*layers)` and `Residual(*layers)` (`y = x + f(x)`, f keeping its input's shape).
+For text: `Embedding(num_embeddings, embedding_dim)` (integer token ids in, the model's first
+layer), `PositionEmbedding(max_len, dim)`, `CausalSelfAttention(dim, num_heads, bias=True)`, and
+`gpt(vocab_size, block_size, n_layer, n_head, n_embd)`, nanoGPT's model as a Sequential.
 
 Constructor arguments are checked at once (TypeError or ValueError naming the layer and the
 argument); shapes are checked when a model meets its input shape, with the layer's index in the
@@ -28,32 +31,40 @@ from __future__ import annotations
 
 from ._model.layers import (
     GELU,
+    CausalSelfAttention,
     Dropout,
+    Embedding,
     Flatten,
     Layer,
     LayerNorm,
     Linear,
+    PositionEmbedding,
     ReLU,
     Residual,
     Sequential,
     Sigmoid,
     Tanh,
+    gpt,
 )
 from ._model.layers import from_json as _from_json
 
 __all__ = [
     "GELU",
+    "CausalSelfAttention",
     "Dropout",
+    "Embedding",
     "Flatten",
     "Layer",
     "LayerNorm",
     "Linear",
+    "PositionEmbedding",
     "ReLU",
     "Residual",
     "Sequential",
     "Sigmoid",
     "Tanh",
     "from_json",
+    "gpt",
 ]
 
 
