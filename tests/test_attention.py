@@ -166,3 +166,73 @@ def test_ids_of_any_integer_type_train_the_same_bits_and_runs_repeat(seed):
             trainer.train_step(x, y)
         hashes.append(trainer.state_hash())
     assert hashes[0] == hashes[1] == hashes[2]
+
+
+def _trained(seed, vocab=6, t=5):
+    rng = random.Random(seed)
+    trainer = _trainer(nn.gpt(vocab, t, 1, 2, 8), t, seed=seed, lr=1e-2)
+    for _ in range(3):
+        trainer.train_step(*_batch(rng, 4, t, vocab))
+    return trainer, rng
+
+
+@pytest.mark.parametrize("temperature, top_k", [(1.0, None), (0.7, 3), (1.9, 1), (1.0, 6)])
+def test_generate_follows_the_pinned_sampling(seed, temperature, top_k):
+    """Each new id is the reference's pick from `predict_logits` of its context: the last T ids
+    once the sequence is that long, and before that the prompt alone, whose logits at its last
+    position are those of any longer input starting with it (the mask: nothing attends
+    ahead)."""
+    from tests.reference.attention import sample_pick, sample_uniform
+
+    trainer, rng = _trained(seed)
+    t, vocab = 5, 6
+    prompt = [rng.randrange(vocab) for _ in range(2)]
+    draw_seed = rng.randrange(1 << 64)
+    out = trainer.generate(prompt, 7, temperature=temperature, top_k=top_k, seed=draw_seed)
+    assert out[:2] == prompt and len(out) == 9
+    for pos in range(2, 9):
+        context = out[max(0, pos - t) : pos]
+        padded = context + [rng.randrange(vocab) for _ in range(t - len(context))]
+        z = trainer.predict_logits(ml.Array.from_list([padded], "<i4")).tolist()[0]
+        want = sample_pick(z[len(context) - 1], temperature, top_k, sample_uniform(draw_seed, pos))
+        assert out[pos] == want, (pos, out)
+    again = trainer.generate(ml.Array.from_list(prompt, "<i8"), 7, temperature, top_k, draw_seed)
+    assert again == out
+
+
+def test_generate_refuses_bad_arguments_by_name_and_changes_nothing(seed):
+    trainer, _ = _trained(seed)
+    before = trainer.state_hash()
+    for args, kwargs, error, match in [
+        (([0, 6], 3), {}, ValueError, r"prompt_ids\[1\] = 6 is not a token id in \[0, 6\)"),
+        (([], 3), {}, ValueError, "at least one"),
+        (([0], 3), {"temperature": 0.0}, ValueError, "temperature must be a finite float > 0"),
+        (([0], 3), {"temperature": float("nan")}, ValueError, "temperature"),
+        (([0], 3), {"top_k": 7}, ValueError, r"top_k must be in \[1, 6\]"),
+        (([0], -1), {}, ValueError, r"n must be in"),
+        (([0.5], 3), {}, TypeError, "prompt_ids must be ints"),
+        (([0], 3), {"seed": -1}, ValueError, "seed"),
+    ]:
+        with pytest.raises(error, match=match):
+            trainer.generate(*args, **kwargs)
+    plain = ml.Trainer(nn.Sequential(nn.Linear(3, 4)), input_shape=(3,))
+    with pytest.raises(TypeError, match="first layer is an Embedding"):
+        plain.generate([0], 2)
+    assert trainer.state_hash() == before and trainer.step_ == 3
+
+
+def test_a_tiny_gpt_learns_a_repeating_text():
+    text = "the cat sat on the mat. " * 20
+    chars = sorted(set(text))
+    ids = [chars.index(c) for c in text]
+    t, rng = 12, random.Random(0)
+    trainer = _trainer(nn.gpt(len(chars), t, 2, 2, 16), t, seed=5, lr=1e-2)
+    losses = []
+    for _ in range(100):
+        starts = [rng.randrange(len(ids) - t - 1) for _ in range(8)]
+        X = ml.Array.from_list([ids[i : i + t] for i in starts], "<i4")
+        Y = ml.Array.from_list([ids[i + 1 : i + t + 1] for i in starts], "<i4")
+        losses.append(trainer.train_step(X, Y)["loss"])
+    assert losses[-1] < 0.1 * losses[0], losses[::10]
+    out = trainer.generate([chars.index(c) for c in "the c"], 18, top_k=1)
+    assert "".join(chars[i] for i in out).startswith("the cat sat on the mat")

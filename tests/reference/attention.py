@@ -114,3 +114,33 @@ def attention_backward(qkv, att, dy, rows, t, d, heads):
                         (att[a + i * t + j], dy[(b * t + i) * d + h * hd + e]) for i in range(j, t)
                     )
     return dqkv
+
+
+# -- sampling (Trainer.generate) -------------------------------------------------------------
+
+
+def sample_uniform(seed, position):
+    """The (position+1)-th SplitMix64 draw of `seed`, as 24 bits in [0, 1)."""
+    from .layers import mix64
+
+    state = (seed + 0x9E3779B97F4A7C15 * (position + 1)) % (1 << 64)
+    return (mix64(state) >> 40) / 2.0**24
+
+
+def sample_pick(z, temperature, top_k, u):
+    """The id drawn from logits z: division by f32(temperature), the top k by value (ties to
+    the lower id), their softmax in id order, the inverse CDF summed ascending in float32."""
+    from .loss import softmax_row
+
+    t = f32(temperature)
+    if t != 1.0:
+        z = [f32(v / t) for v in z]
+    order = sorted(range(len(z)), key=lambda i: (-z[i], i))
+    kept = sorted(order[: top_k or len(z)])
+    probs = softmax_row([z[i] for i in kept]) if len(kept) > 1 else [1.0]
+    c = 0.0
+    for i, p in zip(kept, probs):
+        c = f32(c + p)
+        if u < c:
+            return i
+    return kept[-1]

@@ -26,6 +26,7 @@ from .._runtime import threads as _threads
 from . import batch as _batch
 from . import preprocessing as _pre
 from .export import ModelExport
+from .generate import ModelGeneration
 from .persist import ModelPersistence
 from .port import ModelPort
 from .preprocessing import ModelPreprocessing
@@ -67,7 +68,7 @@ def _say_where_it_runs() -> None:
         )
 
 
-class Trainer(ModelPersistence, ModelExport, ModelPreprocessing):
+class Trainer(ModelPersistence, ModelExport, ModelPreprocessing, ModelGeneration):
     """Trains any `mojolearn.nn.Sequential` of the engine's layers with AdamW, reproducibly.
 
     Every step is one fixed order of float32 operations (docs/ARITHMETIC.md "Models") in the
