@@ -195,7 +195,8 @@ def model_forward(pr: Program, p: F32P, t: Int, train: Bool, first_row: Int, los
                              pr.word(op, 3) * pr.word(op, 4))
         elif code == OP_ATTENTION:
             attention_forward(src, dst, pr.at(pr.word(op, 6)), rows, pr.word(op, 3),
-                              pr.word(op, 4), pr.word(op, 5), _f32(pr.word(op, 7)))
+                              pr.word(op, 4), pr.word(op, 5), _f32(pr.word(op, 7)), pr.pool,
+                              pr.arena_at)
 
 
 def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
@@ -277,7 +278,8 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
         elif code == OP_ATTENTION:
             if need:
                 attention_backward(src, pr.at(pr.word(op, 6)), dy, dsrc, rows, pr.word(op, 3),
-                                   pr.word(op, 4), pr.word(op, 5), _f32(pr.word(op, 7)), acc)
+                                   pr.word(op, 4), pr.word(op, 5), _f32(pr.word(op, 7)), acc,
+                                   pr.pool, pr.arena_at)
 
 
 def fused_loss(pr: Program) -> Bool:

@@ -15,66 +15,56 @@ Backward, from dy:
   dq[i] = fma chain over j ≤ i ascending of ds[i, j]·k[j]
   dk[j] = fma chain over i ≥ j ascending of ds[i, j]·q[i]
   dv[j] = fma chain over i ≥ j ascending of att[i, j]·dy[i]
-SIMD lanes hold independent outputs (scores of W keys from a transposed copy of the head's keys
-or values; W elements of a head's output row), each still its own chain in the order above, so
-every width and tail gives the same bits; sums (the softmax's, `dot`) walk j in order.
+The five products run as GEMMs (training/gemm.mojo's one family: each output one fma chain,
+p ascending from +0.0) on contiguous copies of the head's q, k, v and dy: S = q·kᵀ, y = att·v,
+datt = dy·vᵀ, dq = ds·k, dk = dsᵀ·q, dv = attᵀ·dy. The masked entries (att and ds above the
+diagonal) are +0.0, and a chain from +0.0 is left exactly as it was by a product with +0.0
+(its value is never −0.0), so the GEMMs over all t positions give the bits of the chains over
+the allowed ones above; S and datt above the diagonal are computed and never read.
 """
 from std.math import fma
 from std.sys import simd_width_of
 
 from training.config import F32P
+from training.gemm import Epilogue
+from training.pool import split_gemm
 from training.portable_math import exp32, exp32_scalar
 
 comptime W = simd_width_of[DType.float32]()
-comptime V = SIMD[DType.float32, W]
 
 
-@always_inline
-def _axpy(a: Float32, x: F32P, y: F32P, n: Int):
-    """y[e] = fma(a, x[e], y[e]) for e < n (one step of n independent chains)."""
-    var e = 0
-    while e + W <= n:
-        y.unsafe_offset(e).unsafe_store(fma(V(a), x.unsafe_load[width=W](e),
-                                            y.unsafe_load[width=W](e)))
-        e += W
-    while e < n:
-        y[unsafe_offset=e] = fma(a, x[unsafe_offset=e], y[unsafe_offset=e])
-        e += 1
-
-
-@always_inline
-def _dots(a: F32P, bt: F32P, dst: F32P, n: Int, hd: Int, t: Int, scale: Float32):
-    """dst[j] = (fma chain over e ascending of a[e]·bt[e, j], from +0.0)·scale for j < n
-    (bt: hd × t, a head's keys or values transposed)."""
-    var j = 0
-    while j + W <= n:
-        var acc = V(0.0)
-        for e in range(hd):
-            acc = fma(V(a[unsafe_offset=e]), bt.unsafe_offset(e * t).unsafe_load[width=W](j), acc)
-        dst.unsafe_offset(j).unsafe_store(acc * scale)
-        j += W
-    while j < n:
-        var acc = Float32(0.0)
-        for e in range(hd):
-            acc = fma(a[unsafe_offset=e], bt[unsafe_offset=e * t + j], acc)
-        dst[unsafe_offset=j] = acc * scale
-        j += 1
-
-
-def _transpose(src: F32P, dst: F32P, t: Int, hd: Int, stride: Int):
-    """dst (hd × t) = the t rows of hd values at `src`, `stride` apart, transposed."""
+def _gather(src: F32P, dst: F32P, t: Int, hd: Int, stride: Int):
+    """dst (t × hd) = the t rows of hd values at `src`, `stride` apart."""
     for j in range(t):
         for e in range(hd):
-            dst[unsafe_offset=e * t + j] = src[unsafe_offset=j * stride + e]
+            dst[unsafe_offset=j * hd + e] = src[unsafe_offset=j * stride + e]
 
 
-def _softmax_row(row: F32P, n: Int, t: Int):
-    """row[j] = exp32(row[j] − mx) / Σ, j < n, the sum ascending; +0.0 for n <= j < t."""
-    var mx = row[unsafe_offset=0]
-    for j in range(1, n):
-        if row[unsafe_offset=j] > mx:
-            mx = row[unsafe_offset=j]
+def _scatter(src: F32P, dst: F32P, t: Int, hd: Int, stride: Int, accumulate: Bool):
+    """The t rows of hd values at `dst`, `stride` apart, = src (t × hd), or + src."""
+    for j in range(t):
+        for e in range(hd):
+            var v = src[unsafe_offset=j * hd + e]
+            if accumulate:
+                v = dst[unsafe_offset=j * stride + e] + v
+            dst[unsafe_offset=j * stride + e] = v
+
+
+def _softmax_row(row: F32P, n: Int, t: Int, scale: Float32):
+    """row[j] = exp32(s[j] − mx) / Σ with s[j] = row[j]·scale, j < n, the sum ascending;
+    +0.0 for n <= j < t."""
     var j = 0
+    while j + W <= n:
+        row.unsafe_offset(j).unsafe_store(row.unsafe_load[width=W](j) * scale)
+        j += W
+    while j < n:
+        row[unsafe_offset=j] = row[unsafe_offset=j] * scale
+        j += 1
+    var mx = row[unsafe_offset=0]
+    for i in range(1, n):
+        if row[unsafe_offset=i] > mx:
+            mx = row[unsafe_offset=i]
+    j = 0
     while j + W <= n:
         row.unsafe_offset(j).unsafe_store(exp32[W](row.unsafe_load[width=W](j) - mx))
         j += W
@@ -95,81 +85,76 @@ def _softmax_row(row: F32P, n: Int, t: Int):
         row[unsafe_offset=i] = 0.0
 
 
+def _ds_row(p: F32P, row: F32P, n: Int, t: Int, scale: Float32):
+    """row (datt) = (p·(datt − dot))·scale, dot the fma chain of p·datt, j < n; +0.0 after."""
+    var dot = Float32(0.0)
+    for j in range(n):
+        dot = fma(p[unsafe_offset=j], row[unsafe_offset=j], dot)
+    var j = 0
+    while j + W <= n:
+        row.unsafe_offset(j).unsafe_store(
+            (p.unsafe_load[width=W](j) * (row.unsafe_load[width=W](j) - dot)) * scale)
+        j += W
+    while j < n:
+        row[unsafe_offset=j] = (p[unsafe_offset=j] * (row[unsafe_offset=j] - dot)) * scale
+        j += 1
+    for i in range(n, t):
+        row[unsafe_offset=i] = 0.0
+
+
 def attention_forward(qkv: F32P, y: F32P, att: F32P, rows: Int, t: Int, d: Int, heads: Int,
-                      scale: Float32):
-    """y (rows × t × d) and att (rows × heads × t × t) from qkv (rows × t × 3d)."""
+                      scale: Float32, pool: Int, arena: Int):
+    """y (rows × t × d) and att (rows × heads × t × t) from qkv (rows × t × 3d); the GEMMs on
+    `pool` and `arena` (training/pool.mojo)."""
     var hd = d // heads
-    var kt = List[Float32](length=hd * t, fill=0)
-    var kT = F32P(unsafe_from_address=Int(kt.unsafe_ptr()))
+    var buf = List[Float32](length=4 * t * hd, fill=0)
+    var q = F32P(unsafe_from_address=Int(buf.unsafe_ptr()))
+    var k = q.unsafe_offset(t * hd)
+    var v = k.unsafe_offset(t * hd)
+    var o = v.unsafe_offset(t * hd)
     for b in range(rows):
         var base = qkv.unsafe_offset(b * t * 3 * d)
         for h in range(heads):
             var a = att.unsafe_offset((b * heads + h) * t * t)
-            _transpose(base.unsafe_offset(d + h * hd), kT, t, hd, 3 * d)
+            _gather(base.unsafe_offset(h * hd), q, t, hd, 3 * d)
+            _gather(base.unsafe_offset(d + h * hd), k, t, hd, 3 * d)
+            _gather(base.unsafe_offset(2 * d + h * hd), v, t, hd, 3 * d)
+            split_gemm(pool, q, k, a, t, t, hd, False, True, False, Epilogue.none(), arena)
             for i in range(t):
-                var row = a.unsafe_offset(i * t)
-                _dots(base.unsafe_offset(i * 3 * d + h * hd), kT, row, i + 1, hd, t, scale)
-                _softmax_row(row, i + 1, t)
-                var out = y.unsafe_offset((b * t + i) * d + h * hd)
-                for e in range(hd):
-                    out[unsafe_offset=e] = 0.0
-                for j in range(i + 1):
-                    _axpy(row[unsafe_offset=j], base.unsafe_offset(j * 3 * d + 2 * d + h * hd),
-                          out, hd)
-    _ = len(kt)
+                _softmax_row(a.unsafe_offset(i * t), i + 1, t, scale)
+            split_gemm(pool, a, v, o, t, hd, t, False, False, False, Epilogue.none(), arena)
+            _scatter(o, y.unsafe_offset(b * t * d + h * hd), t, hd, d, False)
+    _ = len(buf)
 
 
 def attention_backward(qkv: F32P, att: F32P, dy: F32P, dqkv: F32P, rows: Int, t: Int, d: Int,
-                       heads: Int, scale: Float32, accumulate: Bool):
+                       heads: Int, scale: Float32, accumulate: Bool, pool: Int, arena: Int):
     """dqkv (rows × t × 3d) from dy (rows × t × d); with `accumulate`, added to dqkv."""
     var hd = d // heads
-    var ds_list = List[Float32](length=t * t, fill=0)
-    var vt = List[Float32](length=hd * t, fill=0)
-    var one = List[Float32](length=t * 3 * d if accumulate else 1, fill=0)
-    var ds = F32P(unsafe_from_address=Int(ds_list.unsafe_ptr()))
-    var vT = F32P(unsafe_from_address=Int(vt.unsafe_ptr()))
-    var g = F32P(unsafe_from_address=Int(one.unsafe_ptr()))
+    var buf = List[Float32](length=t * t + 5 * t * hd, fill=0)
+    var ds = F32P(unsafe_from_address=Int(buf.unsafe_ptr()))
+    var q = ds.unsafe_offset(t * t)
+    var k = q.unsafe_offset(t * hd)
+    var v = k.unsafe_offset(t * hd)
+    var g = v.unsafe_offset(t * hd)
+    var o = g.unsafe_offset(t * hd)
+    comptime none = Epilogue.none()
     for b in range(rows):
         var base = qkv.unsafe_offset(b * t * 3 * d)
         var out = dqkv.unsafe_offset(b * t * 3 * d)
-        var dst = g if accumulate else out
         for h in range(heads):
             var a = att.unsafe_offset((b * heads + h) * t * t)
-            var qo = h * hd
-            var ko = d + h * hd
-            _transpose(base.unsafe_offset(2 * d + h * hd), vT, t, hd, 3 * d)
+            _gather(base.unsafe_offset(h * hd), q, t, hd, 3 * d)
+            _gather(base.unsafe_offset(d + h * hd), k, t, hd, 3 * d)
+            _gather(base.unsafe_offset(2 * d + h * hd), v, t, hd, 3 * d)
+            _gather(dy.unsafe_offset(b * t * d + h * hd), g, t, hd, d)
+            split_gemm(pool, g, v, ds, t, t, hd, False, True, False, none, arena)
             for i in range(t):
-                var n = i + 1
-                var row = ds.unsafe_offset(i * t)
-                var p = a.unsafe_offset(i * t)
-                _dots(dy.unsafe_offset((b * t + i) * d + h * hd), vT, row, n, hd, t, 1.0)
-                var dot = Float32(0.0)
-                for j in range(n):
-                    dot = fma(p[unsafe_offset=j], row[unsafe_offset=j], dot)
-                var j = 0
-                while j + W <= n:
-                    row.unsafe_offset(j).unsafe_store(
-                        (p.unsafe_load[width=W](j) * (row.unsafe_load[width=W](j) - dot)) * scale)
-                    j += W
-                while j < n:
-                    row[unsafe_offset=j] = (p[unsafe_offset=j] * (row[unsafe_offset=j] - dot)) * scale
-                    j += 1
-                var dq = dst.unsafe_offset(i * 3 * d + qo)
-                for e in range(hd):
-                    dq[unsafe_offset=e] = 0.0
-                for j2 in range(n):
-                    _axpy(row[unsafe_offset=j2], base.unsafe_offset(j2 * 3 * d + ko), dq, hd)
-            for j in range(t):  # dk and dv: chains over the queries i >= j
-                var dk = dst.unsafe_offset(j * 3 * d + ko)
-                var dv = dst.unsafe_offset(j * 3 * d + 2 * d + h * hd)
-                for e in range(hd):
-                    dk[unsafe_offset=e] = 0.0
-                    dv[unsafe_offset=e] = 0.0
-                for i in range(j, t):
-                    _axpy(ds[unsafe_offset=i * t + j], base.unsafe_offset(i * 3 * d + qo), dk, hd)
-                    _axpy(a[unsafe_offset=i * t + j], dy.unsafe_offset((b * t + i) * d + h * hd),
-                          dv, hd)
-        if accumulate:
-            for e in range(t * 3 * d):
-                out[unsafe_offset=e] = out[unsafe_offset=e] + g[unsafe_offset=e]
-    _ = len(ds_list) + len(vt) + len(one)
+                _ds_row(a.unsafe_offset(i * t), ds.unsafe_offset(i * t), i + 1, t, scale)
+            split_gemm(pool, ds, k, o, t, hd, t, False, False, False, none, arena)
+            _scatter(o, out.unsafe_offset(h * hd), t, hd, 3 * d, accumulate)
+            split_gemm(pool, ds, q, o, t, hd, t, True, False, False, none, arena)
+            _scatter(o, out.unsafe_offset(d + h * hd), t, hd, 3 * d, accumulate)
+            split_gemm(pool, a, g, o, t, hd, t, True, False, False, none, arena)
+            _scatter(o, out.unsafe_offset(2 * d + h * hd), t, hd, 3 * d, accumulate)
+    _ = len(buf)
