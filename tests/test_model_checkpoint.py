@@ -1,8 +1,8 @@
 """`mojolearn.Trainer` checkpoints (issue 35): schema `mojolearn.model-checkpoint.v1`.
 
 - Exact resume: N steps uninterrupted == N/2 steps + save + a NEW process + load + N/2 steps,
-  the same state hash and the same file bytes (LayerNorm, Dropout, Residual, MSE; and
-  cross-entropy over (T, C) positions).
+  the same state hash and the same file bytes (LayerNorm, Dropout, Residual, MSE;
+  cross-entropy over (T, C) positions; a GPT on token ids).
 - The file is canonical, round-trips byte for byte, its payload hash is `state_hash()`.
 - Every single-byte change is refused; malformed payloads (re-sealed with valid hashes, so
   the payload's own checks answer) are refused by name, an absurd model before allocating.
@@ -47,6 +47,8 @@ def make(kind, seed):
         )
         return ml.Trainer(model, input_shape=(6,), loss="mse", seed=seed, lr_schedule=sched,
                           data_schedule={"seed": seed % 1000})
+    if kind == "gpt":
+        return ml.Trainer(nn.gpt(7, 8, 1, 2, 8), input_shape=(6,), seed=seed, lr=1e-2)
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.LayerNorm(8), nn.Dropout(0.2),
                           nn.Linear(8, 3))
     return ml.Trainer(model, input_shape=(5, 4), seed=seed, lr=1e-2)
@@ -57,7 +59,10 @@ def batches(kind, seed, n):
     out = []
     for _ in range(n):
         rows = rng.randrange(1, 9)
-        if kind == "mse":
+        if kind == "gpt":
+            X, y = (ml.Array.from_list([[rng.randrange(7) for _ in range(6)] for _ in range(rows)],
+                                       "<i4") for _ in range(2))
+        elif kind == "mse":
             X = ml.Array.from_list([[f32(rng.gauss(0, 1)) for _ in range(6)] for _ in range(rows)])
             y = ml.Array.from_list([[f32(rng.gauss(0, 1)) for _ in range(3)] for _ in range(rows)])
         else:
@@ -85,7 +90,7 @@ print(json.dumps({"losses": [x.hex() for x in losses], "step": t.step_, "hash": 
 )
 
 
-@pytest.mark.parametrize("kind", ["mse", "cross_entropy_positions"])
+@pytest.mark.parametrize("kind", ["mse", "cross_entropy_positions", "gpt"])
 def test_exact_resume_in_a_new_process(tmp_path, seed, kind):
     seed %= 1 << 64
     data = batches(kind, seed, 6)
