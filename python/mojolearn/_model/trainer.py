@@ -81,7 +81,10 @@ class Trainer(ModelPersistence, ModelExport, ModelPreprocessing, ModelGeneration
 
     Args:
         model: an `nn.Sequential` of `Linear`, `ReLU`, `LayerNorm`, `Dropout`, `Flatten`,
-            `Residual` and `Sequential` layers.
+            `Residual` and `Sequential` layers (and the other `mojolearn.nn` layers). A model
+            whose first layer is an `Embedding` takes `(n, T)` integer token ids as X
+            (`input_shape=(T,)`; any integer dtype, each id checked in range, floats
+            refused) wherever X is taken.
         input_shape: one example's shape without the batch axis, e.g. `(10,)` or `(T, D)`.
         loss: `"cross_entropy"` (integer class targets; an output of `(T, C)` per example
             takes `(B, T)` targets, the mean over all positions) or `"mse"` (float32 targets of
