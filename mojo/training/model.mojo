@@ -9,7 +9,9 @@ example, output offset, output floats per example, loss (0 cross-entropy, 1 MSE)
 RECORD words: op, src, dst, five op-specific words, flags (ACCUMULATE, NEED_SRC_GRAD,
 ACCUMULATE_OTHER). Tensor offsets are per example: a batch of `rows` examples keeps tensor t
 at rows·t in the activation arena (offset 0, the input, is the caller's x) and the gradient
-arena alike.
+arena alike. A program whose first op is an Embedding has int32 token ids in x, which only
+that op reads (training/layers/embedding.mojo); attention is its two Linears around
+OP_ATTENTION (training/layers/attention.mojo).
 
 A Linear's forward and backward are the MLP's `dense_forward`/GEMMs (training/mlp.mojo), a
 Linear+ReLU pair its fused epilogue, the loss its `mean_cross_entropy`: an MLP program runs the

@@ -1,7 +1,8 @@
 """Binding entry of the model engine (training/model.mojo): a whole step of any program.
 
 model_step
-    addresses: program (int64 words, mojolearn/_model/program.py), x (k·rows × inputs float32),
+    addresses: program (int64 words, mojolearn/_model/program.py), x (k·rows × inputs float32;
+               int32 token ids when the program's first op is an Embedding),
                targets (int32 class ids for cross-entropy, float32 for MSE), params, m, v
                (read), new_params, new_m, new_v (written in mode train), losses (k, out),
                outputs (rows × outputs, out: the last batch's), grads (total, out),
@@ -19,8 +20,9 @@ model_step
                step's GEMMs and AdamW share, mojolearn/_runtime/threads.py; 0: this thread)
     returns:   rows × outputs, the floats written to `outputs`
     refuses:   a program that does not check (version, op codes, every tensor inside the arena,
-               every parameter tensor inside the flat buffer) and class ids outside [0,
-               classes) (ValueError, before anything is written); a non-finite output, loss,
+               every parameter tensor inside the flat buffer), class ids outside [0,
+               classes) and token ids outside [0, vocab) (ValueError, before anything is
+               written); a non-finite output, loss,
                gradient or new state (RuntimeError naming it). It never writes its inputs.
 """
 from std.ffi import external_call
@@ -135,8 +137,8 @@ def _check_sequence_op(E: StaticString, r: I64P, op: Int, code: Int, arena: Int,
         raise Error("ValueError: ", E, ": program op ", op, ": bad sizes T ", t, ", D ", d)
     if code == OP_EMBEDDING:
         if op != 0 or Int(r[unsafe_offset=1]) != 0 or inputs != t:
-            raise Error("ValueError: ", E, ": program op ", op, ": an Embedding is the first op and reads the ",
-                        "model's input (offset 0, ", inputs, " ids), not [",
+            raise Error("ValueError: ", E, ": program op ", op, ": an Embedding is the first ",
+                        "op and reads the model's input (offset 0, ", inputs, " ids), not [",
                         Int(r[unsafe_offset=1]), ", +", t, ")")
         if a < 1 or a > _MAX_TOTAL // d:
             raise Error("ValueError: ", E, ": program op ", op, ": bad vocabulary ", a)
