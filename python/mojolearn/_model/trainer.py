@@ -80,11 +80,8 @@ class Trainer(ModelPersistence, ModelExport, ModelPreprocessing, ModelGeneration
     is refused (ValueError), not rounded to infinity. Class ids may be a list of ints.
 
     Args:
-        model: an `nn.Sequential` of `Linear`, `ReLU`, `LayerNorm`, `Dropout`, `Flatten`,
-            `Residual` and `Sequential` layers (and the other `mojolearn.nn` layers). A model
-            whose first layer is an `Embedding` takes `(n, T)` integer token ids as X
-            (`input_shape=(T,)`; any integer dtype, each id checked in range, floats
-            refused) wherever X is taken.
+        model: an `nn.Sequential` of `mojolearn.nn` layers; with an `Embedding` first, X is
+            `(n, T)` integer token ids (`input_shape=(T,)`, each checked; floats refused).
         input_shape: one example's shape without the batch axis, e.g. `(10,)` or `(T, D)`.
         loss: `"cross_entropy"` (integer class targets; an output of `(T, C)` per example
             takes `(B, T)` targets, the mean over all positions) or `"mse"` (float32 targets of
