@@ -56,6 +56,18 @@ def test_attention_is_the_references_bit_for_bit(seed, trial):
 
 
 @identical
+@pytest.mark.parametrize("t", [17, 19, 33])
+def test_attention_rows_past_the_simd_width_are_the_references(seed, t):
+    """Softmax and ds rows of up to T positions run in SIMD lanes (8 or 16) and a tail: the
+    same bits as the reference's scalar walk."""
+    rng = random.Random(seed + t)
+    spec = ModelSpec(nn.Sequential(nn.CausalSelfAttention(6, 2), nn.Linear(6, 2)), (t, 6), "mse")
+    x = [f32(rng.gauss(0, 2)) for _ in range(2 * t * 6)]
+    y = [f32(rng.gauss(0, 1)) for _ in range(2 * t * 2)]
+    _check(spec, rng, x, y, 2)
+
+
+@identical
 @pytest.mark.parametrize("trial", range(6))
 def test_a_gpt_step_is_the_references_bit_for_bit(seed, trial):
     """Token ids through Embedding (ids repeated, so rows of its gradient sum several
