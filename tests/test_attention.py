@@ -250,3 +250,40 @@ def test_a_tiny_gpt_learns_a_repeating_text():
     assert losses[-1] < 0.1 * losses[0], losses[::10]
     out = trainer.generate([chars.index(c) for c in "the c"], 18, top_k=1)
     assert "".join(chars[i] for i in out).startswith("the cat sat on the mat")
+
+
+_GPT_PASS = """
+import json, random
+import mojolearn as ml
+from mojolearn import nn
+rng = random.Random(SEED)
+t = ml.Trainer(nn.gpt(9, 12, 2, 2, 16), input_shape=(12,), seed=SEED)
+X, Y = (ml.Array.from_list([[rng.randrange(9) for _ in range(12)] for _ in range(3)], "<i4")
+        for _ in range(2))
+out = t.train_step(X, Y)
+grads = [v for g in out["gradients"].values() for v in g.reshape((g.size,)).tolist()]
+outs = out["outputs"].reshape((out["outputs"].size,)).tolist()
+print(json.dumps({"loss": out["loss"], "outputs": outs, "grads": grads}))
+"""
+
+
+def test_fast_mode_is_within_float32_tolerance_of_identical(seed):
+    """Fast mode runs the same kernels with contraction allowed: a GPT step within 1e-5
+    relative of identical mode's (tests/test_model_trainer.py's measure)."""
+    import json
+
+    from tests.helpers import run_python
+
+    got = {
+        mode: json.loads(
+            run_python(
+                _GPT_PASS.replace("SEED", str(seed % 10**6)), {"MOJOLEARN_NUMERIC_MODE": mode}
+            )
+        )
+        for mode in ("identical", "fast")
+    }
+    a, b = got["identical"], got["fast"]
+    assert abs(a["loss"] - b["loss"]) <= 1e-5 * (1 + abs(a["loss"]))
+    assert all(abs(x - y) <= 1e-5 * (1 + abs(x)) for x, y in zip(a["outputs"], b["outputs"]))
+    scale = max(abs(g) for g in a["grads"])
+    assert all(abs(x - y) <= 1e-5 * scale for x, y in zip(a["grads"], b["grads"]))
