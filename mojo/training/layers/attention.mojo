@@ -15,12 +15,13 @@ Backward, from dy:
   dq[i] = fma chain over j ≤ i ascending of ds[i, j]·k[j]
   dk[j] = fma chain over i ≥ j ascending of ds[i, j]·q[i]
   dv[j] = fma chain over i ≥ j ascending of att[i, j]·dy[i]
-The five products run as GEMMs (training/gemm.mojo's one family: each output one fma chain,
+The six products run as GEMMs (training/gemm.mojo's one family: each output one fma chain,
 p ascending from +0.0) on contiguous copies of the head's q, k, v and dy: S = q·kᵀ, y = att·v,
 datt = dy·vᵀ, dq = ds·k, dk = dsᵀ·q, dv = attᵀ·dy. The masked entries (att and ds above the
-diagonal) are +0.0, and a chain from +0.0 is left exactly as it was by a product with +0.0
-(its value is never −0.0), so the GEMMs over all t positions give the bits of the chains over
-the allowed ones above; S and datt above the diagonal are computed and never read.
+diagonal) are +0.0, and a chain from +0.0 is left exactly as it was by a product of +0.0 and
+a finite value (the chain's value is never −0.0), so the GEMMs over all t positions give the
+bits of the chains over the allowed ones above (a non-finite operand makes the step's result
+non-finite, refused either way); S and datt above the diagonal are computed and never read.
 """
 from std.math import fma
 from std.sys import simd_width_of
