@@ -1,8 +1,8 @@
 """`mojolearn.Trainer` checkpoints (issue 35): schema `mojolearn.model-checkpoint.v1`.
 
 - Exact resume: N steps uninterrupted == N/2 steps + save + a NEW process + load + N/2 steps,
-  the same state hash and the same file bytes (LayerNorm, Dropout, Residual, MSE; and
-  cross-entropy over (T, C) positions).
+  the same state hash and the same file bytes (LayerNorm, Dropout, Residual, MSE;
+  cross-entropy over (T, C) positions; a GPT on token ids).
 - The file is canonical, round-trips byte for byte, its payload hash is `state_hash()`.
 - Every single-byte change is refused; malformed payloads (re-sealed with valid hashes, so
   the payload's own checks answer) are refused by name, an absurd model before allocating.
@@ -51,6 +51,8 @@ def make(kind, seed):
         model = nn.Sequential(nn.Conv2d(1, 3, (3, 2), padding=1), nn.ReLU(), nn.MaxPool2d(2),
                               nn.AvgPool2d(2, 1), nn.Flatten(), nn.Linear(3 * 1 * 1, 3))
         return ml.Trainer(model, input_shape=(1, 4, 4), seed=seed, lr=1e-2)
+    if kind == "gpt":
+        return ml.Trainer(nn.gpt(7, 8, 1, 2, 8), input_shape=(6,), seed=seed, lr=1e-2)
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.LayerNorm(8), nn.Dropout(0.2),
                           nn.Linear(8, 3))
     return ml.Trainer(model, input_shape=(5, 4), seed=seed, lr=1e-2)
@@ -64,6 +66,9 @@ def batches(kind, seed, n):
         if kind == "cnn":  # flat (rows, C·H·W) batches
             X = ml.Array.from_list([[f32(rng.gauss(0, 1)) for _ in range(16)] for _ in range(rows)])
             y = ml.Array.from_list([rng.randrange(3) for _ in range(rows)], "<i4")
+        if kind == "gpt":
+            X, y = (ml.Array.from_list([[rng.randrange(7) for _ in range(6)] for _ in range(rows)],
+                                       "<i4") for _ in range(2))
         elif kind == "mse":
             X = ml.Array.from_list([[f32(rng.gauss(0, 1)) for _ in range(6)] for _ in range(rows)])
             y = ml.Array.from_list([[f32(rng.gauss(0, 1)) for _ in range(3)] for _ in range(rows)])
@@ -92,7 +97,7 @@ print(json.dumps({"losses": [x.hex() for x in losses], "step": t.step_, "hash": 
 )
 
 
-@pytest.mark.parametrize("kind", ["mse", "cross_entropy_positions", "cnn"])
+@pytest.mark.parametrize("kind", ["mse", "cross_entropy_positions", "cnn", "gpt"])
 def test_exact_resume_in_a_new_process(tmp_path, seed, kind):
     seed %= 1 << 64
     data = batches(kind, seed, 6)

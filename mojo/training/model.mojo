@@ -9,7 +9,9 @@ example, output offset, output floats per example, loss (0 cross-entropy, 1 MSE)
 RECORD words: op, src, dst, five op-specific words, flags (ACCUMULATE, NEED_SRC_GRAD,
 ACCUMULATE_OTHER). Tensor offsets are per example: a batch of `rows` examples keeps tensor t
 at rows·t in the activation arena (offset 0, the input, is the caller's x) and the gradient
-arena alike.
+arena alike. A program whose first op is an Embedding has int32 token ids in x, which only
+that op reads (training/layers/embedding.mojo); attention is its two Linears around
+OP_ATTENTION (training/layers/attention.mojo).
 
 A Linear's forward and backward are the MLP's `dense_forward`/GEMMs (training/mlp.mojo), a
 Linear+ReLU pair its fused epilogue, the loss its `mean_cross_entropy`: an MLP program runs the
@@ -23,7 +25,10 @@ from training.gemm import Epilogue, gemm_tiles_hold_rows
 from training.layers.activations import (gelu_backward, gelu_forward, sigmoid_backward,
                                          sigmoid_forward, tanh_backward, tanh_forward)
 from training.layers.conv import conv2d_backward, conv2d_forward
+from training.layers.attention import attention_backward, attention_forward
 from training.layers.dropout import dropout_apply, dropout_key
+from training.layers.embedding import (embedding_backward, embedding_forward,
+                                       position_backward, position_forward)
 from training.layers.elementwise import add_into, copy_or_add, mse_loss, relu_apply, relu_grad
 from training.layers.norm import layernorm_backward, layernorm_forward
 from training.layers.pool2d import avgpool2d_forward, maxpool2d_forward, pool2d_backward
@@ -45,6 +50,9 @@ comptime OP_SIGMOID = 8
 comptime OP_CONV2D = 9
 comptime OP_MAXPOOL2D = 10
 comptime OP_AVGPOOL2D = 11
+comptime OP_EMBEDDING = 20
+comptime OP_POSITION = 21
+comptime OP_ATTENTION = 22
 comptime LOSS_CROSS_ENTROPY = 0
 comptime LOSS_MSE = 1
 comptime ACCUMULATE = 1
@@ -195,6 +203,16 @@ def model_forward(pr: Program, p: F32P, t: Int, train: Bool, first_row: Int, los
             maxpool2d_forward(src, dst, rows, pr.word(op, 3), pr.word(op, 4), pr.word(op, 5))
         elif code == OP_AVGPOOL2D:
             avgpool2d_forward(src, dst, rows, pr.word(op, 3), pr.word(op, 4), pr.word(op, 5))
+        elif code == OP_EMBEDDING:  # src: the caller's x, holding int32 ids
+            embedding_forward(I32P(unsafe_from_address=Int(src)), p.unsafe_offset(pr.word(op, 5)),
+                              dst, rows * pr.word(op, 3), pr.word(op, 4))
+        elif code == OP_POSITION:
+            position_forward(src, p.unsafe_offset(pr.word(op, 5)), dst, rows,
+                             pr.word(op, 3) * pr.word(op, 4))
+        elif code == OP_ATTENTION:
+            attention_forward(src, dst, pr.at(pr.word(op, 6)), rows, pr.word(op, 3),
+                              pr.word(op, 4), pr.word(op, 5), _f32(pr.word(op, 7)), pr.pool,
+                              pr.arena_at)
 
 
 def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
@@ -273,6 +291,21 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
             if need:
                 pool2d_backward(src, dy, dsrc, rows, pr.word(op, 3), pr.word(op, 4),
                                 pr.word(op, 5), code == OP_MAXPOOL2D, acc)
+        elif code == OP_EMBEDDING:  # ids have no gradient
+            embedding_backward(I32P(unsafe_from_address=Int(src)), dy,
+                               grads.unsafe_offset(pr.word(op, 5)), rows * pr.word(op, 3),
+                               pr.word(op, 4), pr.word(op, 6))
+        elif code == OP_POSITION:
+            var n = pr.word(op, 3) * pr.word(op, 4)
+            position_backward(dy, grads.unsafe_offset(pr.word(op, 5)), rows, n,
+                              pr.word(op, 6) * pr.word(op, 4))
+            if need:
+                copy_or_add(dy, dsrc, rows * n, acc)
+        elif code == OP_ATTENTION:
+            if need:
+                attention_backward(src, pr.at(pr.word(op, 6)), dy, dsrc, rows, pr.word(op, 3),
+                                   pr.word(op, 4), pr.word(op, 5), _f32(pr.word(op, 7)), acc,
+                                   pr.pool, pr.arena_at)
 
 
 def fused_loss(pr: Program) -> Bool:

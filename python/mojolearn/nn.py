@@ -12,7 +12,10 @@ elementwise_affine=True)` over the last axis, `Dropout(p=0.5)`, `Flatten()`, on 
 (C, H, W) `Conv2d(in_channels, out_channels, kernel_size, stride=1, padding=0, bias=True)`,
 `MaxPool2d(kernel_size, stride=None)` and `AvgPool2d(kernel_size, stride=None)` (sizes an int
 or a pair), and the containers `Sequential(*layers)` and `Residual(*layers)` (`y = x + f(x)`,
-f keeping its input's shape).
+f keeping its input's shape). For text: `Embedding(num_embeddings, embedding_dim)` (integer
+token ids in, the model's first layer), `PositionEmbedding(max_len, dim)`,
+`CausalSelfAttention(dim, num_heads, bias=True)`, and `gpt(vocab_size, block_size, n_layer,
+n_head, n_embd)`, nanoGPT's model as a Sequential.
 
 Constructor arguments are checked at once (TypeError or ValueError naming the layer and the
 argument); shapes are checked when a model meets its input shape, with the layer's index in the
@@ -32,18 +35,22 @@ from __future__ import annotations
 from ._model.layers import (
     GELU,
     AvgPool2d,
+    CausalSelfAttention,
     Conv2d,
     Dropout,
+    Embedding,
     Flatten,
     Layer,
     LayerNorm,
     Linear,
     MaxPool2d,
+    PositionEmbedding,
     ReLU,
     Residual,
     Sequential,
     Sigmoid,
     Tanh,
+    gpt,
 )
 from ._model.layers import from_json as _from_json
 
@@ -51,18 +58,22 @@ __all__ = [
     "GELU",
     "AvgPool2d",
     "Conv2d",
+    "CausalSelfAttention",
     "Dropout",
+    "Embedding",
     "Flatten",
     "Layer",
     "LayerNorm",
     "Linear",
     "MaxPool2d",
+    "PositionEmbedding",
     "ReLU",
     "Residual",
     "Sequential",
     "Sigmoid",
     "Tanh",
     "from_json",
+    "gpt",
 ]
 
 

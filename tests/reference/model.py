@@ -17,12 +17,15 @@ import math
 from mojolearn._model.layers import (
     GELU,
     AvgPool2d,
+    CausalSelfAttention,
     Conv2d,
     Dropout,
+    Embedding,
     Flatten,
     LayerNorm,
     Linear,
     MaxPool2d,
+    PositionEmbedding,
     ReLU,
     Residual,
     Sequential,
@@ -30,6 +33,7 @@ from mojolearn._model.layers import (
     Tanh,
 )
 
+from . import attention as A
 from . import conv as C
 from . import layers as L
 from .f32 import f32, fma32
@@ -50,6 +54,27 @@ class _Walk:
 
     def spec_shape(self, name):
         return self.spec.shapes[self.spec.names.index(name)]
+
+    def _linear_tensors(self, name, n_in, n_out, bias):
+        w = self.tensor(f"{name}.weight", n_in * n_out)
+        return w, self.tensor(f"{name}.bias", n_out) if bias else None
+
+    def _linear_back(self, name, g, x, rows, w, n_in, n_out, bias, into):
+        """A Linear's backward: its tensors' gradients put, the input's returned (its fma
+        chain continuing from `into`'s values when given)."""
+        _, dw, db = L.linear_backward(g, x, rows, w, n_in, n_out, bias)
+        self.put(f"{name}.weight", dw)
+        if bias:
+            self.put(f"{name}.bias", db)
+        dx = []
+        for r in range(rows):
+            gr = g[r * n_out : (r + 1) * n_out]
+            for k in range(n_in):
+                acc = 0.0 if into is None else into[r * n_in + k]
+                for o in range(n_out):
+                    acc = fma32(gr[o], w[o * n_in + k], acc)
+                dx.append(acc)
+        return dx
 
     def put(self, name, values):
         at = self.offsets[name]
@@ -107,6 +132,21 @@ class _Walk:
         if isinstance(layer, Tanh):
             y = L.tanh_forward(x)
             return y, y, shape
+        if isinstance(layer, Embedding):
+            d = layer.embedding_dim
+            w = self.tensor(f"{path}.weight", layer.num_embeddings * d)
+            return A.embedding_forward(x, w, d), x, shape + (d,)
+        if isinstance(layer, PositionEmbedding):
+            w = self.tensor(f"{path}.weight", n)
+            return A.position_forward(x, w, self.rows, n), None, shape
+        if isinstance(layer, CausalSelfAttention):
+            t, d = shape
+            wa, ba = self._linear_tensors(f"{path}.c_attn", d, 3 * d, layer.bias)
+            wp, bp = self._linear_tensors(f"{path}.c_proj", d, d, layer.bias)
+            qkv = L.linear_forward(x, self.rows * t, wa, ba, d, 3 * d)
+            y, att = A.attention_forward(qkv, self.rows, t, d, layer.num_heads)
+            out = L.linear_forward(y, self.rows * t, wp, bp, d, d)
+            return out, (x, qkv, att, y, wa, wp), shape
         if isinstance(layer, Sigmoid):
             y = L.sigmoid_forward(x)
             return y, y, shape
@@ -126,19 +166,18 @@ class _Walk:
             x, w = cache
             n_in, n_out = layer.in_features, layer.out_features
             rows = self.rows * (n // n_in)
-            _, dw, db = L.linear_backward(g, x, rows, w, n_in, n_out, layer.bias)
-            self.put(f"{path}.weight", dw)
-            if layer.bias:
-                self.put(f"{path}.bias", db)
-            dx = []
-            for r in range(rows):
-                gr = g[r * n_out : (r + 1) * n_out]
-                for k in range(n_in):
-                    acc = 0.0 if into is None else into[r * n_in + k]
-                    for o in range(n_out):
-                        acc = fma32(gr[o], w[o * n_in + k], acc)
-                    dx.append(acc)
-            return dx
+            return self._linear_back(path, g, x, rows, w, n_in, n_out, layer.bias, into)
+        if isinstance(layer, Embedding):  # token ids have no gradient
+            d = layer.embedding_dim
+            self.put(f"{path}.weight", A.embedding_backward(cache, g, d, layer.num_embeddings))
+            return None
+        if isinstance(layer, CausalSelfAttention):
+            x, qkv, att, y, wa, wp = cache
+            t, d = shape
+            r, bias = self.rows * t, layer.bias
+            dy = self._linear_back(f"{path}.c_proj", g, y, r, wp, d, d, bias, None)
+            dqkv = A.attention_backward(qkv, att, dy, self.rows, t, d, layer.num_heads)
+            return self._linear_back(f"{path}.c_attn", dqkv, x, r, wa, d, 3 * d, bias, into)
         if isinstance(layer, Conv2d):
             x, w, d = cache
             dx, dw, db = C.conv2d_backward(g, x, self.rows, w, d, layer.bias, into)
@@ -166,6 +205,10 @@ class _Walk:
             v = L.tanh_backward(g, cache)
         elif isinstance(layer, Sigmoid):
             v = L.sigmoid_backward(g, cache)
+        elif isinstance(layer, PositionEmbedding):
+            table = layer.max_len * layer.dim
+            self.put(f"{path}.weight", A.position_backward(g, self.rows, n, table))
+            v = list(g)
         else:
             raise TypeError(layer)
         return v if into is None else [f32(a + b) for a, b in zip(into, v)]

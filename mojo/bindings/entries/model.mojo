@@ -1,7 +1,8 @@
 """Binding entry of the model engine (training/model.mojo): a whole step of any program.
 
 model_step
-    addresses: program (int64 words, mojolearn/_model/program.py), x (k·rows × inputs float32),
+    addresses: program (int64 words, mojolearn/_model/program.py), x (k·rows × inputs float32;
+               int32 token ids when the program's first op is an Embedding),
                targets (int32 class ids for cross-entropy, float32 for MSE), params, m, v
                (read), new_params, new_m, new_v (written in mode train), losses (k, out),
                outputs (rows × outputs, out: the last batch's), grads (total, out),
@@ -19,19 +20,21 @@ model_step
                step's GEMMs and AdamW share, mojolearn/_runtime/threads.py; 0: this thread)
     returns:   rows × outputs, the floats written to `outputs`
     refuses:   a program that does not check (version, op codes, every tensor inside the arena,
-               every parameter tensor inside the flat buffer) and class ids outside [0,
-               classes) (ValueError, before anything is written); a non-finite output, loss,
+               every parameter tensor inside the flat buffer), class ids outside [0,
+               classes) and token ids outside [0, vocab) (ValueError, before anything is
+               written); a non-finite output, loss,
                gradient or new state (RuntimeError naming it). It never writes its inputs.
 """
 from std.ffi import external_call
 from std.python import PythonObject
 
 from entries.args import Args, Layout, refuse_nonfinite
-from training.config import F32P, I64P
+from training.config import F32P, I32P, I64P
 from training.layers.conv import unpack
 from training.model import (HEADER, MODE_EVAL, MODE_FORWARD, MODE_TRAIN, NEED_SRC_GRAD, OP_ADD,
-                            OP_AVGPOOL2D, OP_CONV2D, OP_DROPOUT, OP_GELU, OP_LAYERNORM, OP_LINEAR,
-                            OP_MAXPOOL2D, OP_RELU, OP_SIGMOID, OP_TANH, RECORD, VERSION,
+                            OP_ATTENTION, OP_AVGPOOL2D, OP_CONV2D, OP_DROPOUT, OP_EMBEDDING,
+                            OP_GELU, OP_LAYERNORM, OP_LINEAR, OP_MAXPOOL2D, OP_POSITION, OP_RELU,
+                            OP_SIGMOID, OP_TANH, RECORD, VERSION,
                             model_steps)
 from training.pool import is_pool
 
@@ -175,10 +178,59 @@ def _check_program(E: StaticString, w: I64P, total: Int) raises -> Int:
                 _inside(E, "kept", op, Int(r[unsafe_offset=5]), a, arena)
         elif code == OP_CONV2D or code == OP_MAXPOOL2D or code == OP_AVGPOOL2D:
             _check_image_op(E, op, r, arena, total)
+        elif code == OP_EMBEDDING or code == OP_POSITION or code == OP_ATTENTION:
+            _check_sequence_op(E, r, op, code, arena, total, inputs)
         else:
             raise Error("ValueError: ", E, ": program op ", op, ": op code ", code,
                         " is not one this binding runs")
     return arena
+
+
+def _check_sequence_op(E: StaticString, r: I64P, op: Int, code: Int, arena: Int, total: Int,
+                       inputs: Int) raises:
+    """An Embedding (its src the model's input: the ids, checked by `_check_ids`), a
+    PositionEmbedding or an attention record: sizes, tensors and tables inside their buffers."""
+    var t = Int(r[unsafe_offset=3])
+    var d = Int(r[unsafe_offset=4])
+    var w = Int(r[unsafe_offset=5])
+    var a = Int(r[unsafe_offset=6])
+    if t < 1 or d < 1 or t > _MAX_ARENA // d:
+        raise Error("ValueError: ", E, ": program op ", op, ": bad sizes T ", t, ", D ", d)
+    if code == OP_EMBEDDING:
+        if op != 0 or Int(r[unsafe_offset=1]) != 0 or inputs != t:
+            raise Error("ValueError: ", E, ": program op ", op, ": an Embedding is the first ",
+                        "op and reads the model's input (offset 0, ", inputs, " ids), not [",
+                        Int(r[unsafe_offset=1]), ", +", t, ")")
+        if a < 1 or a > _MAX_TOTAL // d:
+            raise Error("ValueError: ", E, ": program op ", op, ": bad vocabulary ", a)
+        _inside(E, "weight", op, w, a * d, total)
+    else:
+        _inside(E, "src", op, Int(r[unsafe_offset=1]), t * d * (3 if code == OP_ATTENTION else 1),
+                arena)
+    _inside(E, "dst", op, Int(r[unsafe_offset=2]), t * d, arena)
+    if code == OP_POSITION:
+        if a < t or a > _MAX_TOTAL // d:
+            raise Error("ValueError: ", E, ": program op ", op, ": max_len ", a, " < T ", t)
+        _inside(E, "weight", op, w, a * d, total)
+    if code == OP_ATTENTION:
+        if w < 1 or d % w != 0 or t > _MAX_ARENA // (w * t):
+            raise Error("ValueError: ", E, ": program op ", op, ": heads ", w,
+                        " do not divide D ", d)
+        _inside(E, "att", op, a, w * t * t, arena)
+
+
+def _check_ids(E: StaticString, w: I64P, x: Int, n: Int) raises:
+    """Every token id of a model whose first op is an Embedding: in [0, vocab)."""
+    var r = w.unsafe_offset(HEADER)
+    if Int(r[unsafe_offset=0]) != OP_EMBEDDING:
+        return
+    var vocab = Int(r[unsafe_offset=6])
+    var ids = I32P(unsafe_from_address=x)
+    for i in range(n):
+        var v = Int(ids[unsafe_offset=i])
+        if v < 0 or v >= vocab:
+            raise Error("ValueError: ", E, ": x[", i, "] = ", v, " is not a token id in [0, ",
+                        vocab, ")")
 
 
 def model_step(addrs: PythonObject, params: PythonObject) raises -> PythonObject:
@@ -226,6 +278,7 @@ def model_step(addrs: PythonObject, params: PythonObject) raises -> PythonObject
             if label < 0 or label >= classes:
                 raise Error("ValueError: ", E, ": targets[", i, "] = ", label,
                             " is not a class in [0, ", classes, ")")
+    _check_ids(E, words, args.addrs[1], k * rows * Int(words[unsafe_offset=4]))
     var pool = args.int(12, "pool", 0, 1 << 52)
     if pool != 0 and not is_pool(pool):
         raise Error("ValueError: ", E, ": pool is not an open worker pool")

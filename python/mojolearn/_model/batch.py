@@ -29,6 +29,8 @@ def as_rows(z: Array, classes: int) -> Array:
 
 
 def inputs(X: Any, spec: ModelSpec, most: int | None) -> Array:
+    if spec.vocabulary:
+        return token_ids(X, spec, most)
     arr = input_f32(X, None, "X", _API)
     shape = arr._shape
     want = spec.input_shape
@@ -42,6 +44,28 @@ def inputs(X: Any, spec: ModelSpec, most: int | None) -> Array:
         raise ValueError(f"{_API}: X has {shape[0]} examples, more than max_rows ({most})")
     finite(arr, "X", math.prod(want))
     return arr.reshape((shape[0], *want)) if flat else arr
+
+
+def token_ids(X: Any, spec: ModelSpec, most: int | None) -> Array:
+    """A batch of token ids `(n, T)` for a model whose first layer is an Embedding: int32 in
+    C order (int64 and the other integer types converted, floats refused), every id in
+    [0, vocabulary). The runner reads them in the input's place through an int32 pointer
+    (mojo/training/layers/embedding.mojo), so they never meet a float check."""
+    arr = input_labels(X, None, "X", _API)
+    want, vocab = spec.input_shape, spec.vocabulary
+    if arr._shape[1:] != want or arr._shape[0] < 1:
+        raise ValueError(
+            f"{_API}: X must be token ids of shape (n, {want[0]}) with n >= 1, got {arr._shape}"
+        )
+    if most is not None and arr._shape[0] > most:
+        raise ValueError(f"{_API}: X has {arr._shape[0]} examples, more than max_rows ({most})")
+    if arr._size and not (0 <= min(arr._mv) and max(arr._mv) < vocab):
+        bad = next(i for i, v in enumerate(arr._mv) if not 0 <= v < vocab)
+        raise ValueError(
+            f"{_API}: X holds token ids in [0, {vocab}) (the Embedding's num_embeddings): "
+            f"example {bad // want[0]}, position {bad % want[0]} is {arr._mv[bad]}"
+        )
+    return arr
 
 
 def targets(values: Any, spec: ModelSpec, n: int) -> Array:

@@ -11,7 +11,8 @@ elementwise_affine)`, `Dropout(p)`, `Flatten()`, `Conv2d`, `MaxPool2d`, `AvgPool
 defaults for every option ours lacks: no dilation, groups, pool padding or ceil_mode),
 `Sequential`), and `nn.Residual` is this
 module's `Residual`: a `torch.nn.Sequential` subclass whose forward is `x + f(x)`, so its
-children are named "0", "1", ... and the state_dict names are ours ("3.1.weight").
+children are named "0", "1", ... and the state_dict names are ours ("3.1.weight"). The text
+layers: `nn.Embedding` is torch's, the other two this package's torch modules (`_model/torch_text.py`).
 `Trainer.from_torch` reads exactly these classes (subclasses are refused: one may override
 `forward`), and as a Residual only ours (`torch_residual()`): a class of another library is
 refused by name even when it is called "Residual", since nothing says its forward is `x + f(x)`.
@@ -46,6 +47,7 @@ from .._runtime import backend as _backend
 from .._runtime import files as _files
 from . import layers as L
 from . import preprocessing as _pre
+from . import torch_text as _text
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -162,6 +164,9 @@ def _to_torch(torch: ModuleType, layer: L.Layer) -> Any:
         return torch.nn.GELU(approximate=layer.approximate)
     if isinstance(layer, L.Dropout):
         return torch.nn.Dropout(layer.p)
+    text = _text.to_torch(torch, layer)
+    if text is not None:
+        return text
     simple = {L.ReLU: "ReLU", L.Tanh: "Tanh", L.Sigmoid: "Sigmoid", L.Flatten: "Flatten"}
     return getattr(torch.nn, simple[type(layer)])()
 
@@ -192,6 +197,15 @@ def _from_torch(
         ]
         make: Any = L.Residual if cls is not nn.Sequential else L.Sequential
         return _described(make, inner, where, name)
+    try:
+        text = _text.from_torch(torch, module, where)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{where} ({name}): {exc}") from None
+    if text is not None:
+        for tensor in text[1]:
+            value = module.get_parameter(tensor)
+            weights[f"{path}.{tensor}"] = _float32(torch, value, f"{where} ({name}) {tensor}")
+        return text[0]
     expected = {nn.Linear: 2, nn.LayerNorm: 2, nn.Conv2d: 2}.get(cls, 0)
     if cls not in _leaves(nn):
         raise ValueError(f"{where} is {name}, which mojolearn.nn has no layer for")
@@ -480,6 +494,11 @@ def _onnx_layers(g: _Graph, layer: L.Layer, path: str, x: str, ranks: dict[str, 
         return x  # inference: the identity
     if isinstance(layer, L.Flatten):
         return g.node("Flatten", [x], path, axis=1)
+    if isinstance(layer, (L.Embedding, L.PositionEmbedding, L.CausalSelfAttention)):
+        raise ValueError(
+            f"{_API}.export_onnx: layer {path} {layer!r} has no ONNX export yet (token "
+            f"inputs and attention); use to_torch() and torch.onnx"
+        )
     op = {L.ReLU: "Relu", L.Tanh: "Tanh", L.Sigmoid: "Sigmoid"}[type(layer)]
     return g.node(op, [x], path)
 
@@ -565,7 +584,10 @@ class ModelExport:
         `GELU`, `Tanh`, `Sigmoid`, `LayerNorm` (an int or 1-tuple `normalized_shape`, with
         both or neither affine tensor), `Dropout`, `Flatten()` (the default dims), `Conv2d`
         (zero padding as ints or pairs, no dilation or groups), `MaxPool2d` and `AvgPool2d`
-        (no padding, dilation or ceil_mode) and the Residual class of `to_torch` (`torch_residual()`). Floating weights of another dtype
+        (no padding, dilation or ceil_mode), `Embedding` (the plain lookup), the
+        PositionEmbedding and CausalSelfAttention classes of `to_torch`
+        (`mojolearn._model.torch_text`) and the Residual class of `to_torch`
+        (`torch_residual()`). Floating weights of another dtype
         or device are copied to float32 on the CPU (float64 rounds to nearest). Children take
         mojolearn's names by position ("0", "1", ...), whatever their names in torch.
 
@@ -693,7 +715,9 @@ class ModelExport:
 
         Raises:
             ImportError: the onnx package is not installed (`pip install onnx`).
-            ValueError: `path` names something other than a regular file; nothing is written.
+            ValueError: `path` names something other than a regular file, or the model has
+                a layer without an ONNX export (Embedding, PositionEmbedding,
+                CausalSelfAttention); nothing is written.
             OSError: the file cannot be written.
 
         Example:

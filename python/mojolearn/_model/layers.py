@@ -19,6 +19,8 @@ from __future__ import annotations
 import math
 import operator
 
+from .._runtime.portable import cospi, log
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from typing import Any, Iterator
@@ -442,6 +444,141 @@ class Flatten(Layer):
         return (math.prod(shape),)
 
 
+def normal(rng: SplitMix64, std: float) -> float:
+    """One N(0, std²) draw in binary64, the same on every machine: Box–Muller's cosine branch
+    from two 53-bit uniforms of `rng` (u1 in (0, 1], u2 in [0, 1)), `sqrt(−2·ln u1)·cos(2π·u2)`
+    on the portable `log` and `cospi` (never libm), times `std`."""
+    u1 = 1.0 - (rng.next_u64() >> 11) / 9007199254740992.0
+    u2 = (rng.next_u64() >> 11) / 9007199254740992.0
+    return float(math.sqrt(-2.0 * log(u1)) * cospi(2.0 * u2) * std)
+
+
+class Embedding(Layer):
+    """A table lookup (torch's `nn.Embedding`): integer token ids `(T,)` per example (int32 or
+    int64, each in [0, num_embeddings)) to `(T, embedding_dim)`; tensor `weight`
+    (num_embeddings, embedding_dim), initialized N(0, 1) as torch's. Only the model's first
+    layer may be one (its input is the ids).
+
+    Args:
+        num_embeddings: the vocabulary's size, an int in [1, 2**20].
+        embedding_dim: the vectors' width, an int in [1, 2**20].
+    """
+
+    __slots__ = ("num_embeddings", "embedding_dim")
+    num_embeddings: int
+    embedding_dim: int
+    _args = ("num_embeddings", "embedding_dim")
+    _positional = 2
+
+    def __init__(self, num_embeddings: int, embedding_dim: int) -> None:
+        self._set(
+            num_embeddings=_int_arg("Embedding", "num_embeddings", num_embeddings),
+            embedding_dim=_int_arg("Embedding", "embedding_dim", embedding_dim),
+        )
+
+    def _output_shape(self, shape: Shape, where: str) -> Shape:
+        if len(shape) != 1:
+            raise ValueError(
+                f"{where} {self!r} takes (positions,) token ids per example, gets input shape "
+                f"{shape}"
+            )
+        return shape + (self.embedding_dim,)
+
+    def _parameters(self, shape: Shape) -> list[tuple[str, Shape]]:
+        return [("weight", (self.num_embeddings, self.embedding_dim))]
+
+    def _initial(self, name: str, shape: Shape, rng: SplitMix64) -> list[float]:
+        return [normal(rng, 1.0) for _ in range(math.prod(shape))]
+
+
+class PositionEmbedding(Layer):
+    """Adds a learned vector per position (nanoGPT's `wpe`): `(T, dim)` to `(T, dim)`, `y[t] =
+    x[t] + weight[t]`, for T <= max_len; tensor `weight` (max_len, dim), initialized N(0, 1)
+    as torch's `nn.Embedding` (the module nanoGPT's `wpe` is).
+
+    Args:
+        max_len: the most positions, an int in [1, 2**20].
+        dim: the vectors' width, an int in [1, 2**20].
+    """
+
+    __slots__ = ("max_len", "dim")
+    max_len: int
+    dim: int
+    _args = ("max_len", "dim")
+    _positional = 2
+
+    def __init__(self, max_len: int, dim: int) -> None:
+        self._set(
+            max_len=_int_arg("PositionEmbedding", "max_len", max_len),
+            dim=_int_arg("PositionEmbedding", "dim", dim),
+        )
+
+    def _output_shape(self, shape: Shape, where: str) -> Shape:
+        if len(shape) != 2 or shape[1] != self.dim or shape[0] > self.max_len:
+            raise ValueError(
+                f"{where} {self!r} takes (positions <= {self.max_len}, {self.dim}) per "
+                f"example, gets input shape {shape}"
+            )
+        return shape
+
+    def _parameters(self, shape: Shape) -> list[tuple[str, Shape]]:
+        return [("weight", (self.max_len, self.dim))]
+
+    def _initial(self, name: str, shape: Shape, rng: SplitMix64) -> list[float]:
+        return [normal(rng, 1.0) for _ in range(math.prod(shape))]
+
+
+class CausalSelfAttention(Layer):
+    """Multi-head scaled dot-product self-attention with a causal mask (nanoGPT's
+    `CausalSelfAttention`, dropout 0): `(T, dim)` to `(T, dim)`. `c_attn` (a Linear(dim,
+    3·dim): q, k, v side by side) then, per head of `dim / num_heads`, `softmax(q·kᵀ / sqrt(hd))`
+    over the positions up to each query's own, times v; the heads side by side through `c_proj`
+    (a Linear(dim, dim)). Tensors `c_attn.weight` (3·dim, dim), `c_attn.bias`, `c_proj.weight`
+    (dim, dim), `c_proj.bias`, initialized as torch's Linear.
+
+    Args:
+        dim: the width, an int in [1, 2**20] divisible by `num_heads`.
+        num_heads: the number of heads, an int in [1, dim].
+        bias: whether `c_attn` and `c_proj` have biases.
+    """
+
+    __slots__ = ("dim", "num_heads", "bias")
+    dim: int
+    num_heads: int
+    bias: bool
+    _args = ("dim", "num_heads", "bias")
+    _positional = 2
+    _defaults = {"bias": True}
+
+    def __init__(self, dim: int, num_heads: int, bias: bool = True) -> None:
+        d = _int_arg("CausalSelfAttention", "dim", dim)
+        h = _int_arg("CausalSelfAttention", "num_heads", num_heads)
+        if d % h:
+            raise ValueError(f"CausalSelfAttention: dim ({d}) must be divisible by num_heads ({h})")
+        self._set(dim=d, num_heads=h, bias=_bool_arg("CausalSelfAttention", "bias", bias))
+
+    def _output_shape(self, shape: Shape, where: str) -> Shape:
+        if len(shape) != 2 or shape[1] != self.dim:
+            raise ValueError(
+                f"{where} {self!r} takes (positions, {self.dim}) per example, gets input "
+                f"shape {shape}"
+            )
+        return shape
+
+    def _parameters(self, shape: Shape) -> list[tuple[str, Shape]]:
+        d = self.dim
+        out: list[tuple[str, Shape]] = []
+        for name, rows in (("c_attn", 3 * d), ("c_proj", d)):
+            out.append((f"{name}.weight", (rows, d)))
+            if self.bias:
+                out.append((f"{name}.bias", (rows,)))
+        return out
+
+    def _initial(self, name: str, shape: Shape, rng: SplitMix64) -> list[float]:
+        bound = 1.0 / math.sqrt(self.dim)  # both Linears' fan_in
+        return [(2.0 * rng.uniform() - 1.0) * bound for _ in range(math.prod(shape))]
+
+
 class _Stack(Layer):
     """A container: its layers in order, named by index."""
 
@@ -563,6 +700,8 @@ def _last_axis_map(layers: tuple[Layer, ...]) -> tuple[int, int] | None:
             need, out = layer.in_features, layer.out_features
         elif isinstance(layer, LayerNorm):
             need = out = layer.normalized_shape
+        elif isinstance(layer, CausalSelfAttention):
+            need = out = layer.dim
         elif type(layer) in _ELEMENTWISE:
             continue
         else:
@@ -593,6 +732,11 @@ LAYERS: dict[str, type[Layer]] = {
         AvgPool2d,
         Sequential,
         Residual,
+        Sequential,
+        Residual,
+        Embedding,
+        PositionEmbedding,
+        CausalSelfAttention,
     )
 }
 
@@ -628,3 +772,42 @@ def from_json(value: object, where: str = "model", depth: int = 0) -> Layer:
         if str(e).startswith(where) or str(e).startswith("layer "):
             raise ValueError(str(e)) from None
         raise ValueError(f"{where}: {e}") from None
+
+
+def gpt(vocab_size: int, block_size: int, n_layer: int, n_head: int, n_embd: int) -> Sequential:
+    """nanoGPT's model (dropout 0) as a Sequential: `Embedding(vocab_size, n_embd)`,
+    `PositionEmbedding(block_size, n_embd)`, `n_layer` blocks of `Residual(LayerNorm(n_embd),
+    CausalSelfAttention(n_embd, n_head))` and `Residual(LayerNorm(n_embd), Linear(n_embd,
+    4·n_embd), GELU(), Linear(4·n_embd, n_embd))`, then `LayerNorm(n_embd)` and
+    `Linear(n_embd, vocab_size)`. Train it with `input_shape=(T,)`, T <= block_size, and
+    `loss="cross_entropy"` on `(B, T)` next-token targets.
+
+    Args:
+        vocab_size: the number of token ids, an int in [1, 2**20].
+        block_size: the most positions (the PositionEmbedding's `max_len`).
+        n_layer: the number of blocks, an int >= 1.
+        n_head: attention heads per block; `n_embd` must be divisible by it.
+        n_embd: the width of every block.
+
+    Returns:
+        The `nn.Sequential`, its tensors named as `Sequential.state_dict()` names them
+        (`0.weight`, `2.1.c_attn.weight`, ...).
+
+    Raises:
+        TypeError: an argument that is not an int.
+        ValueError: an argument out of range, or `n_embd % n_head != 0`.
+    """
+    for name, v in (("vocab_size", vocab_size), ("block_size", block_size), ("n_layer", n_layer)):
+        _int_arg("gpt", name, v)
+    d = n_embd
+    blocks: list[Layer] = []
+    for _ in range(n_layer):
+        blocks.append(Residual(LayerNorm(d), CausalSelfAttention(d, n_head)))
+        blocks.append(Residual(LayerNorm(d), Linear(d, 4 * d), GELU(), Linear(4 * d, d)))
+    return Sequential(
+        Embedding(vocab_size, d),
+        PositionEmbedding(block_size, d),
+        *blocks,
+        LayerNorm(d),
+        Linear(d, vocab_size),
+    )

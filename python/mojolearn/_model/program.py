@@ -25,12 +25,15 @@ import struct
 from .layers import (
     GELU,
     AvgPool2d,
+    CausalSelfAttention,
     Conv2d,
     Dropout,
+    Embedding,
     Flatten,
     LayerNorm,
     Linear,
     MaxPool2d,
+    PositionEmbedding,
     ReLU,
     Residual,
     Sequential,
@@ -59,6 +62,10 @@ OP_SIGMOID = 8  # src dst n . . . . . flags
 OP_CONV2D = 9  # src dst (C,H,W) (OC,KH,KW) (SH,SW,relu) (PH,PW) w|(b+1)<<32 work|mid<<32 flags
 OP_MAXPOOL2D = 10  # src dst (C,H,W) (KH,KW) (SH,SW) . . . flags
 OP_AVGPOOL2D = 11  # src dst (C,H,W) (KH,KW) (SH,SW) . . . flags
+# 9..19: convolution and pooling
+OP_EMBEDDING = 20  # src(the input: int32 ids) dst T D w vocab . . flags
+OP_POSITION = 21  # src dst T D w max_len . . flags
+OP_ATTENTION = 22  # src(qkv: T × 3D) dst(T × D) T D heads att(heads × T × T) scale_bits . flags
 LOSS_CROSS_ENTROPY, LOSS_MSE = 0, 1
 
 # flags
@@ -173,6 +180,8 @@ class Program:
                 if relu:  # fused, as a Linear's
                     next(self._steps)
                     i += 1
+            elif isinstance(layer, (Embedding, PositionEmbedding, CausalSelfAttention)):
+                src = self._sequence_op(path, layer, src, shape)
             elif isinstance(layer, Dropout):
                 if layer.p > 0:
                     dst = self._alloc(n)
@@ -231,6 +240,42 @@ class Program:
             w | (b + 1) << 32,
             work | mid << 32,
         )
+        return dst
+
+    def _sequence_op(
+        self,
+        path: str,
+        layer: Embedding | PositionEmbedding | CausalSelfAttention,
+        src: int,
+        shape: tuple[int, ...],
+    ) -> int:
+        """The ops of a text layer from the tensor at `src`; the output's offset. Attention is
+        its two Linears (the GEMM ops, c_attn's output q, k, v side by side per position)
+        around OP_ATTENTION, which keeps each head's probabilities for its backward."""
+        if isinstance(layer, Embedding):
+            t, d = shape[0], layer.embedding_dim
+            dst = self._alloc(t * d)
+            w = self._offsets[f"{path}.weight"]
+            self._op(OP_EMBEDDING, src, dst, t, d, w, layer.num_embeddings)
+            return dst
+        t, d = shape
+        if isinstance(layer, PositionEmbedding):
+            dst = self._alloc(t * d)
+            w = self._offsets[f"{path}.weight"]
+            self._op(OP_POSITION, src, dst, t, d, w, layer.max_len)
+            return dst
+        src = self._linear(path + ".c_attn", layer.bias, src, d, 3 * d, t)
+        dst, att = self._alloc(t * d), self._alloc(layer.num_heads * t * t)
+        # 1/sqrt(head_dim) in binary64, rounded once to float32
+        scale = f32_bits(1.0 / math.sqrt(d // layer.num_heads))
+        self._op(OP_ATTENTION, src, dst, t, d, layer.num_heads, att, scale)
+        return self._linear(path + ".c_proj", layer.bias, dst, d, d, t)
+
+    def _linear(self, name: str, bias: bool, src: int, n_in: int, n_out: int, lead: int) -> int:
+        dst = self._alloc(n_out * lead)
+        w = self._offsets[f"{name}.weight"]
+        b = self._offsets[f"{name}.bias"] if bias else -1
+        self._op(OP_LINEAR, src, dst, n_in, n_out, w, b, 0, lead)
         return dst
 
     def _flags(self, model_input: int) -> None:

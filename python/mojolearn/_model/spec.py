@@ -15,7 +15,7 @@ import operator
 from .._buffers.alloc import empty
 from .._mlp.rng import SplitMix64, _check_seed
 from .._runtime.portable import round_f32
-from .layers import MAX_FEATURES, Layer, Linear, ReLU, Sequential, _Stack, from_json
+from .layers import MAX_FEATURES, Embedding, Layer, Linear, ReLU, Sequential, _Stack, from_json
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -67,6 +67,12 @@ class ModelSpec:
         # in order: what the program is built from.
         self.steps: list[tuple[str, Layer, tuple[int, ...], tuple[int, ...]]] = []
         out = self._walk(model, "", self.input_shape, "model")
+        for path, layer, _, _ in self.steps:
+            if isinstance(layer, Embedding) and path != "0":
+                raise ValueError(
+                    f"{api}: layer {path} {layer!r}: an Embedding takes token ids, so only the "
+                    f"model's first layer may be one"
+                )
         _check_loss(loss, out, api)
         names, shapes, offsets, off = [], [], [], 0
         for path, layer, shape_in, _ in self.steps:
@@ -103,6 +109,13 @@ class ModelSpec:
         return out
 
     @property
+    def vocabulary(self) -> int:
+        """The token ids' range when the model's input is ids (its first layer an Embedding),
+        else 0 (float32 inputs)."""
+        first = self.model.layers[0]
+        return first.num_embeddings if isinstance(first, Embedding) else 0
+
+    @property
     def output_shape(self) -> tuple[int, ...]:
         """One example's output shape."""
         return self.steps[0][3]
@@ -112,11 +125,10 @@ class ModelSpec:
         seeded with `seed`, drawn tensor by tensor in that order by each layer's torch default
         (docs/ARITHMETIC.md "Models": a ReLU MLP draws exactly `MLPTrainer`'s values)."""
         rng = SplitMix64(_check_seed(seed))
-        layers = {path: layer for path, layer, _, _ in self.steps}
         out = []
-        for name, shape in zip(self.names, self.shapes):
-            path, _, tensor = name.rpartition(".")
-            out.append([round_f32(v) for v in layers[path]._initial(tensor, shape, rng)])
+        for _, layer, shape_in, _ in self.steps:  # the walk that laid out `names`
+            for tensor, shape in layer._parameters(shape_in):
+                out.append([round_f32(v) for v in layer._initial(tensor, shape, rng)])
         return out
 
     def split(self, flat: Array) -> dict[str, Array]:

@@ -24,6 +24,7 @@ from .._runtime import backend as _backend
 from .._runtime import threads as _threads
 from . import batch as _batch
 from .export import ModelExport
+from .generate import ModelGeneration
 from .infer import ModelInference
 from .persist import ModelPersistence
 from .port import ModelPort
@@ -66,7 +67,7 @@ def _say_where_it_runs() -> None:
         )
 
 
-class Trainer(ModelInference, ModelPersistence, ModelExport, ModelPreprocessing):
+class Trainer(ModelInference, ModelPersistence, ModelExport, ModelPreprocessing, ModelGeneration):
     """Trains any `mojolearn.nn.Sequential` of the engine's layers with AdamW, reproducibly.
 
     Every step is one fixed order of float32 operations (docs/ARITHMETIC.md "Models") in the
@@ -78,8 +79,8 @@ class Trainer(ModelInference, ModelPersistence, ModelExport, ModelPreprocessing)
     is refused (ValueError), not rounded to infinity. Class ids may be a list of ints.
 
     Args:
-        model: an `nn.Sequential` of `Linear`, `ReLU`, `LayerNorm`, `Dropout`, `Flatten`,
-            `Residual` and `Sequential` layers.
+        model: an `nn.Sequential` of `mojolearn.nn` layers; with an `Embedding` first, X is
+            `(n, T)` integer token ids (`input_shape=(T,)`, each checked; floats refused).
         input_shape: one example's shape without the batch axis, e.g. `(10,)` or `(T, D)`.
         loss: `"cross_entropy"` (integer class targets; an output of `(T, C)` per example
             takes `(B, T)` targets, the mean over all positions) or `"mse"` (float32 targets of
