@@ -66,7 +66,7 @@ def batches(kind, seed, n):
         if kind == "cnn":  # flat (rows, C·H·W) batches
             X = ml.Array.from_list([[f32(rng.gauss(0, 1)) for _ in range(16)] for _ in range(rows)])
             y = ml.Array.from_list([rng.randrange(3) for _ in range(rows)], "<i4")
-        if kind == "gpt":
+        elif kind == "gpt":
             X, y = (ml.Array.from_list([[rng.randrange(7) for _ in range(6)] for _ in range(rows)],
                                        "<i4") for _ in range(2))
         elif kind == "mse":
