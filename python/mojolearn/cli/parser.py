@@ -131,6 +131,24 @@ class _Parser(argparse.ArgumentParser):
         )
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's layout, never breaking a line inside a hyphenated word: an option's name
+    (`--allow-profile-change`) stays whole, so a reader can search for it."""
+
+    def _fill_text(self, text, width, indent):
+        import textwrap
+
+        text = " ".join(text.split())
+        return textwrap.fill(
+            text, width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False
+        )
+
+    def _split_lines(self, text, width):
+        import textwrap
+
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 class _Version(argparse.Action):
     """`--version`: argparse's version action, with the version read only when asked (reading
     the installed metadata costs tens of milliseconds that no other command should pay)."""
@@ -359,6 +377,7 @@ def build_parser():
     """The `mojolearn` parser: `--version` and one subparser per entry of `COMMANDS`."""
     parser = _Parser(
         prog="mojolearn",
+        formatter_class=_Formatter,
         description="Bit-reproducible training of MLPs with AdamW: any layer sizes (train "
         "--layers); the default run trains the 8 -> 16 -> 3 network on the bundled wine data.",
     )
@@ -370,7 +389,9 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name, (line, description, epilog, options, func) in COMMANDS.items():
-        command = sub.add_parser(name, help=line, description=description, epilog=epilog)
+        command = sub.add_parser(
+            name, help=line, description=description, epilog=epilog, formatter_class=_Formatter
+        )
         _add(command, options)
         command.set_defaults(func=func)
     return parser
