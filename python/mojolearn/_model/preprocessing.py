@@ -55,7 +55,8 @@ def standardize_rows(
     return tuple(out)
 
 
-def _finite_numbers(value: object, n: int, at_least: float | None) -> bool:
+def finite_numbers(value: object, n: int, at_least: float | None) -> bool:
+    """Whether `value` is a list of n finite numbers (each >= `at_least` unless None)."""
     return (
         type(value) is list
         and len(value) == n
@@ -72,7 +73,7 @@ def problem(record: object, inputs: int, classes: int | None) -> str | None:
     if type(record) is not dict:
         return f"must be a dict holding 'mean' and 'sd', got {type(record).__name__}"
     for key, at_least in (("mean", None), ("sd", 0.0)):
-        if not _finite_numbers(record.get(key), inputs, at_least):
+        if not finite_numbers(record.get(key), inputs, at_least):
             bound = " >= 0" if at_least is not None else ""
             return f"{key} must be a list of {inputs} finite numbers{bound} (one per input)"
     names = record.get("classes")
@@ -86,8 +87,8 @@ def problem(record: object, inputs: int, classes: int | None) -> str | None:
     target = [record.get("target_mean"), record.get("target_sd")]
     if target != [None, None] and (
         classes is not None
-        or not _finite_numbers(target[:1], 1, None)
-        or not _finite_numbers(target[1:], 1, 0.0)
+        or not finite_numbers(target[:1], 1, None)
+        or not finite_numbers(target[1:], 1, 0.0)
     ):
         return "target_mean and target_sd must be finite numbers (sd >= 0) of a regressor"
     return None

@@ -19,6 +19,7 @@ run from the command line, else the checkpoint's (on --resume), else the default
 import math
 import os
 
+from .._model.preprocessing import finite_numbers
 from .._runtime import files as _files
 from .._runtime.portable import round_f32
 from . import data as _data
@@ -291,15 +292,15 @@ def preprocessing_problem(record, sizes, regression=False):
         ("columns", lambda x: _strings(x) and len(x) == inputs, f"{inputs} column names"),
         ("header", lambda x: type(x) is bool, "true or false"),
         ("label_index", _int_at_least(0, inputs), f"an integer in [0, {inputs}]"),
-        ("mean", lambda x: _numbers(x, inputs, None), f"{inputs} finite numbers"),
-        ("sd", lambda x: _numbers(x, inputs, 0), f"{inputs} finite numbers >= 0"),
+        ("mean", lambda x: finite_numbers(x, inputs, None), f"{inputs} finite numbers"),
+        ("sd", lambda x: finite_numbers(x, inputs, 0), f"{inputs} finite numbers >= 0"),
         (
             "classes",
             lambda x: _strings(x) and 1 <= len(x) <= classes and len(set(x)) == len(x),
             f"1 to {classes} distinct class names",
         ),
-        ("target_mean", lambda x: _numbers([x], 1, None), "a finite number"),
-        ("target_sd", lambda x: _numbers([x], 1, 0), "a finite number >= 0"),
+        ("target_mean", lambda x: finite_numbers([x], 1, None), "a finite number"),
+        ("target_sd", lambda x: finite_numbers([x], 1, 0), "a finite number >= 0"),
     )
     for key, ok, what in [c for c in checks if c[0] in keys]:
         if not ok(record[key]):
@@ -309,17 +310,6 @@ def preprocessing_problem(record, sizes, regression=False):
 
 def _strings(value):
     return type(value) is list and all(type(x) is str for x in value)
-
-
-def _numbers(value, n, at_least):
-    return (
-        type(value) is list
-        and len(value) == n
-        and all(
-            type(x) in (int, float) and math.isfinite(x) and (at_least is None or x >= at_least)
-            for x in value
-        )
-    )
 
 
 def peek_checkpoint(path, allow_profile_change=False):
