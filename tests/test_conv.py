@@ -304,6 +304,7 @@ def test_identical_mode_state_hash_repeats(seed):
 
 def test_trainer_steps_follow_torch_in_float64(seed):
     torch = pytest.importorskip("torch")
+    pytest.importorskip("numpy")  # torch.optim needs it (torch._dynamo imports it)
     rng = random.Random(seed)
     t = ml.Trainer(_cnn(), input_shape=(1, 8, 8), seed=seed % (1 << 64), lr=1e-2, weight_decay=0.01)
     model = t.to_torch().double() if hasattr(t, "to_torch") else None
