@@ -150,7 +150,11 @@ def test_a_file_is_read_as_utf8_bytes_and_other_bytes_are_refused_by_offset(tmp_
         ({"val_fraction": 1.0}, ValueError, "val_fraction must be a float in"),
         ({"val_fraction": float("nan")}, ValueError, "val_fraction"),
         ({"val_fraction": "0.1"}, TypeError, "val_fraction must be a float"),
-        ({"block_size": 24}, ValueError, r"the val split has 24 characters .* block_size \+ 1 = 25"),
+        (
+            {"block_size": 24},
+            ValueError,
+            r"the val split has 24 characters .* block_size \+ 1 = 25",
+        ),
         ({"val_fraction": 0.99}, ValueError, "the train split has 2 characters"),
     ],
 )

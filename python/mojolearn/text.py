@@ -25,17 +25,10 @@ if TYPE_CHECKING:
 
 SCHEMA = "mojolearn.textdata.v1"
 _SPLITS = ("train", "val")
-_FIELDS = (
-    "schema",
-    "chars",
-    "sha256",
-    "block_size",
-    "batch_size",
-    "seed",
-    "val_fraction",
-    "train_batches",
-    "val_batches",
+_FIELDS = tuple(
+    "schema chars sha256 block_size batch_size seed val_fraction train_batches val_batches".split()
 )
+_SETTINGS = _FIELDS[3:7]  # block_size, batch_size, seed, val_fraction: the constructor's
 _MAX_COUNT = (1 << 63) - 1  # a data_schedule integer fits in 64 bits
 
 
@@ -108,7 +101,7 @@ class TextData:
                 f"TextData: path must be a str or os.PathLike (a text: TextData.from_string), "
                 f"got {type(path).__name__}"
             )
-        settings = _settings(block_size, batch_size, seed, val_fraction, "TextData")
+        settings = _settings(block_size, batch_size, seed, val_fraction, api="TextData")
         with open(path, "rb") as f:
             raw = f.read()
         try:
@@ -150,7 +143,7 @@ class TextData:
         api = "TextData.from_string"
         if not isinstance(text, str):
             raise TypeError(f"{api}: text must be a str, got {type(text).__name__}")
-        settings = _settings(block_size, batch_size, seed, val_fraction, api)
+        settings = _settings(block_size, batch_size, seed, val_fraction, api=api)
         try:
             raw = text.encode("utf-8")
         except UnicodeEncodeError as exc:
@@ -343,13 +336,16 @@ class TextData:
         api = "TextData.from_state"
         _check_fields(state, api)
         try:
-            _settings(*(state[k] for k in _FIELDS[3:7]), f"{api}: state")
+            _settings(*(state[k] for k in _SETTINGS), api=f"{api}: state")
         except (TypeError, ValueError) as exc:
             raise ValueError(str(exc)) from None
-        if (path is None) == (text is None):
+        settings: dict[str, Any] = {key: state[key] for key in _SETTINGS}
+        if path is not None and text is None:
+            data = cls(path, **settings)
+        elif path is None and text is not None:
+            data = cls.from_string(text, **settings)
+        else:
             raise TypeError(f"{api}: pass the text file as path, or path=None and text=")
-        settings: dict[str, Any] = {key: state[key] for key in _FIELDS[3:7]}
-        data = cls(path, **settings) if text is None else cls.from_string(text, **settings)
         for field, have in (("chars", len(data._ids)), ("sha256", data._sha256)):
             if state[field] != have:
                 raise ValueError(
@@ -367,9 +363,9 @@ def window_seed(seed: int, split: str, k: int) -> int:
     return int.from_bytes(hashlib.sha256(tag.encode("ascii")).digest()[:8], "little")
 
 
-def _settings(
-    block_size: Any, batch_size: Any, seed: Any, val_fraction: Any, api: str
-) -> tuple[int, int, int, float]:
+def _settings(*values: Any, api: str) -> tuple[int, int, int, float]:
+    """The constructor's settings checked, in `_SETTINGS` order (the message names each)."""
+    block_size, batch_size, seed, val_fraction = values
     for name, value in (("block_size", block_size), ("batch_size", batch_size)):
         if isinstance(value, bool) or type(value) is not int:
             raise TypeError(f"{api}: {name} must be an int >= 1, got {type(value).__name__}")
