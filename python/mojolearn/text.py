@@ -74,7 +74,6 @@ class TextData:
     """
 
     __slots__ = (
-        "_text",
         "_sha256",
         "_vocab",
         "_index",
@@ -168,7 +167,7 @@ class TextData:
         self._vocab = "".join(sorted(set(text)))
         self._index = {c: i for i, c in enumerate(self._vocab)}
         self._ids = _pyarray.array(_CODES["<i4"], map(self._index.__getitem__, text))
-        self._text, self._sha256 = text, hashlib.sha256(raw).hexdigest()
+        self._sha256 = hashlib.sha256(raw).hexdigest()
         self._n_train = n_train
         self._block_size, self._batch_size, self._seed, self._val_fraction = settings
         self._drawn = {"train": 0, "val": 0}
