@@ -20,7 +20,7 @@ PKG = ROOT / "python" / "mojolearn"
 # Set after the cut into wings (issue 28), with room for the open issues' features; raising one is
 # a decision to write down in the commit that does it.
 BUDGET = {
-    "mojolearn (public modules)": 2700,  # 2400 until issue 36 (mojolearn.sklearn: the scikit-learn estimators)
+    "mojolearn (public modules)": 2800,  # 2400 until issue 36 (mojolearn.sklearn: the scikit-learn estimators); 2700 until issue 38 (mojolearn.TextData: about 240 lines)
     "mojolearn/_buffers": 1400,
     "mojolearn/_runtime": 900,
     "mojolearn/_mlp": 2575,  # 2400 until issue 34 (save-side load check, overflow rows), issue 35 (the port for DataParallel of a Trainer), issue 36 (float64 intake, preprocessing hooks); shrinks as the MLP moves onto _model

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from .schedules import ConstantLR as ConstantLR
     from .schedules import WarmupCosineLR as WarmupCosineLR
     from .schedules import WarmupLinearLR as WarmupLinearLR
+    from .text import TextData as TextData
     from .trainer import SmallMLPTrainer as SmallMLPTrainer
 
     __version__: str
@@ -103,6 +104,7 @@ _LAZY = {
     "training": "training",
     "nn": "nn",
     "Batches": "batches",
+    "TextData": "text",
     "fit": "fitting",
 }
 
