@@ -21,7 +21,17 @@ import typing
 import mojolearn
 
 MODULES = ("mojolearn", "mojolearn.training", "mojolearn.distributed", "mojolearn.nn")
-if importlib.util.find_spec("sklearn") is not None:  # an optional extra: checked when present
+
+
+def _importable(name):
+    try:
+        importlib.import_module(name)
+    except ImportError:  # absent, or its NumPy blocked (the NumPy-free pass)
+        return False
+    return True
+
+
+if _importable("sklearn"):  # an optional extra: checked when present
     MODULES += ("mojolearn.sklearn",)
 
 
