@@ -298,20 +298,28 @@ def _bad(api: str, name: str, expected: str, got: object) -> Exception:
     return ValueError(f"{api}: {name} must be {expected}, got {got}")
 
 
-def _check_fields(state: Any, api: str) -> None:
-    """Refuse, naming the field, a state that `Batches.state()` could not have returned."""
+def _check_state_fields(
+    state: Any, api: str, owner: str, fields: tuple[str, ...], schema: str
+) -> None:
+    """Refuse, naming the field, a position that `{owner}.state()` could not have returned:
+    not a dict, a field missing or foreign, another schema (`Batches`, `TextData`)."""
     if type(state) is not dict:
         raise ValueError(
-            f"{api}: state must be a dict from Batches.state(), got {type(state).__name__}"
+            f"{api}: state must be a dict from {owner}.state(), got {type(state).__name__}"
         )
-    for key in _FIELDS:
+    for key in fields:
         if key not in state:
             raise ValueError(f"{api}: state['{key}'] is missing")
-    extra = sorted(str(k) for k in state if k not in _FIELDS)
+    extra = sorted(str(k) for k in state if k not in fields)
     if extra:
-        raise ValueError(f"{api}: state['{extra[0]}'] is not a Batches field")
-    if state["schema"] != SCHEMA:
-        raise ValueError(f"{api}: state['schema'] must be {SCHEMA!r}, got {state['schema']!r}")
+        raise ValueError(f"{api}: state['{extra[0]}'] is not a {owner} field")
+    if state["schema"] != schema:
+        raise ValueError(f"{api}: state['schema'] must be {schema!r}, got {state['schema']!r}")
+
+
+def _check_fields(state: Any, api: str) -> None:
+    """Refuse, naming the field, a state that `Batches.state()` could not have returned."""
+    _check_state_fields(state, api, "Batches", _FIELDS, SCHEMA)
     limits = {"n": 1, "features": 0, "batch_size": 1, "seed": 0, "epoch": 0, "batch": 0}
     for key, lo in limits.items():
         v = state[key]

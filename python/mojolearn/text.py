@@ -18,6 +18,7 @@ import os
 
 from ._buffers.array import _CODES, Array
 from ._mlp import rng as _rng
+from .batches import _check_state_fields
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -385,18 +386,7 @@ def _settings(*values: Any, api: str) -> tuple[int, int, int, float]:
 
 def _check_fields(state: Any, api: str) -> None:
     """Refuse, naming the field, a state that `TextData.state()` could not have returned."""
-    if type(state) is not dict:
-        raise ValueError(
-            f"{api}: state must be a dict from TextData.state(), got {type(state).__name__}"
-        )
-    for key in _FIELDS:
-        if key not in state:
-            raise ValueError(f"{api}: state['{key}'] is missing")
-    extra = sorted(str(k) for k in state if k not in _FIELDS)
-    if extra:
-        raise ValueError(f"{api}: state['{extra[0]}'] is not a TextData field")
-    if state["schema"] != SCHEMA:
-        raise ValueError(f"{api}: state['schema'] must be {SCHEMA!r}, got {state['schema']!r}")
+    _check_state_fields(state, api, "TextData", _FIELDS, SCHEMA)
     for key in ("chars", "train_batches", "val_batches"):
         v = state[key]
         if isinstance(v, bool) or type(v) is not int or not 0 <= v <= _MAX_COUNT:
