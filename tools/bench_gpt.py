@@ -21,8 +21,8 @@ pass; a figure is the median over the passes' rounds (tools/bench_models.py's
 `timed_together`). A profile line follows (identical, one thread): the forward alone
 (`predict_logits`) and the step of the same model without its attention blocks, so the
 attention blocks' share (c_attn, the kernel, c_proj, their LayerNorm and Residual) is the
-difference. Trainer's default `max_rows` (256 MiB of activations and their gradients) allows
-about 40 examples of this model: a batch above it is reported as refused.
+difference. Trainer's default `max_rows` (2 GiB of activations and their gradients) allows
+about 330 examples of this model: a batch above it is reported as refused.
 """
 
 import argparse

@@ -41,7 +41,9 @@ if TYPE_CHECKING:
 _API = "Trainer"
 _FORWARD, _GRADS, _TRAIN, _EVAL = 0, 1, 2, 3
 MAX_ROWS = 1 << 20
-MAX_BATCH_BYTES = 256 << 20  # a batch's activations and their gradients, as the MLP's bound
+# A batch's activations and their gradients: a guard against a typo's batch, not an allocation;
+# 2 GiB admits batch 64 of nanoGPT's CPU configuration (6.2 MiB an example) with room.
+MAX_BATCH_BYTES = 2 << 30
 SCHEMA = "mojolearn.model-state.v1"
 _warned_device = False
 
@@ -95,7 +97,7 @@ class Trainer(ModelInference, ModelPersistence, ModelExport, ModelPreprocessing,
         eps: AdamW's eps, > 0.
         weight_decay: AdamW's decoupled weight decay, >= 0.
         lr_schedule: an object with `lr_at(t)` giving step t's rate, or None.
-        max_rows: the most examples a batch may have (default: what 256 MiB of activations
+        max_rows: the most examples a batch may have (default: what 2 GiB of activations
             and their gradients hold, at most 2**20).
     """
 
@@ -418,7 +420,7 @@ def _max_rows(value: object, bound: int) -> int:
     if isinstance(value, bool) or type(value) is not int or not 1 <= value <= bound:
         raise ValueError(
             f"{_API}: max_rows must be an int in [1, {bound}] (this model's activations for "
-            f"{bound} examples fill {MAX_BATCH_BYTES >> 20} MiB), got {value!r}"
+            f"{bound} examples fill {MAX_BATCH_BYTES >> 30} GiB), got {value!r}"
         )
     return value
 
