@@ -85,6 +85,18 @@ comptime KIND_COLUMNS = 1  # a GEMM cut by columns of C
 comptime KIND_ADAM = 2  # an AdamW update cut into ranges of its elements
 comptime KIND_SHARED = 3  # a GEMM whose packed B the parts share (gemm.mojo SharedGemm); its
 # address in P_TASK
+comptime KIND_PARTS = 4  # a layer's own parts (`split_parts`): a PartsTask's address in P_TASK
+
+# A layer's part: run(context address, part, parts). Each part writes outputs no other part
+# writes, and every part computes its outputs in the one pinned order: the bits do not depend
+# on how the parts fall on threads.
+comptime PartFn = def(Int, Int, Int) thin -> None
+
+
+@fieldwise_init
+struct PartsTask(ImplicitlyCopyable):
+    var run: PartFn
+    var ctx: Int
 
 
 @fieldwise_init
@@ -203,6 +215,11 @@ def _run_part(addr: Int, part: Int, parts: Int):
                                 _f(task.v_in, lo), _f(task.p_out, lo), _f(task.m_out, lo),
                                 _f(task.v_out, lo), hi - lo, task.s):
             _ = Atomic[Int64].fetch_add(_word(addr, P_BAD), 1)
+        return
+    if w[unsafe_offset=P_KIND] == KIND_PARTS:
+        var parts_task = Pointer[PartsTask, MutAnyOrigin](
+            unsafe_from_address=Int(w[unsafe_offset=t]))[]
+        parts_task.run(parts_task.ctx, part, parts)
         return
     if w[unsafe_offset=P_KIND] == KIND_SHARED:
         _run_shared(addr, Pointer[SharedGemm, MutAnyOrigin](
@@ -349,6 +366,38 @@ def split_adam(pool: Int, p_in: F32P, g: F32P, m_in: F32P, v_in: F32P, p_out: F3
     var finite = Atomic[Int64].load(_word(pool, P_BAD)) == 0
     _ = task.n  # the parts read `task` through its address: keep it alive until they are done
     return finite
+
+
+def pool_threads(pool: Int) -> Int:
+    """The threads a task on `pool` may use, the caller's included (1 for pool 0)."""
+    return 1 + (Int(I64P(unsafe_from_address=pool)[unsafe_offset=P_WORKERS]) if pool else 0)
+
+
+def parts_for(pool: Int, items: Int, work: Int) -> Int:
+    """How many parts to cut `items` independent items into, `work` multiply-adds (or
+    element operations) in all: 1 when the work is too small to pay for the hand-over
+    (MIN_PART_MACS a part), else up to 4 a thread, so the faster thread takes more."""
+    return max(1, min(4 * pool_threads(pool), items, work // MIN_PART_MACS))
+
+
+def split_parts(pool: Int, run: PartFn, ctx: Int, parts: Int):
+    """run(ctx, i, parts) for every i in [0, parts), shared with the pool's workers (pool 0,
+    one part, or a pool another caller holds: all on this thread, in order)."""
+    if parts < 2 or pool == 0 or not _acquire(pool):
+        for i in range(parts):
+            run(ctx, i, parts)
+        return
+    var task = PartsTask(run, ctx)
+    var w = I64P(unsafe_from_address=pool)
+    w[unsafe_offset=P_TASK] = Int64(Int(Pointer(to=task)))
+    w[unsafe_offset=P_KIND] = KIND_PARTS
+    _run_task(pool, parts)
+    _ = task.ctx  # the parts read `task` through its address: keep it alive until they are done
+
+
+def part_range(items: Int, part: Int, parts: Int) -> Tuple[Int, Int]:
+    """Items [lo, hi) of part `part` of `parts` near-equal ranges of [0, items)."""
+    return (items * part // parts, items * (part + 1) // parts)
 
 
 def _acquire(pool: Int) -> Bool:

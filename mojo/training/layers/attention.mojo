@@ -28,7 +28,8 @@ from std.sys import simd_width_of
 
 from training.config import F32P
 from training.gemm import Epilogue
-from training.pool import split_gemm
+from training.arena import ARENA_WORDS, arena_release
+from training.pool import PartFn, part_range, parts_for, split_gemm, split_parts
 from training.portable_math import exp32, exp32_scalar
 
 comptime W = simd_width_of[DType.float32]()
@@ -103,35 +104,83 @@ def _ds_row(p: F32P, row: F32P, n: Int, t: Int, scale: Float32):
         row[unsafe_offset=i] = 0.0
 
 
+@fieldwise_init
+struct _Attention(ImplicitlyCopyable):
+    """One call's tensors (addresses) and sizes, read by its parts."""
+
+    var qkv: Int
+    var att: Int
+    var y: Int  # the forward's output, or the backward's dy
+    var dqkv: Int
+    var rows: Int
+    var t: Int
+    var d: Int
+    var heads: Int
+    var scale: Float32
+    var accumulate: Bool
+
+
+def _split(pool: Int, run: PartFn, a: _Attention):
+    """The call's (example, head) pairs cut into parts over the pool: each pair's outputs
+    (its att block and its columns of y or dqkv) are its own."""
+    var work = a.rows * a.heads * a.t * a.t * (a.d // a.heads)
+    split_parts(pool, run, Int(Pointer(to=a)), parts_for(pool, a.rows * a.heads, work))
+    _ = a.rows  # the parts read `a` through its address
+
+
 def attention_forward(qkv: F32P, y: F32P, att: F32P, rows: Int, t: Int, d: Int, heads: Int,
                       scale: Float32, pool: Int, arena: Int):
-    """y (rows × t × d) and att (rows × heads × t × t) from qkv (rows × t × 3d); the GEMMs on
-    `pool` and `arena` (training/pool.mojo)."""
-    var hd = d // heads
+    """y (rows × t × d) and att (rows × heads × t × t) from qkv (rows × t × 3d), the
+    (example, head) pairs shared over `pool` (training/pool.mojo)."""
+    _split(pool, _forward_part, _Attention(Int(qkv), Int(att), Int(y), 0, rows, t, d, heads,
+                                           scale, False))
+
+
+def _forward_part(ctx: Int, part: Int, parts: Int):
+    var a = Pointer[_Attention, MutAnyOrigin](unsafe_from_address=ctx)[]
+    var t = a.t
+    var d = a.d
+    var hd = d // a.heads
+    var span = part_range(a.rows * a.heads, part, parts)
     var buf = List[Float32](length=4 * t * hd, fill=0)
     var q = F32P(unsafe_from_address=Int(buf.unsafe_ptr()))
     var k = q.unsafe_offset(t * hd)
     var v = k.unsafe_offset(t * hd)
     var o = v.unsafe_offset(t * hd)
-    for b in range(rows):
-        var base = qkv.unsafe_offset(b * t * 3 * d)
-        for h in range(heads):
-            var a = att.unsafe_offset((b * heads + h) * t * t)
-            _gather(base.unsafe_offset(h * hd), q, t, hd, 3 * d)
-            _gather(base.unsafe_offset(d + h * hd), k, t, hd, 3 * d)
-            _gather(base.unsafe_offset(2 * d + h * hd), v, t, hd, 3 * d)
-            split_gemm(pool, q, k, a, t, t, hd, False, True, False, Epilogue.none(), arena)
-            for i in range(t):
-                _softmax_row(a.unsafe_offset(i * t), i + 1, t, scale)
-            split_gemm(pool, a, v, o, t, hd, t, False, False, False, Epilogue.none(), arena)
-            _scatter(o, y.unsafe_offset(b * t * d + h * hd), t, hd, d, False)
+    var arena = List[Int64](length=ARENA_WORDS, fill=0)  # this part's GEMM packing
+    var ar = Int(arena.unsafe_ptr())
+    for pair in range(span[0], span[1]):
+        var b = pair // a.heads
+        var h = pair % a.heads
+        var base = F32P(unsafe_from_address=a.qkv).unsafe_offset(b * t * 3 * d)
+        var s = F32P(unsafe_from_address=a.att).unsafe_offset(pair * t * t)
+        _gather(base.unsafe_offset(h * hd), q, t, hd, 3 * d)
+        _gather(base.unsafe_offset(d + h * hd), k, t, hd, 3 * d)
+        _gather(base.unsafe_offset(2 * d + h * hd), v, t, hd, 3 * d)
+        split_gemm(0, q, k, s, t, t, hd, False, True, False, Epilogue.none(), ar)
+        for i in range(t):
+            _softmax_row(s.unsafe_offset(i * t), i + 1, t, a.scale)
+        split_gemm(0, s, v, o, t, hd, t, False, False, False, Epilogue.none(), ar)
+        _scatter(o, F32P(unsafe_from_address=a.y).unsafe_offset(b * t * d + h * hd), t, hd, d,
+                 False)
+    arena_release(ar)
     _ = len(buf)
+    _ = len(arena)
 
 
 def attention_backward(qkv: F32P, att: F32P, dy: F32P, dqkv: F32P, rows: Int, t: Int, d: Int,
                        heads: Int, scale: Float32, accumulate: Bool, pool: Int, arena: Int):
     """dqkv (rows × t × 3d) from dy (rows × t × d); with `accumulate`, added to dqkv."""
-    var hd = d // heads
+    _split(pool, _backward_part, _Attention(Int(qkv), Int(att), Int(dy), Int(dqkv), rows, t,
+                                            d, heads, scale, accumulate))
+
+
+def _backward_part(ctx: Int, part: Int, parts: Int):
+    var a = Pointer[_Attention, MutAnyOrigin](unsafe_from_address=ctx)[]
+    var t = a.t
+    var d = a.d
+    var hd = d // a.heads
+    var span = part_range(a.rows * a.heads, part, parts)
     var buf = List[Float32](length=t * t + 5 * t * hd, fill=0)
     var ds = F32P(unsafe_from_address=Int(buf.unsafe_ptr()))
     var q = ds.unsafe_offset(t * t)
@@ -139,23 +188,28 @@ def attention_backward(qkv: F32P, att: F32P, dy: F32P, dqkv: F32P, rows: Int, t:
     var v = k.unsafe_offset(t * hd)
     var g = v.unsafe_offset(t * hd)
     var o = g.unsafe_offset(t * hd)
+    var arena = List[Int64](length=ARENA_WORDS, fill=0)
+    var ar = Int(arena.unsafe_ptr())
     comptime none = Epilogue.none()
-    for b in range(rows):
-        var base = qkv.unsafe_offset(b * t * 3 * d)
-        var out = dqkv.unsafe_offset(b * t * 3 * d)
-        for h in range(heads):
-            var a = att.unsafe_offset((b * heads + h) * t * t)
-            _gather(base.unsafe_offset(h * hd), q, t, hd, 3 * d)
-            _gather(base.unsafe_offset(d + h * hd), k, t, hd, 3 * d)
-            _gather(base.unsafe_offset(2 * d + h * hd), v, t, hd, 3 * d)
-            _gather(dy.unsafe_offset(b * t * d + h * hd), g, t, hd, d)
-            split_gemm(pool, g, v, ds, t, t, hd, False, True, False, none, arena)
-            for i in range(t):
-                _ds_row(a.unsafe_offset(i * t), ds.unsafe_offset(i * t), i + 1, t, scale)
-            split_gemm(pool, ds, k, o, t, hd, t, False, False, False, none, arena)
-            _scatter(o, out.unsafe_offset(h * hd), t, hd, 3 * d, accumulate)
-            split_gemm(pool, ds, q, o, t, hd, t, True, False, False, none, arena)
-            _scatter(o, out.unsafe_offset(d + h * hd), t, hd, 3 * d, accumulate)
-            split_gemm(pool, a, g, o, t, hd, t, True, False, False, none, arena)
-            _scatter(o, out.unsafe_offset(2 * d + h * hd), t, hd, 3 * d, accumulate)
+    for pair in range(span[0], span[1]):
+        var b = pair // a.heads
+        var h = pair % a.heads
+        var base = F32P(unsafe_from_address=a.qkv).unsafe_offset(b * t * 3 * d)
+        var out = F32P(unsafe_from_address=a.dqkv).unsafe_offset(b * t * 3 * d)
+        var s = F32P(unsafe_from_address=a.att).unsafe_offset(pair * t * t)
+        _gather(base.unsafe_offset(h * hd), q, t, hd, 3 * d)
+        _gather(base.unsafe_offset(d + h * hd), k, t, hd, 3 * d)
+        _gather(base.unsafe_offset(2 * d + h * hd), v, t, hd, 3 * d)
+        _gather(F32P(unsafe_from_address=a.y).unsafe_offset(b * t * d + h * hd), g, t, hd, d)
+        split_gemm(0, g, v, ds, t, t, hd, False, True, False, none, ar)
+        for i in range(t):
+            _ds_row(s.unsafe_offset(i * t), ds.unsafe_offset(i * t), i + 1, t, a.scale)
+        split_gemm(0, ds, k, o, t, hd, t, False, False, False, none, ar)
+        _scatter(o, out.unsafe_offset(h * hd), t, hd, 3 * d, a.accumulate)
+        split_gemm(0, ds, q, o, t, hd, t, True, False, False, none, ar)
+        _scatter(o, out.unsafe_offset(d + h * hd), t, hd, 3 * d, a.accumulate)
+        split_gemm(0, s, g, o, t, hd, t, True, False, False, none, ar)
+        _scatter(o, out.unsafe_offset(2 * d + h * hd), t, hd, 3 * d, a.accumulate)
+    arena_release(ar)
     _ = len(buf)
+    _ = len(arena)
