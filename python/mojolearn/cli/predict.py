@@ -24,8 +24,8 @@ from .._runtime.portable import round_f32
 from . import data as _data
 from .progress import printable
 from .resume import run_schedule_problem
-from .textrecord import TEXT_FORMAT
 from .run import refuse_same_files, target
+from .textrecord import TEXT_FORMAT
 from .trainers import checkpoints, is_model, load_state, trainer_for
 from .usage import EXIT_OK, UsageError
 

@@ -8,6 +8,8 @@ checkpoint, prompt, settings and seed print the same text on every machine (docs
 character. stdout gets the prompt followed by the generated text, and a newline.
 """
 
+from __future__ import annotations
+
 import os
 
 from .._runtime import files as _files
@@ -17,16 +19,21 @@ from .textrecord import TEXT_FORMAT, vocab_of
 from .trainers import load_state
 from .usage import EXIT_OK, UsageError
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
+
 _shown = _files.shown
 
 
-def default_prompt(vocab):
+def default_prompt(vocab: Any) -> Any:
     """The prompt without --prompt: a newline when the vocabulary has one, else its first
     character."""
     return "\n" if "\n" in vocab else vocab[0]
 
 
-def cmd_sample(args, out):
+def cmd_sample(args: Any, out: Any) -> Any:
     """`mojolearn sample`: print the prompt and `--tokens` sampled characters."""
     path = args.checkpoint
     state = _text_state(path)
@@ -64,7 +71,7 @@ def cmd_sample(args, out):
     return EXIT_OK
 
 
-def _text_state(path):
+def _text_state(path: Any) -> Any:
     """The checked state of a `train --text` checkpoint (UsageError naming what is wrong)."""
     if not os.path.isfile(path):
         raise UsageError(f"no checkpoint at {_shown(path)}")

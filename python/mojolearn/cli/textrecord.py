@@ -16,8 +16,14 @@ the `TextData.state()` of the next batch (its text's SHA-256 and length, and the
 the trainer's step). `resume.run_schedule_problem` checks it against the state.
 """
 
+from __future__ import annotations
+
 from .._model.layers import MAX_FEATURES
 from .spec import SpecError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 TEXT_FORMAT = "mojolearn.text-schedule.v1"
 GPT_KEYS = ("layers", "heads", "embd", "block")
@@ -27,17 +33,18 @@ GPT_GRAMMAR = (
     f"in [1, {MAX_FEATURES}], embd divisible by heads (defaults: nanoGPT's CPU configuration "
     "gpt:layers=4,heads=4,embd=128,block=64; the vocabulary is the text's)"
 )
+
 SHIPPED = "pydoc-topics (shipped)"  # the name a run on the shipped text records
 VOCAB_CHUNK = 2048  # the most characters of a data_schedule string
 TEXT_DEFAULTS = dict(batch_size=12, lr=1e-3, steps=2000, eval_every=250, eval_batches=20)
 
 
-def is_gpt(text):
+def is_gpt(text: Any) -> Any:
     """Whether a --model value is a gpt SPEC (rather than a layer list)."""
     return text == "gpt" or text.startswith("gpt:")
 
 
-def parse_gpt(text):
+def parse_gpt(text: Any) -> Any:
     """The settings {layers, heads, embd, block} of a gpt SPEC (SpecError naming the bad
     key or value)."""
     given = {}
@@ -51,7 +58,9 @@ def parse_gpt(text):
             raise SpecError(f"gpt: the key {key!r} is given twice")
         value = value.strip()
         if not (value.isascii() and value.isdigit() and len(value) < 9):
-            raise SpecError(f"gpt: {key}={value[:40]!r}: expected an integer in [1, {MAX_FEATURES}]")
+            raise SpecError(
+                f"gpt: {key}={value[:40]!r}: expected an integer in [1, {MAX_FEATURES}]"
+            )
         if not 1 <= int(value) <= MAX_FEATURES:
             raise SpecError(f"gpt: {key}={int(value)}: expected an integer in [1, {MAX_FEATURES}]")
         given[key] = int(value)
@@ -64,12 +73,12 @@ def parse_gpt(text):
     return settings
 
 
-def gpt_text(settings):
+def gpt_text(settings: Any) -> Any:
     """The canonical gpt SPEC of `settings` (every key, in `GPT_KEYS` order)."""
     return "gpt:" + ",".join(f"{key}={settings[key]}" for key in GPT_KEYS)
 
 
-def build_gpt(text, vocab_size):
+def build_gpt(text: Any, vocab_size: Any) -> Any:
     """The `nn.gpt` of a gpt SPEC over a vocabulary of `vocab_size` characters."""
     from .. import nn
 
@@ -77,7 +86,7 @@ def build_gpt(text, vocab_size):
     return nn.gpt(vocab_size, s["block"], s["layers"], s["heads"], s["embd"])
 
 
-def text_record(data, name, opts):
+def text_record(data: Any, name: Any, opts: Any) -> Any:
     """The data_schedule of a text run on TextData `data` (named `name`) at its position."""
     vocab = data.vocab
     record = {
@@ -100,6 +109,6 @@ def text_record(data, name, opts):
     return record
 
 
-def vocab_of(schedule):
+def vocab_of(schedule: Any) -> Any:
     """The vocabulary a checked text run's data_schedule records, as one str."""
     return "".join(schedule["vocab"])

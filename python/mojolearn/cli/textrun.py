@@ -12,6 +12,8 @@ drawn once per process from a TextData of its own seed (`eval_seed`): evaluation
 the training position (resume stays exact), and every evaluation scores the same windows.
 """
 
+from __future__ import annotations
+
 import hashlib
 import math
 import os
@@ -37,6 +39,10 @@ from .textrecord import (
 from .trainers import lr_schedule_for
 from .usage import EXIT_OK, UsageError
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
 _shown = _files.shown
 # Options of a run on rows, refused by name in a text run.
 _ROWS_ONLY = (
@@ -53,10 +59,11 @@ _ROWS_ONLY = (
     ("microbatches", "--microbatches"),
     ("plot", "--plot"),
 )
+
 _EVAL = (("eval_every", "--eval-every"), ("eval_batches", "--eval-batches"))
 
 
-def cmd_train(args, out):
+def cmd_train(args: Any, out: Any) -> Any:
     """`mojolearn train`: a text run (`--text`, a gpt `--model`, or `--resume` of a text
     run's checkpoint), else a run on rows (`run.cmd_train`); the exit code."""
     text = args.text is not None or (args.model is not None and is_gpt(args.model))
@@ -71,7 +78,7 @@ def cmd_train(args, out):
     return _run.cmd_train(args, out, (setup, report))
 
 
-def _refuse_options(args):
+def _refuse_options(args: Any) -> Any:
     """Refuse a gpt --model without --text, --text with a layer-list --model, and the options
     of runs on rows."""
     model = args.model
@@ -95,7 +102,7 @@ def _refuse_options(args):
             )
 
 
-def eval_seed(seed):
+def eval_seed(seed: Any) -> Any:
     """The seed of the TextData whose windows a run with `seed` evaluates on: apart from the
     training windows' (`TextData`'s batch k of a split is seeded by (seed, split, k))."""
     tag = f"mojolearn.text-eval.v1:{seed}".encode("ascii")
@@ -105,7 +112,7 @@ def eval_seed(seed):
 # -- setup ---------------------------------------------------------------------------------
 
 
-def setup(args, group):
+def setup(args: Any, group: Any) -> Any:
     """Options, text and trainer of a fresh text run (step 0 saved at once) or a resumed one;
     every refusal a UsageError before anything is written."""
     source = args.resume_from
@@ -165,7 +172,7 @@ def setup(args, group):
     return run
 
 
-def _eval_options(args, stored):
+def _eval_options(args: Any, stored: Any) -> Any:
     """--eval-every and --eval-batches: given, else the checkpoint's, else the defaults; on
     --resume a given one that differs from the checkpoint's is refused (the history's
     evaluation points are the run's)."""
@@ -184,7 +191,7 @@ def _eval_options(args, stored):
     return opts
 
 
-def _load_text(args, opts, stored):
+def _load_text(args: Any, opts: Any, stored: Any) -> Any:
     """(name, the training TextData at the run's position, the evaluation windows of each
     split): --text FILE, the shipped text, or on --resume the run's own text (found by name
     and SHA-256 beside the checkpoint or in the current folder), refused when it is not."""
@@ -198,10 +205,10 @@ def _load_text(args, opts, stored):
     text = shipped_text() if path is None else None
     settings = dict(block_size=parse_gpt(opts["model"])["block"], batch_size=opts["batch_size"])
 
-    def load(seed):
-        if path is None:
+    def load(seed: Any) -> Any:
+        if text is not None:
             return TextData.from_string(text, seed=seed, **settings)
-        return TextData(path, seed=seed, **settings)
+        return TextData(path or "", seed=seed, **settings)  # a path when no text
 
     shown = "the shipped text" if path is None else f"--text {_shown(path)}"
     try:
@@ -219,7 +226,7 @@ def _load_text(args, opts, stored):
     return name, data, windows
 
 
-def _same_text(data, stored, shown):
+def _same_text(data: Any, stored: Any, shown: Any) -> Any:
     """Refuse, on --resume, a text other than the checkpoint's (its vocabulary or content)."""
     from .textrecord import vocab_of
 
@@ -239,7 +246,7 @@ def _same_text(data, stored, shown):
         )
 
 
-def _new_trainer(data, name, opts):
+def _new_trainer(data: Any, name: Any, opts: Any) -> Any:
     """A fresh text run's Trainer: the gpt on the text's vocabulary, seeded, the run's AdamW
     settings and learning-rate schedule (over its end step)."""
     from .._model.trainer import Trainer
@@ -261,7 +268,7 @@ def _new_trainer(data, name, opts):
         raise UsageError(f"--model {opts['model']}: {exc}") from None
 
 
-def _fits(trainer, opts):
+def _fits(trainer: Any, opts: Any) -> Any:
     """Refuse a batch larger than the trainer's activations allow (its `max_rows`)."""
     if opts["batch_size"] > trainer.max_rows:
         raise UsageError(
@@ -274,7 +281,7 @@ def _fits(trainer, opts):
 # -- the loop ------------------------------------------------------------------------------
 
 
-def _announce(args, run, out):
+def _announce(args: Any, run: Any, out: Any) -> Any:
     """The run's progress reporter, after its first lines: the start record and what trains."""
     opts, data, end = run.opts, run.data, run.end
     every = args.log_every or max(1, (end - run.start) // 20)
@@ -312,20 +319,20 @@ def _announce(args, run, out):
     return progress
 
 
-def _step(run):
+def _step(run: Any) -> Any:
     """One step on the text's next windows: (the step's history record, 0, 0)."""
     x, y = run.data.batch()
     result = run.trainer.train_step(x, y)
     return {"step": result["step"], "loss": float(result["loss"])}, 0, 0
 
 
-def _after_step(run, record, step):
+def _after_step(run: Any, record: Any, step: Any) -> Any:
     """Every --eval-every steps and at the run's end: both losses into the step's record."""
     if step % run.opts["eval_every"] == 0 or step == run.end:
         record.update(_evaluate(run, step))
 
 
-def _evaluate(run, step):
+def _evaluate(run: Any, step: Any) -> Any:
     """{train_loss, val_loss}: each split's mean loss over its evaluation windows, reported."""
     losses = {}
     for split, windows in zip(("train", "val"), run.evals):
@@ -347,7 +354,7 @@ def _evaluate(run, step):
 # -- the report ----------------------------------------------------------------------------
 
 
-def report(args, run, outcome):
+def report(args: Any, run: Any, outcome: Any) -> Any:
     """The closing lines: how to resume after a signal, else both losses at the end, the
     state hash and how to sample."""
     hit, step, loss = outcome
