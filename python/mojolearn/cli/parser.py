@@ -408,8 +408,8 @@ VERIFY_OPTIONS = (
 )
 # command -> (help line, description or None, epilog or None, options, function)
 COMMANDS = {
-    "train": ("train an MLP or a --model on bundled data (wine, digits) or your CSV, with "
-              "exact resume",
+    "train": ("train an MLP or a --model on bundled data (wine, digits) or your CSV, or a gpt "
+              "on a --text, with exact resume",
               TRAIN_DESCRIPTION, TRAIN_EPILOG, TRAIN_OPTIONS, cmd_train),
     "predict": ("predict each row of a CSV (its class, or a regressor's value) with a train "
                 "checkpoint",
