@@ -17,7 +17,7 @@ own layer and the ones below (`_buffers` < `_runtime` < `_mlp`, `_optim` < publi
                reader, the trainer core and its mixins (session steps, per-operation path,
                persistence, inference, export), LR-schedule records
     _optim/    the optimizers' checks and Hyper record, state_dict, device residency, schedules
-    cli/       parser, train, resume, predict, info/verify, plot, data, history, progress
+    cli/       parser, train, text runs, resume, predict, sample, info/verify, plot, data, history, progress
 
 Example:
     >>> import mojolearn

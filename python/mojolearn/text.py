@@ -31,6 +31,8 @@ _FIELDS = tuple(
 )
 _SETTINGS = _FIELDS[3:7]  # block_size, batch_size, seed, val_fraction: the constructor's
 _MAX_COUNT = (1 << 63) - 1  # a data_schedule integer fits in 64 bits
+# The shipped text (data/README.md: CPython 3.11.7's pydoc topics, PSF licence), gzipped.
+SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "pydoc_topics.txt.gz")
 
 
 class TextData:
@@ -154,6 +156,29 @@ class TextData:
         data = cls.__new__(cls)
         data._load(text, raw, settings, api)
         return data
+
+    @classmethod
+    def shipped(
+        cls, *, block_size: int, batch_size: int, seed: int = 0, val_fraction: float = 0.1
+    ) -> TextData:
+        """A TextData of the text that ships with the package (`shipped_text()`).
+
+        Args:
+            block_size: `T`, the window's length in characters, an int >= 1.
+            batch_size: `B`, windows per batch, an int >= 1.
+            seed: the window draws' seed, an int in [0, 2**64).
+            val_fraction: the share of the text, at its end, that validates: a float in (0, 1).
+
+        Returns:
+            A new TextData at its start; `from_state(None, state, text=shipped_text())`
+            continues one.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: an argument out of range.
+        """
+        settings = dict(block_size=block_size, batch_size=batch_size, seed=seed)
+        return cls.from_string(shipped_text(), val_fraction=val_fraction, **settings)
 
     def _load(self, text: str, raw: bytes, settings: tuple[int, int, int, float], api: str) -> None:
         block, batch, seed, fraction = settings
@@ -354,6 +379,20 @@ class TextData:
                 )
         data._drawn = {"train": state["train_batches"], "val": state["val_batches"]}
         return data
+
+
+def shipped_text() -> str:
+    """The text that ships with the package: the English documentation topics of CPython
+    3.11.7's `pydoc_data/topics.py` in sorted key order, 464,970 characters, 103 distinct
+    (PSF licence; provenance and SHA-256 in mojolearn/data/README.md).
+
+    Returns:
+        The text, a new str.
+    """
+    import gzip
+
+    with gzip.open(SHIPPED, "rb") as f:
+        return f.read().decode("utf-8")
 
 
 def window_seed(seed: int, split: str, k: int) -> int:

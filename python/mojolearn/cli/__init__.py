@@ -1,11 +1,14 @@
-"""The `mojolearn` command line: `train`, `predict`, `info`, `verify`.
+"""The `mojolearn` command line: `train`, `predict`, `sample`, `info`, `verify`.
 
 `mojolearn train` trains an MLP (the 8→16→3 network by default, any sizes with `--layers`) on
 the bundled wine data (or `--dataset digits`, or `--data CSV`) with a seeded, recorded data
 order, checkpoints every minute of training (or every `--checkpoint-every` steps), at the end
 and on Ctrl-C, and resumes (`--resume`, every recorded option restored) to exactly the bytes
 of an uninterrupted run; `--val-fraction` and `--patience` validate and
-stop early. `mojolearn predict` applies a train checkpoint to raw CSV rows. Exit codes:
+stop early; `--text [FILE]` trains a character-level gpt (`--model gpt:layers=4,heads=4,
+embd=128,block=64`, the defaults) on a UTF-8 text, the shipped one without FILE.
+`mojolearn predict` applies a train checkpoint to raw CSV rows, `mojolearn sample` generates
+text with a `--text` checkpoint. Exit codes:
 0 success, 1 `verify` found the file invalid, 2 bad input (one line on stderr, nothing
 written) or a run that diverged (the last checkpoint kept), 130 interrupted by Ctrl-C / 143 by
 SIGTERM (checkpoint saved in both cases).

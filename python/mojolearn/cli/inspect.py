@@ -9,6 +9,7 @@ from .._runtime import files as _files
 from . import data as _data
 from .progress import printable
 from .resume import SCHEDULE_FORMAT, run_schedule_problem
+from .textrecord import TEXT_FORMAT
 from .trainers import checkpoints, load_state, trainer_for
 from .usage import EXIT_INVALID, EXIT_OK, UsageError
 
@@ -76,7 +77,7 @@ def cmd_verify(args, out):
     try:
         report = dict(ckpt.verify(path))
         state = load_state(path)
-        if state["data_schedule"].get("format") == SCHEDULE_FORMAT:
+        if state["data_schedule"].get("format") in (SCHEDULE_FORMAT, TEXT_FORMAT):
             problem = run_schedule_problem(state)
             if problem:
                 raise ValueError(f"cannot be resumed by `mojolearn train`: {problem}")
@@ -180,7 +181,12 @@ def _model_next_step_check(path):
         width *= d
     for d in out:
         per *= d
-    x = Array.from_list([float(v) for v in (0, 1, -1) for _ in range(width)], "<f4")
+    first = trainer.model.layers[0]
+    if isinstance(first, mojolearn.nn.Embedding):  # token ids in [0, vocab) as inputs
+        ids = [(r + p) % first.num_embeddings for r in range(3) for p in range(width)]
+        x = Array.from_list(ids, "<i4")
+    else:
+        x = Array.from_list([float(v) for v in (0, 1, -1) for _ in range(width)], "<f4")
     x = x.reshape((3, *trainer.input_shape))
     if trainer.loss == "mse":
         y = Array.from_list([0.0] * (3 * per), "<f4").reshape((3, *out))

@@ -15,8 +15,11 @@ from . import data as _data
 from .inspect import cmd_info, cmd_verify
 from .predict import cmd_predict
 from .progress import printable
-from .resume import CHECKPOINT_SECONDS, DEFAULT_CHECKPOINT, DEFAULTS, LR_SCHEDULES
-from .run import BEST_SUFFIX, cmd_train
+from .resume import CHECKPOINT_SECONDS, DEFAULT_CHECKPOINT, DEFAULTS, LR_SCHEDULES, MAX_EVAL_BATCHES
+from .run import BEST_SUFFIX
+from .sample import cmd_sample
+from .textrecord import GPT_GRAMMAR, TEXT_DEFAULTS, gpt_text, is_gpt, parse_gpt
+from .textrun import cmd_train
 from .usage import EXIT_BAD_INPUT, EXIT_OK
 
 # -- value checks ---------------------------------------------------------------------------
@@ -55,6 +58,17 @@ def _float_in(positive, what):
         return value
 
     return parse
+
+
+def _temperature(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
+    # generate divides the logits by float32(T): a T that rounds to 0 or inf is refused too
+    if not (math.isfinite(value) and 0 < round_f32(value) < math.inf):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0 in float32, got {text!r}")
+    return value
 
 
 def _fraction(text):
@@ -116,7 +130,7 @@ def _model_arg(text):
     from .spec import SpecError, canonical, parse
 
     try:
-        return canonical(parse(text))
+        return gpt_text(parse_gpt(text)) if is_gpt(text) else canonical(parse(text))
     except SpecError as exc:
         raise argparse.ArgumentTypeError(f"SPEC {text[:200]!r}: {exc}") from None
 
@@ -189,7 +203,10 @@ TRAIN_DESCRIPTION = (
     "--patience P stops when the validation loss has not improved for P epochs, keeping the "
     f"best checkpoint as CHECKPOINT{BEST_SUFFIX}; the test rows are scored once, at the end. "
     "The checkpoint records the data's columns, standardization and class names, so "
-    "`mojolearn predict` applies the network to raw rows."
+    "`mojolearn predict` applies the network to raw rows. --text [FILE] trains a "
+    "character-level gpt (--model gpt:...) on a UTF-8 text, the shipped one without FILE, "
+    "printing train and validation losses; `mojolearn sample` generates text from its "
+    "checkpoint."
 )
 TRAIN_EPILOG = (
     f"Defaults: --epochs {d['epochs']} when neither --steps nor --epochs is given, "
@@ -224,6 +241,13 @@ TRAIN_OPTIONS = (
            "bundled data: wine (default; 8 of 13 attributes, or all 13 with --layers 13,...,3) "
            "or digits (8x8 handwritten digits, 64 features, 10 classes; default --layers "
            "64,128,10)", choices=(_data.BUNDLED_NAME, _data.DIGITS_NAME)),
+        _o("--text", "FILE", None,
+           "train a character-level gpt (--model gpt:..., default nanoGPT's CPU configuration) "
+           "on a UTF-8 text FILE (its sorted characters the vocabulary; the last 10%% "
+           "validates; random windows of the block's length); --text alone: the shipped text "
+           "(CPython 3.11's pydoc topics, 465K characters, PSF licence). Defaults: --steps "
+           f"{TEXT_DEFAULTS['steps']}, --batch-size {TEXT_DEFAULTS['batch_size']}, --lr "
+           f"{TEXT_DEFAULTS['lr']}", nargs="?", const=True),
     )),
     _Exclusive((
         _o("--layers", "SIZES", _layers_arg,
@@ -242,7 +266,8 @@ TRAIN_OPTIONS = (
            "conv and pool layers take images (C, H, W): a SPEC with one gets the data's image "
            "shape (--dataset digits: 1x8x8; --image-shape), e.g. 'conv:16:3:1:1,relu,maxpool:2,"
            "flatten,linear:10'. The last linear:N outside a residual gives the outputs: the "
-           "classes, or 1 for --loss mse"),
+           "classes, or 1 for --loss mse. With --text, a gpt instead: " + GPT_GRAMMAR.replace(
+               "%", "%%") + ", e.g. gpt:layers=4,heads=4,embd=128,block=64"),
     )),
     _o("--image-shape", "C,H,W", _image_shape_arg,
        "with --data and a --model SPEC with conv or pool layers: each row's features are an "
@@ -263,14 +288,17 @@ TRAIN_OPTIONS = (
        "--loss mse); default: the column named 'label', else the last"),
     _Exclusive((
         _o("--steps", "N", _int_in(1, (1 << 31) - 1, "in [1, 2**31)"),
-           "the step the run ends at (also after --resume)"),
+           "the step the run ends at (also after --resume; a --text run's default "
+           f"{TEXT_DEFAULTS['steps']})"),
         _o("--epochs", "E", _int_in(1, 1 << 20, "in [1, 2**20]"),
            f"train until E epochs are done (default {d['epochs']})"),
     )),
     _o("--batch-size", "B", _int_in(1, 256, "in [1, 256]"),
        f"rows per step (default {d['batch_size']}); the last batch of an epoch is smaller when "
-       f"B does not divide the training rows"),
-    _o("--lr", "LR", _float_in(True, "> 0"), f"AdamW learning rate (default {d['lr']})"),
+       f"B does not divide the training rows; a --text run's windows per step (default "
+       f"{TEXT_DEFAULTS['batch_size']})"),
+    _o("--lr", "LR", _float_in(True, "> 0"),
+       f"AdamW learning rate (default {d['lr']}; a --text run's {TEXT_DEFAULTS['lr']})"),
     _o("--weight-decay", "WD", _float_in(False, ">= 0"),
        f"AdamW decoupled weight decay (default {d['weight_decay']})"),
     _o("--schedule", None, None,
@@ -317,6 +345,13 @@ TRAIN_OPTIONS = (
     _o("--json", None, None, "print one JSON object per report line on stdout",
        action="store_true"),
     _o("--log-every", "N", _POSITIVE, "report every N steps (default: about 20 reports per run)"),
+    _o("--eval-every", "N", _POSITIVE,
+       "with --text: print the train and validation losses every N steps and at the last step "
+       f"(default {TEXT_DEFAULTS['eval_every']})"),
+    _o("--eval-batches", "N", _int_in(1, MAX_EVAL_BATCHES, f"in [1, {MAX_EVAL_BATCHES}]"),
+       "with --text: each loss is the mean over N batches of its split, the same windows at "
+       f"every evaluation (drawn apart from the training ones; default "
+       f"{TEXT_DEFAULTS['eval_batches']}, nanoGPT's eval_iters)"),
 )
 
 INFO_OPTIONS = (
@@ -344,18 +379,43 @@ PREDICT_OPTIONS = (
        "write the predictions to this CSV file (replaced atomically) instead of stdout"),
 )
 
+SAMPLE_DESCRIPTION = (
+    "Generate text with a `mojolearn train --text` checkpoint: the prompt's characters (each "
+    "in the checkpoint's vocabulary), then --tokens sampled ones, printed to stdout. The same "
+    "checkpoint, prompt, settings and --seed print the same text on every machine "
+    "(Trainer.generate's pinned arithmetic and draws). Exit codes: 0 done, 2 bad input."
+)
+
+SAMPLE_OPTIONS = (
+    _o("checkpoint", "CHECKPOINT", None, "a checkpoint written by mojolearn train --text"),
+    _o("--prompt", "TEXT", None,
+       "the text to continue (default: a newline when the vocabulary has one, else its first "
+       "character)"),
+    _o("--tokens", "N", _int_in(1, 1 << 20, "in [1, 2**20]"),
+       "characters to generate (default 500)", default=500),
+    _o("--temperature", "T", _temperature,
+       "divides the logits: below 1 sharper, above 1 flatter (default 1.0)", default=1.0),
+    _o("--top-k", "K", _int_in(1, 1 << 20, "in [1, 2**20]"),
+       "sample among the K most likely characters only, K in [1, vocabulary size] (default: "
+       "all)"),
+    _o("--seed", "S", _int_in(0, (1 << 64) - 1, "in [0, 2**64)"),
+       "seed of the draws (default 0)", default=0),
+)
+
 VERIFY_OPTIONS = (
     ("checkpoint", dict(metavar="CHECKPOINT")),
     _o("--json", None, None, "print one JSON object", action="store_true"),
 )
 # command -> (help line, description or None, epilog or None, options, function)
 COMMANDS = {
-    "train": ("train an MLP or a --model on bundled data (wine, digits) or your CSV, with "
-              "exact resume",
+    "train": ("train an MLP or a --model on bundled data (wine, digits) or your CSV, or a gpt "
+              "on a --text, with exact resume",
               TRAIN_DESCRIPTION, TRAIN_EPILOG, TRAIN_OPTIONS, cmd_train),
     "predict": ("predict each row of a CSV (its class, or a regressor's value) with a train "
                 "checkpoint",
                 PREDICT_DESCRIPTION, None, PREDICT_OPTIONS, cmd_predict),
+    "sample": ("generate text with a train --text checkpoint (the same for the same --seed)",
+               SAMPLE_DESCRIPTION, None, SAMPLE_OPTIONS, cmd_sample),
     "info": ("version, vendor, numeric mode and build flags", None, None, INFO_OPTIONS, cmd_info),
     "verify": ("check a checkpoint file; print its step, schema, profile and state hash (exit 1 "
                "when invalid)", None, None, VERIFY_OPTIONS, cmd_verify),
@@ -379,7 +439,10 @@ def build_parser():
         prog="mojolearn",
         formatter_class=_Formatter,
         description="Bit-reproducible training of MLPs with AdamW: any layer sizes (train "
-        "--layers); the default run trains the 8 -> 16 -> 3 network on the bundled wine data.",
+        "--layers) or models (train --model SPEC); the default run trains the 8 -> 16 -> 3 "
+        "network on the bundled wine data. `train --text [FILE] --model gpt:layers=4,heads=4,"
+        "embd=128,block=64` trains a character-level transformer, `sample` generates text "
+        "with it.",
     )
     parser.add_argument(
         "--version",

@@ -25,6 +25,7 @@ from . import data as _data
 from .progress import printable
 from .resume import run_schedule_problem
 from .run import refuse_same_files, target
+from .textrecord import TEXT_FORMAT
 from .trainers import checkpoints, is_model, load_state, trainer_for
 from .usage import EXIT_OK, UsageError
 
@@ -128,6 +129,11 @@ def _train_state(path):
     problem = run_schedule_problem(state)
     if problem:
         raise UsageError(f"{_shown(path)}: {problem}")
+    if state["data_schedule"].get("format") == TEXT_FORMAT:
+        raise UsageError(
+            f"{_shown(path)} is a text model's checkpoint (`train --text`), which predicts no "
+            f"CSV rows: generate text with `mojolearn sample {_shown(path)}`"
+        )
     if "preprocessing" not in state["data_schedule"]:
         raise UsageError(
             f"{_shown(path)} records no preprocessing (a checkpoint written before `mojolearn "

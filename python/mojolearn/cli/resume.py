@@ -24,6 +24,7 @@ from .._runtime import files as _files
 from .._runtime.portable import round_f32
 from . import data as _data
 from .spec import SpecError, build, input_shape, outputs, parse
+from .textrecord import TEXT_FORMAT, VOCAB_CHUNK, build_gpt, is_gpt, parse_gpt, vocab_of
 from .trainers import checkpoints, is_model, load_state, schema_of
 from .usage import UsageError
 
@@ -135,13 +136,13 @@ def run_schedule_problem(state):
     data_schedule must be the one `train` writes, with every field of the right type and
     range, agreeing with the state (mode, lr, weight decay, the data position of its step)."""
     schedule = state["data_schedule"]
+    if schedule.get("format") == TEXT_FORMAT:
+        return _text_problem(state)
     if schedule.get("format") != SCHEDULE_FORMAT:
         return f"not written by `mojolearn train` (its data_schedule is not {SCHEDULE_FORMAT})"
-    for key, (ok, what) in _SCHEDULE_FIELDS.items():
-        if key not in schedule:
-            return f"data_schedule has no {key!r}"
-        if not ok(schedule[key]):
-            return f"data_schedule {key} must be {what}, got {schedule[key]!r}"[:300]
+    problem = _fields_problem(schedule, _SCHEDULE_FIELDS)
+    if problem:
+        return problem
     m = schedule.get("microbatches", 1)
     if type(m) is not int or m < 1 or m & (m - 1):
         return f"data_schedule microbatches must be a power of two, got {m!r}"[:300]
@@ -157,17 +158,9 @@ def run_schedule_problem(state):
     sizes = _model_sizes(schedule, state) if model else state["architecture"]
     if model and type(sizes) is str or not model and ("model" in schedule or "loss" in schedule):
         return sizes if model else "data_schedule model and loss: the state is not a model's"
-    if schedule["mode"] != state["numeric_mode"]:
-        return (
-            f"data_schedule mode {schedule['mode']!r} differs from the state's numeric "
-            f"mode {state['numeric_mode']!r}"
-        )
-    for key in ("lr", "weight_decay"):  # as given (v2), or rounded (a v1 file's config)
-        if state["config"][key] not in (schedule[key], round_f32(schedule[key])):
-            return (
-                f"data_schedule {key} {schedule[key]!r} differs from the state's "
-                f"{state['config'][key]!r}"
-            )
+    problem = _config_problem(schedule, state)
+    if problem:
+        return problem
     step = state["step"] if model else state["optimizer"]["step"]
     where = _data.position(step, schedule["n_train"], schedule["batch_size"])
     if (schedule["epoch"], schedule["cursor"]) != where:
@@ -183,6 +176,32 @@ def run_schedule_problem(state):
     if problem or "preprocessing" not in schedule:  # none in a file written before it
         return problem
     return preprocessing_problem(schedule["preprocessing"], sizes, schedule.get("loss") == "mse")
+
+
+def _fields_problem(schedule, fields):
+    """Why a required field of `fields` (key -> (check, what it must be)) is wrong."""
+    for key, (ok, what) in fields.items():
+        if key not in schedule:
+            return f"data_schedule has no {key!r}"
+        if not ok(schedule[key]):
+            return f"data_schedule {key} must be {what}, got {schedule[key]!r}"[:300]
+    return None
+
+
+def _config_problem(schedule, state):
+    """Why the recorded mode, lr and weight decay differ from the state's."""
+    if schedule["mode"] != state["numeric_mode"]:
+        return (
+            f"data_schedule mode {schedule['mode']!r} differs from the state's numeric "
+            f"mode {state['numeric_mode']!r}"
+        )
+    for key in ("lr", "weight_decay"):  # as given (v2), or rounded (a v1 file's config)
+        if state["config"][key] not in (schedule[key], round_f32(schedule[key])):
+            return (
+                f"data_schedule {key} {schedule[key]!r} differs from the state's "
+                f"{state['config'][key]!r}"
+            )
+    return None
 
 
 def _model_sizes(schedule, state):
@@ -220,6 +239,57 @@ _OPTIONAL_FIELDS = {  # recorded only when the run was given them
         "[C, H, W], integers >= 1",
     ),
 }
+
+
+MAX_EVAL_BATCHES = 10_000
+_TEXT_FIELDS = {
+    "text": _SCHEDULE_FIELDS["dataset"],
+    "vocab": (
+        lambda x: _strings(x) and x and all(1 <= len(s) <= VOCAB_CHUNK for s in x),
+        f"a list of strings of 1 to {VOCAB_CHUNK} characters",
+    ),
+    "model": (lambda x: type(x) is str and is_gpt(x), "a gpt SPEC"),
+    **{k: _SCHEDULE_FIELDS[k] for k in ("seed", "batch_size", "lr", "weight_decay", "mode")},
+    "end_step": _OPTIONAL_FIELDS["end_step"],
+    "eval_every": (_int_at_least(1), "an integer >= 1"),
+    "eval_batches": (_int_at_least(1, MAX_EVAL_BATCHES), f"an integer in [1, {MAX_EVAL_BATCHES}]"),
+    "data": (lambda x: type(x) is dict, "a TextData state (an object)"),
+}
+
+
+def _text_problem(state):
+    """Why a text run's data_schedule (`textrecord`) does not fit its state: the gpt SPEC on
+    the recorded vocabulary must make the state's model, the TextData state must be the run's
+    (its window, batch and seed) at the state's step."""
+    from ..text import _check_fields
+
+    schedule = state["data_schedule"]
+    problem = _fields_problem(schedule, _TEXT_FIELDS)
+    if problem or not is_model(state):
+        return problem or "a text run's data_schedule on a state that is not a Trainer's"
+    vocab, record, data = vocab_of(schedule), state["model"], schedule["data"]
+    if list(vocab) != sorted(set(vocab)):
+        return "data_schedule vocab must be distinct characters in code point order"
+    try:
+        block = parse_gpt(schedule["model"])["block"]
+        built = build_gpt(schedule["model"], len(vocab)).to_json()
+        _check_fields(data, "data_schedule data")
+    except (SpecError, ValueError, TypeError) as exc:
+        return str(exc)[:300]
+    if built != record["model"] or list(record["input_shape"]) != [block]:
+        return (
+            f"data_schedule model {schedule['model']!r} over {len(vocab)} characters is not the "
+            f"state's model"
+        )[:300]
+    for key, want in (("block_size", block), ("batch_size", schedule["batch_size"])):
+        if data[key] != want or data["seed"] != schedule["seed"]:
+            return f"data_schedule data (block_size, batch_size, seed) are not the run's {key}"
+    if data["train_batches"] != state["step"]:
+        return (
+            f"data position: {data['train_batches']} training batches drawn, but the state "
+            f"is at step {state['step']}"
+        )
+    return _config_problem(schedule, state) or _lr_schedule_problem(schedule, state)
 
 
 def _optional_problem(schedule):

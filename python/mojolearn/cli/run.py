@@ -127,9 +127,11 @@ class Group:
 # -- the command ---------------------------------------------------------------------------
 
 
-def cmd_train(args, out):
+def cmd_train(args, out, kind=None):
     """`mojolearn train`: check the outputs' paths, take the run's lock, set up, train,
-    report; the exit code."""
+    report; the exit code. `kind`: another kind of run's (setup, report) (`textrun`), else
+    this module's (a run on rows)."""
+    run_setup, run_report = kind or (setup, report)
     if args.label_column is not None and args.data is None:
         raise UsageError("--label-column applies only with --data")
     args.resume_from = args.checkpoint
@@ -158,11 +160,11 @@ def cmd_train(args, out):
     try:
         problem, run = None, None
         try:
-            run = setup(args, group)
+            run = run_setup(args, group)
         except UsageError as exc:
             problem = exc
         group.agree(problem)
-        return report(args, run, loop(args, run, out if group.root else group.devnull()))
+        return run_report(args, run, loop(args, run, out if group.root else group.devnull()))
     finally:
         if lock is not None:
             lock.release()
@@ -179,9 +181,10 @@ def _outputs(args):
 
 
 def _inputs(args):
-    """(path, what) of the files a train run reads and must not write: its --data. (The
-    checkpoint a resume reads it writes on purpose.)"""
-    return [(args.data, "--data")] if args.data is not None else []
+    """(path, what) of the files a train run reads and must not write: its --data or --text
+    FILE. (The checkpoint a resume reads it writes on purpose.)"""
+    given = ((args.data, "--data"), (getattr(args, "text", None), "--text"))
+    return [(path, what) for path, what in given if isinstance(path, str)]
 
 
 def same_file(a, b):
@@ -353,6 +356,11 @@ def setup(args, group):
         stream=_data.BatchStream(dataset, opts["seed"], opts["batch_size"], epoch, cursor),
         stopping=stopping if opts["patience"] is not None else None,
         best=best,
+        # What a text run (`textrun`) does its own way, the loop and `save` call through.
+        announce=_announce,
+        take_step=_step,
+        after_step=_after_step,
+        record=_record,
     )
     if stored is None:
         if group.root:
@@ -452,9 +460,9 @@ def _new_trainer(dataset, opts, stopping, end):
         ) from None
 
 
-def _recorded_csv(args, stored):
-    """The --data CSV of a resumed run given no --data: the file of the recorded name with the
-    recorded SHA-256 beside the checkpoint, else in the current folder."""
+def _recorded_csv(args, stored, flag="--data"):
+    """The --data CSV (or `flag`'s file) of a resumed run given none: the file of the recorded
+    name with the recorded SHA-256 beside the checkpoint, else in the current folder."""
     name, digest = stored["dataset"], stored["dataset_sha256"]
     for folder in (os.path.dirname(os.path.abspath(args.resume_from)), os.getcwd()):
         path = os.path.join(folder, name)
@@ -464,8 +472,8 @@ def _recorded_csv(args, stored):
         except OSError:
             continue
     raise UsageError(
-        f"--resume: the run trained on --data {name} (SHA-256 {digest[:16]}...), which is "
-        f"neither beside the checkpoint nor in the current folder; pass --data PATH"
+        f"--resume: the run trained on {flag} {name} (SHA-256 {digest[:16]}...), which is "
+        f"neither beside the checkpoint nor in the current folder; pass {flag} PATH"
     )
 
 
@@ -572,10 +580,7 @@ def save(run, path=None):
     checkpoint's steps). `path`: the best checkpoint instead (no history). A data-parallel
     run's processes all record the schedule (it is part of the state); rank 0 writes, and all
     return once it has (or all raise)."""
-    stream = run.stream
-    run.trainer.data_schedule = schedule_record(
-        run.dataset, run.opts, stream.epoch, stream.cursor, run.stopping
-    )
+    run.trainer.data_schedule = run.record(run)
     problem = None
     if run.group.root:
         try:
@@ -585,6 +590,12 @@ def save(run, path=None):
         except Exception as exc:  # noqa: BLE001 - every process must hear of it
             problem = exc
     run.group.agree(problem)
+
+
+def _record(run):
+    """The data_schedule of a run on rows at its stream's position."""
+    stream = run.stream
+    return schedule_record(run.dataset, run.opts, stream.epoch, stream.cursor, run.stopping)
 
 
 # -- the loop ------------------------------------------------------------------------------
@@ -680,6 +691,14 @@ def _epoch_end(run, record, step):
         stopping["bad_epochs"] += 1
 
 
+def _after_step(run, record, step):
+    """Validation points depend on the step only (epoch ends), so a trace is the same however
+    the run was cut into legs; the test rows are scored once, in the report, so that they
+    choose nothing."""
+    if step % run.per_epoch == 0:
+        _epoch_end(run, record, step)
+
+
 def _save_due(args, run, step):
     """Whether this step ends a save interval: every --checkpoint-every K steps, else once
     CHECKPOINT_SECONDS of training have passed since the last save."""
@@ -693,19 +712,15 @@ def loop(args, run, out):
     --checkpoint-every steps and at the end; returns (the signal that stopped it or 0, the
     last step, its loss). A step refused as non-finite (the run diverged) is one line naming
     the step and the checkpoint kept."""
-    run.progress = progress = _announce(args, run, out)
+    run.progress = progress = run.announce(args, run, out)
     run.saved_at = time.monotonic()
     step, loss, stop = run.start, None, 0
     with Interrupt() as interrupt:
         try:
             while step < run.end and not stop and not _patience_spent(run):
-                record, correct, rows = _step(run)
+                record, correct, rows = run.take_step(run)
                 step, loss = record["step"], record["loss"]
-                # Validation points depend on the step only (epoch ends), so a trace is the
-                # same however the run was cut into legs; the test rows are scored once, in
-                # the report, so that they choose nothing.
-                if step % run.per_epoch == 0:
-                    _epoch_end(run, record, step)
+                run.after_step(run, record, step)
                 run.history.add(record)
                 progress.update(step, loss, correct, rows)
                 # A signal on any process stops all after the same step, and a save that is
