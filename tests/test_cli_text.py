@@ -215,6 +215,10 @@ def test_sample_refuses_missing_corrupt_and_non_text_checkpoints(tmp_path, text_
         (["--text", "--loss", "mse"], ["--loss mse"]),
         (["--eval-every", "5"], ["--eval-every applies only to a text run"]),
         (["--text", "--eval-batches", "0"], ["--eval-batches"]),
+        (
+            ["--text", "--model", "gpt:layers=1,heads=1,embd=8,block=4096", "--batch-size", "64"],
+            ["--batch-size 64", "windows per step", "2 GiB"],
+        ),
     ],
 )
 def test_train_refusals_write_nothing(tmp_path, argv, parts):

@@ -273,8 +273,8 @@ def _fits(trainer: Any, opts: Any) -> Any:
     if opts["batch_size"] > trainer.max_rows:
         raise UsageError(
             f"--batch-size {opts['batch_size']}: the model {opts['model']} takes at most "
-            f"{trainer.max_rows} windows per step (its activations and their gradients in 256 "
-            f"MiB); pass a smaller --batch-size or model"
+            f"{trainer.max_rows} windows per step (its activations and their gradients in 2 GiB);"
+            f" pass a smaller --batch-size or model"
         )
 
 
