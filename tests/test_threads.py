@@ -1,6 +1,7 @@
 """MOJOLEARN_NUM_THREADS in the trainers' steps (mojolearn/_runtime/threads.py, training/pool.mojo):
-every thread count gives one thread's bits (MLPTrainer and Trainer), in both numeric modes, with the workers really
-taking part; a forked child (no workers) still trains, to the same bits."""
+every thread count gives one thread's bits (MLPTrainer and Trainer: MLPs, convolutions and
+pools, a gpt), in both numeric modes, with the workers really taking part; a forked child (no
+workers) still trains, to the same bits."""
 
 import json
 
@@ -28,7 +29,7 @@ for sizes, rows in (([64, 128, 10], 160), ([54, 256, 256, 7], 40), ([30, 200, 3]
     step = tr.train_step(Array.from_list(xs[:rows * sizes[0]], "<f4").reshape(rows, sizes[0]),
                          Array.from_list(ys[:rows], "<i4"), return_input_grad=True)
     out[str(sizes)] = [tr.state_hash(), step["input_grad"].tolist()[0][:5]]
-nn = ml.nn  # the model engine: GEMMs split, the other layers on the calling thread
+nn = ml.nn  # the model engine: GEMMs split, elementwise layers on the calling thread
 model = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.LayerNorm(256),
                       nn.Residual(nn.Linear(256, 256), nn.ReLU()), nn.Dropout(0.1),
                       nn.Linear(256, 10))
@@ -38,6 +39,22 @@ xs = [rng.uniform() * 2 - 1 for _ in range(2 * 160 * 64)]
 ys = [rng.randbelow(10) for _ in range(2 * 160)]
 tm.train_steps(Array.from_list(xs, "<f4").reshape(320, 64), Array.from_list(ys, "<i4"), 2)
 out["model"] = tm.state_hash()
+# Layers with parts of their own: convolutions (stride 1 by examples and dW by taps, stride 2
+# through the GEMM), pools by planes, attention by (example, head).
+conv = nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+                     nn.Conv2d(6, 8, 3, stride=2), nn.ReLU(), nn.AvgPool2d(2), nn.Flatten(),
+                     nn.Linear(72, 10))
+tc = ml.Trainer(conv, input_shape=(1, 28, 28), seed=4)
+rng = _rng.SplitMix64(78)
+xs = [rng.uniform() * 2 - 1 for _ in range(2 * 48 * 784)]
+ys = [rng.randbelow(10) for _ in range(2 * 48)]
+tc.train_steps(Array.from_list(xs, "<f4").reshape(96, 1, 28, 28), Array.from_list(ys, "<i4"), 2)
+out["conv"] = tc.state_hash()
+tg = ml.Trainer(nn.gpt(20, 32, 2, 4, 64), input_shape=(32,), seed=5)
+ids = [[rng.randbelow(20) for _ in range(33)] for _ in range(24)]
+tg.train_step(Array.from_list([r[:-1] for r in ids], "<i4"),
+              Array.from_list([r[1:] for r in ids], "<i4"))
+out["gpt"] = tg.state_hash()
 pool = _threads.pool()
 out["worker_parts"] = ml._runtime.backend.binding().raw.pool_worker_parts([pool], []) if pool else 0
 {after}

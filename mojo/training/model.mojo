@@ -198,11 +198,13 @@ def model_forward(pr: Program, p: F32P, t: Int, train: Bool, first_row: Int, los
             var scratch = pr.word(op, 8)  # work | mid << 32
             conv2d_forward(src, dst, p, pr.at(scratch & 0xFFFFFFFF), pr.at(scratch >> 32), rows,
                            pr.word(op, 3), pr.word(op, 4), pr.word(op, 5), pr.word(op, 6),
-                           pr.word(op, 7))
+                           pr.word(op, 7), pr.pool)
         elif code == OP_MAXPOOL2D:
-            maxpool2d_forward(src, dst, rows, pr.word(op, 3), pr.word(op, 4), pr.word(op, 5))
+            maxpool2d_forward(src, dst, rows, pr.word(op, 3), pr.word(op, 4), pr.word(op, 5),
+                              pr.pool)
         elif code == OP_AVGPOOL2D:
-            avgpool2d_forward(src, dst, rows, pr.word(op, 3), pr.word(op, 4), pr.word(op, 5))
+            avgpool2d_forward(src, dst, rows, pr.word(op, 3), pr.word(op, 4), pr.word(op, 5),
+                              pr.pool)
         elif code == OP_EMBEDDING:  # src: the caller's x, holding int32 ids
             embedding_forward(I32P(unsafe_from_address=Int(src)), p.unsafe_offset(pr.word(op, 5)),
                               dst, rows * pr.word(op, 3), pr.word(op, 4))
@@ -286,11 +288,11 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
             var mid = pr.word(op, 8) >> 32
             conv2d_backward(src, pr.at(pr.word(op, 2)), dy, pr.at(work), pr.grad(work), pr.at(mid), pr.grad(mid), p, grads,
                             dsrc, rows, pr.word(op, 3), pr.word(op, 4), pr.word(op, 5),
-                            pr.word(op, 6), pr.word(op, 7), need, acc)
+                            pr.word(op, 6), pr.word(op, 7), need, acc, pr.pool)
         elif code == OP_MAXPOOL2D or code == OP_AVGPOOL2D:
             if need:
                 pool2d_backward(src, dy, dsrc, rows, pr.word(op, 3), pr.word(op, 4),
-                                pr.word(op, 5), code == OP_MAXPOOL2D, acc)
+                                pr.word(op, 5), code == OP_MAXPOOL2D, acc, pr.pool)
         elif code == OP_EMBEDDING:  # ids have no gradient
             embedding_backward(I32P(unsafe_from_address=Int(src)), dy,
                                grads.unsafe_offset(pr.word(op, 5)), rows * pr.word(op, 3),

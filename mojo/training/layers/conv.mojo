@@ -34,7 +34,7 @@ from std.sys import simd_width_of
 from training.config import F32P, I64P
 from training.layers.elementwise import relu_apply
 from training.mlp import relu_backward
-from training.pool import split_gemm
+from training.pool import PartFn, part_range, parts_for, split_gemm, split_parts
 
 comptime W = simd_width_of[DType.float32]()  # the build's lanes (16 in x86-64-v4, 8 in v3): independent outputs, the same bits at any width
 
@@ -141,13 +141,16 @@ def _channel_major(src: F32P, dst: F32P, rows: Int, ch: Int, n: Int, to_cm: Bool
 
 @no_inline
 def conv2d_forward(x: F32P, y: F32P, p: F32P, work: F32P, mid: F32P, rows: Int, image: Int,
-                   kernel: Int, stride: Int, padding: Int, params: Int):
-    """y (rows × oc × oh × ow) of x (rows × c × h × w); keeps the batch's cols in `work`."""
+                   kernel: Int, stride: Int, padding: Int, params: Int, pool: Int):
+    """y (rows × oc × oh × ow) of x (rows × c × h × w); keeps the batch's cols in `work`.
+    Examples (stride 1) or the GEMM's outputs are shared over `pool` (training/pool.mojo)."""
     var d = ConvDims.of(image, kernel, stride, padding)
     var relu = unpack(stride, 2) != 0
     var b = (params >> 32) - 1
     if d.sh == 1 and d.sw == 1:
-        _forward_s1(x, y, p.unsafe_offset(params & 0xFFFFFFFF), p, b, relu, rows, d)
+        var call = _Call(Int(x), Int(y), Int(p.unsafe_offset(params & 0xFFFFFFFF)), Int(p), b,
+                         relu, False, rows, d)
+        _split_rows(pool, _forward_part, call, rows * d.oc * d.positions() * d.taps())
         return
     var oh_all = d.oh()
     var ow_all = d.ow()
@@ -167,7 +170,7 @@ def conv2d_forward(x: F32P, y: F32P, p: F32P, work: F32P, mid: F32P, rows: Int, 
                         else:
                             _gather_row(plane.unsafe_offset(ih * d.w), d.w, dst, ow_all, d.sw, 1,
                                         j - d.pw)
-    split_gemm(0, p.unsafe_offset(params & 0xFFFFFFFF), work, mid, d.oc, n, d.taps(), False,
+    split_gemm(pool, p.unsafe_offset(params & 0xFFFFFFFF), work, mid, d.oc, n, d.taps(), False,
                False, False)
     for r in range(rows):
         for o in range(d.oc):
@@ -187,6 +190,56 @@ def conv2d_forward(x: F32P, y: F32P, p: F32P, work: F32P, mid: F32P, rows: Int, 
             while k < pos:
                 dst[unsafe_offset=k] = _epilogue[1](src[unsafe_offset=k] + bias, relu)[0]
                 k += 1
+
+
+@fieldwise_init
+struct _Call(ImplicitlyCopyable):
+    """One stride-1 call's tensors (addresses) and sizes, read by its parts: src (x, or dY for
+    dX), dst (y, dx or dW), wgt (the weights, or dY for dW) and the parameters (the bias at
+    `b`)."""
+
+    var src: Int
+    var dst: Int
+    var wgt: Int
+    var p: Int
+    var b: Int
+    var relu: Bool
+    var accumulate: Bool
+    var rows: Int
+    var d: ConvDims
+
+
+def _split_rows(pool: Int, run: PartFn, call: _Call, macs: Int):
+    """The call's examples cut into parts over the pool (each example's outputs its own)."""
+    split_parts(pool, run, Int(Pointer(to=call)), parts_for(pool, call.rows, macs))
+    _ = call.rows  # the parts read `call` through its address
+
+
+def _forward_part(ctx: Int, part: Int, parts: Int):
+    var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
+    var r = part_range(c.rows, part, parts)
+    var d = c.d
+    _forward_s1(F32P(unsafe_from_address=c.src).unsafe_offset(r[0] * d.c * d.h * d.w),
+                F32P(unsafe_from_address=c.dst).unsafe_offset(r[0] * d.oc * d.positions()),
+                F32P(unsafe_from_address=c.wgt), F32P(unsafe_from_address=c.p), c.b, c.relu,
+                r[1] - r[0], d)
+
+
+def _input_grad_part(ctx: Int, part: Int, parts: Int):
+    var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
+    var r = part_range(c.rows, part, parts)
+    var d = c.d
+    _input_grad_s1(F32P(unsafe_from_address=c.src).unsafe_offset(r[0] * d.oc * d.positions()),
+                   F32P(unsafe_from_address=c.wgt),
+                   F32P(unsafe_from_address=c.dst).unsafe_offset(r[0] * d.c * d.h * d.w),
+                   r[1] - r[0], d, c.accumulate)
+
+
+def _weight_grad_part(ctx: Int, part: Int, parts: Int):
+    var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
+    var blocks = part_range((c.d.taps() + DW_TAPS - 1) // DW_TAPS, part, parts)
+    _weight_grad_s1(F32P(unsafe_from_address=c.src), F32P(unsafe_from_address=c.wgt),
+                    F32P(unsafe_from_address=c.dst), c.rows, c.d, blocks[0], blocks[1])
 
 
 @always_inline
@@ -213,7 +266,8 @@ def _row_sums[V: Int](m: F32P, dst: F32P, first: Int, last: Int, n: Int) -> Int:
 @no_inline
 def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, dy_cm: F32P,
                     p: F32P, grads: F32P, dx: F32P, rows: Int, image: Int, kernel: Int,
-                    stride: Int, padding: Int, params: Int, need: Bool, accumulate: Bool):
+                    stride: Int, padding: Int, params: Int, need: Bool, accumulate: Bool,
+                    pool: Int):
     """dW and db written into `grads`; dx (when `need`) written, or its chains continued from
     the values there when `accumulate`. x and y are the forward's input and output; `work`
     holds the forward's cols (strides above 1); g, mid and dy_cm are scratch (the private
@@ -226,29 +280,37 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
     if unpack(stride, 2) != 0:  # the fused ReLU: mask by its output, in place
         relu_backward(y, dy, dy, rows, d.oc * pos)
     _channel_major(dy, dy_cm, rows, d.oc, pos, True)
+    var macs = rows * d.oc * pos * d.taps()
     if d.sh == 1 and d.sw == 1:
-        _weight_grad_s1(x, dy, grads.unsafe_offset(w_at), rows, d)
+        # dW's chains run over the examples: the parts share out blocks of taps instead
+        var call = _Call(Int(x), Int(grads.unsafe_offset(w_at)), Int(dy), 0, 0, False, False,
+                         rows, d)
+        var blocks = (d.taps() + DW_TAPS - 1) // DW_TAPS
+        split_parts(pool, _weight_grad_part, Int(Pointer(to=call)), parts_for(pool, blocks, macs))
+        _ = call.rows
     else:
-        _weight_grad(work, dy_cm, grads.unsafe_offset(w_at), rows * pos, d)
+        _weight_grad(work, dy_cm, grads.unsafe_offset(w_at), rows * pos, d, pool)
     if b >= 0:
         var gb = grads.unsafe_offset(b)
         var o = _row_sums[W](dy_cm, gb, 0, d.oc, n)
         o = _row_sums[4](dy_cm, gb, o, d.oc, n)
         _ = _row_sums[1](dy_cm, gb, o, d.oc, n)
     if need and d.sh == 1 and d.sw == 1:
-        _input_grad_s1(dy, p.unsafe_offset(w_at), dx, rows, d, accumulate)
+        var call = _Call(Int(dy), Int(dx), Int(p.unsafe_offset(w_at)), 0, 0, False, accumulate,
+                         rows, d)
+        _split_rows(pool, _input_grad_part, call, macs)
     elif need:
-        _input_grad(dy, p.unsafe_offset(w_at), dx, g, mid, rows, d, accumulate)
+        _input_grad(dy, p.unsafe_offset(w_at), dx, g, mid, rows, d, accumulate, pool)
 
 
-def _weight_grad(work: F32P, dy_cm: F32P, gw: F32P, n: Int, d: ConvDims):
+def _weight_grad(work: F32P, dy_cm: F32P, gw: F32P, n: Int, d: ConvDims, pool: Int):
     """dW from the forward's cols (any stride)."""
     # dWᵀ (taps × oc) = cols · dYᵀ: the same chains as dY · colsᵀ (k is (b, oh, ow) either
     # way), with the long cols read row by row when packed rather than gathered down columns
     var taps = d.taps()
     var dwt_list = List[Float32](length=taps * d.oc, fill=0)
     var dwt = F32P(unsafe_from_address=Int(dwt_list.unsafe_ptr()))
-    split_gemm(0, work, dy_cm, dwt, taps, d.oc, n, False, True, False)
+    split_gemm(pool, work, dy_cm, dwt, taps, d.oc, n, False, True, False)
     for o in range(d.oc):
         for k in range(taps):
             gw[unsafe_offset=o * taps + k] = dwt[unsafe_offset=k * d.oc + o]
@@ -415,10 +477,11 @@ def _dw_block[NV: Int](xp: F32P, dyt: F32P, dwt: F32P, offs: I64P, t0: Int, oc0:
 
 
 @no_inline
-def _weight_grad_s1(x: F32P, dy: F32P, gw: F32P, rows: Int, d: ConvDims):
+def _weight_grad_s1(x: F32P, dy: F32P, gw: F32P, rows: Int, d: ConvDims, blk0: Int, blk1: Int):
     """dW at stride 1 without im2col, the same chains (over (b, oh, ow) ascending, from +0.0):
     lanes are output channels (dY channel-last, zero padded to whole vectors), a block of
-    taps shares each dY row; x zero-padded, as the forward reads it."""
+    taps shares each dY row; x zero-padded, as the forward reads it. Only the taps of blocks
+    [blk0, blk1) (DW_TAPS each) are computed and written."""
     comptime V = DW_LANES
     comptime G = DW_TAPS
     var oh_all = d.oh()
@@ -450,7 +513,7 @@ def _weight_grad_s1(x: F32P, dy: F32P, gw: F32P, rows: Int, d: ConvDims):
         for o in range(d.oc):
             for k in range(pos):
                 dyt[unsafe_offset=k * ocp + o] = dyr[unsafe_offset=o * pos + k]
-        for blk in range(blocks):
+        for blk in range(blk0, blk1):
             var oc0 = 0
             while oc0 + 2 * V <= ocp:
                 _dw_block[2](xp, dyt, dwt, offs, blk * G, oc0, ocp, oh_all, ow_all, wp)
@@ -458,7 +521,7 @@ def _weight_grad_s1(x: F32P, dy: F32P, gw: F32P, rows: Int, d: ConvDims):
             if oc0 < ocp:
                 _dw_block[1](xp, dyt, dwt, offs, blk * G, oc0, ocp, oh_all, ow_all, wp)
     for o in range(d.oc):
-        for t in range(taps):
+        for t in range(blk0 * G, min(taps, blk1 * G)):
             gw[unsafe_offset=o * taps + t] = dwt[unsafe_offset=t * ocp + o]
     _ = xp_list^
     _ = dyt_list^
@@ -507,7 +570,7 @@ def _input_grad_s1(dy: F32P, wgt: F32P, dx: F32P, rows: Int, d: ConvDims, accumu
 
 @no_inline
 def _input_grad(dy: F32P, wgt: F32P, dx: F32P, g: F32P, dx_cm: F32P, rows: Int, d: ConvDims,
-                accumulate: Bool):
+                accumulate: Bool, pool: Int):
     var kt = d.oc * d.kh * d.kw  # the chain's length: (oc, kh, kw)
     var hw = d.h * d.w
     var oh_all = d.oh()
@@ -538,6 +601,6 @@ def _input_grad(dy: F32P, wgt: F32P, dx: F32P, g: F32P, dx_cm: F32P, rows: Int, 
                                         d.w, 1, d.sw, d.pw - j)
     if accumulate:
         _channel_major(dx, dx_cm, rows, d.c, hw, True)
-    split_gemm(0, wt, g, dx_cm, d.c, n, kt, False, False, accumulate)
+    split_gemm(pool, wt, g, dx_cm, d.c, n, kt, False, False, accumulate)
     _channel_major(dx_cm, dx, rows, d.c, hw, False)
     _ = wt_list^

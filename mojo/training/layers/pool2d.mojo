@@ -14,6 +14,7 @@ Program words (program.py OP_MAXPOOL2D, OP_AVGPOOL2D): (C,H,W) (KH,KW) (SH,SW), 
 """
 from training.config import F32P
 from training.layers.conv import unpack
+from training.pool import PartFn, part_range, parts_for, split_parts
 
 
 @fieldwise_init
@@ -54,12 +55,68 @@ def _argmax(x: F32P, d: PoolDims, oh: Int, ow: Int) -> Int:
     return best
 
 
-@no_inline
-def maxpool2d_forward(x: F32P, y: F32P, rows: Int, image: Int, kernel: Int, stride: Int):
+@fieldwise_init
+struct _Call(ImplicitlyCopyable):
+    """One call's tensors (addresses) and sizes, read by its parts (each a range of planes)."""
+
+    var x: Int
+    var y: Int  # the forward's output, or the backward's dy
+    var dx: Int
+    var d: PoolDims
+    var is_max: Bool
+    var accumulate: Bool
+
+
+def _split(pool: Int, run: PartFn, call: _Call):
+    var work = call.d.planes * call.d.h * call.d.w
+    split_parts(pool, run, Int(Pointer(to=call)), parts_for(pool, call.d.planes, work))
+    _ = call.x  # the parts read `call` through its address
+
+
+def maxpool2d_forward(x: F32P, y: F32P, rows: Int, image: Int, kernel: Int, stride: Int,
+                      pool: Int):
+    """The planes shared over `pool` (training/pool.mojo)."""
     var d = PoolDims.of(rows, image, kernel, stride)
+    _split(pool, _max_part, _Call(Int(x), Int(y), 0, d, True, False))
+
+
+def avgpool2d_forward(x: F32P, y: F32P, rows: Int, image: Int, kernel: Int, stride: Int,
+                      pool: Int):
+    var d = PoolDims.of(rows, image, kernel, stride)
+    _split(pool, _avg_part, _Call(Int(x), Int(y), 0, d, False, False))
+
+
+def pool2d_backward(x: F32P, dy: F32P, dx: F32P, rows: Int, image: Int, kernel: Int,
+                    stride: Int, is_max: Bool, accumulate: Bool, pool: Int):
+    """dx of a MaxPool2d (`is_max`, its windows' maxima found again in x) or an AvgPool2d."""
+    var d = PoolDims.of(rows, image, kernel, stride)
+    _split(pool, _backward_part, _Call(Int(x), Int(dy), Int(dx), d, is_max, accumulate))
+
+
+def _max_part(ctx: Int, part: Int, parts: Int):
+    var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
+    var r = part_range(c.d.planes, part, parts)
+    _maxpool(F32P(unsafe_from_address=c.x), F32P(unsafe_from_address=c.y), c.d, r[0], r[1])
+
+
+def _avg_part(ctx: Int, part: Int, parts: Int):
+    var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
+    var r = part_range(c.d.planes, part, parts)
+    _avgpool(F32P(unsafe_from_address=c.x), F32P(unsafe_from_address=c.y), c.d, r[0], r[1])
+
+
+def _backward_part(ctx: Int, part: Int, parts: Int):
+    var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
+    var r = part_range(c.d.planes, part, parts)
+    _backward(F32P(unsafe_from_address=c.x), F32P(unsafe_from_address=c.y),
+              F32P(unsafe_from_address=c.dx), c.d, c.is_max, c.accumulate, r[0], r[1])
+
+
+@no_inline
+def _maxpool(x: F32P, y: F32P, d: PoolDims, first: Int, last: Int):
     var oh_all = d.oh()
     var ow_all = d.ow()
-    for c in range(d.planes):
+    for c in range(first, last):
         var xp = x.unsafe_offset(c * d.h * d.w)
         var yp = y.unsafe_offset(c * oh_all * ow_all)
         for oh in range(oh_all):
@@ -68,12 +125,11 @@ def maxpool2d_forward(x: F32P, y: F32P, rows: Int, image: Int, kernel: Int, stri
 
 
 @no_inline
-def avgpool2d_forward(x: F32P, y: F32P, rows: Int, image: Int, kernel: Int, stride: Int):
-    var d = PoolDims.of(rows, image, kernel, stride)
+def _avgpool(x: F32P, y: F32P, d: PoolDims, first: Int, last: Int):
     var oh_all = d.oh()
     var ow_all = d.ow()
     var count = Float32(d.kh * d.kw)
-    for c in range(d.planes):
+    for c in range(first, last):
         var xp = x.unsafe_offset(c * d.h * d.w)
         var yp = y.unsafe_offset(c * oh_all * ow_all)
         for oh in range(oh_all):
@@ -87,17 +143,15 @@ def avgpool2d_forward(x: F32P, y: F32P, rows: Int, image: Int, kernel: Int, stri
 
 
 @no_inline
-def pool2d_backward(x: F32P, dy: F32P, dx: F32P, rows: Int, image: Int, kernel: Int,
-                    stride: Int, is_max: Bool, accumulate: Bool):
-    """dx of a MaxPool2d (`is_max`, its windows' maxima found again in x) or an AvgPool2d."""
-    var d = PoolDims.of(rows, image, kernel, stride)
+def _backward(x: F32P, dy: F32P, dx: F32P, d: PoolDims, is_max: Bool, accumulate: Bool,
+              first: Int, last: Int):
     var oh_all = d.oh()
     var ow_all = d.ow()
     var hw = d.h * d.w
     var count = Float32(d.kh * d.kw)
     var plane_list = List[Float32](length=hw, fill=0)
     var v = F32P(unsafe_from_address=Int(plane_list.unsafe_ptr()))
-    for c in range(d.planes):
+    for c in range(first, last):
         var xp = x.unsafe_offset(c * hw)
         var gp = dy.unsafe_offset(c * oh_all * ow_all)
         var out = dx.unsafe_offset(c * hw)
