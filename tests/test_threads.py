@@ -209,3 +209,54 @@ def test_steps_after_the_first_allocate_no_packing_memory(mode):
         assert got["before"] == [0, 0], got
         assert got["first"][0] > 0 and got["first"][1] >= 1, got
         assert got["after"] == got["first"], (mode, threads, got)
+
+
+def _info(env, rc=0):
+    """`mojolearn info --json` in a child whose environment is this one's with MOJOLEARN_NUM_THREADS
+    and the MPI local-size variables replaced by `env` (None: unset)."""
+    import os
+    import subprocess
+    import sys
+
+    full = dict(os.environ)
+    for name in ("MOJOLEARN_NUM_THREADS", "MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"):
+        full.pop(name, None)
+    full.update(env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mojolearn", "info", "--json"],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=120,
+    )
+    assert proc.returncode == rc, proc.stderr
+    return json.loads(proc.stdout) if rc == 0 else proc.stderr
+
+
+def test_the_default_thread_count_is_every_cpu_the_process_may_use_and_info_says_so():
+    import os
+
+    cpus = len(os.sched_getaffinity(0))
+    info = _info({})
+    assert info["threads"] == min(cpus, 256)
+    assert "CPUs this process may use" in info["threads_source"]
+    info = _info({"MOJOLEARN_NUM_THREADS": "3"})
+    assert (info["threads"], info["threads_source"]) == (3, "MOJOLEARN_NUM_THREADS")
+    info = _info({"MPI_LOCALNRANKS": "2"})  # two ranks of an MPICH job on this machine
+    assert info["threads"] == max(1, cpus // 2)
+    assert "shared by 2 MPI ranks" in info["threads_source"]
+    err = _info({"MOJOLEARN_NUM_THREADS": "zero"}, rc=2)  # refused as by every command
+    assert "MOJOLEARN_NUM_THREADS must be an integer in [1, 256], got 'zero'" in err
+
+
+def test_the_default_follows_the_affinity_mask():
+    import os
+
+    one = sorted(os.sched_getaffinity(0))[:1]
+    out = run_python(
+        f"import os; os.sched_setaffinity(0, {one!r})\n"
+        "from mojolearn._runtime import threads\n"
+        "print(threads.thread_choice()[0])",
+        env={"MOJOLEARN_NUM_THREADS": ""},
+    )
+    assert out.strip() == "1"

@@ -1,9 +1,11 @@
-"""MOJOLEARN_NUM_THREADS: the thread count, and the worker pool the trainers' steps share.
+"""The thread count (MOJOLEARN_NUM_THREADS, default every CPU the process may use), and the
+worker pool the trainers' steps share.
 
 With N > 1 the process gets one pool (training/pool.mojo) and N - 1 daemon threads parked in
 it with the GIL released; every resident session is handed the pool, and its host steps cut
 each large GEMM into N parts of its outputs (never along a sum), so the bits are those of one
-thread. A forked child starts without the parent's threads: its sessions' steps then run
+thread (layers with parts of their own, convolutions, pools and attention, share them the
+same way: training/pool.mojo `split_parts`). A forked child starts without the parent's threads: its sessions' steps then run
 every part on the calling thread (the pool's parts are claimed, not assigned), and a new
 pool is opened for it on first use.
 """
@@ -17,18 +19,25 @@ from . import backend as _backend
 ENV = "MOJOLEARN_NUM_THREADS"
 MAX_THREADS = 256
 
-_threads = None  # the parsed value, once per process (like the numeric mode)
+_threads = None  # (count, source), once per process (like the numeric mode)
 _pool = None  # the pool's address once opened (0: one thread, no pool)
 _lock = threading.Lock()
 
 
 def num_threads():
-    """The thread count MOJOLEARN_NUM_THREADS asks for (default 1), read once per process at
-    first use. ValueError (on every call) while the value is invalid."""
+    """The thread count (`thread_choice`'s), read once per process at first use. ValueError
+    (on every call) while MOJOLEARN_NUM_THREADS is invalid."""
+    return thread_choice()[0]
+
+
+def thread_choice():
+    """(count, where it came from): MOJOLEARN_NUM_THREADS when set, else every CPU this
+    process may run on (its affinity mask; os.cpu_count() where there is none), shared out
+    among the MPI ranks of this machine when the process is one of them (MPICH's
+    MPI_LOCALNRANKS, Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE), as torch uses every core."""
     global _threads
     if _threads is None:
         raw = os.environ.get(ENV)
-        value = 1
         if raw is not None and raw.strip() != "":
             try:
                 value = int(raw.strip(), 10)
@@ -36,13 +45,29 @@ def num_threads():
                 value = 0
             if not 1 <= value <= MAX_THREADS:
                 raise ValueError(f"{ENV} must be an integer in [1, {MAX_THREADS}], got {raw!r}")
-        _threads = value
+            _threads = (value, ENV)
+        else:
+            _threads = _default()
     return _threads
 
 
+def _default():
+    if hasattr(os, "sched_getaffinity"):
+        cpus, source = len(os.sched_getaffinity(0)), "the CPUs this process may use"
+    else:
+        cpus, source = os.cpu_count() or 1, "os.cpu_count()"
+    for name in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"):
+        ranks = os.environ.get(name, "")
+        if ranks.isdigit() and int(ranks) > 1:
+            cpus //= int(ranks)
+            source += f", shared by {ranks} MPI ranks on this machine ({name})"
+            break
+    return max(1, min(cpus, MAX_THREADS)), source
+
+
 def pool():
-    """This process's worker pool (its address), opened with its threads on first use; 0 when
-    one thread is asked for."""
+    """This process's worker pool (its address), opened with its threads on first use; 0 with
+    one thread."""
     global _pool
     if _pool is None:
         with _lock:

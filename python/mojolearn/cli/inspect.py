@@ -17,10 +17,12 @@ _shown = _files.shown
 
 
 def cmd_info(args, out):
-    """Print the version, vendor, numeric mode, CPU target and build flags of the binding."""
+    """Print the version, vendor, numeric mode, CPU target and build flags of the binding,
+    and the thread count with where it came from."""
     import mojolearn
 
     from .._runtime import backend as _backend
+    from .._runtime import threads as _threads
 
     if args.mode:
         mojolearn.set_numeric_mode(args.mode)
@@ -34,6 +36,7 @@ def cmd_info(args, out):
     flags = f"--target-cpu {b.target_cpu}" + (
         " --fp-mode contract=off" if b.mode == "identical" else ""
     )
+    threads, source = _threads.thread_choice()  # a bad setting was refused before
     info = {
         "version": mojolearn.__version__,
         "vendor": b.vendor,
@@ -44,6 +47,8 @@ def cmd_info(args, out):
         "binding": b.name,
         "bindings_installed": built,
         "model_engine": engine_device(b.vendor),
+        "threads": threads,
+        "threads_source": source,
         "python": sys.version.split()[0],
     }
     if args.json:
@@ -59,6 +64,8 @@ def cmd_info(args, out):
             "binding",
             "bindings_installed",
             "model_engine",
+            "threads",
+            "threads_source",
             "python",
         ):
             value = ", ".join(info[key]) if isinstance(info[key], list) else info[key]
