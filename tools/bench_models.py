@@ -372,7 +372,7 @@ def torch_peer(cell, act, rounds, budget):
     layers, loss = layers_of(name, act)
     names, shapes, weights, xs, targets = problem(cell, act)
     if name == "GPT":
-        net = torch_gpt(layers)
+        net = torch_gpt(layers, names, shapes, weights)
     else:
         net = torch_sequential(torch, layers)
     net.load_state_dict(
@@ -416,12 +416,17 @@ def threads():
     return int(os.environ.get("BENCH_MODELS_THREADS", "1"))
 
 
-def torch_gpt(layers):
-    """nn.gpt's torch module, as `Trainer.to_torch()` makes it (torch's Embedding, nanoGPT's
-    attention with torch's causal scaled_dot_product_attention)."""
+def torch_gpt(layers, names, shapes, weights):
+    """nn.gpt's torch module with the cell's weights, as `Trainer.to_torch()` makes it (torch's
+    Embedding, nanoGPT's attention with torch's causal scaled_dot_product_attention)."""
     import mojolearn as ml
 
-    return ml.Trainer(ml_model(layers), input_shape=SHAPES["GPT"], max_rows=1).to_torch()
+    w = {
+        n: ml.Array.from_list(v, "<f4").reshape(tuple(s)) for n, s, v in zip(names, shapes, weights)
+    }
+    # Given weights spare Trainer its seeded initialization (seconds of Python at this size).
+    trainer = ml.Trainer(ml_model(layers), input_shape=SHAPES["GPT"], max_rows=1, weights=w)
+    return trainer.to_torch()
 
 
 def torch_sequential(torch, layers):
