@@ -248,19 +248,43 @@ def _epilogue[V: Int](z: SIMD[DType.float32, V], relu: Bool) -> SIMD[DType.float
     return z.gt(0).select(z, SIMD[DType.float32, V](0.0)) if relu else z
 
 
-def _row_sums[V: Int](m: F32P, dst: F32P, first: Int, last: Int, n: Int) -> Int:
-    """dst[o] = Σ m[o, :] ascending from +0.0 for rows first.. in blocks of V lanes (lane i
-    row o + i, read with a stride of n); returns the first row left."""
-    var o = first
-    while o + V <= last:
-        var acc = SIMD[DType.float32, V](0.0)
-        var base = m.unsafe_offset(o * n)
-        for j in range(n):
-            acc = acc + base.unsafe_offset(j).unsafe_strided_load[width=V](n)
-        for i in range(V):
-            dst[unsafe_offset=o + i] = acc[i]
-        o += V
-    return o
+@always_inline
+def _bias_block[U: Int](dy: F32P, gb: F32P, o0: Int, rows: Int, oc: Int, pos: Int):
+    """gb[o] = Σ dy[b, o, :] over (b, oh, ow) ascending from +0.0 for the U channels o0..,
+    their chains interleaved (independent adds: U at a time instead of one add's latency)."""
+    var acc = SIMD[DType.float32, U](0.0)
+    for b in range(rows):
+        var base = dy.unsafe_offset((b * oc + o0) * pos)
+        for k in range(pos):
+            comptime for i in range(U):
+                acc[i] = acc[i] + base[unsafe_offset=i * pos + k]
+    comptime for i in range(U):
+        gb[unsafe_offset=o0 + i] = acc[i]
+
+
+def _bias_part(ctx: Int, part: Int, parts: Int):
+    """The bias gradient of the part's channels (src dY, dst the bias's gradient)."""
+    var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
+    var r = part_range(c.d.oc, part, parts)
+    var dy = F32P(unsafe_from_address=c.src)
+    var gb = F32P(unsafe_from_address=c.dst)
+    var pos = c.d.positions()
+    var o = r[0]
+    while o + 4 <= r[1]:
+        _bias_block[4](dy, gb, o, c.rows, c.d.oc, pos)
+        o += 4
+    while o < r[1]:
+        _bias_block[1](dy, gb, o, c.rows, c.d.oc, pos)
+        o += 1
+
+
+def _relu_part(ctx: Int, part: Int, parts: Int):
+    """The fused ReLU's mask on the part's examples: dY where the output (dst) is > 0."""
+    var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
+    var r = part_range(c.rows, part, parts)
+    var n = c.d.oc * c.d.positions()
+    var dy = F32P(unsafe_from_address=c.src).unsafe_offset(r[0] * n)
+    relu_backward(F32P(unsafe_from_address=c.dst).unsafe_offset(r[0] * n), dy, dy, r[1] - r[0], n)
 
 
 @no_inline
@@ -276,10 +300,10 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
     var w_at = params & 0xFFFFFFFF
     var b = (params >> 32) - 1
     var pos = d.positions()
-    var n = rows * pos
+    var n_out = rows * d.oc * pos
     if unpack(stride, 2) != 0:  # the fused ReLU: mask by its output, in place
-        relu_backward(y, dy, dy, rows, d.oc * pos)
-    _channel_major(dy, dy_cm, rows, d.oc, pos, True)
+        var mask = _Call(Int(dy), Int(y), 0, 0, 0, False, False, rows, d)
+        _split_rows(pool, _relu_part, mask, n_out)
     var macs = rows * d.oc * pos * d.taps()
     if d.sh == 1 and d.sw == 1:
         # dW's chains run over the examples: the parts share out blocks of taps instead
@@ -289,12 +313,12 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
         split_parts(pool, _weight_grad_part, Int(Pointer(to=call)), parts_for(pool, blocks, macs))
         _ = call.rows
     else:
+        _channel_major(dy, dy_cm, rows, d.oc, pos, True)
         _weight_grad(work, dy_cm, grads.unsafe_offset(w_at), rows * pos, d, pool)
     if b >= 0:
-        var gb = grads.unsafe_offset(b)
-        var o = _row_sums[W](dy_cm, gb, 0, d.oc, n)
-        o = _row_sums[4](dy_cm, gb, o, d.oc, n)
-        _ = _row_sums[1](dy_cm, gb, o, d.oc, n)
+        var sums = _Call(Int(dy), Int(grads.unsafe_offset(b)), 0, 0, 0, False, False, rows, d)
+        split_parts(pool, _bias_part, Int(Pointer(to=sums)), parts_for(pool, d.oc, n_out))
+        _ = sums.rows
     if need and d.sh == 1 and d.sw == 1:
         var call = _Call(Int(dy), Int(dx), Int(p.unsafe_offset(w_at)), 0, 0, False, accumulate,
                          rows, d)
