@@ -16,6 +16,7 @@ and wakes only while a worker sleeps; elsewhere they poll every SLEEP_US microse
 """
 from std.atomic import Atomic
 from std.ffi import external_call
+from std.sys import simd_width_of
 from std.sys.info import CompilationTarget
 from std.time import perf_counter_ns
 
@@ -44,16 +45,22 @@ comptime _FUTEX = CompilationTarget.is_x86() and CompilationTarget.is_linux()
 comptime SYS_FUTEX = 202  # x86-64 Linux
 comptime FUTEX_WAIT_PRIVATE = 128
 comptime FUTEX_WAKE_PRIVATE = 129
-# A GEMM is split only when each part gets at least MIN_PART_MACS multiply-adds (the
-# hand-over, ~1 µs, is then a small share) and at least MIN_PIECE rows or columns: every part
-# packs all of the other operand, a float copied for each MIN_PIECE multiply-adds of its own
-# (a copy costs about as much as tens of them). The MLP's narrow products (256 × 10 × 256 at
-# batch 256, ~6 µs each) are split; under the former 2^20 floor they ran on one thread.
-comptime MIN_PART_MACS = 1 << 17
-comptime MIN_PIECE = 32
-# Below this many elements an AdamW update (~0.6 ns an element in identical mode, where its
-# square root and two divisions bound it) runs on the calling thread alone.
-comptime MIN_SPLIT_ELEMENTS = 1 << 14
+# Whether to split: each part must get enough work that the hand-over and, above all, the
+# cache lines that move between the cores' L2s (a part reads what another core wrote) are a
+# small share of it. Measured with tools/bench_mlp.py and tools/bench_models.py at 1 and 2
+# threads on an AMD EPYC Zen 4 (x86-64-v4 build, 16 lanes): with 2^17 multiply-adds a part,
+# [54,256,256,7] batch 32 (products of 2.1M and 0.4M) ran at 0.73x of one thread and
+# [64,128,10] batch 256 (2.1M) at 0.92x, while [784,256,10] batch 32 (6.4M) gained 1.47x;
+# at 2^21 a part (~40 µs of one core's GEMM) the small cells stay on one thread and the large
+# ones still split. A build with half the lanes (v3: 8) does a part's multiply-adds in about
+# twice the time, so half the count pays there. The same bound serves a layer's own parts
+# (`parts_for`): their work is counted in multiply-adds or weighted element operations.
+comptime MIN_PART_MACS = (1 << 21) if simd_width_of[DType.float32]() >= 16 else (1 << 20)
+comptime MIN_PIECE = 32  # rows or columns a part: every part packs all of the other operand
+# An AdamW range (~0.6 ns an element in identical mode, where its square root and two
+# divisions bound it; four streams in and three out) is split only at 2^16 elements a part
+# (~40 µs): below that, moving the ranges' lines between cores costs what the split saves.
+comptime MIN_SPLIT_ELEMENTS = 1 << 16
 
 # Words of the block. NEXT and PARTS carry the task's generation in their high 32 bits, so a
 # claim that raced with the end of a task is recognised as stale and dropped.
@@ -354,6 +361,8 @@ def split_adam(pool: Int, p_in: F32P, g: F32P, m_in: F32P, v_in: F32P, p_out: F3
     var workers = Int(I64P(unsafe_from_address=pool)[unsafe_offset=P_WORKERS]) if pool else 0
     # Up to 4 ranges a thread, claimed as threads come free: the faster one takes more.
     var parts = min(4 * (workers + 1), n // MIN_SPLIT_ELEMENTS) if workers > 0 else 1
+    if parts > workers + 1:  # whole rounds of the threads
+        parts = parts // (workers + 1) * (workers + 1)
     if parts < 2 or not _acquire(pool):
         return adam_update_into(p_in, g, m_in, v_in, p_out, m_out, v_out, n, s)
     var task = AdamTask(Int(p_in), Int(g), Int(m_in), Int(v_in), Int(p_out), Int(m_out),
@@ -376,8 +385,14 @@ def pool_threads(pool: Int) -> Int:
 def parts_for(pool: Int, items: Int, work: Int) -> Int:
     """How many parts to cut `items` independent items into, `work` multiply-adds (or
     element operations) in all: 1 when the work is too small to pay for the hand-over
-    (MIN_PART_MACS a part), else up to 4 a thread, so the faster thread takes more."""
-    return max(1, min(4 * pool_threads(pool), items, work // MIN_PART_MACS))
+    (MIN_PART_MACS a part), else up to 4 a thread, so the faster thread takes more, in whole
+    rounds of the threads."""
+    var threads = pool_threads(pool)
+    var parts = min(4 * threads, items, work // MIN_PART_MACS)
+    if parts < 2 or threads < 2:
+        return 1
+    # whole rounds of the threads (3 parts on 2 threads would leave one idle a third)
+    return max(min(threads, items), parts // threads * threads)
 
 
 def split_parts(pool: Int, run: PartFn, ctx: Int, parts: Int):

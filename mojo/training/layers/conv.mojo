@@ -317,7 +317,7 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
         _weight_grad(work, dy_cm, grads.unsafe_offset(w_at), rows * pos, d, pool)
     if b >= 0:
         var sums = _Call(Int(dy), Int(grads.unsafe_offset(b)), 0, 0, 0, False, False, rows, d)
-        split_parts(pool, _bias_part, Int(Pointer(to=sums)), parts_for(pool, d.oc, n_out))
+        split_parts(pool, _bias_part, Int(Pointer(to=sums)), parts_for(pool, d.oc, 4 * n_out))
         _ = sums.rows
     if need and d.sh == 1 and d.sw == 1:
         var call = _Call(Int(dy), Int(dx), Int(p.unsafe_offset(w_at)), 0, 0, False, accumulate,

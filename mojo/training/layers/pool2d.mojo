@@ -67,8 +67,11 @@ struct _Call(ImplicitlyCopyable):
     var accumulate: Bool
 
 
+comptime ELEMENT_WORK = 16  # a scalar window element against a GEMM's vector multiply-add
+
+
 def _split(pool: Int, run: PartFn, call: _Call):
-    var work = call.d.planes * call.d.h * call.d.w
+    var work = call.d.planes * call.d.h * call.d.w * ELEMENT_WORK
     split_parts(pool, run, Int(Pointer(to=call)), parts_for(pool, call.d.planes, work))
     _ = call.x  # the parts read `call` through its address
 
