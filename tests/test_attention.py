@@ -56,13 +56,15 @@ def test_attention_is_the_references_bit_for_bit(seed, trial):
 
 
 @identical
-@pytest.mark.parametrize("t", [17, 19, 33])
-def test_attention_rows_past_the_simd_width_are_the_references(seed, t):
-    """Softmax and ds rows of up to T positions run in SIMD lanes (8 or 16) and a tail: the
-    same bits as the reference's scalar walk."""
+@pytest.mark.parametrize("t, hd", [(17, 3), (19, 3), (33, 3), (6, 16), (9, 20), (7, 33)])
+def test_attention_rows_past_the_simd_width_are_the_references(seed, t, hd):
+    """Positions (softmax and ds rows, S and datt lanes) and the head dimension (the
+    products' lanes) run in SIMD vectors of 8 or 16, in register blocks of 4 rows, and
+    tails: the same bits as the reference's scalar walk."""
     rng = random.Random(seed + t)
-    spec = ModelSpec(nn.Sequential(nn.CausalSelfAttention(6, 2), nn.Linear(6, 2)), (t, 6), "mse")
-    x = [f32(rng.gauss(0, 2)) for _ in range(2 * t * 6)]
+    d = 2 * hd
+    spec = ModelSpec(nn.Sequential(nn.CausalSelfAttention(d, 2), nn.Linear(d, 2)), (t, d), "mse")
+    x = [f32(rng.gauss(0, 2)) for _ in range(2 * t * d)]
     y = [f32(rng.gauss(0, 1)) for _ in range(2 * t * 2)]
     _check(spec, rng, x, y, 2)
 

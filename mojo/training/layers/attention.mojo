@@ -15,41 +15,25 @@ Backward, from dy:
   dq[i] = fma chain over j ≤ i ascending of ds[i, j]·k[j]
   dk[j] = fma chain over i ≥ j ascending of ds[i, j]·q[i]
   dv[j] = fma chain over i ≥ j ascending of att[i, j]·dy[i]
-The six products run as GEMMs (training/gemm.mojo's one family: each output one fma chain,
-p ascending from +0.0) on contiguous copies of the head's q, k, v and dy: S = q·kᵀ, y = att·v,
-datt = dy·vᵀ, dq = ds·k, dk = dsᵀ·q, dv = attᵀ·dy. The masked entries (att and ds above the
-diagonal) are +0.0, and a chain from +0.0 is left exactly as it was by a product of +0.0 and
-a finite value (the chain's value is never −0.0), so the GEMMs over all t positions give the
-bits of the chains over the allowed ones above (a non-finite operand makes the step's result
-non-finite, refused either way); S and datt above the diagonal are computed and never read.
+The six products run as direct kernels (no packing: a head's products are 64 × 64 × 32 at
+nanoGPT's size), each output one fma chain ascending from +0.0: S and datt over the head
+dimension with positions j in SIMD lanes (k and v transposed once per head), only for the
+rows' allowed j; y = att·v, dq = ds·k, dk = dsᵀ·q, dv = attᵀ·dy over positions with the head
+dimension in lanes, read and written in place in qkv, y and dqkv. A block of R rows runs its
+chains over the block's whole range of positions; the extra terms are products of the masked
+entries (att and ds above the diagonal are +0.0) and finite values, and a chain from +0.0 is
+left exactly as it was by such a product (the chain's value is never −0.0), so every output
+has the bits of its chain over the allowed positions above (a non-finite operand makes the
+step's result non-finite, refused either way).
 """
 from std.math import fma
 from std.sys import simd_width_of
 
 from training.config import F32P
-from training.gemm import Epilogue
-from training.arena import ARENA_WORDS, arena_release
-from training.pool import PartFn, part_range, parts_for, split_gemm, split_parts
+from training.pool import PartFn, part_range, parts_for, split_parts
 from training.portable_math import exp32, exp32_scalar
 
 comptime W = simd_width_of[DType.float32]()
-
-
-def _gather(src: F32P, dst: F32P, t: Int, hd: Int, stride: Int):
-    """dst (t × hd) = the t rows of hd values at `src`, `stride` apart."""
-    for j in range(t):
-        for e in range(hd):
-            dst[unsafe_offset=j * hd + e] = src[unsafe_offset=j * stride + e]
-
-
-def _scatter(src: F32P, dst: F32P, t: Int, hd: Int, stride: Int, accumulate: Bool):
-    """The t rows of hd values at `dst`, `stride` apart, = src (t × hd), or + src."""
-    for j in range(t):
-        for e in range(hd):
-            var v = src[unsafe_offset=j * hd + e]
-            if accumulate:
-                v = dst[unsafe_offset=j * stride + e] + v
-            dst[unsafe_offset=j * stride + e] = v
 
 
 def _softmax_row(row: F32P, n: Int, t: Int, scale: Float32):
@@ -136,36 +120,137 @@ def attention_forward(qkv: F32P, y: F32P, att: F32P, rows: Int, t: Int, d: Int, 
                                            scale, False))
 
 
+comptime R = 4  # rows a register block: R independent chains share each vector load
+
+
+@always_inline
+def _dots_block[NR: Int](a: F32P, a_stride: Int, bt: F32P, tp: Int, dst: F32P, i0: Int,
+                         hd: Int, jmax: Int):
+    """dst[r, j] (row r of NR, tp apart) = fma chain over e ascending from +0.0 of
+    a[i0 + r, e]·bt[e, j], for j in [0, jmax) in vectors (lanes past jmax computed too)."""
+    var jv = 0
+    while jv < jmax:
+        var acc = SIMD[DType.float32, NR * W](0.0)
+        for e in range(hd):
+            var b = bt.unsafe_load[width=W](e * tp + jv)
+            comptime for r in range(NR):
+                acc = acc.insert[offset=r * W](fma(
+                    SIMD[DType.float32, W](a[unsafe_offset=(i0 + r) * a_stride + e]), b,
+                    acc.slice[W, offset=r * W]()))
+        comptime for r in range(NR):
+            dst.unsafe_offset(r * tp + jv).unsafe_store(acc.slice[W, offset=r * W]())
+        jv += W
+
+
+def _causal_dots(a: F32P, a_stride: Int, bt: F32P, tp: Int, dst: F32P, t: Int, hd: Int,
+                 block: F32P):
+    """dst[i, j] (t × t) = the chain over the head dimension of a[i, :]·b[j, :] for j <= i
+    (bt: b transposed, hd × tp, zero past t); entries j > i are left as they were."""
+    var i0 = 0
+    while i0 < t:
+        var nr = min(R, t - i0)
+        var jmax = i0 + nr  # the block's last row needs j < i0 + nr
+        if nr == R:
+            _dots_block[R](a, a_stride, bt, tp, block, i0, hd, jmax)
+        else:
+            for r in range(nr):
+                _dots_block[1](a, a_stride, bt, tp, block.unsafe_offset(r * tp), i0 + r, hd,
+                               jmax)
+        for r in range(nr):
+            for j in range(i0 + r + 1):
+                dst[unsafe_offset=(i0 + r) * t + j] = block[unsafe_offset=r * tp + j]
+        i0 += nr
+
+
+@always_inline
+def _mix_block[NR: Int, V: Int](w: F32P, w_row: Int, w_col: Int, src: F32P, src_stride: Int,
+                                dst: F32P, dst_stride: Int, r0: Int, c0: Int, c1: Int, e: Int,
+                                accumulate: Bool):
+    """dst[r0 + r, e:e+V] (+)= the fma chain over c in [c0, c1) ascending from +0.0 of
+    w[r0 + r, c]·src[c, e:e+V] (w at w_row·row + w_col·c), for NR rows."""
+    var acc = SIMD[DType.float32, NR * V](0.0)
+    for c in range(c0, c1):
+        var v = src.unsafe_load[width=V](c * src_stride + e)
+        comptime for r in range(NR):
+            acc = acc.insert[offset=r * V](fma(
+                SIMD[DType.float32, V](w[unsafe_offset=(r0 + r) * w_row + c * w_col]), v,
+                acc.slice[V, offset=r * V]()))
+    comptime for r in range(NR):
+        var at = dst.unsafe_offset((r0 + r) * dst_stride + e)
+        var z = acc.slice[V, offset=r * V]()
+        at.unsafe_store(at.unsafe_load[width=V]() + z if accumulate else z)
+
+
+@always_inline
+def _mix_rows[NR: Int](w: F32P, w_row: Int, w_col: Int, src: F32P, src_stride: Int, dst: F32P,
+                       dst_stride: Int, r0: Int, c0: Int, c1: Int, hd: Int, accumulate: Bool):
+    var e = 0
+    while e + W <= hd:
+        _mix_block[NR, W](w, w_row, w_col, src, src_stride, dst, dst_stride, r0, c0, c1, e,
+                          accumulate)
+        e += W
+    while e < hd:
+        _mix_block[NR, 1](w, w_row, w_col, src, src_stride, dst, dst_stride, r0, c0, c1, e,
+                          accumulate)
+        e += 1
+
+
+def _causal_mix(w: F32P, src: F32P, src_stride: Int, dst: F32P, dst_stride: Int, t: Int,
+                hd: Int, transposed: Bool, accumulate: Bool):
+    """dst[r, :] (+)= Σ w·src rows, each output one fma chain ascending from +0.0, w (t × t)
+    lower triangular: not `transposed`, row r = Σ over c <= r of w[r, c]·src[c, :] (y = att·v,
+    dq = ds·k); `transposed`, row r = Σ over c >= r of w[c, r]·src[c, :] (dk = dsᵀ·q, dv =
+    attᵀ·dy). A block of rows runs its chains over the block's whole range: the extra terms
+    are products of w's +0.0 entries and finite values, which leave a chain from +0.0 as it
+    was (it never holds -0.0), so each row has the bits of its own range."""
+    var w_row = 1 if transposed else t
+    var w_col = t if transposed else 1
+    var r0 = 0
+    while r0 < t:
+        var nr = min(R, t - r0)
+        var c0 = r0 if transposed else 0
+        var c1 = t if transposed else r0 + nr
+        if nr == R:
+            _mix_rows[R](w, w_row, w_col, src, src_stride, dst, dst_stride, r0, c0, c1, hd,
+                         accumulate)
+        else:
+            for r in range(nr):
+                _mix_rows[1](w, w_row, w_col, src, src_stride, dst, dst_stride, r0 + r,
+                             c0 if transposed else 0, t if transposed else r0 + r + 1, hd,
+                             accumulate)
+        r0 += nr
+
+
+def _transpose(src: F32P, stride: Int, dst: F32P, t: Int, hd: Int, tp: Int):
+    """dst (hd × tp) = the t rows of hd values at src, `stride` apart, transposed."""
+    for j in range(t):
+        for e in range(hd):
+            dst[unsafe_offset=e * tp + j] = src[unsafe_offset=j * stride + e]
+
+
 def _forward_part(ctx: Int, part: Int, parts: Int):
     var a = Pointer[_Attention, MutAnyOrigin](unsafe_from_address=ctx)[]
     var t = a.t
     var d = a.d
     var hd = d // a.heads
+    var tp = (t + W - 1) // W * W
     var span = part_range(a.rows * a.heads, part, parts)
-    var buf = List[Float32](length=4 * t * hd, fill=0)
-    var q = F32P(unsafe_from_address=Int(buf.unsafe_ptr()))
-    var k = q.unsafe_offset(t * hd)
-    var v = k.unsafe_offset(t * hd)
-    var o = v.unsafe_offset(t * hd)
-    var arena = List[Int64](length=ARENA_WORDS, fill=0)  # this part's GEMM packing
-    var ar = Int(arena.unsafe_ptr())
+    var buf = List[Float32](length=hd * tp + R * tp, fill=0)  # zero past t: kt's padding
+    var kt = F32P(unsafe_from_address=Int(buf.unsafe_ptr()))
+    var block = kt.unsafe_offset(hd * tp)
     for pair in range(span[0], span[1]):
         var b = pair // a.heads
         var h = pair % a.heads
-        var base = F32P(unsafe_from_address=a.qkv).unsafe_offset(b * t * 3 * d)
+        var base = F32P(unsafe_from_address=a.qkv).unsafe_offset(b * t * 3 * d + h * hd)
         var s = F32P(unsafe_from_address=a.att).unsafe_offset(pair * t * t)
-        _gather(base.unsafe_offset(h * hd), q, t, hd, 3 * d)
-        _gather(base.unsafe_offset(d + h * hd), k, t, hd, 3 * d)
-        _gather(base.unsafe_offset(2 * d + h * hd), v, t, hd, 3 * d)
-        split_gemm(0, q, k, s, t, t, hd, False, True, False, Epilogue.none(), ar)
+        _transpose(base.unsafe_offset(d), 3 * d, kt, t, hd, tp)
+        _causal_dots(base, 3 * d, kt, tp, s, t, hd, block)
         for i in range(t):
             _softmax_row(s.unsafe_offset(i * t), i + 1, t, a.scale)
-        split_gemm(0, s, v, o, t, hd, t, False, False, False, Epilogue.none(), ar)
-        _scatter(o, F32P(unsafe_from_address=a.y).unsafe_offset(b * t * d + h * hd), t, hd, d,
-                 False)
-    arena_release(ar)
+        _causal_mix(s, base.unsafe_offset(2 * d), 3 * d,
+                    F32P(unsafe_from_address=a.y).unsafe_offset(b * t * d + h * hd), d, t, hd,
+                    False, False)
     _ = len(buf)
-    _ = len(arena)
 
 
 def attention_backward(qkv: F32P, att: F32P, dy: F32P, dqkv: F32P, rows: Int, t: Int, d: Int,
@@ -180,36 +265,24 @@ def _backward_part(ctx: Int, part: Int, parts: Int):
     var t = a.t
     var d = a.d
     var hd = d // a.heads
+    var tp = (t + W - 1) // W * W
     var span = part_range(a.rows * a.heads, part, parts)
-    var buf = List[Float32](length=t * t + 5 * t * hd, fill=0)
+    var buf = List[Float32](length=t * t + hd * tp + R * tp, fill=0)
     var ds = F32P(unsafe_from_address=Int(buf.unsafe_ptr()))
-    var q = ds.unsafe_offset(t * t)
-    var k = q.unsafe_offset(t * hd)
-    var v = k.unsafe_offset(t * hd)
-    var g = v.unsafe_offset(t * hd)
-    var o = g.unsafe_offset(t * hd)
-    var arena = List[Int64](length=ARENA_WORDS, fill=0)
-    var ar = Int(arena.unsafe_ptr())
-    comptime none = Epilogue.none()
+    var vt = ds.unsafe_offset(t * t)
+    var block = vt.unsafe_offset(hd * tp)
     for pair in range(span[0], span[1]):
         var b = pair // a.heads
         var h = pair % a.heads
-        var base = F32P(unsafe_from_address=a.qkv).unsafe_offset(b * t * 3 * d)
-        var out = F32P(unsafe_from_address=a.dqkv).unsafe_offset(b * t * 3 * d)
+        var base = F32P(unsafe_from_address=a.qkv).unsafe_offset(b * t * 3 * d + h * hd)
+        var out = F32P(unsafe_from_address=a.dqkv).unsafe_offset(b * t * 3 * d + h * hd)
+        var g = F32P(unsafe_from_address=a.y).unsafe_offset(b * t * d + h * hd)
         var s = F32P(unsafe_from_address=a.att).unsafe_offset(pair * t * t)
-        _gather(base.unsafe_offset(h * hd), q, t, hd, 3 * d)
-        _gather(base.unsafe_offset(d + h * hd), k, t, hd, 3 * d)
-        _gather(base.unsafe_offset(2 * d + h * hd), v, t, hd, 3 * d)
-        _gather(F32P(unsafe_from_address=a.y).unsafe_offset(b * t * d + h * hd), g, t, hd, d)
-        split_gemm(0, g, v, ds, t, t, hd, False, True, False, none, ar)
+        _transpose(base.unsafe_offset(2 * d), 3 * d, vt, t, hd, tp)
+        _causal_dots(g, d, vt, tp, ds, t, hd, block)  # datt = dy·vᵀ
         for i in range(t):
             _ds_row(s.unsafe_offset(i * t), ds.unsafe_offset(i * t), i + 1, t, a.scale)
-        split_gemm(0, ds, k, o, t, hd, t, False, False, False, none, ar)
-        _scatter(o, out.unsafe_offset(h * hd), t, hd, 3 * d, a.accumulate)
-        split_gemm(0, ds, q, o, t, hd, t, True, False, False, none, ar)
-        _scatter(o, out.unsafe_offset(d + h * hd), t, hd, 3 * d, a.accumulate)
-        split_gemm(0, s, g, o, t, hd, t, True, False, False, none, ar)
-        _scatter(o, out.unsafe_offset(2 * d + h * hd), t, hd, 3 * d, a.accumulate)
-    arena_release(ar)
+        _causal_mix(ds, base.unsafe_offset(d), 3 * d, out, 3 * d, t, hd, False, a.accumulate)
+        _causal_mix(ds, base, 3 * d, out.unsafe_offset(d), 3 * d, t, hd, True, a.accumulate)
+        _causal_mix(s, g, d, out.unsafe_offset(2 * d), 3 * d, t, hd, True, a.accumulate)
     _ = len(buf)
-    _ = len(arena)
