@@ -4,10 +4,10 @@ The arithmetic is docs/ARITHMETIC.md's "GEMM" (profile v2), the same in both num
 every output is one chain of correctly rounded fma, k ascending from +0.0 (or from C), the
 same bits for any thread count, SIMD width and machine with a hardware fma.
 
-Threads: MOJOLEARN_NUM_THREADS (a positive integer, default 1) Python threads split the rows
-of C; the kernel releases the GIL, so they run in parallel. Small products run on the calling
-thread whatever the setting (a thread hand-off costs more than they take). The variable is
-read once per process, at the first call.
+Threads: MOJOLEARN_NUM_THREADS (a positive integer; default every CPU the process may use)
+Python threads split the rows of C; the kernel releases the GIL, so they run in parallel.
+Small products run on the calling thread whatever the setting (a thread hand-off costs more
+than they take). The variable is read once per process, at the first call.
 """
 
 from __future__ import annotations
