@@ -196,7 +196,7 @@ def conv2d_forward(x: F32P, y: F32P, p: F32P, work: F32P, mid: F32P, rows: Int, 
 struct _Call(ImplicitlyCopyable):
     """One stride-1 call's tensors (addresses) and sizes, read by its parts: src (x, or dY for
     dX), dst (y, dx or dW), wgt (the weights, or dY for dW) and the parameters (the bias at
-    `b`)."""
+    `b`); for dW, p and b are the addresses of its laid-out inputs (`_dw_inputs`)."""
 
     var src: Int
     var dst: Int
@@ -235,10 +235,17 @@ def _input_grad_part(ctx: Int, part: Int, parts: Int):
                    r[1] - r[0], d, c.accumulate)
 
 
+def _dw_inputs_part(ctx: Int, part: Int, parts: Int):
+    var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
+    var r = part_range(c.rows, part, parts)
+    _dw_inputs(F32P(unsafe_from_address=c.src), F32P(unsafe_from_address=c.wgt),
+               F32P(unsafe_from_address=c.p), F32P(unsafe_from_address=c.b), r[0], r[1], c.d)
+
+
 def _weight_grad_part(ctx: Int, part: Int, parts: Int):
     var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
     var blocks = part_range((c.d.taps() + DW_TAPS - 1) // DW_TAPS, part, parts)
-    _weight_grad_s1(F32P(unsafe_from_address=c.src), F32P(unsafe_from_address=c.wgt),
+    _weight_grad_s1(F32P(unsafe_from_address=c.p), F32P(unsafe_from_address=c.b),
                     F32P(unsafe_from_address=c.dst), c.rows, c.d, blocks[0], blocks[1])
 
 
@@ -306,9 +313,11 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
         _split_rows(pool, _relu_part, mask, n_out)
     var macs = rows * d.oc * pos * d.taps()
     if d.sh == 1 and d.sw == 1:
-        # dW's chains run over the examples: the parts share out blocks of taps instead
-        var call = _Call(Int(x), Int(grads.unsafe_offset(w_at)), Int(dy), 0, 0, False, False,
-                         rows, d)
+        # dW's chains run over the examples: its inputs are laid out by examples first (in
+        # the private tensors, unused at stride 1), then the parts share out blocks of taps
+        var call = _Call(Int(x), Int(grads.unsafe_offset(w_at)), Int(dy), Int(work), Int(mid),
+                         False, False, rows, d)
+        _split_rows(pool, _dw_inputs_part, call, n_out * 4)
         var blocks = (d.taps() + DW_TAPS - 1) // DW_TAPS
         split_parts(pool, _weight_grad_part, Int(Pointer(to=call)), parts_for(pool, blocks, macs))
         _ = call.rows
@@ -501,11 +510,13 @@ def _dw_block[NV: Int](xp: F32P, dyt: F32P, dwt: F32P, offs: I64P, t0: Int, oc0:
 
 
 @no_inline
-def _weight_grad_s1(x: F32P, dy: F32P, gw: F32P, rows: Int, d: ConvDims, blk0: Int, blk1: Int):
+def _weight_grad_s1(xp_all: F32P, dyt_all: F32P, gw: F32P, rows: Int, d: ConvDims, blk0: Int,
+                    blk1: Int):
     """dW at stride 1 without im2col, the same chains (over (b, oh, ow) ascending, from +0.0):
-    lanes are output channels (dY channel-last, zero padded to whole vectors), a block of
-    taps shares each dY row; x zero-padded, as the forward reads it. Only the taps of blocks
-    [blk0, blk1) (DW_TAPS each) are computed and written."""
+    lanes are output channels (dY channel-last, zero padded to whole vectors: `dyt_all`), a
+    block of taps shares each dY row; x zero-padded as the forward reads it (`xp_all`), both
+    laid out by `_dw_inputs`. Only the taps of blocks [blk0, blk1) (DW_TAPS each) are computed
+    and written."""
     comptime V = DW_LANES
     comptime G = DW_TAPS
     var oh_all = d.oh()
@@ -516,10 +527,6 @@ def _weight_grad_s1(x: F32P, dy: F32P, gw: F32P, rows: Int, d: ConvDims, blk0: I
     var taps = d.c * d.kh * d.kw
     var blocks = (taps + G - 1) // G
     var ocp = (d.oc + V - 1) // V * V
-    var xp_list = List[Float32](length=d.c * plane, fill=0)
-    var xp = F32P(unsafe_from_address=Int(xp_list.unsafe_ptr()))
-    var dyt_list = List[Float32](length=pos * ocp, fill=0)
-    var dyt = F32P(unsafe_from_address=Int(dyt_list.unsafe_ptr()))
     var dwt_list = List[Float32](length=blocks * G * ocp, fill=0)  # the chains, channel-last
     var dwt = F32P(unsafe_from_address=Int(dwt_list.unsafe_ptr()))
     # each tap's offset in the padded planes; taps past the last read offset 0 into rows of
@@ -531,12 +538,8 @@ def _weight_grad_s1(x: F32P, dy: F32P, gw: F32P, rows: Int, d: ConvDims, blk0: I
             for j in range(d.kw):
                 offs[unsafe_offset=(ic * d.kh + i) * d.kw + j] = Int64(ic * plane + i * wp + j)
     for r in range(rows):
-        _pad_planes(x.unsafe_offset(r * d.c * d.h * d.w), xp, d.c, d.h, d.w, wp, plane, d.ph,
-                    d.pw)
-        var dyr = dy.unsafe_offset(r * d.oc * pos)
-        for o in range(d.oc):
-            for k in range(pos):
-                dyt[unsafe_offset=k * ocp + o] = dyr[unsafe_offset=o * pos + k]
+        var xp = xp_all.unsafe_offset(r * d.c * plane)
+        var dyt = dyt_all.unsafe_offset(r * pos * ocp)
         for blk in range(blk0, blk1):
             var oc0 = 0
             while oc0 + 2 * V <= ocp:
@@ -547,10 +550,31 @@ def _weight_grad_s1(x: F32P, dy: F32P, gw: F32P, rows: Int, d: ConvDims, blk0: I
     for o in range(d.oc):
         for t in range(blk0 * G, min(taps, blk1 * G)):
             gw[unsafe_offset=o * taps + t] = dwt[unsafe_offset=t * ocp + o]
-    _ = xp_list^
-    _ = dyt_list^
     _ = dwt_list^
     _ = offs_list^
+
+
+def _dw_inputs(x: F32P, dy: F32P, xp_all: F32P, dyt_all: F32P, first: Int, last: Int,
+               d: ConvDims):
+    """For examples first..: x zero-padded (c planes of (h + 2ph) × (w + 2pw)) into xp_all
+    and dY channel-last (pos rows of the channels, zero to whole DW_LANES vectors) into
+    dyt_all, once for every part of dW."""
+    var pos = d.positions()
+    var wp = d.w + 2 * d.pw
+    var plane = (d.h + 2 * d.ph) * wp
+    var ocp = (d.oc + DW_LANES - 1) // DW_LANES * DW_LANES
+    for r in range(first, last):
+        var xp = xp_all.unsafe_offset(r * d.c * plane)
+        _zero(xp, d.c * plane)
+        _pad_planes(x.unsafe_offset(r * d.c * d.h * d.w), xp, d.c, d.h, d.w, wp, plane, d.ph,
+                    d.pw)
+        var dyr = dy.unsafe_offset(r * d.oc * pos)
+        var dyt = dyt_all.unsafe_offset(r * pos * ocp)
+        for k in range(pos):
+            for o in range(d.oc):
+                dyt[unsafe_offset=k * ocp + o] = dyr[unsafe_offset=o * pos + k]
+            for o in range(d.oc, ocp):
+                dyt[unsafe_offset=k * ocp + o] = 0.0
 
 
 @no_inline
