@@ -176,7 +176,7 @@ def model_forward(pr: Program, p: F32P, t: Int, train: Bool, first_row: Int, los
             layernorm_forward(src, dst, p.unsafe_offset(max(w, 0)),
                               p.unsafe_offset(max(pr.word(op, 6), 0)), pr.at(pr.word(op, 7)),
                               rows * pr.word(op, 4), pr.word(op, 3), _f32(pr.word(op, 8)),
-                              w >= 0)
+                              w >= 0, pr.pool)
         elif code == OP_DROPOUT:
             var n = pr.word(op, 3)
             if train:
@@ -189,7 +189,7 @@ def model_forward(pr: Program, p: F32P, t: Int, train: Bool, first_row: Int, los
             add_into(src, pr.at(pr.word(op, 4)), dst, rows * pr.word(op, 3))
         elif code == OP_GELU:
             gelu_forward(src, dst, pr.at(pr.word(op, 5)), rows * pr.word(op, 3),
-                         pr.word(op, 4) != 0)
+                         pr.word(op, 4) != 0, pr.pool)
         elif code == OP_TANH:
             tanh_forward(src, dst, rows * pr.word(op, 3))
         elif code == OP_SIGMOID:
@@ -260,7 +260,7 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
                 layernorm_backward(dy, src, p.unsafe_offset(max(w, 0)), pr.at(pr.word(op, 7)),
                                    F32P(unsafe_from_address=Int(out)),
                                    grads.unsafe_offset(max(w, 0)), grads.unsafe_offset(max(b, 0)),
-                                   r, d, w >= 0, acc and need)
+                                   r, d, w >= 0, acc and need, pr.pool)
         elif code == OP_DROPOUT:
             if need:
                 var n = pr.word(op, 3)
@@ -276,7 +276,7 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
         elif code == OP_GELU:  # from the input x and what the forward kept
             if need:
                 gelu_backward(src, pr.at(pr.word(op, 5)), dy, dsrc, rows * pr.word(op, 3),
-                              pr.word(op, 4) != 0, acc)
+                              pr.word(op, 4) != 0, acc, pr.pool)
         elif code == OP_TANH:  # from the output y
             if need:
                 tanh_backward(pr.at(pr.word(op, 2)), dy, dsrc, rows * pr.word(op, 3), acc)

@@ -19,6 +19,7 @@ operation per step, left to right as written:
 """
 from std.sys import simd_width_of
 from training.config import F32P
+from training.pool import PartFn, part_range, parts_for, split_parts
 from training.portable_math import (erf32, erf32_scalar, exp32, exp32_scalar, sigmoid32,
                                     sigmoid32_scalar, tanh32, tanh32_scalar)
 
@@ -132,37 +133,85 @@ def _gelu_bwd[w: Int](
     return g * (c * 0.5 + a * pdf)
 
 
-def gelu_forward(x: F32P, y: F32P, c: F32P, n: Int, tanh_form: Bool):
+comptime GELU_WORK = 32  # an element's erf or tanh against a GEMM's vector multiply-add
+
+
+@fieldwise_init
+struct _Gelu(ImplicitlyCopyable):
+    """One GELU call's tensors (addresses), read by its parts (ranges of whole vectors)."""
+
+    var x: Int
+    var c: Int
+    var g: Int  # the backward's incoming gradient
+    var out: Int  # y, or dx
+    var n: Int
+    var tanh_form: Bool
+    var accumulate: Bool
+
+
+def _span(e: _Gelu, part: Int, parts: Int) -> Tuple[Int, Int]:
+    """Elements of part `part`: whole vectors of W (the tail to the last part)."""
+    var r = part_range((e.n + W - 1) // W, part, parts)
+    return (r[0] * W, min(e.n, r[1] * W))
+
+
+def _split(pool: Int, run: PartFn, e: _Gelu):
+    var vectors = (e.n + W - 1) // W
+    split_parts(pool, run, Int(Pointer(to=e)), parts_for(pool, vectors, e.n * GELU_WORK))
+    _ = e.n  # the parts read `e` through its address
+
+
+def gelu_forward(x: F32P, y: F32P, c: F32P, n: Int, tanh_form: Bool, pool: Int):
     """y = GELU(x); `c` keeps `1 + erf32(x·SQRT1_2)` (or the tanh form's t) for the
-    backward."""
-    var i = 0
-    while i + W <= n:
-        var r = _gelu_fwd[W](x.unsafe_load[width=W](i), tanh_form)
-        y.unsafe_offset(i).unsafe_store(r[0])
-        c.unsafe_offset(i).unsafe_store(r[1])
+    backward. Ranges of elements shared over `pool` (training/pool.mojo)."""
+    _split(pool, _forward_part, _Gelu(Int(x), Int(c), 0, Int(y), n, tanh_form, False))
+
+
+def _forward_part(ctx: Int, part: Int, parts: Int):
+    var e = Pointer[_Gelu, MutAnyOrigin](unsafe_from_address=ctx)[]
+    var r = _span(e, part, parts)
+    var x = F32P(unsafe_from_address=e.x)
+    var y = F32P(unsafe_from_address=e.out)
+    var c = F32P(unsafe_from_address=e.c)
+    var i = r[0]
+    while i + W <= r[1]:
+        var v = _gelu_fwd[W](x.unsafe_load[width=W](i), e.tanh_form)
+        y.unsafe_offset(i).unsafe_store(v[0])
+        c.unsafe_offset(i).unsafe_store(v[1])
         i += W
-    while i < n:
-        var r = _gelu_fwd[1](x[unsafe_offset=i], tanh_form)
-        y[unsafe_offset=i] = r[0][0]
-        c[unsafe_offset=i] = r[1][0]
+    while i < r[1]:
+        var v = _gelu_fwd[1](x[unsafe_offset=i], e.tanh_form)
+        y[unsafe_offset=i] = v[0][0]
+        c[unsafe_offset=i] = v[1][0]
         i += 1
 
 
 def gelu_backward(x: F32P, c: F32P, g: F32P, dx: F32P, n: Int, tanh_form: Bool,
-                  accumulate: Bool):
+                  accumulate: Bool, pool: Int):
     """dx = g·GELU'(x) from the input x and the forward's `c`, or added to dx."""
-    var i = 0
-    while i + W <= n:
+    _split(pool, _backward_part, _Gelu(Int(x), Int(c), Int(g), Int(dx), n, tanh_form,
+                                       accumulate))
+
+
+def _backward_part(ctx: Int, part: Int, parts: Int):
+    var e = Pointer[_Gelu, MutAnyOrigin](unsafe_from_address=ctx)[]
+    var r = _span(e, part, parts)
+    var x = F32P(unsafe_from_address=e.x)
+    var c = F32P(unsafe_from_address=e.c)
+    var g = F32P(unsafe_from_address=e.g)
+    var dx = F32P(unsafe_from_address=e.out)
+    var i = r[0]
+    while i + W <= r[1]:
         var v = _gelu_bwd[W](x.unsafe_load[width=W](i), c.unsafe_load[width=W](i),
-                             g.unsafe_load[width=W](i), tanh_form)
-        if accumulate:
+                             g.unsafe_load[width=W](i), e.tanh_form)
+        if e.accumulate:
             v = dx.unsafe_load[width=W](i) + v
         dx.unsafe_offset(i).unsafe_store(v)
         i += W
-    while i < n:
+    while i < r[1]:
         var v = _gelu_bwd[1](x[unsafe_offset=i], c[unsafe_offset=i], g[unsafe_offset=i],
-                             tanh_form)[0]
-        if accumulate:
+                             e.tanh_form)[0]
+        if e.accumulate:
             v = dx[unsafe_offset=i] + v
         dx[unsafe_offset=i] = v
         i += 1

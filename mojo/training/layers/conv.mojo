@@ -211,8 +211,12 @@ struct _Call(ImplicitlyCopyable):
 
 def _split_rows(pool: Int, run: PartFn, call: _Call, macs: Int):
     """The call's examples cut into parts over the pool (each example's outputs its own)."""
-    split_parts(pool, run, Int(Pointer(to=call)), parts_for(pool, call.rows, macs))
-    _ = call.rows  # the parts read `call` through its address
+    _split(pool, run, call, parts_for(pool, call.rows, macs))
+
+
+def _split(pool: Int, run: PartFn, call: _Call, parts: Int):
+    """run's parts over the pool, reading `call` (the caller's) through its address."""
+    split_parts(pool, run, Int(Pointer(to=call)), parts)
 
 
 def _forward_part(ctx: Int, part: Int, parts: Int):
@@ -319,15 +323,13 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
                          False, False, rows, d)
         _split_rows(pool, _dw_inputs_part, call, n_out * 4)
         var blocks = (d.taps() + DW_TAPS - 1) // DW_TAPS
-        split_parts(pool, _weight_grad_part, Int(Pointer(to=call)), parts_for(pool, blocks, macs))
-        _ = call.rows
+        _split(pool, _weight_grad_part, call, parts_for(pool, blocks, macs))
     else:
         _channel_major(dy, dy_cm, rows, d.oc, pos, True)
         _weight_grad(work, dy_cm, grads.unsafe_offset(w_at), rows * pos, d, pool)
     if b >= 0:
         var sums = _Call(Int(dy), Int(grads.unsafe_offset(b)), 0, 0, 0, False, False, rows, d)
-        split_parts(pool, _bias_part, Int(Pointer(to=sums)), parts_for(pool, d.oc, 4 * n_out))
-        _ = sums.rows
+        _split(pool, _bias_part, sums, parts_for(pool, d.oc, 4 * n_out))
     if need and d.sh == 1 and d.sw == 1:
         var call = _Call(Int(dy), Int(dx), Int(p.unsafe_offset(w_at)), 0, 0, False, accumulate,
                          rows, d)

@@ -18,6 +18,7 @@ from std.math import fma
 
 from training.config import F32P
 from training.fp import sqrt_rn
+from training.pool import PartFn, part_range, parts_for, split_parts
 
 comptime W = simd_width_of[DType.float32]()  # the build's lanes (16 in x86-64-v4, 8 in v3): independent outputs, the same bits at any width
 
@@ -65,11 +66,65 @@ def _stats(x: F32P, stats: F32P, rows: Int, d: Int, eps: Float32):
         r += 1
 
 
+comptime NORM_WORK = 8  # an element of a row (a few passes) against a multiply-add
+
+
+@fieldwise_init
+struct _Norm(ImplicitlyCopyable):
+    """One call's tensors (addresses) and sizes, read by its parts."""
+
+    var x: Int
+    var y: Int  # the forward's output, or the backward's incoming gradient
+    var w: Int
+    var b: Int
+    var stats: Int
+    var sums: Int
+    var dx: Int
+    var dw: Int
+    var db: Int
+    var rows: Int
+    var d: Int
+    var eps: Float32
+    var affine: Bool
+    var accumulate: Bool
+
+
+def _rows_of(n: _Norm, part: Int, parts: Int) -> Tuple[Int, Int]:
+    """Rows of part `part`: whole blocks of W rows (the last rows to the last part)."""
+    var r = part_range((n.rows + W - 1) // W, part, parts)
+    return (r[0] * W, min(n.rows, r[1] * W))
+
+
+def _parts(pool: Int, n: _Norm) -> Int:
+    return parts_for(pool, (n.rows + W - 1) // W, n.rows * n.d * NORM_WORK)
+
+
+def _split(pool: Int, run: PartFn, n: _Norm, parts: Int):
+    """run's parts over the pool, reading `n` (the caller's) through its address."""
+    split_parts(pool, run, Int(Pointer(to=n)), parts)
+
+
 def layernorm_forward(x: F32P, y: F32P, w: F32P, b: F32P, stats: F32P, rows: Int, d: Int,
-                      eps: Float32, affine: Bool):
-    """y (rows × d) from x; `stats` receives each row's (mean, rstd) for the backward."""
-    _stats(x, stats, rows, d, eps)
-    for r in range(rows):
+                      eps: Float32, affine: Bool, pool: Int):
+    """y (rows × d) from x; `stats` receives each row's (mean, rstd) for the backward. Blocks
+    of rows shared over `pool` (training/pool.mojo)."""
+    var n = _Norm(Int(x), Int(y), Int(w), Int(b), Int(stats), 0, 0, 0, 0, rows, d, eps, affine,
+                  False)
+    _split(pool, _forward_part, n, _parts(pool, n))
+
+
+def _forward_part(ctx: Int, part: Int, parts: Int):
+    var n = Pointer[_Norm, MutAnyOrigin](unsafe_from_address=ctx)[]
+    var span = _rows_of(n, part, parts)
+    var d = n.d
+    var x = F32P(unsafe_from_address=n.x)
+    var y = F32P(unsafe_from_address=n.y)
+    var w = F32P(unsafe_from_address=n.w)
+    var b = F32P(unsafe_from_address=n.b)
+    var stats = F32P(unsafe_from_address=n.stats)
+    _stats(x.unsafe_offset(span[0] * d), stats.unsafe_offset(2 * span[0]), span[1] - span[0], d,
+           n.eps)
+    for r in range(span[0], span[1]):
         var xr = x.unsafe_offset(r * d)
         var yr = y.unsafe_offset(r * d)
         var mean = stats[unsafe_offset=2 * r]
@@ -77,13 +132,13 @@ def layernorm_forward(x: F32P, y: F32P, w: F32P, b: F32P, stats: F32P, rows: Int
         var j = 0
         while j + W <= d:
             var xhat = (xr.unsafe_load[width=W](j) - mean) * rstd
-            if affine:
+            if n.affine:
                 xhat = fma(xhat, w.unsafe_load[width=W](j), b.unsafe_load[width=W](j))
             yr.unsafe_offset(j).unsafe_store(xhat)
             j += W
         while j < d:
             var xhat = (xr[unsafe_offset=j] - mean) * rstd
-            if affine:
+            if n.affine:
                 xhat = fma(xhat, w[unsafe_offset=j], b[unsafe_offset=j])
             yr[unsafe_offset=j] = xhat
             j += 1
@@ -134,44 +189,90 @@ def _grad_sums(g: F32P, x: F32P, w: F32P, stats: F32P, dst: F32P, rows: Int,
 
 
 def layernorm_backward(g: F32P, x: F32P, w: F32P, stats: F32P, dx: F32P, dw: F32P, db: F32P,
-                       rows: Int, d: Int, affine: Bool, accumulate: Bool):
-    """dx (rows × d) from the output gradient g; dw, db (d each) written when `affine`."""
+                       rows: Int, d: Int, affine: Bool, accumulate: Bool, pool: Int):
+    """dx (rows × d) from the output gradient g; dw, db (d each) written when `affine`. Two
+    passes, each shared over `pool`: dx by blocks of rows, then dw and db (chains over the
+    rows) by ranges of columns (the same code at any thread count: fast mode's contractions
+    too)."""
+    var sums = List[Float32](length=2 * rows, fill=0)
+    var n = _Norm(Int(x), Int(g), Int(w), 0, Int(stats), Int(sums.unsafe_ptr()), Int(dx),
+                  Int(dw), Int(db), rows, d, 0.0, affine, accumulate)
+    var parts = _parts(pool, n)
+    _split(pool, _dx_part, n, parts)
     if affine:
-        for j in range(d):
+        _split(pool, _dw_part, n, max(1, min(parts, (d + W - 1) // W)))
+    _ = len(sums)
+
+
+def _dx_part(ctx: Int, part: Int, parts: Int):
+    """The part's rows: their sums, then dx."""
+    var n = Pointer[_Norm, MutAnyOrigin](unsafe_from_address=ctx)[]
+    var span = _rows_of(n, part, parts)
+    var sums = F32P(unsafe_from_address=n.sums)
+    _grad_sums(F32P(unsafe_from_address=n.y).unsafe_offset(span[0] * n.d),
+               F32P(unsafe_from_address=n.x).unsafe_offset(span[0] * n.d),
+               F32P(unsafe_from_address=n.w),
+               F32P(unsafe_from_address=n.stats).unsafe_offset(2 * span[0]),
+               sums.unsafe_offset(2 * span[0]), span[1] - span[0], n.d, n.affine)
+    _backward_rows(n, span[0], span[1], 0, n.d, True, False)
+
+
+def _dw_part(ctx: Int, part: Int, parts: Int):
+    """dw and db of the part's columns (whole vectors), chains over every row ascending."""
+    var n = Pointer[_Norm, MutAnyOrigin](unsafe_from_address=ctx)[]
+    var r = part_range((n.d + W - 1) // W, part, parts)
+    _backward_rows(n, 0, n.rows, r[0] * W, min(n.d, r[1] * W), False, True)
+
+
+def _backward_rows(n: _Norm, r0: Int, r1: Int, j0: Int, j1: Int, with_dx: Bool,
+                   with_dw: Bool):
+    """Rows r0.. × columns j0..: dx (`with_dx`, from the rows' sums) and the dw, db chains
+    (`with_dw`: written from +0.0 first, then continued row by row ascending)."""
+    var g = F32P(unsafe_from_address=n.y)
+    var x = F32P(unsafe_from_address=n.x)
+    var w = F32P(unsafe_from_address=n.w)
+    var stats = F32P(unsafe_from_address=n.stats)
+    var sums = F32P(unsafe_from_address=n.sums)
+    var dx = F32P(unsafe_from_address=n.dx)
+    var dw = F32P(unsafe_from_address=n.dw)
+    var db = F32P(unsafe_from_address=n.db)
+    var d = n.d
+    if with_dw:
+        for j in range(j0, j1):
             dw[unsafe_offset=j] = Float32(0.0)
             db[unsafe_offset=j] = Float32(0.0)
-    var sums = List[Float32](length=2 * rows, fill=0)
-    _grad_sums(g, x, w, stats, F32P(unsafe_from_address=Int(sums.unsafe_ptr())), rows, d, affine)
-    for r in range(rows):
+    for r in range(r0, r1):
         var xr = x.unsafe_offset(r * d)
         var gr = g.unsafe_offset(r * d)
         var dxr = dx.unsafe_offset(r * d)
         var mean = stats[unsafe_offset=2 * r]
         var rstd = stats[unsafe_offset=2 * r + 1]
-        var a = sums[2 * r]
-        var c = sums[2 * r + 1]
-        var j = 0
-        while j + W <= d:
+        var a = sums[unsafe_offset=2 * r]
+        var c = sums[unsafe_offset=2 * r + 1]
+        var j = j0
+        while j + W <= j1:
             var xhat = (xr.unsafe_load[width=W](j) - mean) * rstd
             var gv = gr.unsafe_load[width=W](j)
-            var gn = gv * w.unsafe_load[width=W](j) if affine else gv
-            var v = ((gn - a) - xhat * c) * rstd
-            if accumulate:
-                v = dxr.unsafe_load[width=W](j) + v
-            dxr.unsafe_offset(j).unsafe_store(v)
-            if affine:
+            if with_dx:
+                var gn = gv * w.unsafe_load[width=W](j) if n.affine else gv
+                var v = ((gn - a) - xhat * c) * rstd
+                if n.accumulate:
+                    v = dxr.unsafe_load[width=W](j) + v
+                dxr.unsafe_offset(j).unsafe_store(v)
+            if with_dw:
                 dw.unsafe_offset(j).unsafe_store(fma(gv, xhat, dw.unsafe_load[width=W](j)))
                 db.unsafe_offset(j).unsafe_store(db.unsafe_load[width=W](j) + gv)
             j += W
-        while j < d:
+        while j < j1:
             var xhat = (xr[unsafe_offset=j] - mean) * rstd
             var gv = gr[unsafe_offset=j]
-            var gn = gv * w[unsafe_offset=j] if affine else gv
-            var v = ((gn - a) - xhat * c) * rstd
-            if accumulate:
-                v = dxr[unsafe_offset=j] + v
-            dxr[unsafe_offset=j] = v
-            if affine:
+            if with_dx:
+                var gn = gv * w[unsafe_offset=j] if n.affine else gv
+                var v = ((gn - a) - xhat * c) * rstd
+                if n.accumulate:
+                    v = dxr[unsafe_offset=j] + v
+                dxr[unsafe_offset=j] = v
+            if with_dw:
                 dw[unsafe_offset=j] = fma(gv, xhat, dw[unsafe_offset=j])
                 db[unsafe_offset=j] = db[unsafe_offset=j] + gv
             j += 1
