@@ -177,6 +177,20 @@ def _read_until(child, step):
     raise AssertionError(f"child ended before step {step}: {child.stderr.read()}")
 
 
+def _stop_at(tmp_path, common, name, step, sig=signal.SIGKILL):
+    """Start `train *common` checkpointing to `name`, send `sig` once its progress reaches
+    `step`, and wait for its end: (the step seen, the child)."""
+    child = _start_child(tmp_path, common, name)
+    try:
+        seen = _read_until(child, step)
+        child.send_signal(sig)
+        _finish(child)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    return seen, child
+
+
 def _finish(child, timeout=TIMEOUT):
     """The child's end and the rest of its (stdout, stderr). Stdout is read on through the
     buffered reader `_read_until` used: communicate() reads the pipe itself and would drop

@@ -13,9 +13,7 @@ import pytest
 from mojolearn.cli.data import DIGITS_FILE
 
 from tests.test_cli import (
-    _finish,
-    _read_until,
-    _start_child,
+    _stop_at,
     assert_one_line_error,
     done_record,
     ok,
@@ -71,14 +69,7 @@ def test_a_cnn_run_resumes_after_a_signal_to_the_bits_of_one_run(tmp_path, seed,
     common = [*DIGITS, "--steps", str(end), "--batch-size", "32", "--seed", str(seed % 1000)]
     common += ["--checkpoint-every", str(every)]
     full = done_record(run_cli(["train", *common, "--checkpoint", "full.ckpt", "--json"], tmp_path))
-    child = _start_child(tmp_path, common, "run.ckpt")
-    try:
-        seen = _read_until(child, rng.randint(20, 400))
-        child.send_signal(getattr(signal, how))
-        _finish(child)
-    finally:
-        if child.poll() is None:
-            child.kill()
+    seen, child = _stop_at(tmp_path, common, "run.ckpt", rng.randint(20, 400), getattr(signal, how))
     killed = how == "SIGKILL"
     assert child.returncode == (-signal.SIGKILL if killed else 128 + signal.SIGINT)
     stopped = _payload(tmp_path / "run.ckpt")["step"]

@@ -7,9 +7,7 @@ import random
 import signal
 
 from tests.test_cli import (
-    _finish,
-    _read_until,
-    _start_child,
+    _stop_at,
     assert_one_line_error,
     done_record,
     json_lines,
@@ -48,14 +46,7 @@ def test_digits_resumes_after_sigkill_at_a_random_step_to_the_same_bits(tmp_path
     ]
     done = done_record(run_cli(["train", *common, "--checkpoint", "full.ckpt", "--json"], tmp_path))
     want_history = (tmp_path / "full.ckpt.history.jsonl").read_bytes()
-    child = _start_child(tmp_path, common, "run.ckpt")
-    try:
-        _read_until(child, rng.randint(20, 300))
-        child.send_signal(signal.SIGKILL)
-        _finish(child)
-    finally:
-        if child.poll() is None:
-            child.kill()
+    _, child = _stop_at(tmp_path, common, "run.ckpt", rng.randint(20, 300))
     assert child.returncode == -signal.SIGKILL
     resumed = done_record(
         run_cli(

@@ -13,9 +13,7 @@ import signal
 import pytest
 
 from tests.test_cli import (
-    _finish,
-    _read_until,
-    _start_child,
+    _stop_at,
     assert_one_line_error,
     done_record,
     json_lines,
@@ -103,14 +101,7 @@ def test_sigkill_mid_run_then_resume_gives_the_uninterrupted_hash(tmp_path, ship
     common = ["--text", name, "--model", TINY, "--steps", str(end), "--seed", str(seed % 1000)]
     common += ["--checkpoint-every", str(every), "--eval-every", "100", "--eval-batches", "2"]
     full = done_record(run_cli(["train", *common, "--checkpoint", "full.ckpt", "--json"], tmp_path))
-    child = _start_child(tmp_path, common, "run.ckpt")
-    try:
-        _read_until(child, rng.randint(20, 300))
-        child.send_signal(signal.SIGKILL)
-        _finish(child)
-    finally:
-        if child.poll() is None:
-            child.kill()
+    _, child = _stop_at(tmp_path, common, "run.ckpt", rng.randint(20, 300))
     assert child.returncode == -signal.SIGKILL
     stopped = _payload(tmp_path / "run.ckpt")["step"]
     assert stopped < end and stopped % every == 0

@@ -626,12 +626,9 @@ def _announce(args, run, out):
     net = f"MLPTrainer {opts['layers']}" if opts["layers"] else "SmallMLPTrainer [8, 16, 3]"
     if opts["model"]:
         net = f"Trainer {trainer.model!r} ({opts['loss']})"
-    lr = f"lr {opts['lr']}"
-    if opts["schedule"] != "constant":
-        lr += f" ({opts['schedule']}, warmup {opts['warmup']}, to 0 at step {end})"
     progress.message(
         f"{'resuming' if run.start else 'training'} {net} on {what}: step {run.start} "
-        f"-> {end}, batch {opts['batch_size']}, {lr}, weight decay "
+        f"-> {end}, batch {opts['batch_size']}, {lr_text(opts, end)}, weight decay "
         f"{opts['weight_decay']}, seed {opts['seed']}, mode {opts['mode']}"
     )
     if run.start >= end:
@@ -858,3 +855,11 @@ def report(args, run, outcome):
         f"  history {_shown(history)}" + (f"\n  plot {_shown(args.plot)}" if args.plot else "")
     )
     return EXIT_OK
+
+
+def lr_text(opts, end):
+    """The run's learning rate for its first progress line, its schedule too."""
+    lr = f"lr {opts['lr']}"
+    if opts["schedule"] != "constant":
+        lr += f" ({opts['schedule']}, warmup {opts['warmup']}, to 0 at step {end})"
+    return lr

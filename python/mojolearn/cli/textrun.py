@@ -301,13 +301,11 @@ def _announce(args: Any, run: Any, out: Any) -> Any:
             **shown,
         }
     )
-    lr = f"lr {opts['lr']}"
-    if opts["schedule"] != "constant":
-        lr += f" ({opts['schedule']}, warmup {opts['warmup']}, to 0 at step {end})"
     progress.message(
         f"{'resuming' if run.start else 'training'} {opts['model']} on {run.name} "
         f"({data.vocab_size} characters; {data.n_train} train / {data.n_val} validation): "
-        f"step {run.start} -> {end}, batch {opts['batch_size']}, {lr}, weight decay "
+        f"step {run.start} -> {end}, batch {opts['batch_size']}, {_run.lr_text(opts, end)}, "
+        f"weight decay "
         f"{opts['weight_decay']}, seed {opts['seed']}, mode {opts['mode']}; losses every "
         f"{opts['eval_every']} steps on {opts['eval_batches']} batches of each split"
     )
