@@ -315,6 +315,18 @@ def test_one_and_two_threads_give_the_same_bits(tmp_path, seed, mode):
         assert one[0] == mojolearn.matmul(a, b).tobytes()
 
 
+@pytest.mark.parametrize("mode", ["identical", "fast"])
+def test_a_deep_shared_product_gives_the_same_bits_on_1_2_and_3_threads(tmp_path, seed, mode):
+    # k = 784 > KC: one packed B shared by the threads, claimed 6 rows at a time on 2 or 3.
+    rng = random.Random(seed)
+    a, b = matrix(rng, 256, 784), matrix(rng, 784, 256)
+    runs = [run_products(tmp_path, a, b, [(False, False)], mode, t) for t in (1, 2, 3)]
+    assert runs[0][0] == runs[0][1], f"seed {seed}: {mode} differs between two runs"
+    assert runs[0] == runs[1] == runs[2], f"seed {seed}: {mode} differs between thread counts"
+    if mode == "identical" and IDENTICAL:
+        assert runs[0][0] == mojolearn.matmul(a, b).tobytes()
+
+
 def test_fast_mode_within_stated_bound(tmp_path, seed):
     rng = random.Random(seed)
     m, n, k = 37, 41, 300

@@ -21,7 +21,7 @@ PKG = ROOT / "python" / "mojolearn"
 # a decision to write down in the commit that does it.
 BUDGET = {
     "mojolearn (public modules)": 2800,  # 2400 until issue 36 (mojolearn.sklearn: the scikit-learn estimators); 2700 until issue 38 (mojolearn.TextData: about 240 lines)
-    "mojolearn/_buffers": 1400,
+    "mojolearn/_buffers": 1450,  # 1400 until issue 39 (ResultBuffers: a step's result buffer reused once unreferenced)
     "mojolearn/_runtime": 950,  # 900 until issue 39 (the default thread count and where it came from)
     "mojolearn/_mlp": 2575,  # 2400 until issue 34 (save-side load check, overflow rows), issue 35 (the port for DataParallel of a Trainer), issue 36 (float64 intake, preprocessing hooks); shrinks as the MLP moves onto _model
     "mojolearn/_optim": 600,

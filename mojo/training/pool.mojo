@@ -25,6 +25,7 @@ from training.config import F32P, I64P
 from training.gemm import (
     PANEL_ALIGN,
     SHARED_CHUNK,
+    shared_chunk,
     Epilogue,
     SharedGemm,
     gemm,
@@ -39,7 +40,10 @@ from training.gemm import (
 from training.optim import AdamScalars, adam_update_into
 
 comptime MAGIC = 0x6D6C706F6F6C3031  # "mlpool01"
-comptime SPIN_NS = 50_000
+# 200 µs: a resident step's serial part between two steps (the Python call, the checks, the
+# result views: ~60-80 µs at [784, 256, 10] batch 256) stays under it, so the worker is
+# spinning when the next step's first product starts (with 50 µs it slept and joined late).
+comptime SPIN_NS = 200_000
 comptime SLEEP_US = 100
 comptime _FUTEX = CompilationTarget.is_x86() and CompilationTarget.is_linux()
 comptime SYS_FUTEX = 202  # x86-64 Linux
@@ -61,6 +65,7 @@ comptime MIN_PART_MACS = (1 << 21) if simd_width_of[DType.float32]() >= 16 else 
 # with 2^21 (its masks, sums and small pools then stayed on one thread).
 comptime MIN_LAYER_WORK = 1 << 17
 comptime MIN_PIECE = 32  # rows or columns a part: every part packs all of the other operand
+comptime SHARED_MIN_ROWS = 192  # a shared B pays for its hand-over from this many rows of C
 # An AdamW range (~0.6 ns an element in identical mode, where its square root and two
 # divisions bound it; four streams in and three out) is split only at 2^16 elements a part
 # (~40 µs): below that, moving the ranges' lines between cores costs what the split saves.
@@ -272,14 +277,14 @@ def _run_shared(addr: Int, g: SharedGemm, part: Int):
         _ = Atomic[Int64].fetch_add(_word(addr, P_PACK_DONE), 1)
     while Atomic[Int64].load(_word(addr, P_PACK_DONE)) < Int64(pieces):
         pass
-    var chunks = (g.m + SHARED_CHUNK - 1) // SHARED_CHUNK
+    var chunks = (g.m + g.chunk - 1) // g.chunk
     var ap = F32P(unsafe_from_address=g.ap).unsafe_offset(part * shared_a_floats(g.k))
     while True:
         var chunk = Int(Atomic[Int64].fetch_add(_word(addr, P_ROW_NEXT), 1))
         if chunk >= chunks:
             break
-        var r0 = chunk * SHARED_CHUNK
-        shared_rows(g, r0, min(g.m, r0 + SHARED_CHUNK), ap)
+        var r0 = chunk * g.chunk
+        shared_rows(g, r0, min(g.m, r0 + g.chunk), ap)
 
 
 @always_inline
@@ -303,11 +308,11 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     malloc per product), which the workers never touch outside the caller's task."""
     var workers = Int(I64P(unsafe_from_address=pool)[unsafe_offset=P_WORKERS]) if pool else 0
     # Rows from one packed op(B) that the parts share and pack together, when op(B) is one
-    # block and there are at least 4 chunks of rows a part, so the faster thread can take
-    # more. Else cut the dimension whose other operand is cheaper to pack twice: every part
-    # packs all of op(A) when columns are split, all of op(B) when rows are.
-    var chunks = (m + SHARED_CHUNK - 1) // SHARED_CHUNK
-    var shared = shared_fits(n, k) and chunks >= 8
+    # block and there are enough rows that the faster thread can take more. Else cut the
+    # dimension whose other operand is cheaper to pack twice: every part packs all of op(A)
+    # when columns are split, all of op(B) when rows are.
+    var chunks = (m + SHARED_CHUNK - 1) // SHARED_CHUNK  # at its largest claims
+    var shared = shared_fits(n, k) and m >= SHARED_MIN_ROWS
     var by_columns = m < n and epi.loss == 0  # the loss epilogue needs whole rows
     var pieces = chunks // 4 if shared else (n if by_columns else m) // MIN_PIECE
     var parts = min(workers + 1, pieces, m * n * k // MIN_PART_MACS)
@@ -325,7 +330,7 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     if bbuf.addr != 0:
         var bp = (bbuf.addr + PANEL_ALIGN - 1) // PANEL_ALIGN * PANEL_ALIGN
         var g = SharedGemm(Int(a), Int(b), Int(c), m, n, k, ta, tb, accumulate, epi, bp,
-                           bp + 4 * b_floats)
+                           bp + 4 * b_floats, shared_chunk(m, parts))
         Atomic[Int64].store(_word(pool, P_PACK_NEXT), 0)
         Atomic[Int64].store(_word(pool, P_PACK_DONE), 0)
         Atomic[Int64].store(_word(pool, P_ROW_NEXT), 0)

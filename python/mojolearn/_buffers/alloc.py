@@ -4,6 +4,7 @@ callers' buffers is `_intake`'s."""
 from __future__ import annotations
 
 import array as _pyarray
+import sys
 
 from .array import Array
 
@@ -15,7 +16,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run ti
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .types import BufferLike, DType
+    from .types import BufferLike, DType, PyArray
 
 
 def empty(shape: int | Sequence[int], dtype: DType = "<f4") -> Array:
@@ -69,3 +70,43 @@ def le_bytes(obj: BufferLike, kind: object = None) -> bytes:
         if not mv.c_contiguous:
             raise ValueError("le_bytes needs a C-contiguous buffer")
         return mv.tobytes()
+
+
+def _count(held: list[PyArray], i: int) -> int:
+    return sys.getrefcount(held[i])
+
+
+# What `_count` reads for a buffer that only the holder's list refers to (measured, not
+# assumed: the interpreter's own temporaries differ between versions).
+_UNREFERENCED = _count([ZERO_F32 * 1], 0)
+_KEEP = 2  # a loop holding the last step's result while it runs the next needs two
+_REUSE_LIMIT = 1 << 26  # bytes: a larger buffer is not held between steps
+
+
+class ResultBuffers:
+    """Zeroed float32 result buffers for the steps, each reused once nothing refers to it.
+
+    A step's results (logits, gradients) are views of one buffer; a training loop usually drops
+    them before the next step but one, and making a fresh buffer costs a step of
+    [784, 256, 10] at batch 256 ~30 µs of zeroing in the caller's thread. A held buffer is
+    handed out again only while its reference count says that no view, NumPy array, DLPack
+    capsule or memoryview of it is alive, and then every value it returns is overwritten by
+    the step (the entries write all of [losses | logits | grads | input_grad]).
+    """
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        self._held: list[PyArray] = []
+
+    def take(self, size: int) -> PyArray:
+        """A buffer of `size` floats: a held one nothing refers to, else a new zeroed one."""
+        held = self._held
+        for i in range(len(held)):
+            if len(held[i]) == size and _count(held, i) == _UNREFERENCED:
+                return held[i]
+        buf = ZERO_F32 * size
+        if 4 * size <= _REUSE_LIMIT:
+            held.insert(0, buf)
+            del held[_KEEP:]
+        return buf

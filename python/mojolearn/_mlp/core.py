@@ -31,7 +31,7 @@ from __future__ import annotations
 import array as _pyarray
 import threading
 
-from .._buffers.alloc import zeros
+from .._buffers.alloc import ResultBuffers, zeros
 from .._buffers.array import Array
 from .._buffers.intake import owned_tensor
 from .._model.preprocessing import Preprocessing
@@ -106,6 +106,7 @@ class MLPCore(SessionSteps, PerOperation, Persistence, Inference, Export, Prepro
         "_step",
         "_session",
         "_lr_schedule",
+        "_results",
         "__weakref__",
     )
 
@@ -124,6 +125,7 @@ class MLPCore(SessionSteps, PerOperation, Persistence, Inference, Export, Prepro
     _step: int
     _session: Session
     _lr_schedule: LRSchedule | None
+    _results: ResultBuffers  # the training steps' result buffers, reused when unreferenced
 
     if TYPE_CHECKING:  # each subclass defines it (the constructor differs)
 
@@ -162,6 +164,7 @@ class MLPCore(SessionSteps, PerOperation, Persistence, Inference, Export, Prepro
         self._reader = BatchReader(self._API, spec.inputs, spec.classes, max_rows)
         self._mode = _steps._binding().mode
         self._lock = threading.RLock()
+        self._results = ResultBuffers()
         self._step = step
         self._session = Session(
             params,

@@ -283,7 +283,7 @@ class SessionSteps:
         try:
             if rows:
                 at: ResultLayout = spec.layouts[rows if k == 1 else (k, rows)][want_dx]
-                buf = _ZERO * at.size
+                buf = self._results.take(at.size) if mode == _MODE_TRAIN else _ZERO * at.size
                 out = buf.buffer_info()[0]
             if k == 1:
                 if lrs is not None:

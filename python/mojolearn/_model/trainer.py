@@ -14,7 +14,7 @@ import math
 import threading
 import warnings
 
-from .._buffers.alloc import empty, zeros
+from .._buffers.alloc import ResultBuffers, empty, zeros
 from .._buffers.array import Array
 from .._buffers.intake import owned_tensor
 from .._mlp import lr_schedule as _lrs
@@ -110,6 +110,7 @@ class Trainer(ModelInference, ModelPersistence, ModelExport, ModelPreprocessing,
         "_schedule",
         "_state",
         "_spare",
+        "_results",
         "_scratch",
         "_step",
         "_max_rows",
@@ -145,6 +146,7 @@ class Trainer(ModelInference, ModelPersistence, ModelExport, ModelPreprocessing,
         self._spec, self._program = spec, Program(spec, self._seed)
         self._state = (params, zeros((spec.total,)), zeros((spec.total,)))
         self._spare = (empty((spec.total,)), empty((spec.total,)), empty((spec.total,)))
+        self._results = ResultBuffers()
         self._scratch = empty((1,))
         self._step = 0
         self._lock = threading.RLock()
@@ -326,7 +328,8 @@ class Trainer(ModelInference, ModelPersistence, ModelExport, ModelPreprocessing,
         """One `model_step` call on batches of n examples. A training call from the published
         state writes the new one into the spare state (published by `_publish`, which swaps
         the two: no state is allocated or copied a step); from another `state`, into fresh
-        buffers. The results lie in one fresh buffer: [losses | outputs | gradients]."""
+        buffers. The results lie in one buffer: [losses | outputs | gradients] (a training
+        call's reused once nothing refers to it: `ResultBuffers`)."""
         spec = self._spec
         p, m, v = state or self._state
         total = spec.total
@@ -339,7 +342,12 @@ class Trainer(ModelInference, ModelPersistence, ModelExport, ModelPreprocessing,
             )
         outs = n * math.prod(spec.output_shape)
         grads = total if mode in (_GRADS, _TRAIN) else 0
-        res = empty((k + outs + grads,))
+        size = k + outs + grads
+        res = (
+            empty((size,))
+            if mode != _TRAIN
+            else Array._wrap(self._results.take(size), (size,), "<f4")
+        )
         losses, outputs = _batch.view(res, 0, (k,)), _batch.view(res, k, (n, *spec.output_shape))
         g = _batch.view(res, k + outs, (grads,)) if grads else losses  # never written: a place
         addrs = [x._addr, y._addr, p._addr, m._addr, v._addr]
