@@ -276,11 +276,14 @@ def _pow2_at_least(x: Int) -> Int:
 
 @always_inline
 def _micro[W: Int, MR: Int, NV: Int, LDA: Int = MR](
-    kc: Int, ap: F32P, bp: F32P, c: F32P, ldc: Int, rows: Int, cols: Int, chain: Bool
-):
+    kc: Int, ap: F32P, bp: F32P, c: F32P, ldc: Int, rows: Int, cols: Int, chain: Bool,
+    fin: Epilogue, bias: F32P,
+) -> Bool:
     """The MR × (NV·W) tile of C at `c` from packed panels (A's LDA rows wide: a narrower
     tile reads the first MR rows of a wider panel); only rows×cols of it are real. The chain
-    starts from +0.0, or from C when `chain` (accumulating, or a later k block)."""
+    starts from +0.0, or from C when `chain` (accumulating, or a later k block). A whole tile
+    goes through `fin`'s bias and ReLU in registers on its way out (`bias`: its first
+    column's); returns whether it did (an edge tile leaves them to `_finish_tile`)."""
     comptime NR = NV * W
     # SIMD lengths are powers of two; lanes past MR·NR are never touched and optimized away.
     comptime T = _pow2_at_least(MR * NR)
@@ -304,12 +307,16 @@ def _micro[W: Int, MR: Int, NV: Int, LDA: Int = MR](
     if p < kc:
         _k_step[W, MR, NV, T, LDA](acc, ap, bp, p)
     if full:
+        # The epilogue in registers: a tile stored, then reloaded by `_finish_tile`, cost
+        # ~45 cycles a vector where C's rows are not 64-byte aligned (no store forwarding).
         comptime for r in range(MR):
             comptime for v in range(NV):
                 c.unsafe_offset(r * ldc + v * W).unsafe_store(
-                    acc.slice[W, offset=(r * NV + v) * W]())
-    else:
-        _store_edge[W, MR, NV, T](acc, c, ldc, rows, cols)
+                    _finish[W](acc.slice[W, offset=(r * NV + v) * W](), fin,
+                               bias.unsafe_offset(v * W)))
+        return True
+    _store_edge[W, MR, NV, T](acc, c, ldc, rows, cols)
+    return False
 
 
 @always_inline
@@ -391,23 +398,26 @@ def _rows_on_packed_b[W: Int, MR: Int, NV: Int](
                 var apanel = ap.unsafe_offset(ir * kc)
                 var ct = c.unsafe_offset((ic + ir) * n + jc + jr)
                 var cols = min(NR, nc - jr)
+                var bias = F32P(unsafe_from_address=fin.bias).unsafe_offset(jc + jr)
+                var done: Bool
                 # A last panel of 1-2 (3-4) rows takes a 2-row (4-row) tile: at 32
                 # rows a full 6-row one wasted 2/3 of a sixth of the product.
                 comptime if MR > 4:
                     if rows <= 2:
-                        _micro[W, 2, NV, MR](kc, apanel, bpanel, ct, n, rows, cols,
-                                             chain)
+                        done = _micro[W, 2, NV, MR](kc, apanel, bpanel, ct, n, rows, cols,
+                                                    chain, fin, bias)
                     elif rows <= 4:
-                        _micro[W, 4, NV, MR](kc, apanel, bpanel, ct, n, rows, cols,
-                                             chain)
+                        done = _micro[W, 4, NV, MR](kc, apanel, bpanel, ct, n, rows, cols,
+                                                    chain, fin, bias)
                     else:
-                        _micro[W, MR, NV](kc, apanel, bpanel, ct, n, rows, cols, chain)
+                        done = _micro[W, MR, NV](kc, apanel, bpanel, ct, n, rows, cols,
+                                                 chain, fin, bias)
                 else:
-                    _micro[W, MR, NV](kc, apanel, bpanel, ct, n, rows, cols, chain)
-                if fin.any():
-                    _finish_tile[W](ct, n, rows, cols, fin,
-                                    F32P(unsafe_from_address=fin.bias).unsafe_offset(jc + jr),
-                                    ic + ir)
+                    done = _micro[W, MR, NV](kc, apanel, bpanel, ct, n, rows, cols, chain,
+                                             fin, bias)
+                if fin.loss != 0 or (fin.any() and not done):
+                    _finish_tile[W](ct, n, rows, cols, Epilogue(0, False, fin.loss) if done
+                                    else fin, bias, ic + ir)
 
 
 @always_inline
