@@ -98,6 +98,27 @@ def test_pool_ties_go_to_the_first_element_and_overlaps_add_in_window_order(seed
 
 
 @identical
+@pytest.mark.parametrize("ties", [False, True])
+def test_the_two_by_two_max_pool_kernels_are_the_references(seed, ties):
+    """MaxPool2d(2)'s vector kernels (windows in 16, 8, 4 lanes, then one at a time): an odd
+    image (41 x 59: 29 windows a row, an uncovered last row and column), and, in a
+    Residual, an input gradient continued from the skip's (accumulate)."""
+    rng = random.Random(seed)
+    for shape, body in (
+        ((2, 41, 59), [nn.MaxPool2d(2)]),
+        ((2, 40, 40), [nn.Residual(nn.MaxPool2d(2), nn.Conv2d(2, 2, 1, padding=10))]),
+    ):
+        front = [nn.Conv2d(2, 2, 1), *body]  # the conv: the pool's input has a gradient
+        features = math.prod(ModelSpec(nn.Sequential(*front), shape, "mse").output_shape)
+        model = nn.Sequential(*front, nn.Flatten(), nn.Linear(features, 3))
+        spec = ModelSpec(model, shape, "cross_entropy")
+        rows = 2
+        n = rows * math.prod(shape)
+        x = [rng.choice([-1.0, 0.0, 0.5, 2.0]) if ties else rng.uniform(-2, 2) for _ in range(n)]
+        _check(spec, rng, rows, [f32(v) for v in x])
+
+
+@identical
 @pytest.mark.parametrize(
     "shape, middle",
     [

@@ -103,6 +103,14 @@ def _copy(src: F32P, dst: F32P, n: Int):
     while i + W <= n:
         dst.unsafe_offset(i).unsafe_store(src.unsafe_load[width=W](i))
         i += W
+    # rows of 14 or 28 (LeNet's) are mostly tail: narrower vectors before single floats
+    comptime if W > 8:
+        if i + 8 <= n:
+            dst.unsafe_offset(i).unsafe_store(src.unsafe_load[width=8](i))
+            i += 8
+    if i + 4 <= n:
+        dst.unsafe_offset(i).unsafe_store(src.unsafe_load[width=4](i))
+        i += 4
     while i < n:
         dst[unsafe_offset=i] = src[unsafe_offset=i]
         i += 1
@@ -263,7 +271,7 @@ def _epilogue[V: Int](z: SIMD[DType.float32, V], relu: Bool) -> SIMD[DType.float
 def _bias_block[U: Int](dy: F32P, gb: F32P, o0: Int, rows: Int, oc: Int, pos: Int):
     """gb[o] = Σ dy[b, o, :] over (b, oh, ow) ascending from +0.0 for the U channels o0..,
     their chains interleaved (independent adds: U at a time instead of one add's latency)."""
-    var acc = SIMD[DType.float32, U](0.0)
+    var acc = SIMD[DType.float32, 8](0.0)  # lanes past U unused
     for b in range(rows):
         var base = dy.unsafe_offset((b * oc + o0) * pos)
         for k in range(pos):
@@ -281,12 +289,12 @@ def _bias_part(ctx: Int, part: Int, parts: Int):
     var gb = F32P(unsafe_from_address=c.dst)
     var pos = c.d.positions()
     var o = r[0]
-    while o + 4 <= r[1]:
-        _bias_block[4](dy, gb, o, c.rows, c.d.oc, pos)
-        o += 4
-    while o < r[1]:
-        _bias_block[1](dy, gb, o, c.rows, c.d.oc, pos)
-        o += 1
+    while o < r[1]:  # up to 8 chains at a time: at 6 channels, 4 + 1 + 1 left two alone
+        var u = min(8, r[1] - o)
+        comptime for U in range(1, 9):
+            if u == U:
+                _bias_block[U](dy, gb, o, c.rows, c.d.oc, pos)
+        o += u
 
 
 def _relu_part(ctx: Int, part: Int, parts: Int):

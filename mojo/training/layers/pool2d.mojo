@@ -12,7 +12,12 @@ value, or existing + value when `accumulate`.
 
 Program words (program.py OP_MAXPOOL2D, OP_AVGPOOL2D): (C,H,W) (KH,KW) (SH,SW), packed.
 """
+from std.sys import simd_width_of
+
 from training.config import F32P
+
+comptime F32 = DType.float32
+comptime W = simd_width_of[F32]()  # the build's lanes: windows side by side in the 2 × 2 kernels
 from training.layers.conv import unpack
 from training.pool import PartFn, part_range, parts_for, split_parts
 
@@ -99,6 +104,10 @@ def pool2d_backward(x: F32P, dy: F32P, dx: F32P, rows: Int, image: Int, kernel: 
 def _max_part(ctx: Int, part: Int, parts: Int):
     var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
     var r = part_range(c.d.planes, part, parts)
+    if _is_2x2(c.d):
+        _maxpool2x2(F32P(unsafe_from_address=c.x), F32P(unsafe_from_address=c.y), c.d, r[0],
+                    r[1])
+        return
     _maxpool(F32P(unsafe_from_address=c.x), F32P(unsafe_from_address=c.y), c.d, r[0], r[1])
 
 
@@ -111,8 +120,129 @@ def _avg_part(ctx: Int, part: Int, parts: Int):
 def _backward_part(ctx: Int, part: Int, parts: Int):
     var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
     var r = part_range(c.d.planes, part, parts)
+    if c.is_max and _is_2x2(c.d):
+        _maxpool2x2_backward(F32P(unsafe_from_address=c.x), F32P(unsafe_from_address=c.y),
+                             F32P(unsafe_from_address=c.dx), c.d, c.accumulate, r[0], r[1])
+        return
     _backward(F32P(unsafe_from_address=c.x), F32P(unsafe_from_address=c.y),
               F32P(unsafe_from_address=c.dx), c.d, c.is_max, c.accumulate, r[0], r[1])
+
+
+@always_inline
+def _is_2x2(d: PoolDims) -> Bool:
+    """The common max pool (2 × 2 windows, stride 2), which has vector kernels."""
+    return d.kh == 2 and d.kw == 2 and d.sh == 2 and d.sw == 2
+
+
+@always_inline
+def _max2x2[V: Int](top: F32P, w: Int) -> Tuple[SIMD[F32, V], SIMD[DType.int32, V]]:
+    """V windows side by side, their top-left at top[0], top[2], ... (row stride w): each
+    maximum and its place in the window (0-3, row-major), taken as `_argmax` takes them: the
+    first element, replaced by each later one that is strictly greater (ties: the first)."""
+    var r0 = top.unsafe_load[width=2 * V]().deinterleave()
+    var r1 = top.unsafe_offset(w).unsafe_load[width=2 * V]().deinterleave()
+    var m = rebind[SIMD[F32, V]](r0[0])
+    var at = SIMD[DType.int32, V](0)
+    comptime for i in range(1, 4):
+        var v = rebind[SIMD[F32, V]](r0[1] if i == 1 else (r1[0] if i == 2 else r1[1]))
+        var gt = v.gt(m)
+        m = gt.select(v, m)
+        at = gt.select(SIMD[DType.int32, V](i), at)
+    return (m, at)
+
+
+@always_inline
+def _max2x2_row[V: Int](xp: F32P, yp: F32P, w: Int, oh: Int, ow: Int):
+    """Outputs ow..ow+V of row oh."""
+    yp.unsafe_offset(ow).unsafe_store(_max2x2[V](xp.unsafe_offset(2 * oh * w + 2 * ow), w)[0])
+
+
+@always_inline
+def _grad2x2[V: Int](xp: F32P, gp: F32P, dst: F32P, w: Int, oh: Int, ow: Int,
+                     accumulate: Bool):
+    """The input gradient of outputs ow..ow+V of row oh (their windows' 4V elements): +0.0 +
+    g at each maximum, +0.0 elsewhere (`_backward`'s plane value), added to dst when
+    `accumulate`."""
+    var at = _max2x2[V](xp.unsafe_offset(2 * oh * w + 2 * ow), w)[1]
+    var g = SIMD[F32, V](0.0) + gp.unsafe_load[width=V](ow)
+    var zero = SIMD[F32, V](0.0)
+    comptime for r in range(2):
+        var left = at.eq(SIMD[DType.int32, V](2 * r)).select(g, zero)
+        var right = at.eq(SIMD[DType.int32, V](2 * r + 1)).select(g, zero)
+        var row = dst.unsafe_offset((2 * oh + r) * w + 2 * ow)
+        var v = rebind[SIMD[F32, 2 * V]](left.interleave(right))
+        if accumulate:
+            v = row.unsafe_load[width=2 * V]() + v
+        row.unsafe_store(v)
+
+
+@no_inline
+def _maxpool2x2(x: F32P, y: F32P, d: PoolDims, first: Int, last: Int):
+    """`_maxpool` for 2 × 2 windows at stride 2: rows of outputs in vectors of W, 8, 4,
+    then one at a time (the same maxima: lanes are windows)."""
+    var oh_all = d.oh()
+    var ow_all = d.ow()
+    for c in range(first, last):
+        var xp = x.unsafe_offset(c * d.h * d.w)
+        var yp = y.unsafe_offset(c * oh_all * ow_all)
+        for oh in range(oh_all):
+            var yr = yp.unsafe_offset(oh * ow_all)
+            var ow = 0
+            while ow + W <= ow_all:
+                _max2x2_row[W](xp, yr, d.w, oh, ow)
+                ow += W
+            comptime if W > 8:
+                if ow + 8 <= ow_all:
+                    _max2x2_row[8](xp, yr, d.w, oh, ow)
+                    ow += 8
+            if ow + 4 <= ow_all:
+                _max2x2_row[4](xp, yr, d.w, oh, ow)
+                ow += 4
+            while ow < ow_all:
+                _max2x2_row[1](xp, yr, d.w, oh, ow)
+                ow += 1
+
+
+@no_inline
+def _maxpool2x2_backward(x: F32P, dy: F32P, dx: F32P, d: PoolDims, accumulate: Bool,
+                         first: Int, last: Int):
+    """`_backward` of a 2 × 2, stride 2 max pool: its windows do not overlap, so each input
+    takes at most one gradient and the plane is written window by window; the last row and
+    column when h or w is odd take +0.0 (added when `accumulate`), as in `_backward`."""
+    var oh_all = d.oh()
+    var ow_all = d.ow()
+    var hw = d.h * d.w
+    for c in range(first, last):
+        var xp = x.unsafe_offset(c * hw)
+        var gp = dy.unsafe_offset(c * oh_all * ow_all)
+        var out = dx.unsafe_offset(c * hw)
+        for oh in range(oh_all):
+            var gr = gp.unsafe_offset(oh * ow_all)
+            var ow = 0
+            while ow + W <= ow_all:
+                _grad2x2[W](xp, gr, out, d.w, oh, ow, accumulate)
+                ow += W
+            comptime if W > 8:
+                if ow + 8 <= ow_all:
+                    _grad2x2[8](xp, gr, out, d.w, oh, ow, accumulate)
+                    ow += 8
+            if ow + 4 <= ow_all:
+                _grad2x2[4](xp, gr, out, d.w, oh, ow, accumulate)
+                ow += 4
+            while ow < ow_all:
+                _grad2x2[1](xp, gr, out, d.w, oh, ow, accumulate)
+                ow += 1
+            for r in range(2 * oh, 2 * oh + 2):  # an odd width's last column
+                for j in range(2 * ow_all, d.w):
+                    _untouched(out, r * d.w + j, accumulate)
+        for i in range(2 * oh_all * d.w, hw):  # an odd height's last row
+            _untouched(out, i, accumulate)
+
+
+@always_inline
+def _untouched(dst: F32P, i: Int, accumulate: Bool):
+    """An input in no window: +0.0, or its gradient + 0.0 (`_backward`'s plane value)."""
+    dst[unsafe_offset=i] = dst[unsafe_offset=i] + 0.0 if accumulate else Float32(0.0)
 
 
 @no_inline
