@@ -98,6 +98,22 @@ def test_pool_ties_go_to_the_first_element_and_overlaps_add_in_window_order(seed
 
 
 @identical
+@pytest.mark.parametrize("out_channels", [6, 12, 16])
+def test_stride_one_weight_and_bias_gradients_from_channel_last_dy(seed, out_channels):
+    """dY laid out channel-last in blocks of 8 (the last block partly padding at 6 and 12
+    channels, its points 8 at a time then a tail: 5 x 7 = 35 points), which dW and the bias
+    chains read."""
+    rng = random.Random(seed)
+    conv = nn.Conv2d(3, out_channels, (2, 3), padding=(1, 1))
+    spec = ModelSpec(
+        nn.Sequential(conv, nn.ReLU(), nn.Flatten(), nn.Linear(out_channels * 35, 3)),
+        (3, 4, 7),
+        "cross_entropy",
+    )
+    _check(spec, rng, 3)
+
+
+@identical
 @pytest.mark.parametrize("ties", [False, True])
 def test_the_two_by_two_max_pool_kernels_are_the_references(seed, ties):
     """MaxPool2d(2)'s vector kernels (windows in 16, 8, 4 lanes, then one at a time): an odd

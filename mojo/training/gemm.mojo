@@ -163,7 +163,7 @@ def _pack_b[NR: Int](b: F32P, n: Int, k: Int, tb: Bool, p0: Int, kc: Int, j0: In
                 comptime if NR % 8 == 0:  # 8 × 8 blocks through registers
                     while p + 8 <= kc:
                         comptime for g in range(NR // 8):
-                            _transpose8(src.unsafe_offset(g * 8 * k + p), k,
+                            transpose8(src.unsafe_offset(g * 8 * k + p), k,
                                         out.unsafe_offset(p * NR + g * 8), NR)
                         p += 8
                 while p < kc:  # the unrolled gather keeps NR loads in flight
@@ -188,7 +188,7 @@ def _pack_b[NR: Int](b: F32P, n: Int, k: Int, tb: Bool, p0: Int, kc: Int, j0: In
 
 
 @always_inline
-def _transpose8[R: Int = 8](src: F32P, ld_src: Int, dst: F32P, ld_dst: Int):
+def transpose8[R: Int = 8](src: F32P, ld_src: Int, dst: F32P, ld_dst: Int):
     """dst[q * ld_dst + r] = src[r * ld_src + q] for r < R, q < 8: eight vector loads, three
     rounds of two-source shuffles (the unpack, shufps, permute2f128 pattern), eight vector
     stores, q ascending. With R < 8 rows, row R-1 is read again in place of the missing ones
@@ -250,7 +250,7 @@ def _pack_a[MR: Int](a: F32P, m: Int, k: Int, ta: Bool, i0: Int, mc: Int, p0: In
             comptime if MR <= 8:
                 if rows == MR:
                     while p + 8 <= kc:
-                        _transpose8[MR](src.unsafe_offset(p), k, out.unsafe_offset(p * MR), MR)
+                        transpose8[MR](src.unsafe_offset(p), k, out.unsafe_offset(p * MR), MR)
                         p += 8
             while p < kc:
                 if rows == MR:

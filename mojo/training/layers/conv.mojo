@@ -32,6 +32,7 @@ from std.math import fma
 from std.sys import simd_width_of
 
 from training.config import F32P, I64P
+from training.gemm import transpose8
 from training.layers.elementwise import relu_apply
 from training.mlp import relu_backward
 from training.pool import PartFn, part_range, parts_for, split_gemm, split_parts
@@ -281,6 +282,23 @@ def _bias_block[U: Int](dy: F32P, gb: F32P, o0: Int, rows: Int, oc: Int, pos: In
         gb[unsafe_offset=o0 + i] = acc[i]
 
 
+def _bias_lanes_part(ctx: Int, part: Int, parts: Int):
+    """`_bias_part` from dY laid out channel-last (`_dw_inputs`: rows of DW_LANES-padded
+    channels, src): each lane one channel's chain over (b, oh, ow) ascending."""
+    var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
+    var r = part_range((c.d.oc + DW_LANES - 1) // DW_LANES, part, parts)
+    var dyt = F32P(unsafe_from_address=c.src)
+    var gb = F32P(unsafe_from_address=c.dst)
+    var ocp = (c.d.oc + DW_LANES - 1) // DW_LANES * DW_LANES
+    for blk in range(r[0], r[1]):
+        var o0 = blk * DW_LANES
+        var acc = SIMD[DType.float32, DW_LANES](0.0)
+        for i in range(c.rows * c.d.positions()):
+            acc = acc + dyt.unsafe_load[width=DW_LANES](i * ocp + o0)
+        for j in range(min(DW_LANES, c.d.oc - o0)):
+            gb[unsafe_offset=o0 + j] = acc[j]
+
+
 def _bias_part(ctx: Int, part: Int, parts: Int):
     """The bias gradient of the part's channels (src dY, dst the bias's gradient)."""
     var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
@@ -335,7 +353,11 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
     else:
         _channel_major(dy, dy_cm, rows, d.oc, pos, True)
         _weight_grad(work, dy_cm, grads.unsafe_offset(w_at), rows * pos, d, pool)
-    if b >= 0:
+    if b >= 0 and d.sh == 1 and d.sw == 1:  # dY lies channel-last in `mid`: chains in lanes
+        var sums = _Call(Int(mid), Int(grads.unsafe_offset(b)), 0, 0, 0, False, False, rows, d)
+        var blocks = (d.oc + DW_LANES - 1) // DW_LANES
+        _split(pool, _bias_lanes_part, sums, parts_for(pool, blocks, 4 * n_out))
+    elif b >= 0:
         var sums = _Call(Int(dy), Int(grads.unsafe_offset(b)), 0, 0, 0, False, False, rows, d)
         _split(pool, _bias_part, sums, parts_for(pool, d.oc, 4 * n_out))
     if need and d.sh == 1 and d.sw == 1:
@@ -580,11 +602,34 @@ def _dw_inputs(x: F32P, dy: F32P, xp_all: F32P, dyt_all: F32P, first: Int, last:
                     d.pw)
         var dyr = dy.unsafe_offset(r * d.oc * pos)
         var dyt = dyt_all.unsafe_offset(r * pos * ocp)
-        for k in range(pos):
+        var k = 0
+        while k + 8 <= pos:  # 8 points × 8 channels at a time through registers
+            var o0 = 0
+            while o0 < ocp:
+                var real = min(8, d.oc - o0)
+                comptime for R in range(1, 9):
+                    if real == R:
+                        _channels_last[R](dyr.unsafe_offset(o0 * pos + k), pos,
+                                          dyt.unsafe_offset(k * ocp + o0), ocp)
+                o0 += 8
+            k += 8
+        while k < pos:
             for o in range(d.oc):
                 dyt[unsafe_offset=k * ocp + o] = dyr[unsafe_offset=o * pos + k]
             for o in range(d.oc, ocp):
                 dyt[unsafe_offset=k * ocp + o] = 0.0
+            k += 1
+
+
+@always_inline
+def _channels_last[R: Int](src: F32P, ld_src: Int, dst: F32P, ld_dst: Int):
+    """8 points of R channels (rows ld_src apart) as 8 rows of 8 lanes, lanes past R +0.0."""
+    transpose8[R](src, ld_src, dst, ld_dst)
+    comptime if R < 8:  # transpose8 fills those lanes with copies: the padding must be zeros
+        var real = SIMD[DType.int32, 8](0, 1, 2, 3, 4, 5, 6, 7).lt(SIMD[DType.int32, 8](R))
+        comptime for q in range(8):
+            var row = dst.unsafe_offset(q * ld_dst)
+            row.unsafe_store(real.select(row.unsafe_load[width=8](), SIMD[DType.float32, 8](0.0)))
 
 
 @no_inline
