@@ -232,7 +232,8 @@ def _forward_part(ctx: Int, part: Int, parts: Int):
     var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
     var r = part_range(c.rows, part, parts)
     var d = c.d
-    _forward_s1(F32P(unsafe_from_address=c.src).unsafe_offset(r[0] * d.c * d.h * d.w),
+    var fwd = _forward_lanes if _lanes_pay(d) else _forward_s1
+    fwd(F32P(unsafe_from_address=c.src).unsafe_offset(r[0] * d.c * d.h * d.w),
                 F32P(unsafe_from_address=c.dst).unsafe_offset(r[0] * d.oc * d.positions()),
                 F32P(unsafe_from_address=c.wgt), F32P(unsafe_from_address=c.p), c.b, c.relu,
                 r[1] - r[0], d)
@@ -459,6 +460,133 @@ def _pad_planes(src: F32P, dst: F32P, planes: Int, h: Int, w: Int, wp: Int, plan
         for u in range(u0, u1):
             _copy(src.unsafe_offset((c * h + u) * w + v0),
                   dst.unsafe_offset(c * plane + (u + top) * wp + v0 + left), v1 - v0)
+
+
+def _lanes_pay(d: ConvDims) -> Bool:
+    """Whether the stride-1 forward wastes less with output channels in lanes
+    (`_forward_lanes`: oc of them in whole vectors) than with points in lanes along the padded
+    rows (`_forward_s1`: pos of its cs grid points are real). LeNet-5's second conv (16
+    channels, 10 of every 14 points real, 100 of 160) takes the lanes, its first (6 channels,
+    784 of 896) the grid."""
+    var ocp = (d.oc + W - 1) // W * W
+    var cs = (d.oh() * (d.w + 2 * d.pw) + 2 * W - 1) // (2 * W) * (2 * W)
+    # two vectors of channels only where 8 × 2 accumulators leave registers (32 zmm, not 16 ymm)
+    return ocp <= (2 * W if W >= 16 else W) and d.oc * cs > d.positions() * ocp
+
+
+comptime LANE_POINTS = 8  # output points a register block (8 × oc/W accumulators)
+
+
+@always_inline
+def _lanes_block[P: Int, NV: Int](xp: F32P, pts: I64P, p0: Int, taps: I64P, n_taps: Int,
+                                  wt: F32P, ocp: Int, tile: F32P):
+    """Points pts[p0..p0+P] × channels 0..NV·W into tile (P rows of ocp): each lane one chain
+    over the taps ascending ((c, kh, kw): taps[t] is the tap's offset in the padded planes xp,
+    wt[t·ocp + o] its weight for channel o), from +0.0."""
+    comptime T = _pow2_at_least(P * NV * W)
+    var acc = SIMD[DType.float32, T](0.0)
+    var at = SIMD[DType.int64, _pow2_at_least(P)](0)
+    comptime for q in range(P):
+        at[q] = pts[unsafe_offset=p0 + q]
+    for t in range(n_taps):
+        var src = xp.unsafe_offset(Int(taps[unsafe_offset=t]))
+        comptime for v in range(NV):
+            var wv = wt.unsafe_load[width=W](t * ocp + v * W)
+            comptime for q in range(P):
+                var xv = SIMD[DType.float32, W](src[unsafe_offset=Int(at[q])])
+                comptime o = (q * NV + v) * W
+                acc = acc.insert[offset=o](fma(xv, wv, acc.slice[W, offset=o]()))
+    comptime for q in range(P):
+        comptime for v in range(NV):
+            tile.unsafe_offset(q * ocp + v * W).unsafe_store(
+                acc.slice[W, offset=(q * NV + v) * W]())
+
+
+@no_inline
+def _forward_lanes(x: F32P, y: F32P, wgt: F32P, p: F32P, b: Int, relu: Bool, rows: Int,
+                   d: ConvDims):
+    """The forward at stride 1 with output channels in SIMD lanes (`_lanes_pay`), the same
+    chains as `_forward_s1`: x zero-padded, each point's taps read as broadcasts, blocks of
+    LANE_POINTS points; then the bias and ReLU (`_forward_s1`'s epilogue) and 8 × 8
+    transposes into the channel planes."""
+    var oh_all = d.oh()
+    var ow_all = d.ow()
+    var pos = oh_all * ow_all
+    var wp = d.w + 2 * d.pw
+    var plane = (d.h + 2 * d.ph) * wp
+    var n_taps = d.taps()
+    var ocp = (d.oc + W - 1) // W * W
+    var xp_list = List[Float32](length=d.c * plane, fill=0)
+    var xp = F32P(unsafe_from_address=Int(xp_list.unsafe_ptr()))
+    var wt_list = List[Float32](length=n_taps * ocp + LANE_POINTS * ocp, fill=0)
+    var wt = F32P(unsafe_from_address=Int(wt_list.unsafe_ptr()))
+    var tile = wt.unsafe_offset(n_taps * ocp)
+    var idx_list = List[Int64](length=pos + n_taps, fill=0)
+    var pts = I64P(unsafe_from_address=Int(idx_list.unsafe_ptr()))
+    var taps = pts.unsafe_offset(pos)
+    for o in range(d.oc):
+        for t in range(n_taps):
+            wt[unsafe_offset=t * ocp + o] = wgt[unsafe_offset=o * n_taps + t]
+    for oh in range(oh_all):
+        for ow in range(ow_all):
+            pts[unsafe_offset=oh * ow_all + ow] = Int64(oh * wp + ow)
+    for c in range(d.c):
+        for i in range(d.kh):
+            for j in range(d.kw):
+                taps[unsafe_offset=(c * d.kh + i) * d.kw + j] = Int64(c * plane + i * wp + j)
+    var bias = SIMD[DType.float32, 2 * W](0.0)
+    if b >= 0:
+        for o in range(d.oc):
+            bias[o] = p[unsafe_offset=b + o]
+    for r in range(rows):
+        _pad_planes(x.unsafe_offset(r * d.c * d.h * d.w), xp, d.c, d.h, d.w, wp, plane, d.ph,
+                    d.pw)
+        var yr = y.unsafe_offset(r * d.oc * pos)
+        var p0 = 0
+        while p0 < pos:
+            var n = min(LANE_POINTS, pos - p0)
+            if ocp == W:
+                if n == LANE_POINTS:
+                    _lanes_block[LANE_POINTS, 1](xp, pts, p0, taps, n_taps, wt, ocp, tile)
+                else:
+                    for q in range(n):
+                        _lanes_block[1, 1](xp, pts, p0 + q, taps, n_taps, wt, ocp,
+                                           tile.unsafe_offset(q * ocp))
+            else:
+                if n == LANE_POINTS:
+                    _lanes_block[LANE_POINTS, 2](xp, pts, p0, taps, n_taps, wt, ocp, tile)
+                else:
+                    for q in range(n):
+                        _lanes_block[1, 2](xp, pts, p0 + q, taps, n_taps, wt, ocp,
+                                           tile.unsafe_offset(q * ocp))
+            _lanes_store(tile, ocp, n, yr.unsafe_offset(p0), pos, d.oc, bias, b >= 0, relu)
+            p0 += n
+    _ = xp_list^
+    _ = wt_list^
+    _ = idx_list^
+
+
+@always_inline
+def _lanes_store(tile: F32P, ocp: Int, n: Int, dst: F32P, pos: Int, oc: Int,
+                 bias: SIMD[DType.float32, 2 * W], with_bias: Bool, relu: Bool):
+    """n points of the tile (rows of ocp channels) through the epilogue into the channel
+    planes at dst (pos floats apart): whole 8 × 8 blocks by transposes, the rest one by one."""
+    for q in range(n):
+        comptime for v in range(2):
+            if v * W < ocp:
+                var row = tile.unsafe_offset(q * ocp + v * W)
+                var z = row.unsafe_load[width=W]()
+                if with_bias:  # after the chain, one rounded add: Linear's
+                    z = z + bias.slice[W, offset=v * W]()
+                row.unsafe_store(_epilogue[W](z, relu))
+    var o0 = 0
+    if n == 8:
+        while o0 + 8 <= oc:
+            transpose8(tile.unsafe_offset(o0), ocp, dst.unsafe_offset(o0 * pos), pos)
+            o0 += 8
+    for o in range(o0, oc):
+        for q in range(n):
+            dst[unsafe_offset=o * pos + q] = tile[unsafe_offset=q * ocp + o]
 
 
 @no_inline
