@@ -260,7 +260,8 @@ def _weight_grad_part(ctx: Int, part: Int, parts: Int):
     var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
     var blocks = part_range((c.d.taps() + DW_TAPS - 1) // DW_TAPS, part, parts)
     _weight_grad_s1(F32P(unsafe_from_address=c.p), F32P(unsafe_from_address=c.b),
-                    F32P(unsafe_from_address=c.dst), c.rows, c.d, blocks[0], blocks[1])
+                    F32P(unsafe_from_address=c.dst), F32P(unsafe_from_address=c.src), c.rows,
+                    c.d, blocks[0], blocks[1])
 
 
 @always_inline
@@ -281,23 +282,6 @@ def _bias_block[U: Int](dy: F32P, gb: F32P, o0: Int, rows: Int, oc: Int, pos: In
                 acc[i] = acc[i] + base[unsafe_offset=i * pos + k]
     comptime for i in range(U):
         gb[unsafe_offset=o0 + i] = acc[i]
-
-
-def _bias_lanes_part(ctx: Int, part: Int, parts: Int):
-    """`_bias_part` from dY laid out channel-last (`_dw_inputs`: rows of DW_LANES-padded
-    channels, src): each lane one channel's chain over (b, oh, ow) ascending."""
-    var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
-    var r = part_range((c.d.oc + DW_LANES - 1) // DW_LANES, part, parts)
-    var dyt = F32P(unsafe_from_address=c.src)
-    var gb = F32P(unsafe_from_address=c.dst)
-    var ocp = (c.d.oc + DW_LANES - 1) // DW_LANES * DW_LANES
-    for blk in range(r[0], r[1]):
-        var o0 = blk * DW_LANES
-        var acc = SIMD[DType.float32, DW_LANES](0.0)
-        for i in range(c.rows * c.d.positions()):
-            acc = acc + dyt.unsafe_load[width=DW_LANES](i * ocp + o0)
-        for j in range(min(DW_LANES, c.d.oc - o0)):
-            gb[unsafe_offset=o0 + j] = acc[j]
 
 
 def _bias_part(ctx: Int, part: Int, parts: Int):
@@ -350,15 +334,14 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
                          False, False, rows, d)
         _split_rows(pool, _dw_inputs_part, call, n_out * 4)
         var blocks = (d.taps() + DW_TAPS - 1) // DW_TAPS
-        _split(pool, _weight_grad_part, call, parts_for(pool, blocks, macs))
+        # src: the bias gradient, which the part with the first block of taps sums as it goes
+        var dw = _Call(Int(grads.unsafe_offset(b)) if b >= 0 else 0, call.dst, 0, call.p,
+                       call.b, False, False, rows, d)
+        _split(pool, _weight_grad_part, dw, parts_for(pool, blocks, macs))
     else:
         _channel_major(dy, dy_cm, rows, d.oc, pos, True)
         _weight_grad(work, dy_cm, grads.unsafe_offset(w_at), rows * pos, d, pool)
-    if b >= 0 and d.sh == 1 and d.sw == 1:  # dY lies channel-last in `mid`: chains in lanes
-        var sums = _Call(Int(mid), Int(grads.unsafe_offset(b)), 0, 0, 0, False, False, rows, d)
-        var blocks = (d.oc + DW_LANES - 1) // DW_LANES
-        _split(pool, _bias_lanes_part, sums, parts_for(pool, blocks, 4 * n_out))
-    elif b >= 0:
+    if b >= 0 and (d.sh != 1 or d.sw != 1):  # (at stride 1 dW's parts sum it)
         var sums = _Call(Int(dy), Int(grads.unsafe_offset(b)), 0, 0, 0, False, False, rows, d)
         _split(pool, _bias_part, sums, parts_for(pool, d.oc, 4 * n_out))
     if need and d.sh == 1 and d.sw == 1:
@@ -639,14 +622,20 @@ comptime DW_TAPS = 8  # (ic, kh, kw) taps a register block
 
 
 @always_inline
-def _dw_block[NV: Int](xp: F32P, dyt: F32P, dwt: F32P, offs: I64P, t0: Int, oc0: Int,
-                       ocp: Int, oh_all: Int, ow_all: Int, wp: Int):
+def _dw_block[NV: Int, BIAS: Bool = False](xp: F32P, dyt: F32P, dwt: F32P, offs: I64P, t0: Int,
+                                           oc0: Int, ocp: Int, oh_all: Int, ow_all: Int,
+                                           wp: Int, dbt: F32P):
     """Weights of taps t0.. (DW_TAPS of them) × output channels oc0.. (NV vectors): each lane
-    one chain over this example's (oh, ow) ascending, continued from dwt (channel-last)."""
+    one chain over this example's (oh, ow) ascending, continued from dwt (channel-last); with
+    BIAS the bias chains too, continued from dbt (the dY rows summed in the same loop, where
+    the fmas hide their adds' latency: on their own, one chain of rows·oh·ow adds a lane)."""
     comptime V = DW_LANES
     comptime G = DW_TAPS
     comptime T = G * NV * V
     var acc = SIMD[DType.float32, T](0.0)
+    var bacc = SIMD[DType.float32, NV * V](0.0)
+    comptime if BIAS:
+        bacc = dbt.unsafe_load[width=NV * V](oc0)
     var at = SIMD[DType.int64, G](0)
     comptime for g in range(G):
         at[g] = offs[unsafe_offset=t0 + g]
@@ -657,6 +646,8 @@ def _dw_block[NV: Int](xp: F32P, dyt: F32P, dwt: F32P, offs: I64P, t0: Int, oc0:
         for ow in range(ow_all):
             var row = dyt.unsafe_offset((oh * ow_all + ow) * ocp + oc0)
             var xq = xp.unsafe_offset(oh * wp + ow)
+            comptime if BIAS:
+                bacc = bacc + row.unsafe_load[width=NV * V]()
             comptime for g in range(G):
                 var xv = SIMD[DType.float32, V](xq[unsafe_offset=Int(at[g])])
                 comptime for v in range(NV):
@@ -667,16 +658,19 @@ def _dw_block[NV: Int](xp: F32P, dyt: F32P, dwt: F32P, offs: I64P, t0: Int, oc0:
         comptime for v in range(NV):
             dwt.unsafe_offset((t0 + g) * ocp + oc0 + v * V).unsafe_store(
                 acc.slice[V, offset=(g * NV + v) * V]())
+    comptime if BIAS:
+        dbt.unsafe_offset(oc0).unsafe_store(bacc)
 
 
 @no_inline
-def _weight_grad_s1(xp_all: F32P, dyt_all: F32P, gw: F32P, rows: Int, d: ConvDims, blk0: Int,
-                    blk1: Int):
+def _weight_grad_s1(xp_all: F32P, dyt_all: F32P, gw: F32P, gb: F32P, rows: Int, d: ConvDims,
+                    blk0: Int, blk1: Int):
     """dW at stride 1 without im2col, the same chains (over (b, oh, ow) ascending, from +0.0):
     lanes are output channels (dY channel-last, zero padded to whole vectors: `dyt_all`), a
     block of taps shares each dY row; x zero-padded as the forward reads it (`xp_all`), both
     laid out by `_dw_inputs`. Only the taps of blocks [blk0, blk1) (DW_TAPS each) are computed
-    and written."""
+    and written; the part with block 0 writes the bias gradient into gb too (unless it is
+    null): lanes' chains over the same rows, (b, oh, ow) ascending from +0.0."""
     comptime V = DW_LANES
     comptime G = DW_TAPS
     var oh_all = d.oh()
@@ -687,8 +681,10 @@ def _weight_grad_s1(xp_all: F32P, dyt_all: F32P, gw: F32P, rows: Int, d: ConvDim
     var taps = d.c * d.kh * d.kw
     var blocks = (taps + G - 1) // G
     var ocp = (d.oc + V - 1) // V * V
-    var dwt_list = List[Float32](length=blocks * G * ocp, fill=0)  # the chains, channel-last
+    var dwt_list = List[Float32](length=(blocks * G + 1) * ocp, fill=0)  # chains, channel-last
     var dwt = F32P(unsafe_from_address=Int(dwt_list.unsafe_ptr()))
+    var dbt = dwt.unsafe_offset(blocks * G * ocp)  # the bias chains
+    var bias = blk0 == 0 and Int(gb) != 0
     # each tap's offset in the padded planes; taps past the last read offset 0 into rows of
     # dwt that are dropped
     var offs_list = List[Int64](length=blocks * G, fill=0)
@@ -703,13 +699,23 @@ def _weight_grad_s1(xp_all: F32P, dyt_all: F32P, gw: F32P, rows: Int, d: ConvDim
         for blk in range(blk0, blk1):
             var oc0 = 0
             while oc0 + 2 * V <= ocp:
-                _dw_block[2](xp, dyt, dwt, offs, blk * G, oc0, ocp, oh_all, ow_all, wp)
+                if bias and blk == 0:
+                    _dw_block[2, True](xp, dyt, dwt, offs, 0, oc0, ocp, oh_all, ow_all, wp, dbt)
+                else:
+                    _dw_block[2](xp, dyt, dwt, offs, blk * G, oc0, ocp, oh_all, ow_all, wp,
+                                 dbt)
                 oc0 += 2 * V
             if oc0 < ocp:
-                _dw_block[1](xp, dyt, dwt, offs, blk * G, oc0, ocp, oh_all, ow_all, wp)
+                if bias and blk == 0:
+                    _dw_block[1, True](xp, dyt, dwt, offs, 0, oc0, ocp, oh_all, ow_all, wp, dbt)
+                else:
+                    _dw_block[1](xp, dyt, dwt, offs, blk * G, oc0, ocp, oh_all, ow_all, wp,
+                                 dbt)
     for o in range(d.oc):
         for t in range(blk0 * G, min(taps, blk1 * G)):
             gw[unsafe_offset=o * taps + t] = dwt[unsafe_offset=t * ocp + o]
+        if bias:
+            gb[unsafe_offset=o] = dbt[unsafe_offset=o]
     _ = dwt_list^
     _ = offs_list^
 
