@@ -16,9 +16,11 @@ A padded or unreached tap is a product with +0.0: the same bits as skipping it (
 
 At stride 1 (the common case) nothing goes through im2col: the forward and dX are direct
 correlations of a zero-padded plane (`_correlate`: SIMD lanes along the padded rows, a register
-block of output channels sharing each load), dW a direct kernel with output channels in the
-lanes (`_weight_grad_s1`); each lane still runs exactly the chain above, so the bits are the
-GEMM path's (the tests compare both with the reference).
+block of output channels sharing each load; or, for the forward where that wastes less, output
+channels in the lanes and each point's taps broadcast, `_forward_lanes`), dW a direct kernel
+with output channels in the lanes (`_weight_grad_s1`, which sums db's chains in the same loop
+over dY laid out channel-last); each lane still runs exactly the chain above, so the bits are
+the GEMM path's (the tests compare both with the reference).
 
 The op's two private tensors (program.py OP_CONV2D) hold, for the whole batch: `work`, the
 forward's cols (kept for dW) and, on the gradient side, g; `mid`, the product in channel-major

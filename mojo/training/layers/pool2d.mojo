@@ -10,16 +10,19 @@ Backward: each plane's value starts at +0.0 and takes the additions in output or
 then columns, ascending: overlapping windows add in that order); the input's gradient is that
 value, or existing + value when `accumulate`.
 
+The common 2 × 2, stride-2 max pool has vector kernels (`_maxpool2x2`, lanes are windows) with
+the same bits; other windows run the scalar ones.
+
 Program words (program.py OP_MAXPOOL2D, OP_AVGPOOL2D): (C,H,W) (KH,KW) (SH,SW), packed.
 """
 from std.sys import simd_width_of
 
 from training.config import F32P
+from training.layers.conv import unpack
+from training.pool import PartFn, part_range, parts_for, split_parts
 
 comptime F32 = DType.float32
 comptime W = simd_width_of[F32]()  # the build's lanes: windows side by side in the 2 × 2 kernels
-from training.layers.conv import unpack
-from training.pool import PartFn, part_range, parts_for, split_parts
 
 
 @fieldwise_init
