@@ -56,11 +56,14 @@ def test_attention_is_the_references_bit_for_bit(seed, trial):
 
 
 @identical
-@pytest.mark.parametrize("t, hd", [(17, 3), (19, 3), (33, 3), (6, 16), (9, 20), (7, 33)])
+@pytest.mark.parametrize(
+    "t, hd", [(17, 3), (19, 3), (33, 3), (6, 16), (9, 20), (7, 33), (40, 32), (24, 48)]
+)
 def test_attention_rows_past_the_simd_width_are_the_references(seed, t, hd):
-    """Positions (softmax and ds rows, S and datt lanes) and the head dimension (the
-    products' lanes) run in SIMD vectors of 8 or 16, in register blocks of 4 rows, and
-    tails: the same bits as the reference's scalar walk."""
+    """Query positions (the scores', softmax's, datt's and ds's lanes) run in SIMD vectors of
+    8 or 16 with blocks of 8 keys, the head dimension (the mixes' lanes) in blocks of 4 rows
+    by two vectors, one vector, single lanes, and tails of each: the same bits as the
+    reference's scalar walk."""
     rng = random.Random(seed + t)
     d = 2 * hd
     spec = ModelSpec(nn.Sequential(nn.CausalSelfAttention(d, 2), nn.Linear(d, 2)), (t, d), "mse")

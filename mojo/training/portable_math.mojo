@@ -363,14 +363,29 @@ def _erfc_r[w: Int](y: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]:
 
 
 def erf32[w: Int](x: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]:
-    """Float32 erf per lane, bit-identical to `erf32_scalar` on every lane."""
+    """Float32 erf per lane, bit-identical to `erf32_scalar` on every lane. A branch no lane
+    takes is not computed (each lane's value is its own branch's either way): a vector of
+    |x| <= 1 is one polynomial, where all branches cost an exp, a division and three."""
     var ax = _abs[w](x)
-    var e = exp32[w](-(ax * ax))
-    var q = 1.0 / ax
-    var y = q * q
-    var p = ax.lt(2.0).select(_erfc_p[w](y), _erfc_r[w](y))
-    var large = _with_sign_of[w](1.0 - (e * q) * p, x)
-    var out = ax.le(1.0).select(_erf_small[w](x), large)
+    var small = ax.le(1.0)
+    var out: SIMD[DType.float32, w]
+    if small.reduce_and():
+        out = _erf_small[w](x)
+    else:
+        var e = exp32[w](-(ax * ax))
+        var q = 1.0 / ax
+        var y = q * q
+        var mid = ax.lt(2.0)
+        var p: SIMD[DType.float32, w]
+        if mid.reduce_and():
+            p = _erfc_p[w](y)
+        elif not mid.reduce_or():
+            p = _erfc_r[w](y)
+        else:
+            p = mid.select(_erfc_p[w](y), _erfc_r[w](y))
+        out = _with_sign_of[w](1.0 - (e * q) * p, x)
+        if small.reduce_or():
+            out = small.select(_erf_small[w](x), out)
     return _is_nan[w](x).select(x, out)
 
 

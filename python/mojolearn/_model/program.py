@@ -65,7 +65,7 @@ OP_AVGPOOL2D = 11  # src dst (C,H,W) (KH,KW) (SH,SW) . . . flags
 # 9..19: convolution and pooling
 OP_EMBEDDING = 20  # src(the input: int32 ids) dst T D w vocab . . flags
 OP_POSITION = 21  # src dst T D w max_len . . flags
-OP_ATTENTION = 22  # src(qkv: T × 3D) dst(T × D) T D heads att(heads × T × T) scale_bits . flags
+OP_ATTENTION = 22  # src(qkv: T × 3D) dst(T × D) T D heads att(heads × T × T: attᵀ) scale . flags
 LOSS_CROSS_ENTROPY, LOSS_MSE = 0, 1
 
 # flags
