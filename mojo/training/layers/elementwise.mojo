@@ -5,6 +5,7 @@ from std.sys import simd_width_of
 from std.math import fma
 
 from training.config import F32P
+from training.copy import copy_floats
 
 comptime W = simd_width_of[DType.float32]()  # the build's lanes (16 in x86-64-v4, 8 in v3): independent outputs, the same bits at any width
 
@@ -25,23 +26,40 @@ def copy_or_add(src: F32P, dst: F32P, n: Int, accumulate: Bool):
     if accumulate:
         add_into(dst, src, dst, n)
         return
-    for i in range(n):
-        dst[unsafe_offset=i] = src[unsafe_offset=i]
+    copy_floats(src, dst, n)
+
+
+@always_inline
+def _relu_grad[V: Int](y: F32P, g: F32P, dst: F32P, i: Int, accumulate: Bool):
+    var v = y.unsafe_load[width=V](i).gt(0).select(g.unsafe_load[width=V](i),
+                                                   SIMD[DType.float32, V](0.0))
+    if accumulate:
+        v = dst.unsafe_load[width=V](i) + v
+    dst.unsafe_offset(i).unsafe_store(v)
 
 
 def relu_grad(y: F32P, g: F32P, dst: F32P, n: Int, accumulate: Bool):
     """dst = y > 0 ? g : +0.0 (the mask is the output), or added to dst."""
-    for i in range(n):
-        var v = g[unsafe_offset=i] if y[unsafe_offset=i] > 0 else Float32(0.0)
-        if accumulate:
-            v = dst[unsafe_offset=i] + v
-        dst[unsafe_offset=i] = v
+    var i = 0
+    while i + W <= n:
+        _relu_grad[W](y, g, dst, i, accumulate)
+        i += W
+    while i < n:
+        _relu_grad[1](y, g, dst, i, accumulate)
+        i += 1
 
 
 def relu_apply(x: F32P, y: F32P, n: Int):
-    for i in range(n):
+    """y = x > 0 ? x : +0.0 (−0.0 and NaN give +0.0, as the scalar compare)."""
+    var i = 0
+    while i + W <= n:
+        var v = x.unsafe_load[width=W](i)
+        y.unsafe_offset(i).unsafe_store(v.gt(0).select(v, SIMD[DType.float32, W](0.0)))
+        i += W
+    while i < n:
         var v = x[unsafe_offset=i]
         y[unsafe_offset=i] = v if v > 0 else Float32(0.0)
+        i += 1
 
 
 def mse_loss(y: F32P, target: F32P, dy: F32P, n: Int, divide_by: Int) -> Float32:
