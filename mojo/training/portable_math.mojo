@@ -389,6 +389,14 @@ def erf32[w: Int](x: SIMD[DType.float32, w]) -> SIMD[DType.float32, w]:
     return _is_nan[w](x).select(x, out)
 
 
+def erf32_small[w: Int](x: SIMD[DType.float32, w]) -> Tuple[SIMD[DType.float32, w],
+                                                            SIMD[DType.bool, w]]:
+    """erf32 on the lanes with |x| <= 1 (one polynomial: their bits), and the mask of those
+    lanes: the others (|x| > 1, NaN) need `erf32` itself. GELU's inputs have ~1.5 % of such
+    elements, in a fifth of its vectors: gathered for erf32, they cost a fifth as much."""
+    return (_erf_small[w](x), _abs[w](x).le(1.0))
+
+
 def erf32_scalar(x: Float32) -> Float32:
     """Float32 erf with branches instead of lane selects; the same bits as `erf32`."""
     if _is_nan[1](x):

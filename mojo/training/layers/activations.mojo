@@ -17,11 +17,12 @@ operation per step, left to right as written:
     Sigmoid:    y = sigmoid32(x);  d = y·(1 − y)        (from the output y)
     dx = g·d, or dx = dx + g·d when the input's gradient is already written (ACCUMULATE).
 """
+from std.bit import count_trailing_zeros
 from std.sys import simd_width_of
-from training.config import F32P
+from training.config import F32P, I64P
 from training.pool import PartFn, part_range, parts_for, split_parts
-from training.portable_math import (erf32, erf32_scalar, exp32, exp32_scalar, sigmoid32,
-                                    sigmoid32_scalar, tanh32, tanh32_scalar)
+from training.portable_math import (erf32, erf32_scalar, erf32_small, exp32, exp32_scalar,
+                                    sigmoid32, sigmoid32_scalar, tanh32, tanh32_scalar)
 
 comptime W = simd_width_of[DType.float32]()  # the build's lanes (16 in x86-64-v4, 8 in v3): independent outputs, the same bits at any width
 comptime F32 = DType.float32
@@ -174,16 +175,82 @@ def _forward_part(ctx: Int, part: Int, parts: Int):
     var y = F32P(unsafe_from_address=e.out)
     var c = F32P(unsafe_from_address=e.c)
     var i = r[0]
+    # Lanes waiting for erf32's full form: their elements and scaled inputs (at most W - 1
+    # left over, then a block's 2W), and room for a block's vector.
+    var at_buf = List[Int64](length=4 * W, fill=0)
+    var z_buf = List[Float32](length=6 * W, fill=0)
+    var at = I64P(unsafe_from_address=Int(at_buf.unsafe_ptr()))
+    var zs = F32P(unsafe_from_address=Int(z_buf.unsafe_ptr()))
+    var waiting = 0
+    while i + 2 * W <= r[1]:
+        if e.tanh_form:
+            var v = _gelu_fwd[W](x.unsafe_load[width=W](i), True)
+            y.unsafe_offset(i).unsafe_store(v[0])
+            c.unsafe_offset(i).unsafe_store(v[1])
+            i += W
+        else:  # two vectors a block: their polynomials' latency chains side by side
+            _erf_block[2 * W](x, y, c, i, at, zs, waiting)
+            i += 2 * W
     while i + W <= r[1]:
-        var v = _gelu_fwd[W](x.unsafe_load[width=W](i), e.tanh_form)
-        y.unsafe_offset(i).unsafe_store(v[0])
-        c.unsafe_offset(i).unsafe_store(v[1])
+        if e.tanh_form:
+            var v = _gelu_fwd[W](x.unsafe_load[width=W](i), True)
+            y.unsafe_offset(i).unsafe_store(v[0])
+            c.unsafe_offset(i).unsafe_store(v[1])
+        else:
+            _erf_block[W](x, y, c, i, at, zs, waiting)
         i += W
+    _gelu_full(x, y, c, at, zs, waiting)
+    _ = len(at_buf) + len(z_buf)
     while i < r[1]:
         var v = _gelu_fwd[1](x[unsafe_offset=i], e.tanh_form)
         y[unsafe_offset=i] = v[0][0]
         c[unsafe_offset=i] = v[1][0]
         i += 1
+
+
+@always_inline
+def _erf_block[G: Int](x: F32P, y: F32P, c: F32P, i: Int, at: I64P, zs: F32P, mut waiting: Int):
+    """_gelu_fwd's erf form on G elements at i: erf32's one-polynomial lanes (|x·SQRT1_2| <=
+    1) here, the others queued in `at`/`zs` for `_gelu_full` (a whole vector at a time)."""
+    var a = x.unsafe_load[width=G](i)
+    var z = a * SQRT1_2
+    var s = erf32_small[G](z)
+    var cv = 1.0 + s[0]
+    y.unsafe_offset(i).unsafe_store((a * 0.5) * cv)
+    c.unsafe_offset(i).unsafe_store(cv)
+    var lane_bits = SIMD[DType.uint32, G](0)
+    comptime for l in range(G):
+        lane_bits[l] = UInt32(1) << UInt32(l)
+    var big = Int(s[1].select(SIMD[DType.uint32, G](0), lane_bits).reduce_or())
+    if big == 0:
+        return
+    var tmp = zs.unsafe_offset(4 * W)
+    tmp.unsafe_store(z)
+    while big != 0:
+        var l = count_trailing_zeros(big)
+        big &= big - 1
+        at[unsafe_offset=waiting] = Int64(i + l)
+        zs[unsafe_offset=waiting] = tmp[unsafe_offset=l]
+        waiting += 1
+    while waiting >= W:
+        _gelu_full(x, y, c, at, zs, W)
+        for l in range(W, waiting):
+            at[unsafe_offset=l - W] = at[unsafe_offset=l]
+            zs[unsafe_offset=l - W] = zs[unsafe_offset=l]
+        waiting -= W
+
+
+def _gelu_full(x: F32P, y: F32P, c: F32P, at: I64P, zs: F32P, n: Int):
+    """y and c of the first n queued elements (`at`; zs: their x·SQRT1_2) by erf32 itself,
+    in one vector (the lanes past n are finite leftovers)."""
+    if n == 0:
+        return
+    var tmp = zs.unsafe_offset(4 * W)
+    tmp.unsafe_store(1.0 + erf32[W](zs.unsafe_load[width=W]()))
+    for l in range(n):
+        var k = Int(at[unsafe_offset=l])
+        c[unsafe_offset=k] = tmp[unsafe_offset=l]
+        y[unsafe_offset=k] = (x[unsafe_offset=k] * 0.5) * tmp[unsafe_offset=l]
 
 
 def gelu_backward(x: F32P, c: F32P, g: F32P, dx: F32P, n: Int, tanh_form: Bool,
