@@ -32,6 +32,7 @@ the weight's offset | (bias offset + 1) << 32, and work | mid << 32 (per-example
 """
 from std.math import fma
 from std.sys import simd_width_of
+from std.utils import StaticTuple
 
 from training.config import F32P, I64P
 from training.gemm import transpose8
@@ -633,35 +634,35 @@ def _dw_block[NV: Int, BIAS: Bool = False](xp: F32P, dyt: F32P, dwt: F32P, offs:
     the fmas hide their adds' latency: on their own, one chain of rows·oh·ow adds a lane)."""
     comptime V = DW_LANES
     comptime G = DW_TAPS
-    comptime T = G * NV * V
-    var acc = SIMD[DType.float32, T](0.0)
-    var bacc = SIMD[DType.float32, NV * V](0.0)
-    comptime if BIAS:
-        bacc = dbt.unsafe_load[width=NV * V](oc0)
-    var at = SIMD[DType.int64, G](0)
+    # One 8-lane register per accumulator: slices of one long SIMD value were lowered as
+    # halves of 16-lane registers in the x86-64-v4 build, an insert and an extract per fma.
+    var acc = StaticTuple[SIMD[DType.float32, V], G * NV](fill=SIMD[DType.float32, V](0.0))
+    var bacc = StaticTuple[SIMD[DType.float32, V], NV](fill=SIMD[DType.float32, V](0.0))
+    var at = StaticTuple[Int, G](fill=0)
+    comptime for v in range(NV):
+        comptime if BIAS:
+            bacc[v] = dbt.unsafe_load[width=V](oc0 + v * V)
     comptime for g in range(G):
-        at[g] = offs[unsafe_offset=t0 + g]
+        at[g] = Int(offs[unsafe_offset=t0 + g])
         comptime for v in range(NV):
-            acc = acc.insert[offset=(g * NV + v) * V](
-                dwt.unsafe_load[width=V]((t0 + g) * ocp + oc0 + v * V))
+            acc[g * NV + v] = dwt.unsafe_load[width=V]((t0 + g) * ocp + oc0 + v * V)
     for oh in range(oh_all):
         for ow in range(ow_all):
             var row = dyt.unsafe_offset((oh * ow_all + ow) * ocp + oc0)
             var xq = xp.unsafe_offset(oh * wp + ow)
-            comptime if BIAS:
-                bacc = bacc + row.unsafe_load[width=NV * V]()
-            comptime for g in range(G):
-                var xv = SIMD[DType.float32, V](xq[unsafe_offset=Int(at[g])])
-                comptime for v in range(NV):
-                    comptime o0 = (g * NV + v) * V
-                    acc = acc.insert[offset=o0](
-                        fma(row.unsafe_load[width=V](v * V), xv, acc.slice[V, offset=o0]()))
+            comptime for v in range(NV):
+                var dv = row.unsafe_load[width=V](v * V)
+                comptime if BIAS:
+                    bacc[v] = bacc[v] + dv
+                comptime for g in range(G):
+                    acc[g * NV + v] = fma(dv, SIMD[DType.float32, V](xq[unsafe_offset=at[g]]),
+                                          acc[g * NV + v])
     comptime for g in range(G):
         comptime for v in range(NV):
-            dwt.unsafe_offset((t0 + g) * ocp + oc0 + v * V).unsafe_store(
-                acc.slice[V, offset=(g * NV + v) * V]())
+            dwt.unsafe_offset((t0 + g) * ocp + oc0 + v * V).unsafe_store(acc[g * NV + v])
     comptime if BIAS:
-        dbt.unsafe_offset(oc0).unsafe_store(bacc)
+        comptime for v in range(NV):
+            dbt.unsafe_offset(oc0 + v * V).unsafe_store(bacc[v])
 
 
 @no_inline
