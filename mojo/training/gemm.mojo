@@ -38,6 +38,7 @@ registers; k is split into KC blocks for the caches, the chain carried through C
 """
 from std.math import fma
 from std.sys import simd_width_of
+from std.utils import StaticTuple
 
 from training.arena import Scratch, release, scratch
 from training.config import F32P
@@ -195,27 +196,26 @@ def transpose8[R: Int = 8](src: F32P, ld_src: Int, dst: F32P, ld_dst: Int):
     and each store writes 8 - R floats past its R (the next store overwrites them; the last
     one's land past dst + 7 * ld_dst + R). A scalar gather of a 256 × 256 B block took
     ~27 µs on this AMD EPYC (Zen 3), about a third of a 32-row forward product."""
-    comptime B = SIMD[DType.float32, 64]  # eight rows of eight, kept in registers
-    var r = B(0.0)
+    # Eight rows of eight, one 8-lane register each (not slices of one 64-lane SIMD value,
+    # which the x86-64-v4 build lowers as halves of 16-lane registers).
+    comptime B = StaticTuple[SIMD[DType.float32, 8], 8]
+    var r = B(fill=SIMD[DType.float32, 8](0.0))
     comptime for i in range(8):
-        r = r.insert[offset=8 * i](src.unsafe_load[width=8](min(i, R - 1) * ld_src))
-    var t = B(0.0)
+        r[i] = src.unsafe_load[width=8](min(i, R - 1) * ld_src)
+    var t = B(fill=SIMD[DType.float32, 8](0.0))
     comptime for i in range(4):  # rows 2i, 2i+1 interleaved within each 128-bit half
-        var lo = r.slice[8, offset=16 * i]()
-        var hi = r.slice[8, offset=16 * i + 8]()
-        t = t.insert[offset=16 * i](lo.shuffle[0, 8, 1, 9, 4, 12, 5, 13](hi))
-        t = t.insert[offset=16 * i + 8](lo.shuffle[2, 10, 3, 11, 6, 14, 7, 15](hi))
-    var u = B(0.0)
+        t[2 * i] = r[2 * i].shuffle[0, 8, 1, 9, 4, 12, 5, 13](r[2 * i + 1])
+        t[2 * i + 1] = r[2 * i].shuffle[2, 10, 3, 11, 6, 14, 7, 15](r[2 * i + 1])
+    var u = B(fill=SIMD[DType.float32, 8](0.0))
     comptime for h in range(2):  # u[4h + q]: rows 4h..4h+3 of columns q and q + 4
         comptime for j in range(2):
-            var x = t.slice[8, offset=8 * (4 * h + j)]()
-            var y = t.slice[8, offset=8 * (4 * h + j + 2)]()
-            u = u.insert[offset=8 * (4 * h + 2 * j)](x.shuffle[0, 1, 8, 9, 4, 5, 12, 13](y))
-            u = u.insert[offset=8 * (4 * h + 2 * j + 1)](
-                x.shuffle[2, 3, 10, 11, 6, 7, 14, 15](y))
+            var x = t[4 * h + j]
+            var y = t[4 * h + j + 2]
+            u[4 * h + 2 * j] = x.shuffle[0, 1, 8, 9, 4, 5, 12, 13](y)
+            u[4 * h + 2 * j + 1] = x.shuffle[2, 3, 10, 11, 6, 7, 14, 15](y)
     comptime for q in range(8):  # ascending: each store overwrites the last one's spill
-        var x = u.slice[8, offset=8 * (q % 4)]()
-        var y = u.slice[8, offset=8 * (q % 4 + 4)]()
+        var x = u[q % 4]
+        var y = u[q % 4 + 4]
         comptime if q < 4:
             dst.unsafe_offset(q * ld_dst).unsafe_store(x.shuffle[0, 1, 2, 3, 8, 9, 10, 11](y))
         else:
