@@ -10,15 +10,14 @@ PositionEmbedding adds row t of its table to position t of every example; its gr
 sum over the batch, examples ascending from +0.0.
 """
 from training.config import F32P, I32P
+from training.copy import copy_floats
+from training.layers.elementwise import add_into
 
 
 def embedding_forward(ids: I32P, w: F32P, y: F32P, n: Int, d: Int):
     """y[i] = w[ids[i]] for the n = rows × positions ids."""
     for i in range(n):
-        var row = w.unsafe_offset(Int(ids[unsafe_offset=i]) * d)
-        var out = y.unsafe_offset(i * d)
-        for j in range(d):
-            out[unsafe_offset=j] = row[unsafe_offset=j]
+        copy_floats(w.unsafe_offset(Int(ids[unsafe_offset=i]) * d), y.unsafe_offset(i * d), d)
 
 
 def embedding_backward(ids: I32P, g: F32P, dw: F32P, n: Int, d: Int, vocab: Int):
@@ -27,18 +26,13 @@ def embedding_backward(ids: I32P, g: F32P, dw: F32P, n: Int, d: Int, vocab: Int)
         dw[unsafe_offset=i] = 0.0
     for i in range(n):
         var row = dw.unsafe_offset(Int(ids[unsafe_offset=i]) * d)
-        var gi = g.unsafe_offset(i * d)
-        for j in range(d):
-            row[unsafe_offset=j] = row[unsafe_offset=j] + gi[unsafe_offset=j]
+        add_into(row, g.unsafe_offset(i * d), row, d)
 
 
 def position_forward(x: F32P, w: F32P, y: F32P, rows: Int, n: Int):
     """y[b, e] = x[b, e] + w[e] for each of the rows examples of n = positions × d values."""
     for b in range(rows):
-        var xb = x.unsafe_offset(b * n)
-        var yb = y.unsafe_offset(b * n)
-        for e in range(n):
-            yb[unsafe_offset=e] = xb[unsafe_offset=e] + w[unsafe_offset=e]
+        add_into(x.unsafe_offset(b * n), w, y.unsafe_offset(b * n), n)
 
 
 def position_backward(g: F32P, dw: F32P, rows: Int, n: Int, table: Int):
@@ -47,6 +41,4 @@ def position_backward(g: F32P, dw: F32P, rows: Int, n: Int, table: Int):
     for e in range(table):
         dw[unsafe_offset=e] = 0.0
     for b in range(rows):
-        var gb = g.unsafe_offset(b * n)
-        for e in range(n):
-            dw[unsafe_offset=e] = dw[unsafe_offset=e] + gb[unsafe_offset=e]
+        add_into(dw, g.unsafe_offset(b * n), dw, n)
