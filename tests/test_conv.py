@@ -141,6 +141,10 @@ def test_the_two_by_two_max_pool_kernels_are_the_references(seed, ties):
         ((3, 11, 12), nn.Conv2d(4, 4, (2, 3), 2, (2, 1))),  # stride 2: the GEMM's dX
         ((6, 5, 37), nn.Conv2d(4, 7, (3, 2), 1, (2, 1))),  # stride 1: rows past 2 vectors
         ((5, 4, 9), nn.Conv2d(4, 5, 3, 1, 3)),  # padding past the kernel
+        # grids along each output row (16 points of 14; 8 of 8), odd vector counts: the
+        # middle conv and the Residual's, forward and dX (written and continued)
+        ((2, 11, 14), nn.Conv2d(4, 3, 5)),
+        ((2, 7, 8), nn.Conv2d(4, 3, (3, 5), 1, (1, 2))),
     ],
 )
 def test_a_convs_input_gradient_reaches_the_conv_before_it(seed, shape, middle):

@@ -371,64 +371,91 @@ def _weight_grad(work: F32P, dy_cm: F32P, gw: F32P, n: Int, d: ConvDims, pool: I
 
 @always_inline
 def _corr_block[NB: Int](src: F32P, n_src: Int, plane: Int, wgt: F32P, w_src: Int, w_t: Int,
-                         grid: F32P, cs: Int, q: Int, wp: Int, kh: Int, kw: Int, flip: Bool,
-                         accumulate: Bool):
-    """NB output channels at 2·W consecutive points q.. of their grids (cs floats apart): each
-    lane one chain over (source channel, kernel row, kernel column) ascending, from +0.0 or
-    from the grid's value. Source s's plane (row stride wp) is read at q + i·wp + j, or at
-    q + (kh-1-i)·wp + (kw-1-j) when `flip`; output t's weight is wgt[s·w_src + t·w_t + i·kw
-    + j]."""
+                         grid: F32P, cs: Int, q0: Int, q1: Int, g0: Int, g1: Int, wp: Int,
+                         kh: Int, kw: Int, flip: Bool, accumulate: Bool):
+    """NB output channels at two vectors of W points of their grids (cs floats apart), at grid
+    offsets g0 and g1, reading the source planes from offsets q0 and q1: each lane one chain
+    over (source channel, kernel row, kernel column) ascending, from +0.0 or from the grid's
+    value. Source s's plane (row stride wp) is read at q + i·wp + j, or at q + (kh-1-i)·wp +
+    (kw-1-j) when `flip`; output t's weight is wgt[s·w_src + t·w_t + i·kw + j]."""
     comptime T = _pow2_at_least(2 * NB * W)  # SIMD lengths are powers of two
     var acc = SIMD[DType.float32, T](0.0)
     if accumulate:
         comptime for t in range(NB):
-            comptime for v in range(2):
-                acc = acc.insert[offset=(2 * t + v) * W](
-                    grid.unsafe_load[width=W](t * cs + q + v * W))
+            acc = acc.insert[offset=2 * t * W](grid.unsafe_load[width=W](t * cs + g0))
+            acc = acc.insert[offset=(2 * t + 1) * W](grid.unsafe_load[width=W](t * cs + g1))
+    var second = q1 - q0
     for s in range(n_src):
-        var base = src.unsafe_offset(s * plane + q)
+        var base = src.unsafe_offset(s * plane + q0)
         var ws = wgt.unsafe_offset(s * w_src)
         for i in range(kh):
             for j in range(kw):
                 var at = (kh - 1 - i) * wp + (kw - 1 - j) if flip else i * wp + j
                 var a0 = base.unsafe_load[width=W](at)
-                var a1 = base.unsafe_load[width=W](at + W)
+                var a1 = base.unsafe_load[width=W](at + second)
                 comptime for t in range(NB):
                     var wv = SIMD[DType.float32, W](ws[unsafe_offset=t * w_t + i * kw + j])
                     comptime o0 = 2 * t * W
                     acc = acc.insert[offset=o0](fma(a0, wv, acc.slice[W, offset=o0]()))
                     acc = acc.insert[offset=o0 + W](fma(a1, wv, acc.slice[W, offset=o0 + W]()))
     comptime for t in range(NB):
-        comptime for v in range(2):
-            grid.unsafe_offset(t * cs + q + v * W).unsafe_store(
-                acc.slice[W, offset=(2 * t + v) * W]())
+        grid.unsafe_offset(t * cs + g0).unsafe_store(acc.slice[W, offset=2 * t * W]())
+        grid.unsafe_offset(t * cs + g1).unsafe_store(acc.slice[W, offset=(2 * t + 1) * W]())
+
+
+def _grid_stride(rows: Int, width: Int, wp: Int) -> Int:
+    """The grid's row stride for `rows` output rows of `width` points read from planes of row
+    stride wp: wp (the extended rows flattened: wp - width extra points a row, into whole
+    vector pairs), or width in whole vectors where that computes fewer points (LeNet-5's
+    second conv's dX: 14 rows of 16, 224 points, not 14 x 18 = 252 in 256)."""
+    var flat = (rows * wp + 2 * W - 1) // (2 * W) * (2 * W)
+    var gs = (width + W - 1) // W * W
+    return gs if rows * gs < flat else wp
+
+
+def _grid_floats(rows: Int, gs: Int) -> Int:
+    """A channel's grid points (`_grid_stride`'s rows of gs), in whole vector pairs."""
+    return (rows * gs + 2 * W - 1) // (2 * W) * (2 * W)
 
 
 def _correlate(src: F32P, n_src: Int, plane: Int, wgt: F32P, w_src: Int, w_t: Int, grid: F32P,
-               cs: Int, n_out: Int, ext: Int, wp: Int, kh: Int, kw: Int, flip: Bool,
+               cs: Int, n_out: Int, ext: Int, wp: Int, gs: Int, kh: Int, kw: Int, flip: Bool,
                accumulate: Bool):
-    """`_corr_block` over every point of the grids (ext of them, in vector pairs) and every
-    output channel, in register blocks of 6, 4, 2 and 1 channels."""
-    var q = 0
-    while q < ext:
+    """`_corr_block` over the grids' first ext points (in vector pairs) and every output
+    channel, in register blocks of 6, 4, 2 and 1 channels. Grid point u·gs + v reads the
+    planes at u·wp + v (gs = wp: one offset for both)."""
+    var per_row = gs // W
+    var k = 0
+    while k * W < ext:
+        var g0 = k * W
+        var g1 = g0 + W
+        var q0 = g0
+        var q1 = g1
+        if gs != wp:  # rows of per_row vectors
+            q0 = (k // per_row) * wp + (k % per_row) * W
+            q1 = ((k + 1) // per_row) * wp + ((k + 1) % per_row) * W
         var t = 0
         while t + 6 <= n_out:
             _corr_block[6](src, n_src, plane, wgt.unsafe_offset(t * w_t), w_src, w_t,
-                           grid.unsafe_offset(t * cs), cs, q, wp, kh, kw, flip, accumulate)
+                           grid.unsafe_offset(t * cs), cs, q0, q1, g0, g1, wp, kh, kw, flip,
+                           accumulate)
             t += 6
         if t + 4 <= n_out:
             _corr_block[4](src, n_src, plane, wgt.unsafe_offset(t * w_t), w_src, w_t,
-                           grid.unsafe_offset(t * cs), cs, q, wp, kh, kw, flip, accumulate)
+                           grid.unsafe_offset(t * cs), cs, q0, q1, g0, g1, wp, kh, kw, flip,
+                           accumulate)
             t += 4
         if t + 2 <= n_out:
             _corr_block[2](src, n_src, plane, wgt.unsafe_offset(t * w_t), w_src, w_t,
-                           grid.unsafe_offset(t * cs), cs, q, wp, kh, kw, flip, accumulate)
+                           grid.unsafe_offset(t * cs), cs, q0, q1, g0, g1, wp, kh, kw, flip,
+                           accumulate)
             t += 2
         while t < n_out:
             _corr_block[1](src, n_src, plane, wgt.unsafe_offset(t * w_t), w_src, w_t,
-                           grid.unsafe_offset(t * cs), cs, q, wp, kh, kw, flip, accumulate)
+                           grid.unsafe_offset(t * cs), cs, q0, q1, g0, g1, wp, kh, kw, flip,
+                           accumulate)
             t += 1
-        q += 2 * W
+        k += 2
 
 
 def _pad_planes(src: F32P, dst: F32P, planes: Int, h: Int, w: Int, wp: Int, plane: Int,
@@ -579,14 +606,17 @@ def _lanes_store(tile: F32P, ocp: Int, n: Int, dst: F32P, pos: Int, oc: Int,
 def _forward_s1(x: F32P, y: F32P, wgt: F32P, p: F32P, b: Int, relu: Bool, rows: Int,
                 d: ConvDims):
     """The forward at stride 1 without im2col, the same chains: x zero-padded, output points
-    in vectors along the padded rows (each row's kw - 1 extra points computed and dropped)."""
+    in vectors along the padded rows (each row's kw - 1 extra points computed and dropped) or
+    along each output row (`_grid_stride`)."""
     var oh_all = d.oh()
     var ow_all = d.ow()
     var wp = d.w + 2 * d.pw
     var plane = (d.h + 2 * d.ph) * wp
-    var ext = oh_all * wp
-    var cs = (ext + 2 * W - 1) // (2 * W) * (2 * W)
-    var slack = 4 * W + d.kw  # vectors run past the last point and read past the last row
+    var gs = _grid_stride(oh_all, ow_all, wp)
+    var cs = _grid_floats(oh_all, gs)
+    # vectors run past the last point and read past the last row (a pair's second vector a
+    # row past the last one)
+    var slack = 4 * W + d.kw + wp
     var xp_list = List[Float32](length=d.c * plane + slack, fill=0)
     var xp = F32P(unsafe_from_address=Int(xp_list.unsafe_ptr()))
     var grid_list = List[Float32](length=d.oc * cs + slack, fill=0)
@@ -596,12 +626,12 @@ def _forward_s1(x: F32P, y: F32P, wgt: F32P, p: F32P, b: Int, relu: Bool, rows: 
     for r in range(rows):
         _pad_planes(x.unsafe_offset(r * d.c * d.h * d.w), xp, d.c, d.h, d.w, wp, plane, d.ph,
                     d.pw)
-        _correlate(xp, d.c, plane, wgt, taps, d.c * taps, grid, cs, d.oc, ext, wp, d.kh, d.kw,
-                   False, False)
+        _correlate(xp, d.c, plane, wgt, taps, d.c * taps, grid, cs, d.oc, oh_all * gs, wp, gs,
+                   d.kh, d.kw, False, False)
         for o in range(d.oc):
             var bias = p[unsafe_offset=b + o] if b >= 0 else Float32(0.0)
             for oh in range(oh_all):
-                var src = grid.unsafe_offset(o * cs + oh * wp)
+                var src = grid.unsafe_offset(o * cs + oh * gs)
                 var dst = y.unsafe_offset((r * d.oc + o) * pos + oh * ow_all)
                 var k = 0
                 while k + W <= ow_all:
@@ -775,12 +805,13 @@ def _input_grad_s1(dy: F32P, wgt: F32P, dx: F32P, rows: Int, d: ConvDims, accumu
     (w + kw - 1) planes, so that input point (ih, iw) reads tap (kh, kw) of channel oc at
     plane point (ih + kh-1 - kh', iw + kw-1 - kw'); a padded point is a product with +0.0
     (the same bits as skipping it). Points run in vectors along each row of the padded width
-    (the extended grid; its kw - 1 extra points a row are computed and dropped)."""
+    (the extended grid; its kw - 1 extra points a row are computed and dropped), or along
+    each row (`_grid_stride`)."""
     var wp = d.w + d.kw - 1
     var plane = (d.h + d.kh - 1) * wp
-    var ext = d.h * wp
-    var cs = (ext + 2 * W - 1) // (2 * W) * (2 * W)  # a channel's points, whole vector pairs
-    var slack = 4 * W + d.kw  # vectors run past the last point and read past the last row
+    var gs = _grid_stride(d.h, d.w, wp)
+    var cs = _grid_floats(d.h, gs)
+    var slack = 4 * W + d.kw + wp  # as `_forward_s1`'s
     var dyp_list = List[Float32](length=d.oc * plane + slack, fill=0)
     var dyp = F32P(unsafe_from_address=Int(dyp_list.unsafe_ptr()))
     var grid_list = List[Float32](length=d.c * cs + slack, fill=0)
@@ -797,12 +828,12 @@ def _input_grad_s1(dy: F32P, wgt: F32P, dx: F32P, rows: Int, d: ConvDims, accumu
             for ic in range(d.c):
                 for ih in range(d.h):
                     _copy(dxr.unsafe_offset(ic * hw + ih * d.w),
-                          grid.unsafe_offset(ic * cs + ih * wp), d.w)
-        _correlate(dyp, d.oc, plane, wgt, d.c * taps, taps, grid, cs, d.c, ext, wp, d.kh, d.kw,
-                   True, accumulate)
+                          grid.unsafe_offset(ic * cs + ih * gs), d.w)
+        _correlate(dyp, d.oc, plane, wgt, d.c * taps, taps, grid, cs, d.c, d.h * gs, wp, gs,
+                   d.kh, d.kw, True, accumulate)
         for ic in range(d.c):
             for ih in range(d.h):
-                _copy(grid.unsafe_offset(ic * cs + ih * wp), dxr.unsafe_offset(ic * hw + ih * d.w),
+                _copy(grid.unsafe_offset(ic * cs + ih * gs), dxr.unsafe_offset(ic * hw + ih * d.w),
                       d.w)
     _ = dyp_list^
     _ = grid_list^
