@@ -268,6 +268,16 @@ def _weight_grad_part(ctx: Int, part: Int, parts: Int):
 
 
 @always_inline
+def _finish[V: Int](src: F32P, dst: F32P, k: Int, bias: Float32, has_bias: Bool, relu: Bool):
+    """dst[k:k+V] = the epilogue of src[k:k+V]: after the chain, the bias in one rounded add
+    (Linear's), then the fused ReLU."""
+    var z = src.unsafe_load[width=V](k)
+    if has_bias:
+        z = z + bias
+    dst.unsafe_offset(k).unsafe_store(_epilogue[V](z, relu))
+
+
+@always_inline
 def _epilogue[V: Int](z: SIMD[DType.float32, V], relu: Bool) -> SIMD[DType.float32, V]:
     """A fused ReLU's `z > 0 ? z : +0.0` (the GEMM epilogue's), or z."""
     return z.gt(0).select(z, SIMD[DType.float32, V](0.0)) if relu else z
@@ -635,16 +645,18 @@ def _forward_s1(x: F32P, y: F32P, wgt: F32P, p: F32P, b: Int, relu: Bool, rows: 
                 var dst = y.unsafe_offset((r * d.oc + o) * pos + oh * ow_all)
                 var k = 0
                 while k + W <= ow_all:
-                    var z = src.unsafe_load[width=W](k)
-                    if b >= 0:  # after the chain, one rounded add: Linear's
-                        z = z + bias
-                    dst.unsafe_offset(k).unsafe_store(_epilogue[W](z, relu))
+                    _finish[W](src, dst, k, bias, b >= 0, relu)
                     k += W
+                # rows of 28 (LeNet's) are mostly tail: narrower vectors before single floats
+                comptime if W > 8:
+                    if k + 8 <= ow_all:
+                        _finish[8](src, dst, k, bias, b >= 0, relu)
+                        k += 8
+                if k + 4 <= ow_all:
+                    _finish[4](src, dst, k, bias, b >= 0, relu)
+                    k += 4
                 while k < ow_all:
-                    var z = src[unsafe_offset=k]
-                    if b >= 0:
-                        z = z + bias
-                    dst[unsafe_offset=k] = _epilogue[1](z, relu)[0]
+                    _finish[1](src, dst, k, bias, b >= 0, relu)
                     k += 1
     _ = xp_list^
     _ = grid_list^
