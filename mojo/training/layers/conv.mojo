@@ -343,7 +343,8 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
     if d.sh == 1 and d.sw == 1:
         # dW's chains run over the examples: its inputs are laid out by examples first (in
         # the private tensors, unused at stride 1), then the parts share out blocks of taps
-        var call = _Call(Int(x), Int(grads.unsafe_offset(w_at)), Int(dy), Int(work), Int(mid),
+        var xp_all = x if d.ph == 0 and d.pw == 0 else work  # x is its own padded planes
+        var call = _Call(Int(x), Int(grads.unsafe_offset(w_at)), Int(dy), Int(xp_all), Int(mid),
                          False, False, rows, d)
         _split_rows(pool, _dw_inputs_part, call, n_out * 4)
         var blocks = (d.taps() + DW_TAPS - 1) // DW_TAPS
@@ -466,6 +467,20 @@ def _correlate(src: F32P, n_src: Int, plane: Int, wgt: F32P, w_src: Int, w_t: In
                            accumulate)
             t += 1
         k += 2
+
+
+def _zero_border(dst: F32P, planes: Int, h: Int, wp: Int, plane: Int, top: Int, left: Int):
+    """+0.0 around each plane's h rows at row top, column left (row stride wp): what
+    `_pad_planes` leaves as it is (the planes' buffer holds other data between steps)."""
+    var hp = plane // wp
+    var w = wp - 2 * left
+    for c in range(planes):
+        var p = dst.unsafe_offset(c * plane)
+        _zero(p, top * wp)
+        _zero(p.unsafe_offset((top + h) * wp), (hp - top - h) * wp)
+        for u in range(top, top + h):
+            _zero(p.unsafe_offset(u * wp), left)
+            _zero(p.unsafe_offset(u * wp + left + w), wp - left - w)
 
 
 def _pad_planes(src: F32P, dst: F32P, planes: Int, h: Int, w: Int, wp: Int, plane: Int,
@@ -768,17 +783,18 @@ def _weight_grad_s1(xp_all: F32P, dyt_all: F32P, gw: F32P, gb: F32P, rows: Int, 
 def _dw_inputs(x: F32P, dy: F32P, xp_all: F32P, dyt_all: F32P, first: Int, last: Int,
                d: ConvDims):
     """For examples first..: x zero-padded (c planes of (h + 2ph) × (w + 2pw)) into xp_all
-    and dY channel-last (pos rows of the channels, zero to whole DW_LANES vectors) into
-    dyt_all, once for every part of dW."""
+    (unless xp_all is x: no padding) and dY channel-last (pos rows of the channels, zero to
+    whole DW_LANES vectors) into dyt_all, once for every part of dW."""
     var pos = d.positions()
     var wp = d.w + 2 * d.pw
     var plane = (d.h + 2 * d.ph) * wp
     var ocp = (d.oc + DW_LANES - 1) // DW_LANES * DW_LANES
     for r in range(first, last):
-        var xp = xp_all.unsafe_offset(r * d.c * plane)
-        _zero(xp, d.c * plane)
-        _pad_planes(x.unsafe_offset(r * d.c * d.h * d.w), xp, d.c, d.h, d.w, wp, plane, d.ph,
-                    d.pw)
+        if xp_all != x:  # (without padding, dW reads x itself)
+            var xp = xp_all.unsafe_offset(r * d.c * plane)
+            _zero_border(xp, d.c, d.h, wp, plane, d.ph, d.pw)
+            _pad_planes(x.unsafe_offset(r * d.c * d.h * d.w), xp, d.c, d.h, d.w, wp, plane,
+                        d.ph, d.pw)
         var dyr = dy.unsafe_offset(r * d.oc * pos)
         var dyt = dyt_all.unsafe_offset(r * pos * ocp)
         var k = 0
