@@ -242,7 +242,7 @@ def _erf_block[G: Int](x: F32P, y: F32P, c: F32P, i: Int, at: I64P, zs: F32P, mu
 
 def _gelu_full(x: F32P, y: F32P, c: F32P, at: I64P, zs: F32P, n: Int):
     """y and c of the first n queued elements (`at`; zs: their x·SQRT1_2) by erf32 itself,
-    in one vector (the lanes past n are finite leftovers)."""
+    in one vector (the lanes past n hold leftovers: computed, never stored)."""
     if n == 0:
         return
     var tmp = zs.unsafe_offset(4 * W)
