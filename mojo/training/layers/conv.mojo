@@ -261,10 +261,12 @@ def _dw_inputs_part(ctx: Int, part: Int, parts: Int):
 
 def _weight_grad_part(ctx: Int, part: Int, parts: Int):
     var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
-    var blocks = part_range((c.d.taps() + DW_TAPS - 1) // DW_TAPS, part, parts)
+    var units = _dw_units(c.d)  # taps in parts of whole units but the last
+    var u = part_range(units, part, parts)
+    var taps = c.d.taps()
     _weight_grad_s1(F32P(unsafe_from_address=c.p), F32P(unsafe_from_address=c.b),
                     F32P(unsafe_from_address=c.dst), F32P(unsafe_from_address=c.src), c.rows,
-                    c.d, blocks[0], blocks[1])
+                    c.d, taps * u[0] // units, taps * u[1] // units)
 
 
 @always_inline
@@ -347,11 +349,10 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
         var call = _Call(Int(x), Int(grads.unsafe_offset(w_at)), Int(dy), Int(xp_all), Int(mid),
                          False, False, rows, d)
         _split_rows(pool, _dw_inputs_part, call, n_out * 4)
-        var blocks = (d.taps() + DW_TAPS - 1) // DW_TAPS
-        # src: the bias gradient, which the part with the first block of taps sums as it goes
+        # src: the bias gradient, which the part with tap 0 sums as it goes
         var dw = _Call(Int(grads.unsafe_offset(b)) if b >= 0 else 0, call.dst, 0, call.p,
                        call.b, False, False, rows, d)
-        _split(pool, _weight_grad_part, dw, parts_for(pool, blocks, macs))
+        _split(pool, _weight_grad_part, dw, parts_for(pool, _dw_units(d), macs))
     else:
         _channel_major(dy, dy_cm, rows, d.oc, pos, True)
         _weight_grad(work, dy_cm, grads.unsafe_offset(w_at), rows * pos, d, pool)
@@ -383,12 +384,13 @@ def _weight_grad(work: F32P, dy_cm: F32P, gw: F32P, n: Int, d: ConvDims, pool: I
 @always_inline
 def _corr_block[NB: Int](src: F32P, n_src: Int, plane: Int, wgt: F32P, w_src: Int, w_t: Int,
                          grid: F32P, cs: Int, q0: Int, q1: Int, g0: Int, g1: Int, wp: Int,
-                         kh: Int, kw: Int, flip: Bool, accumulate: Bool):
+                         kh: Int, kw: Int, i0: Int, i1: Int, flip: Bool, accumulate: Bool):
     """NB output channels at two vectors of W points of their grids (cs floats apart), at grid
     offsets g0 and g1, reading the source planes from offsets q0 and q1: each lane one chain
     over (source channel, kernel row, kernel column) ascending, from +0.0 or from the grid's
-    value. Source s's plane (row stride wp) is read at q + i·wp + j, or at q + (kh-1-i)·wp +
-    (kw-1-j) when `flip`; output t's weight is wgt[s·w_src + t·w_t + i·kw + j]."""
+    value, kernel rows [i0, i1) only (the others read padding rows: products with +0.0).
+    Source s's plane (row stride wp) is read at q + i·wp + j, or at q + (kh-1-i)·wp + (kw-1-j)
+    when `flip`; output t's weight is wgt[s·w_src + t·w_t + i·kw + j]."""
     comptime T = _pow2_at_least(2 * NB * W)  # SIMD lengths are powers of two
     var acc = SIMD[DType.float32, T](0.0)
     if accumulate:
@@ -399,7 +401,7 @@ def _corr_block[NB: Int](src: F32P, n_src: Int, plane: Int, wgt: F32P, w_src: In
     for s in range(n_src):
         var base = src.unsafe_offset(s * plane + q0)
         var ws = wgt.unsafe_offset(s * w_src)
-        for i in range(kh):
+        for i in range(i0, i1):
             for j in range(kw):
                 var at = (kh - 1 - i) * wp + (kw - 1 - j) if flip else i * wp + j
                 var a0 = base.unsafe_load[width=W](at)
@@ -430,11 +432,13 @@ def _grid_floats(rows: Int, gs: Int) -> Int:
 
 
 def _correlate(src: F32P, n_src: Int, plane: Int, wgt: F32P, w_src: Int, w_t: Int, grid: F32P,
-               cs: Int, n_out: Int, ext: Int, wp: Int, gs: Int, kh: Int, kw: Int, flip: Bool,
-               accumulate: Bool):
+               cs: Int, n_out: Int, ext: Int, wp: Int, gs: Int, kh: Int, kw: Int, r_lo: Int,
+               r_hi: Int, flip: Bool, accumulate: Bool):
     """`_corr_block` over the grids' first ext points (in vector pairs) and every output
     channel, in register blocks of 6, 4, 2 and 1 channels. Grid point u·gs + v reads the
-    planes at u·wp + v (gs = wp: one offset for both)."""
+    planes at u·wp + v (gs = wp: one offset for both). Plane rows outside [r_lo, r_hi) are
+    padding (zeros): a pair's kernel rows that read only those are skipped, the same bits
+    (ARITHMETIC.md, Conv2d), and LeNet-5's second conv's dX computes 27 of 35 rows of taps."""
     var per_row = gs // W
     var k = 0
     while k * W < ext:
@@ -442,29 +446,38 @@ def _correlate(src: F32P, n_src: Int, plane: Int, wgt: F32P, w_src: Int, w_t: In
         var g1 = g0 + W
         var q0 = g0
         var q1 = g1
+        var u_lo = g0 // wp  # the output rows of the pair's first and last points
+        var u_hi = (g0 + 2 * W - 1) // wp
         if gs != wp:  # rows of per_row vectors
             q0 = (k // per_row) * wp + (k % per_row) * W
             q1 = ((k + 1) // per_row) * wp + ((k + 1) % per_row) * W
+            u_lo = k // per_row
+            u_hi = (k + 1) // per_row
+        # kernel row i reads plane row u + i (u + kh-1-i when flipped)
+        var lo = max(0, r_lo - u_hi)
+        var hi = min(kh, r_hi - u_lo)
+        var i0 = kh - hi if flip else lo
+        var i1 = kh - lo if flip else hi
         var t = 0
         while t + 6 <= n_out:
             _corr_block[6](src, n_src, plane, wgt.unsafe_offset(t * w_t), w_src, w_t,
-                           grid.unsafe_offset(t * cs), cs, q0, q1, g0, g1, wp, kh, kw, flip,
-                           accumulate)
+                           grid.unsafe_offset(t * cs), cs, q0, q1, g0, g1, wp, kh, kw, i0, i1,
+                           flip, accumulate)
             t += 6
         if t + 4 <= n_out:
             _corr_block[4](src, n_src, plane, wgt.unsafe_offset(t * w_t), w_src, w_t,
-                           grid.unsafe_offset(t * cs), cs, q0, q1, g0, g1, wp, kh, kw, flip,
-                           accumulate)
+                           grid.unsafe_offset(t * cs), cs, q0, q1, g0, g1, wp, kh, kw, i0, i1,
+                           flip, accumulate)
             t += 4
         if t + 2 <= n_out:
             _corr_block[2](src, n_src, plane, wgt.unsafe_offset(t * w_t), w_src, w_t,
-                           grid.unsafe_offset(t * cs), cs, q0, q1, g0, g1, wp, kh, kw, flip,
-                           accumulate)
+                           grid.unsafe_offset(t * cs), cs, q0, q1, g0, g1, wp, kh, kw, i0, i1,
+                           flip, accumulate)
             t += 2
         while t < n_out:
             _corr_block[1](src, n_src, plane, wgt.unsafe_offset(t * w_t), w_src, w_t,
-                           grid.unsafe_offset(t * cs), cs, q0, q1, g0, g1, wp, kh, kw, flip,
-                           accumulate)
+                           grid.unsafe_offset(t * cs), cs, q0, q1, g0, g1, wp, kh, kw, i0, i1,
+                           flip, accumulate)
             t += 1
         k += 2
 
@@ -652,7 +665,7 @@ def _forward_s1(x: F32P, y: F32P, wgt: F32P, p: F32P, b: Int, relu: Bool, rows: 
         _pad_planes(x.unsafe_offset(r * d.c * d.h * d.w), xp, d.c, d.h, d.w, wp, plane, d.ph,
                     d.pw)
         _correlate(xp, d.c, plane, wgt, taps, d.c * taps, grid, cs, d.oc, oh_all * gs, wp, gs,
-                   d.kh, d.kw, False, False)
+                   d.kh, d.kw, d.ph, d.ph + d.h, False, False)
         for o in range(d.oc):
             var bias = p[unsafe_offset=b + o] if b >= 0 else Float32(0.0)
             for oh in range(oh_all):
@@ -678,19 +691,22 @@ def _forward_s1(x: F32P, y: F32P, wgt: F32P, p: F32P, b: Int, relu: Bool, rows: 
 
 
 comptime DW_LANES = 8  # output channels a vector (a channel-last dY row, zero padded)
-comptime DW_TAPS = 8  # (ic, kh, kw) taps a register block
+# The most taps a register block: G·NV accumulators, NV dY vectors and a broadcast fit the
+# registers (16 of them in x86-64-v3 at NV 1). Taps split into near-equal blocks of at most
+# that, so none is padding (LeNet-5's first conv: 25 taps in 12 + 13, not 4 blocks of 8).
+comptime DW_TAPS_1 = 13
+comptime DW_TAPS_2 = 8
 
 
 @always_inline
-def _dw_block[NV: Int, BIAS: Bool = False](xp: F32P, dyt: F32P, dwt: F32P, offs: I64P, t0: Int,
+def _dw_block[NV: Int, G: Int, BIAS: Bool](xp: F32P, dyt: F32P, dwt: F32P, offs: I64P, t0: Int,
                                            oc0: Int, ocp: Int, oh_all: Int, ow_all: Int,
                                            wp: Int, dbt: F32P):
-    """Weights of taps t0.. (DW_TAPS of them) × output channels oc0.. (NV vectors): each lane
-    one chain over this example's (oh, ow) ascending, continued from dwt (channel-last); with
-    BIAS the bias chains too, continued from dbt (the dY rows summed in the same loop, where
-    the fmas hide their adds' latency: on their own, one chain of rows·oh·ow adds a lane)."""
+    """Weights of taps t0..t0+G × output channels oc0.. (NV vectors): each lane one chain over
+    this example's (oh, ow) ascending, continued from dwt (channel-last); with BIAS the bias
+    chains too, continued from dbt (the dY rows summed in the same loop, where the fmas hide
+    their adds' latency: on their own, one chain of rows·oh·ow adds a lane)."""
     comptime V = DW_LANES
-    comptime G = DW_TAPS
     # One 8-lane register per accumulator: slices of one long SIMD value were lowered as
     # halves of 16-lane registers in the x86-64-v4 build, an insert and an extract per fma.
     var acc = StaticTuple[SIMD[DType.float32, V], G * NV](fill=SIMD[DType.float32, V](0.0))
@@ -722,32 +738,54 @@ def _dw_block[NV: Int, BIAS: Bool = False](xp: F32P, dyt: F32P, dwt: F32P, offs:
             dbt.unsafe_offset(oc0 + v * V).unsafe_store(bacc[v])
 
 
+def _dw_taps[NV: Int, GMAX: Int](xp: F32P, dyt: F32P, dwt: F32P, offs: I64P, t_begin: Int,
+                                 t_end: Int, oc0: Int, ocp: Int, oh_all: Int, ow_all: Int,
+                                 wp: Int, dbt: F32P, bias: Bool):
+    """`_dw_block` over taps [t_begin, t_end) in near-equal blocks of at most GMAX; the block
+    at tap 0 carries the bias chains when `bias`."""
+    var n = t_end - t_begin
+    var blocks = (n + GMAX - 1) // GMAX
+    for blk in range(blocks):
+        var r = part_range(n, blk, blocks)
+        var t0 = t_begin + r[0]
+        var g = r[1] - r[0]
+        comptime for G in range(1, GMAX + 1):
+            if g == G:
+                if bias and t0 == 0:
+                    _dw_block[NV, G, True](xp, dyt, dwt, offs, t0, oc0, ocp, oh_all, ow_all,
+                                           wp, dbt)
+                else:
+                    _dw_block[NV, G, False](xp, dyt, dwt, offs, t0, oc0, ocp, oh_all, ow_all,
+                                            wp, dbt)
+
+
+def _dw_units(d: ConvDims) -> Int:
+    """What `_weight_grad_part` shares out: taps, in units of a small block (6)."""
+    return max(1, d.taps() // 6)
+
+
 @no_inline
 def _weight_grad_s1(xp_all: F32P, dyt_all: F32P, gw: F32P, gb: F32P, rows: Int, d: ConvDims,
-                    blk0: Int, blk1: Int):
+                    t_begin: Int, t_end: Int):
     """dW at stride 1 without im2col, the same chains (over (b, oh, ow) ascending, from +0.0):
     lanes are output channels (dY channel-last, zero padded to whole vectors: `dyt_all`), a
     block of taps shares each dY row; x zero-padded as the forward reads it (`xp_all`), both
-    laid out by `_dw_inputs`. Only the taps of blocks [blk0, blk1) (DW_TAPS each) are computed
-    and written; the part with block 0 writes the bias gradient into gb too (unless it is
-    null): lanes' chains over the same rows, (b, oh, ow) ascending from +0.0."""
+    laid out by `_dw_inputs`. Only taps [t_begin, t_end) are computed and written; the part
+    with tap 0 writes the bias gradient into gb too (unless it is null): lanes' chains over
+    the same rows, (b, oh, ow) ascending from +0.0."""
     comptime V = DW_LANES
-    comptime G = DW_TAPS
     var oh_all = d.oh()
     var ow_all = d.ow()
     var pos = oh_all * ow_all
     var wp = d.w + 2 * d.pw
     var plane = (d.h + 2 * d.ph) * wp
-    var taps = d.c * d.kh * d.kw
-    var blocks = (taps + G - 1) // G
+    var taps = d.taps()
     var ocp = (d.oc + V - 1) // V * V
-    var dwt_list = List[Float32](length=(blocks * G + 1) * ocp, fill=0)  # chains, channel-last
+    var dwt_list = List[Float32](length=(taps + 1) * ocp, fill=0)  # chains, channel-last
     var dwt = F32P(unsafe_from_address=Int(dwt_list.unsafe_ptr()))
-    var dbt = dwt.unsafe_offset(blocks * G * ocp)  # the bias chains
-    var bias = blk0 == 0 and Int(gb) != 0
-    # each tap's offset in the padded planes; taps past the last read offset 0 into rows of
-    # dwt that are dropped
-    var offs_list = List[Int64](length=blocks * G, fill=0)
+    var dbt = dwt.unsafe_offset(taps * ocp)  # the bias chains
+    var bias = t_begin == 0 and Int(gb) != 0
+    var offs_list = List[Int64](length=taps, fill=0)  # each tap's offset in the padded planes
     var offs = I64P(unsafe_from_address=Int(offs_list.unsafe_ptr()))
     for ic in range(d.c):
         for i in range(d.kh):
@@ -756,23 +794,16 @@ def _weight_grad_s1(xp_all: F32P, dyt_all: F32P, gw: F32P, gb: F32P, rows: Int, 
     for r in range(rows):
         var xp = xp_all.unsafe_offset(r * d.c * plane)
         var dyt = dyt_all.unsafe_offset(r * pos * ocp)
-        for blk in range(blk0, blk1):
-            var oc0 = 0
-            while oc0 + 2 * V <= ocp:
-                if bias and blk == 0:
-                    _dw_block[2, True](xp, dyt, dwt, offs, 0, oc0, ocp, oh_all, ow_all, wp, dbt)
-                else:
-                    _dw_block[2](xp, dyt, dwt, offs, blk * G, oc0, ocp, oh_all, ow_all, wp,
-                                 dbt)
-                oc0 += 2 * V
-            if oc0 < ocp:
-                if bias and blk == 0:
-                    _dw_block[1, True](xp, dyt, dwt, offs, 0, oc0, ocp, oh_all, ow_all, wp, dbt)
-                else:
-                    _dw_block[1](xp, dyt, dwt, offs, blk * G, oc0, ocp, oh_all, ow_all, wp,
-                                 dbt)
+        var oc0 = 0
+        while oc0 + 2 * V <= ocp:
+            _dw_taps[2, DW_TAPS_2](xp, dyt, dwt, offs, t_begin, t_end, oc0, ocp, oh_all, ow_all,
+                                   wp, dbt, bias)
+            oc0 += 2 * V
+        if oc0 < ocp:
+            _dw_taps[1, DW_TAPS_1](xp, dyt, dwt, offs, t_begin, t_end, oc0, ocp, oh_all, ow_all,
+                                   wp, dbt, bias)
     for o in range(d.oc):
-        for t in range(blk0 * G, min(taps, blk1 * G)):
+        for t in range(t_begin, t_end):
             gw[unsafe_offset=o * taps + t] = dwt[unsafe_offset=t * ocp + o]
         if bias:
             gb[unsafe_offset=o] = dbt[unsafe_offset=o]
@@ -858,7 +889,7 @@ def _input_grad_s1(dy: F32P, wgt: F32P, dx: F32P, rows: Int, d: ConvDims, accumu
                     _copy(dxr.unsafe_offset(ic * hw + ih * d.w),
                           grid.unsafe_offset(ic * cs + ih * gs), d.w)
         _correlate(dyp, d.oc, plane, wgt, d.c * taps, taps, grid, cs, d.c, d.h * gs, wp, gs,
-                   d.kh, d.kw, True, accumulate)
+                   d.kh, d.kw, d.kh - 1 - d.ph, d.kh - 1 - d.ph + d.oh(), True, accumulate)
         for ic in range(d.c):
             for ih in range(d.h):
                 _copy(grid.unsafe_offset(ic * cs + ih * gs), dxr.unsafe_offset(ic * hw + ih * d.w),
