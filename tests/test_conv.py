@@ -255,7 +255,8 @@ def test_conv_init_draws_torchs_bound_from_the_seeded_generator():
         (3, pack(1, 40, 40), "src"),  # an image larger than the arena holds
         (4, pack(4, 9, 3), "bad image sizes"),  # kernel taller than the padded input
         (5, pack(0, 1), "bad image sizes"),  # stride 0
-        (5, pack(1, 1, 2), "bad fused ReLU flag"),
+        (5, pack(1, 1, 3), "bad fused ReLU flag"),
+        (5, pack(1, 1, 2), "without the masking MaxPool2d"),  # no pool after it
         (7, 10**6, "weight"),  # outside the flat buffer
         (7, 0 | (10**6 << 32), "bias"),
         (8, 10**9, "work"),
@@ -276,11 +277,43 @@ def test_the_binding_refuses_a_bad_conv_record(word, value, msg):
 
 
 def test_a_conv_followed_by_a_relu_is_one_op():
-    """As a Linear's: the ReLU is the conv's epilogue (the same bits: the tests above)."""
+    """As a Linear's: the ReLU is the conv's epilogue (the same bits: the tests above); with a
+    MaxPool2d after it, the pool masks the gradient (ReLU flag 2, the pool's word 6)."""
     model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.MaxPool2d(2), nn.ReLU(), nn.Flatten())
     ops = Program(ModelSpec(model, (1, 6, 6), "mse"), 1).ops
     assert [op[0] for op in ops] == [OP_CONV2D, OP_MAXPOOL2D, 2]  # OP_RELU after the pool
-    assert ops[0][5] == pack(1, 1, 1)
+    assert ops[0][5] == pack(1, 1, 2) and ops[1][6] == 1
+    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.AvgPool2d(2), nn.MaxPool2d(1))
+    ops = Program(ModelSpec(model, (1, 6, 6), "mse"), 1).ops
+    assert ops[0][5] == pack(1, 1, 1) and ops[1][6] == 0 and ops[2][6] == 0
+
+
+@identical
+@pytest.mark.parametrize("pool", [(2, None), (3, 2), (3, 1), ((2, 3), (1, 2))])
+def test_a_max_pool_after_a_fused_conv_relu_masks_its_gradient(seed, pool):
+    """The pool's backward masks by its input (the ReLU's output): windows whose maximum is
+    +0.0 give +0.0, as the conv's own mask did; odd images (a 2 x 2 pool leaves a row and a
+    column uncovered), overlapping windows, in a Residual too (the skip's gradient reaches the
+    conv's input, never the pool's masked one)."""
+    rng = random.Random(seed)
+    skip = [
+        nn.Conv2d(3, 3, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(3, 1),
+        nn.Conv2d(3, 3, 3, padding=2),
+    ]
+    for shape, body in (
+        ((2, 9, 11), [nn.Conv2d(2, 3, 3, padding=1), nn.ReLU(), nn.MaxPool2d(*pool)]),
+        ((3, 8, 8), [nn.Residual(*skip)]),  # its own pool, whatever the parameter
+    ):
+        front = ModelSpec(nn.Sequential(*body), shape, "mse")
+        model = nn.Sequential(*body, nn.Flatten(), nn.Linear(math.prod(front.output_shape), 3))
+        spec = ModelSpec(model, shape, "cross_entropy")
+        ops = Program(spec, 1).ops
+        assert [op[5] for op in ops if op[0] == OP_CONV2D][0] == pack(1, 1, 2)
+        rows = 2
+        x = [rng.choice([-1.0, -0.5, 0.0, 0.5]) for _ in range(rows * math.prod(shape))]
+        _check(spec, rng, rows, x)
 
 
 def test_the_binding_refuses_a_pool_window_past_its_image():
@@ -292,6 +325,19 @@ def test_the_binding_refuses_a_pool_window_past_its_image():
     program.words[9 + 4] = pack(5, 1)
     x, y = _data(random.Random(0), spec, 1)
     with pytest.raises(ValueError, match="bad image sizes"):
+        _step(spec, program, [v for t in spec.init(1) for v in t], x, y, 1)
+
+
+@pytest.mark.parametrize("value", [1, 2])
+def test_the_binding_refuses_a_pool_mask_without_its_conv(value):
+    """A masked MaxPool2d must follow a Conv2d with ReLU flag 2 and read its output."""
+    spec = ModelSpec(
+        nn.Sequential(nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4, 1)), (1, 4, 4), "mse"
+    )
+    program = Program(spec, 1)
+    program.words[9 + 6] = value
+    x, y = _data(random.Random(0), spec, 1)
+    with pytest.raises(ValueError, match="bad pool mask word"):
         _step(spec, program, [v for t in spec.init(1) for v in t], x, y, 1)
 
 

@@ -292,7 +292,8 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
         elif code == OP_MAXPOOL2D or code == OP_AVGPOOL2D:
             if need:
                 pool2d_backward(src, dy, dsrc, rows, pr.word(op, 3), pr.word(op, 4),
-                                pr.word(op, 5), code == OP_MAXPOOL2D, acc, pr.pool)
+                                pr.word(op, 5), code == OP_MAXPOOL2D, acc, pr.word(op, 6) != 0,
+                                pr.pool)
         elif code == OP_EMBEDDING:  # ids have no gradient
             embedding_backward(I32P(unsafe_from_address=Int(src)), dy,
                                grads.unsafe_offset(pr.word(op, 5)), rows * pr.word(op, 3),

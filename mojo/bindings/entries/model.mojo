@@ -78,7 +78,7 @@ def _check_image_op(E: StaticString, op: Int, r: I64P, arena: Int, total: Int) r
     var kw = unpack(k, 2) if conv else unpack(k, 1)
     var sh = unpack(Int(r[unsafe_offset=5]), 0)
     var sw = unpack(Int(r[unsafe_offset=5]), 1)
-    if unpack(Int(r[unsafe_offset=5]), 2) > (1 if conv else 0):  # a Conv2d's fused ReLU flag
+    if unpack(Int(r[unsafe_offset=5]), 2) > (2 if conv else 0):  # a Conv2d's fused ReLU flag
         raise Error("ValueError: ", E, ": program op ", op, ": bad fused ReLU flag")
     var ph = unpack(Int(r[unsafe_offset=6]), 0) if conv else 0
     var pw = unpack(Int(r[unsafe_offset=6]), 1) if conv else 0
@@ -178,12 +178,39 @@ def _check_program(E: StaticString, w: I64P, total: Int) raises -> Int:
                 _inside(E, "kept", op, Int(r[unsafe_offset=5]), a, arena)
         elif code == OP_CONV2D or code == OP_MAXPOOL2D or code == OP_AVGPOOL2D:
             _check_image_op(E, op, r, arena, total)
+            _check_pool_mask(E, w, op, ops)
         elif code == OP_EMBEDDING or code == OP_POSITION or code == OP_ATTENTION:
             _check_sequence_op(E, r, op, code, arena, total, inputs)
         else:
             raise Error("ValueError: ", E, ": program op ", op, ": op code ", code,
                         " is not one this binding runs")
     return arena
+
+
+def _check_pool_mask(E: StaticString, w: I64P, op: Int, ops: Int) raises:
+    """A Conv2d's ReLU flag 2 (its mask left to the MaxPool2d after it) and a MaxPool2d's
+    `masked` word come in pairs: the pool is the next op, reads the conv's output and masks;
+    either alone would skip the ReLU's mask or apply one that is not there."""
+    var r = w.unsafe_offset(HEADER + op * RECORD)
+    var code = Int(r[unsafe_offset=0])
+    var masked = Int(r[unsafe_offset=6])
+    if code == OP_CONV2D:
+        if unpack(Int(r[unsafe_offset=5]), 2) != 2:
+            return
+        var nxt = w.unsafe_offset(HEADER + (op + 1) * RECORD)
+        if (op + 1 >= ops or Int(nxt[unsafe_offset=0]) != OP_MAXPOOL2D
+                or Int(nxt[unsafe_offset=1]) != Int(r[unsafe_offset=2])
+                or Int(nxt[unsafe_offset=6]) != 1):
+            raise Error("ValueError: ", E, ": program op ", op, ": fused ReLU flag 2 without ",
+                        "the masking MaxPool2d after it")
+        return
+    if masked == 0:
+        return
+    var prev = w.unsafe_offset(HEADER + (op - 1) * RECORD)
+    if (code != OP_MAXPOOL2D or masked != 1 or op == 0 or Int(prev[unsafe_offset=0]) != OP_CONV2D
+            or unpack(Int(prev[unsafe_offset=5]), 2) != 2
+            or Int(prev[unsafe_offset=2]) != Int(r[unsafe_offset=1])):
+        raise Error("ValueError: ", E, ": program op ", op, ": bad pool mask word ", masked)
 
 
 def _check_sequence_op(E: StaticString, r: I64P, op: Int, code: Int, arena: Int, total: Int,

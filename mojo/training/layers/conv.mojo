@@ -27,7 +27,8 @@ forward's cols (kept for dW) and, on the gradient side, g; `mid`, the product in
 (C, B, H, W) order (the forward's, then dX's) and, on the gradient side, dY in that order.
 Program words: (C,H,W) (OC,KH,KW) (SH,SW,relu) (PH,PW), each packed 21 bits a size (`unpack`;
 relu 1: a ReLU after it is fused, as a Linear's: its output is the ReLU's, the backward masks
-dY by it first),
+dY by it first; relu 2: the same, but the MaxPool2d that alone reads the output has masked dY
+in its backward already, pool2d.mojo),
 the weight's offset | (bias offset + 1) << 32, and work | mid << 32 (per-example offsets).
 """
 from std.math import fma
@@ -338,7 +339,7 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
     var b = (params >> 32) - 1
     var pos = d.positions()
     var n_out = rows * d.oc * pos
-    if unpack(stride, 2) != 0:  # the fused ReLU: mask by its output, in place
+    if unpack(stride, 2) == 1:  # the fused ReLU: mask by its output, in place
         var mask = _Call(Int(dy), Int(y), 0, 0, 0, False, False, rows, d)
         _split_rows(pool, _relu_part, mask, n_out)
     var macs = rows * d.oc * pos * d.taps()

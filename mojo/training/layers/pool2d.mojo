@@ -13,7 +13,12 @@ value, or existing + value when `accumulate`.
 The common 2 × 2, stride-2 max pool has vector kernels (`_maxpool2x2`, lanes are windows) with
 the same bits; other windows run the scalar ones.
 
-Program words (program.py OP_MAXPOOL2D, OP_AVGPOOL2D): (C,H,W) (KH,KW) (SH,SW), packed.
+A max pool whose input is the output of a fused Conv2d + ReLU that nothing else reads
+(`masked`) applies that ReLU's backward mask too: an input's gradient is its value when the
+input is > 0, else +0.0 — the bits of masking afterwards, one pass over the planes instead of
+two (LeNet-5's first conv: 4.8 MB of planes a batch of 256).
+
+Program words (program.py OP_MAXPOOL2D, OP_AVGPOOL2D): (C,H,W) (KH,KW) (SH,SW) masked, packed.
 """
 from std.sys import simd_width_of
 
@@ -73,6 +78,7 @@ struct _Call(ImplicitlyCopyable):
     var d: PoolDims
     var is_max: Bool
     var accumulate: Bool
+    var masked: Bool
 
 
 comptime ELEMENT_WORK = 16  # a scalar window element against a GEMM's vector multiply-add
@@ -88,20 +94,22 @@ def maxpool2d_forward(x: F32P, y: F32P, rows: Int, image: Int, kernel: Int, stri
                       pool: Int):
     """The planes shared over `pool` (training/pool.mojo)."""
     var d = PoolDims.of(rows, image, kernel, stride)
-    _split(pool, _max_part, _Call(Int(x), Int(y), 0, d, True, False))
+    _split(pool, _max_part, _Call(Int(x), Int(y), 0, d, True, False, False))
 
 
 def avgpool2d_forward(x: F32P, y: F32P, rows: Int, image: Int, kernel: Int, stride: Int,
                       pool: Int):
     var d = PoolDims.of(rows, image, kernel, stride)
-    _split(pool, _avg_part, _Call(Int(x), Int(y), 0, d, False, False))
+    _split(pool, _avg_part, _Call(Int(x), Int(y), 0, d, False, False, False))
 
 
 def pool2d_backward(x: F32P, dy: F32P, dx: F32P, rows: Int, image: Int, kernel: Int,
-                    stride: Int, is_max: Bool, accumulate: Bool, pool: Int):
-    """dx of a MaxPool2d (`is_max`, its windows' maxima found again in x) or an AvgPool2d."""
+                    stride: Int, is_max: Bool, accumulate: Bool, masked: Bool, pool: Int):
+    """dx of a MaxPool2d (`is_max`, its windows' maxima found again in x) or an AvgPool2d;
+    `masked`: where x is not > 0, +0.0 (a max pool's, never accumulating)."""
     var d = PoolDims.of(rows, image, kernel, stride)
-    _split(pool, _backward_part, _Call(Int(x), Int(dy), Int(dx), d, is_max, accumulate))
+    _split(pool, _backward_part, _Call(Int(x), Int(dy), Int(dx), d, is_max, accumulate,
+                                       masked))
 
 
 def _max_part(ctx: Int, part: Int, parts: Int):
@@ -125,10 +133,12 @@ def _backward_part(ctx: Int, part: Int, parts: Int):
     var r = part_range(c.d.planes, part, parts)
     if c.is_max and _is_2x2(c.d):
         _maxpool2x2_backward(F32P(unsafe_from_address=c.x), F32P(unsafe_from_address=c.y),
-                             F32P(unsafe_from_address=c.dx), c.d, c.accumulate, r[0], r[1])
+                             F32P(unsafe_from_address=c.dx), c.d, c.accumulate, c.masked, r[0],
+                             r[1])
         return
     _backward(F32P(unsafe_from_address=c.x), F32P(unsafe_from_address=c.y),
-              F32P(unsafe_from_address=c.dx), c.d, c.is_max, c.accumulate, r[0], r[1])
+              F32P(unsafe_from_address=c.dx), c.d, c.is_max, c.accumulate, c.masked, r[0],
+              r[1])
 
 
 @always_inline
@@ -162,13 +172,16 @@ def _max2x2_row[V: Int](xp: F32P, yp: F32P, w: Int, oh: Int, ow: Int):
 
 @always_inline
 def _grad2x2[V: Int](xp: F32P, gp: F32P, dst: F32P, w: Int, oh: Int, ow: Int,
-                     accumulate: Bool):
+                     accumulate: Bool, masked: Bool):
     """The input gradient of outputs ow..ow+V of row oh (their windows' 4V elements): +0.0 +
-    g at each maximum, +0.0 elsewhere (`_backward`'s plane value), added to dst when
-    `accumulate`."""
-    var at = _max2x2[V](xp.unsafe_offset(2 * oh * w + 2 * ow), w)[1]
+    g at each maximum (+0.0 when `masked` and the maximum is not > 0), +0.0 elsewhere
+    (`_backward`'s plane value), added to dst when `accumulate`."""
+    var best = _max2x2[V](xp.unsafe_offset(2 * oh * w + 2 * ow), w)
+    var at = best[1]
     var g = SIMD[F32, V](0.0) + gp.unsafe_load[width=V](ow)
     var zero = SIMD[F32, V](0.0)
+    if masked:
+        g = best[0].gt(zero).select(g, zero)
     comptime for r in range(2):
         var left = at.eq(SIMD[DType.int32, V](2 * r)).select(g, zero)
         var right = at.eq(SIMD[DType.int32, V](2 * r + 1)).select(g, zero)
@@ -208,7 +221,7 @@ def _maxpool2x2(x: F32P, y: F32P, d: PoolDims, first: Int, last: Int):
 
 @no_inline
 def _maxpool2x2_backward(x: F32P, dy: F32P, dx: F32P, d: PoolDims, accumulate: Bool,
-                         first: Int, last: Int):
+                         masked: Bool, first: Int, last: Int):
     """`_backward` of a 2 × 2, stride 2 max pool: its windows do not overlap, so each input
     takes at most one gradient and the plane is written window by window; the last row and
     column when h or w is odd take +0.0 (added when `accumulate`), as in `_backward`."""
@@ -223,17 +236,17 @@ def _maxpool2x2_backward(x: F32P, dy: F32P, dx: F32P, d: PoolDims, accumulate: B
             var gr = gp.unsafe_offset(oh * ow_all)
             var ow = 0
             while ow + W <= ow_all:
-                _grad2x2[W](xp, gr, out, d.w, oh, ow, accumulate)
+                _grad2x2[W](xp, gr, out, d.w, oh, ow, accumulate, masked)
                 ow += W
             comptime if W > 8:
                 if ow + 8 <= ow_all:
-                    _grad2x2[8](xp, gr, out, d.w, oh, ow, accumulate)
+                    _grad2x2[8](xp, gr, out, d.w, oh, ow, accumulate, masked)
                     ow += 8
             if ow + 4 <= ow_all:
-                _grad2x2[4](xp, gr, out, d.w, oh, ow, accumulate)
+                _grad2x2[4](xp, gr, out, d.w, oh, ow, accumulate, masked)
                 ow += 4
             while ow < ow_all:
-                _grad2x2[1](xp, gr, out, d.w, oh, ow, accumulate)
+                _grad2x2[1](xp, gr, out, d.w, oh, ow, accumulate, masked)
                 ow += 1
             for r in range(2 * oh, 2 * oh + 2):  # an odd width's last column
                 for j in range(2 * ow_all, d.w):
@@ -280,7 +293,7 @@ def _avgpool(x: F32P, y: F32P, d: PoolDims, first: Int, last: Int):
 
 @no_inline
 def _backward(x: F32P, dy: F32P, dx: F32P, d: PoolDims, is_max: Bool, accumulate: Bool,
-              first: Int, last: Int):
+              masked: Bool, first: Int, last: Int):
     var oh_all = d.oh()
     var ow_all = d.ow()
     var hw = d.h * d.w
@@ -307,6 +320,8 @@ def _backward(x: F32P, dy: F32P, dx: F32P, d: PoolDims, is_max: Bool, accumulate
                             var e = at + i * d.w + j
                             v[unsafe_offset=e] = v[unsafe_offset=e] + share
         for i in range(hw):
+            if masked and not xp[unsafe_offset=i] > 0:
+                v[unsafe_offset=i] = 0.0
             out[unsafe_offset=i] = (out[unsafe_offset=i] + v[unsafe_offset=i] if accumulate
                                     else v[unsafe_offset=i])
     _ = plane_list^

@@ -60,7 +60,7 @@ OP_TANH = 7  # src dst n . . . . . flags
 OP_SIGMOID = 8  # src dst n . . . . . flags
 # Image ops pack small sizes three to a word (`pack`: 21 bits each, every size < 2**21):
 OP_CONV2D = 9  # src dst (C,H,W) (OC,KH,KW) (SH,SW,relu) (PH,PW) w|(b+1)<<32 work|mid<<32 flags
-OP_MAXPOOL2D = 10  # src dst (C,H,W) (KH,KW) (SH,SW) . . . flags
+OP_MAXPOOL2D = 10  # src dst (C,H,W) (KH,KW) (SH,SW) masked(1: relu 2 before it) . . flags
 OP_AVGPOOL2D = 11  # src dst (C,H,W) (KH,KW) (SH,SW) . . . flags
 # 9..19: convolution and pooling
 OP_EMBEDDING = 20  # src(the input: int32 ids) dst T D w vocab . . flags
@@ -133,6 +133,7 @@ class Program:
         """Emit the ops of a container's layers from the tensor at `src`; the output's offset."""
         layers = stack.layers
         i = 0
+        masked = False  # the next op is a MaxPool2d that masks the fused ReLU's gradient
         while i < len(layers):
             at, (path, layer, shape, out_shape) = next(self._steps)
             n, n_out = math.prod(shape), math.prod(out_shape)
@@ -176,7 +177,12 @@ class Program:
             elif isinstance(layer, (Conv2d, MaxPool2d, AvgPool2d)):
                 relu = isinstance(layer, Conv2d) and i + 1 < len(layers)
                 relu = relu and type(layers[i + 1]) is ReLU
-                src = self._image(layer, path, src, shape, out_shape, relu)
+                # a MaxPool2d right after the ReLU is the only reader of its output: its
+                # backward masks dY as it writes it (ReLU flag 2), one pass over the planes
+                mask_in_pool = relu and i + 2 < len(layers) and type(layers[i + 2]) is MaxPool2d
+                fused = (2 if mask_in_pool else 1) if relu else 0
+                src = self._image(layer, path, src, shape, out_shape, fused, masked)
+                masked = mask_in_pool
                 if relu:  # fused, as a Linear's
                     next(self._steps)
                     i += 1
@@ -210,14 +216,17 @@ class Program:
         src: int,
         shape: tuple[int, ...],
         out_shape: tuple[int, ...],
-        relu: bool,
+        relu: int,
+        masked: bool,
     ) -> int:
-        """Emit the op of an image layer (a Conv2d with the ReLU after it fused when `relu`);
-        its output's offset."""
+        """Emit the op of an image layer (a Conv2d with the ReLU after it fused when `relu`:
+        1, or 2 when the MaxPool2d after it masks, which is then `masked`); its output's
+        offset."""
         dst = self._alloc(math.prod(out_shape))
         if not isinstance(layer, Conv2d):
             code = OP_MAXPOOL2D if isinstance(layer, MaxPool2d) else OP_AVGPOOL2D
-            self._op(code, src, dst, pack(*shape), pack(*layer.kernel_size), pack(*layer.stride))
+            shapes = pack(*shape), pack(*layer.kernel_size), pack(*layer.stride)
+            self._op(code, src, dst, *shapes, int(masked))
             return dst
         # private tensors (training/layers/conv.mojo): `work`, the forward's cols (kept for
         # dW) and the backward's g; `mid`, the product in channel-major order; at stride 1,
@@ -238,7 +247,7 @@ class Program:
             dst,
             pack(*shape),
             pack(layer.out_channels, *layer.kernel_size),
-            pack(*layer.stride, int(relu)),
+            pack(*layer.stride, relu),
             pack(*layer.padding),
             w | (b + 1) << 32,
             work | mid << 32,
