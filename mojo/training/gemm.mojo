@@ -192,16 +192,16 @@ def _pack_b[NR: Int](b: F32P, n: Int, k: Int, tb: Bool, p0: Int, kc: Int, j0: In
 def transpose8[R: Int = 8](src: F32P, ld_src: Int, dst: F32P, ld_dst: Int):
     """dst[q * ld_dst + r] = src[r * ld_src + q] for r < R, q < 8: eight vector loads, three
     rounds of two-source shuffles (the unpack, shufps, permute2f128 pattern), eight vector
-    stores, q ascending. With R < 8 rows, row R-1 is read again in place of the missing ones
-    and each store writes 8 - R floats past its R (the next store overwrites them; the last
-    one's land past dst + 7 * ld_dst + R). A scalar gather of a 256 × 256 B block took
+    stores, q ascending. With R < 8 rows, +0.0 stands for the missing ones and each store
+    writes 8 - R zeros past its R (a packed panel's next store overwrites them; the last
+    one's land past dst + 7 * ld_dst + R; a channel-last row keeps them as its padding). A scalar gather of a 256 × 256 B block took
     ~27 µs on this AMD EPYC (Zen 3), about a third of a 32-row forward product."""
     # Eight rows of eight, one 8-lane register each (not slices of one 64-lane SIMD value,
     # which the x86-64-v4 build lowers as halves of 16-lane registers).
     comptime B = StaticTuple[SIMD[DType.float32, 8], 8]
     var r = B(fill=SIMD[DType.float32, 8](0.0))
-    comptime for i in range(8):
-        r[i] = src.unsafe_load[width=8](min(i, R - 1) * ld_src)
+    comptime for i in range(R):
+        r[i] = src.unsafe_load[width=8](i * ld_src)
     var t = B(fill=SIMD[DType.float32, 8](0.0))
     comptime for i in range(4):  # rows 2i, 2i+1 interleaved within each 128-bit half
         t[2 * i] = r[2 * i].shuffle[0, 8, 1, 9, 4, 12, 5, 13](r[2 * i + 1])

@@ -834,10 +834,10 @@ def _dw_inputs(x: F32P, dy: F32P, xp_all: F32P, dyt_all: F32P, first: Int, last:
             var o0 = 0
             while o0 < ocp:
                 var real = min(8, d.oc - o0)
-                comptime for R in range(1, 9):
+                comptime for R in range(1, 9):  # (lanes past R: +0.0, the padding)
                     if real == R:
-                        _channels_last[R](dyr.unsafe_offset(o0 * pos + k), pos,
-                                          dyt.unsafe_offset(k * ocp + o0), ocp)
+                        transpose8[R](dyr.unsafe_offset(o0 * pos + k), pos,
+                                      dyt.unsafe_offset(k * ocp + o0), ocp)
                 o0 += 8
             k += 8
         while k < pos:
@@ -846,17 +846,6 @@ def _dw_inputs(x: F32P, dy: F32P, xp_all: F32P, dyt_all: F32P, first: Int, last:
             for o in range(d.oc, ocp):
                 dyt[unsafe_offset=k * ocp + o] = 0.0
             k += 1
-
-
-@always_inline
-def _channels_last[R: Int](src: F32P, ld_src: Int, dst: F32P, ld_dst: Int):
-    """8 points of R channels (rows ld_src apart) as 8 rows of 8 lanes, lanes past R +0.0."""
-    transpose8[R](src, ld_src, dst, ld_dst)
-    comptime if R < 8:  # transpose8 fills those lanes with copies: the padding must be zeros
-        var real = SIMD[DType.int32, 8](0, 1, 2, 3, 4, 5, 6, 7).lt(SIMD[DType.int32, 8](R))
-        comptime for q in range(8):
-            var row = dst.unsafe_offset(q * ld_dst)
-            row.unsafe_store(real.select(row.unsafe_load[width=8](), SIMD[DType.float32, 8](0.0)))
 
 
 @no_inline
