@@ -208,8 +208,8 @@ def conv2d_forward(x: F32P, y: F32P, p: F32P, work: F32P, mid: F32P, rows: Int, 
 @fieldwise_init
 struct _Call(ImplicitlyCopyable):
     """One stride-1 call's tensors (addresses) and sizes, read by its parts: src (x, or dY for
-    dX), dst (y, dx or dW), wgt (the weights, or dY for dW) and the parameters (the bias at
-    `b`); for dW, p and b are the addresses of its laid-out inputs (`_dw_inputs`)."""
+    dX, or db for dW), dst (y, dx or dW), wgt (the weights, or dY for dW) and p (the
+    parameters, the bias at `b`; x for dW)."""
 
     var src: Int
     var dst: Int
@@ -253,19 +253,12 @@ def _input_grad_part(ctx: Int, part: Int, parts: Int):
                    r[1] - r[0], d, c.accumulate)
 
 
-def _dw_inputs_part(ctx: Int, part: Int, parts: Int):
-    var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
-    var r = part_range(c.rows, part, parts)
-    _dw_inputs(F32P(unsafe_from_address=c.src), F32P(unsafe_from_address=c.wgt),
-               F32P(unsafe_from_address=c.p), F32P(unsafe_from_address=c.b), r[0], r[1], c.d)
-
-
 def _weight_grad_part(ctx: Int, part: Int, parts: Int):
     var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
     var units = _dw_units(c.d)  # taps in parts of whole units but the last
     var u = part_range(units, part, parts)
     var taps = c.d.taps()
-    _weight_grad_s1(F32P(unsafe_from_address=c.p), F32P(unsafe_from_address=c.b),
+    _weight_grad_s1(F32P(unsafe_from_address=c.p), F32P(unsafe_from_address=c.wgt),
                     F32P(unsafe_from_address=c.dst), F32P(unsafe_from_address=c.src), c.rows,
                     c.d, taps * u[0] // units, taps * u[1] // units)
 
@@ -344,15 +337,10 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
         _split_rows(pool, _relu_part, mask, n_out)
     var macs = rows * d.oc * pos * d.taps()
     if d.sh == 1 and d.sw == 1:
-        # dW's chains run over the examples: its inputs are laid out by examples first (in
-        # the private tensors, unused at stride 1), then the parts share out blocks of taps
-        var xp_all = x if d.ph == 0 and d.pw == 0 else work  # x is its own padded planes
-        var call = _Call(Int(x), Int(grads.unsafe_offset(w_at)), Int(dy), Int(xp_all), Int(mid),
-                         False, False, rows, d)
-        _split_rows(pool, _dw_inputs_part, call, n_out * 4)
-        # src: the bias gradient, which the part with tap 0 sums as it goes
-        var dw = _Call(Int(grads.unsafe_offset(b)) if b >= 0 else 0, call.dst, 0, call.p,
-                       call.b, False, False, rows, d)
+        # dW's chains run over the examples: the parts share out the taps (src: the bias
+        # gradient, which the part with tap 0 sums as it goes)
+        var dw = _Call(Int(grads.unsafe_offset(b)) if b >= 0 else 0,
+                       Int(grads.unsafe_offset(w_at)), Int(dy), Int(x), 0, False, False, rows, d)
         _split(pool, _weight_grad_part, dw, parts_for(pool, _dw_units(d), macs))
     else:
         _channel_major(dy, dy_cm, rows, d.oc, pos, True)
@@ -481,20 +469,6 @@ def _correlate(src: F32P, n_src: Int, plane: Int, wgt: F32P, w_src: Int, w_t: In
                            flip, accumulate)
             t += 1
         k += 2
-
-
-def _zero_border(dst: F32P, planes: Int, h: Int, wp: Int, plane: Int, top: Int, left: Int):
-    """+0.0 around each plane's h rows at row top, column left (row stride wp): what
-    `_pad_planes` leaves as it is (the planes' buffer holds other data between steps)."""
-    var hp = plane // wp
-    var w = wp - 2 * left
-    for c in range(planes):
-        var p = dst.unsafe_offset(c * plane)
-        _zero(p, top * wp)
-        _zero(p.unsafe_offset((top + h) * wp), (hp - top - h) * wp)
-        for u in range(top, top + h):
-            _zero(p.unsafe_offset(u * wp), left)
-            _zero(p.unsafe_offset(u * wp + left + w), wp - left - w)
 
 
 def _pad_planes(src: F32P, dst: F32P, planes: Int, h: Int, w: Int, wp: Int, plane: Int,
@@ -766,14 +740,16 @@ def _dw_units(d: ConvDims) -> Int:
 
 
 @no_inline
-def _weight_grad_s1(xp_all: F32P, dyt_all: F32P, gw: F32P, gb: F32P, rows: Int, d: ConvDims,
+def _weight_grad_s1(x: F32P, dy: F32P, gw: F32P, gb: F32P, rows: Int, d: ConvDims,
                     t_begin: Int, t_end: Int):
     """dW at stride 1 without im2col, the same chains (over (b, oh, ow) ascending, from +0.0):
-    lanes are output channels (dY channel-last, zero padded to whole vectors: `dyt_all`), a
-    block of taps shares each dY row; x zero-padded as the forward reads it (`xp_all`), both
-    laid out by `_dw_inputs`. Only taps [t_begin, t_end) are computed and written; the part
-    with tap 0 writes the bias gradient into gb too (unless it is null): lanes' chains over
-    the same rows, (b, oh, ow) ascending from +0.0."""
+    lanes are output channels (dY channel-last, zero padded to whole vectors), a block of
+    taps shares each dY row; x zero-padded as the forward reads it. Each example is laid out
+    so just before its products, in buffers of this part's that stay in L1 (LeNet-5's first
+    conv: 25 KB of dY an example; laid out for the whole batch first, 6.4 MB went to memory
+    and back). Only taps [t_begin, t_end) are computed and written; the part with tap 0
+    writes the bias gradient into gb too (unless it is null): lanes' chains over the same
+    rows, (b, oh, ow) ascending from +0.0."""
     comptime V = DW_LANES
     var oh_all = d.oh()
     var ow_all = d.ow()
@@ -792,9 +768,17 @@ def _weight_grad_s1(xp_all: F32P, dyt_all: F32P, gw: F32P, gb: F32P, rows: Int, 
         for i in range(d.kh):
             for j in range(d.kw):
                 offs[unsafe_offset=(ic * d.kh + i) * d.kw + j] = Int64(ic * plane + i * wp + j)
+    var padded = d.ph != 0 or d.pw != 0  # (else x is its own padded planes)
+    var xp_list = List[Float32](length=d.c * plane if padded else 0, fill=0)  # borders stay +0.0
+    var dyt_list = List[Float32](length=pos * ocp, fill=0)
+    var dyt = F32P(unsafe_from_address=Int(dyt_list.unsafe_ptr()))
     for r in range(rows):
-        var xp = xp_all.unsafe_offset(r * d.c * plane)
-        var dyt = dyt_all.unsafe_offset(r * pos * ocp)
+        var xp = x.unsafe_offset(r * d.c * d.h * d.w)
+        if padded:
+            var dst = F32P(unsafe_from_address=Int(xp_list.unsafe_ptr()))
+            _pad_planes(xp, dst, d.c, d.h, d.w, wp, plane, d.ph, d.pw)
+            xp = dst
+        _channel_last_rows(dy.unsafe_offset(r * d.oc * pos), dyt, pos, d.oc, ocp)
         var oc0 = 0
         while oc0 + 2 * V <= ocp:
             _dw_taps[2, DW_TAPS_2](xp, dyt, dwt, offs, t_begin, t_end, oc0, ocp, oh_all, ow_all,
@@ -810,42 +794,30 @@ def _weight_grad_s1(xp_all: F32P, dyt_all: F32P, gw: F32P, gb: F32P, rows: Int, 
             gb[unsafe_offset=o] = dbt[unsafe_offset=o]
     _ = dwt_list^
     _ = offs_list^
+    _ = xp_list^
+    _ = dyt_list^
 
 
-def _dw_inputs(x: F32P, dy: F32P, xp_all: F32P, dyt_all: F32P, first: Int, last: Int,
-               d: ConvDims):
-    """For examples first..: x zero-padded (c planes of (h + 2ph) × (w + 2pw)) into xp_all
-    (unless xp_all is x: no padding) and dY channel-last (pos rows of the channels, zero to
-    whole DW_LANES vectors) into dyt_all, once for every part of dW."""
-    var pos = d.positions()
-    var wp = d.w + 2 * d.pw
-    var plane = (d.h + 2 * d.ph) * wp
-    var ocp = (d.oc + DW_LANES - 1) // DW_LANES * DW_LANES
-    for r in range(first, last):
-        if xp_all != x:  # (without padding, dW reads x itself)
-            var xp = xp_all.unsafe_offset(r * d.c * plane)
-            _zero_border(xp, d.c, d.h, wp, plane, d.ph, d.pw)
-            _pad_planes(x.unsafe_offset(r * d.c * d.h * d.w), xp, d.c, d.h, d.w, wp, plane,
-                        d.ph, d.pw)
-        var dyr = dy.unsafe_offset(r * d.oc * pos)
-        var dyt = dyt_all.unsafe_offset(r * pos * ocp)
-        var k = 0
-        while k + 8 <= pos:  # 8 points × 8 channels at a time through registers
-            var o0 = 0
-            while o0 < ocp:
-                var real = min(8, d.oc - o0)
-                comptime for R in range(1, 9):  # (lanes past R: +0.0, the padding)
-                    if real == R:
-                        transpose8[R](dyr.unsafe_offset(o0 * pos + k), pos,
-                                      dyt.unsafe_offset(k * ocp + o0), ocp)
-                o0 += 8
-            k += 8
-        while k < pos:
-            for o in range(d.oc):
-                dyt[unsafe_offset=k * ocp + o] = dyr[unsafe_offset=o * pos + k]
-            for o in range(d.oc, ocp):
-                dyt[unsafe_offset=k * ocp + o] = 0.0
-            k += 1
+def _channel_last_rows(dyr: F32P, dyt: F32P, pos: Int, oc: Int, ocp: Int):
+    """One example's dY (oc planes of pos points) channel-last: pos rows of ocp lanes, those
+    past oc +0.0 (8 points × 8 channels at a time through registers)."""
+    var k = 0
+    while k + 8 <= pos:
+        var o0 = 0
+        while o0 < ocp:
+            var real = min(8, oc - o0)
+            comptime for R in range(1, 9):  # (lanes past R: +0.0, the padding)
+                if real == R:
+                    transpose8[R](dyr.unsafe_offset(o0 * pos + k), pos,
+                                  dyt.unsafe_offset(k * ocp + o0), ocp)
+            o0 += 8
+        k += 8
+    while k < pos:
+        for o in range(oc):
+            dyt[unsafe_offset=k * ocp + o] = dyr[unsafe_offset=o * pos + k]
+        for o in range(oc, ocp):
+            dyt[unsafe_offset=k * ocp + o] = 0.0
+        k += 1
 
 
 @no_inline

@@ -21,6 +21,7 @@ two (LeNet-5's first conv: 4.8 MB of planes a batch of 256).
 Program words (program.py OP_MAXPOOL2D, OP_AVGPOOL2D): (C,H,W) (KH,KW) (SH,SW) masked, packed.
 """
 from std.sys import simd_width_of
+from std.sys.intrinsics import masked_load, masked_store
 
 from training.config import F32P
 from training.layers.conv import unpack
@@ -148,12 +149,39 @@ def _is_2x2(d: PoolDims) -> Bool:
 
 
 @always_inline
-def _max2x2[V: Int](top: F32P, w: Int) -> Tuple[SIMD[F32, V], SIMD[DType.int32, V]]:
-    """V windows side by side, their top-left at top[0], top[2], ... (row stride w): each
-    maximum and its place in the window (0-3, row-major), taken as `_argmax` takes them: the
-    first element, replaced by each later one that is strictly greater (ties: the first)."""
-    var r0 = top.unsafe_load[width=2 * V]().deinterleave()
-    var r1 = top.unsafe_offset(w).unsafe_load[width=2 * V]().deinterleave()
+def _below[V: Int](n: Int) -> SIMD[DType.bool, V]:
+    """Lanes 0..n-1."""
+    var lanes = SIMD[DType.int32, V](0)
+    comptime for l in range(V):
+        lanes[l] = Int32(l)
+    return lanes.lt(SIMD[DType.int32, V](Int32(n)))
+
+
+@always_inline
+def _load[V: Int](p: F32P, n: Int) -> SIMD[F32, V]:
+    """p[0:V], or its first n floats (the others +0.0, never read) when n < V."""
+    if n >= V:
+        return p.unsafe_load[width=V]()
+    return masked_load[V](p, _below[V](n), SIMD[F32, V](0.0))
+
+
+@always_inline
+def _store[V: Int](p: F32P, v: SIMD[F32, V], n: Int):
+    """p[0:V] = v, or only its first n floats when n < V."""
+    if n >= V:
+        p.unsafe_store(v)
+    else:
+        masked_store[V](v, p, _below[V](n))
+
+
+@always_inline
+def _max2x2[V: Int](top: F32P, w: Int, n: Int) -> Tuple[SIMD[F32, V], SIMD[DType.int32, V]]:
+    """n <= V windows side by side, their top-left at top[0], top[2], ... (row stride w):
+    each maximum and its place in the window (0-3, row-major), taken as `_argmax` takes them:
+    the first element, replaced by each later one that is strictly greater (ties: the first).
+    Lanes past n read nothing (their results are never stored)."""
+    var r0 = _load[2 * V](top, 2 * n).deinterleave()
+    var r1 = _load[2 * V](top.unsafe_offset(w), 2 * n).deinterleave()
     var m = rebind[SIMD[F32, V]](r0[0])
     var at = SIMD[DType.int32, V](0)
     comptime for i in range(1, 4):
@@ -165,20 +193,21 @@ def _max2x2[V: Int](top: F32P, w: Int) -> Tuple[SIMD[F32, V], SIMD[DType.int32, 
 
 
 @always_inline
-def _max2x2_row[V: Int](xp: F32P, yp: F32P, w: Int, oh: Int, ow: Int):
-    """Outputs ow..ow+V of row oh."""
-    yp.unsafe_offset(ow).unsafe_store(_max2x2[V](xp.unsafe_offset(2 * oh * w + 2 * ow), w)[0])
+def _max2x2_row[V: Int](xp: F32P, yp: F32P, w: Int, oh: Int, ow: Int, n: Int):
+    """Outputs ow..ow+n of row oh (n <= V)."""
+    _store[V](yp.unsafe_offset(ow), _max2x2[V](xp.unsafe_offset(2 * oh * w + 2 * ow), w, n)[0],
+              n)
 
 
 @always_inline
-def _grad2x2[V: Int](xp: F32P, gp: F32P, dst: F32P, w: Int, oh: Int, ow: Int,
+def _grad2x2[V: Int](xp: F32P, gp: F32P, dst: F32P, w: Int, oh: Int, ow: Int, n: Int,
                      accumulate: Bool, masked: Bool):
-    """The input gradient of outputs ow..ow+V of row oh (their windows' 4V elements): +0.0 +
-    g at each maximum (+0.0 when `masked` and the maximum is not > 0), +0.0 elsewhere
-    (`_backward`'s plane value), added to dst when `accumulate`."""
-    var best = _max2x2[V](xp.unsafe_offset(2 * oh * w + 2 * ow), w)
+    """The input gradient of outputs ow..ow+n of row oh (n <= V; their windows' 4n
+    elements): +0.0 + g at each maximum (+0.0 when `masked` and the maximum is not > 0),
+    +0.0 elsewhere (`_backward`'s plane value), added to dst when `accumulate`."""
+    var best = _max2x2[V](xp.unsafe_offset(2 * oh * w + 2 * ow), w, n)
     var at = best[1]
-    var g = SIMD[F32, V](0.0) + gp.unsafe_load[width=V](ow)
+    var g = SIMD[F32, V](0.0) + _load[V](gp.unsafe_offset(ow), n)
     var zero = SIMD[F32, V](0.0)
     if masked:
         g = best[0].gt(zero).select(g, zero)
@@ -188,14 +217,14 @@ def _grad2x2[V: Int](xp: F32P, gp: F32P, dst: F32P, w: Int, oh: Int, ow: Int,
         var row = dst.unsafe_offset((2 * oh + r) * w + 2 * ow)
         var v = rebind[SIMD[F32, 2 * V]](left.interleave(right))
         if accumulate:
-            v = row.unsafe_load[width=2 * V]() + v
-        row.unsafe_store(v)
+            v = _load[2 * V](row, 2 * n) + v
+        _store[2 * V](row, v, 2 * n)
 
 
 @no_inline
 def _maxpool2x2(x: F32P, y: F32P, d: PoolDims, first: Int, last: Int):
-    """`_maxpool` for 2 × 2 windows at stride 2: rows of outputs in vectors of W, 8, 4,
-    then one at a time (the same maxima: lanes are windows)."""
+    """`_maxpool` for 2 × 2 windows at stride 2: rows of outputs in vectors of W, the tail in
+    one vector of 8 or W with masked loads and stores (the same maxima: lanes are windows)."""
     var oh_all = d.oh()
     var ow_all = d.ow()
     for c in range(first, last):
@@ -205,26 +234,22 @@ def _maxpool2x2(x: F32P, y: F32P, d: PoolDims, first: Int, last: Int):
             var yr = yp.unsafe_offset(oh * ow_all)
             var ow = 0
             while ow + W <= ow_all:
-                _max2x2_row[W](xp, yr, d.w, oh, ow)
+                _max2x2_row[W](xp, yr, d.w, oh, ow, W)
                 ow += W
-            comptime if W > 8:
-                if ow + 8 <= ow_all:
-                    _max2x2_row[8](xp, yr, d.w, oh, ow)
-                    ow += 8
-            if ow + 4 <= ow_all:
-                _max2x2_row[4](xp, yr, d.w, oh, ow)
-                ow += 4
-            while ow < ow_all:
-                _max2x2_row[1](xp, yr, d.w, oh, ow)
-                ow += 1
+            var n = ow_all - ow
+            if n > 8:
+                _max2x2_row[W](xp, yr, d.w, oh, ow, n)
+            elif n > 0:
+                _max2x2_row[8](xp, yr, d.w, oh, ow, n)
 
 
 @no_inline
 def _maxpool2x2_backward(x: F32P, dy: F32P, dx: F32P, d: PoolDims, accumulate: Bool,
                          masked: Bool, first: Int, last: Int):
     """`_backward` of a 2 × 2, stride 2 max pool: its windows do not overlap, so each input
-    takes at most one gradient and the plane is written window by window; the last row and
-    column when h or w is odd take +0.0 (added when `accumulate`), as in `_backward`."""
+    takes at most one gradient and the plane is written window by window (rows of W windows,
+    the tail as `_maxpool2x2`'s); the last row and column when h or w is odd take +0.0 (added
+    when `accumulate`), as in `_backward`."""
     var oh_all = d.oh()
     var ow_all = d.ow()
     var hw = d.h * d.w
@@ -236,18 +261,13 @@ def _maxpool2x2_backward(x: F32P, dy: F32P, dx: F32P, d: PoolDims, accumulate: B
             var gr = gp.unsafe_offset(oh * ow_all)
             var ow = 0
             while ow + W <= ow_all:
-                _grad2x2[W](xp, gr, out, d.w, oh, ow, accumulate, masked)
+                _grad2x2[W](xp, gr, out, d.w, oh, ow, W, accumulate, masked)
                 ow += W
-            comptime if W > 8:
-                if ow + 8 <= ow_all:
-                    _grad2x2[8](xp, gr, out, d.w, oh, ow, accumulate, masked)
-                    ow += 8
-            if ow + 4 <= ow_all:
-                _grad2x2[4](xp, gr, out, d.w, oh, ow, accumulate, masked)
-                ow += 4
-            while ow < ow_all:
-                _grad2x2[1](xp, gr, out, d.w, oh, ow, accumulate, masked)
-                ow += 1
+            var n = ow_all - ow
+            if n > 8:
+                _grad2x2[W](xp, gr, out, d.w, oh, ow, n, accumulate, masked)
+            elif n > 0:
+                _grad2x2[8](xp, gr, out, d.w, oh, ow, n, accumulate, masked)
             for r in range(2 * oh, 2 * oh + 2):  # an odd width's last column
                 for j in range(2 * ow_all, d.w):
                     _untouched(out, r * d.w + j, accumulate)
