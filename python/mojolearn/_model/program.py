@@ -229,16 +229,13 @@ class Program:
             self._op(code, src, dst, *shapes, int(masked))
             return dst
         # private tensors (training/layers/conv.mojo): `work`, the forward's cols (kept for
-        # dW) and the backward's g; `mid`, the product in channel-major order; at stride 1,
-        # dW's inputs: x zero-padded in `work`, dY channel-last in whole 8-lane rows in `mid`
+        # dW) and the backward's g; `mid`, the product in channel-major order
         c, hw, pos = shape[0], math.prod(shape[1:]), math.prod(out_shape[1:])
         kernel = math.prod(layer.kernel_size)
         # (g only where the input's gradient is wanted: not for the model's input, at 0)
         g = layer.out_channels * kernel * hw if src != 0 else 0
-        padded = c * math.prod(n + 2 * p for n, p in zip(shape[1:], layer.padding))
-        lanes = -(-layer.out_channels // 8) * 8
-        work = self._alloc(max(c * kernel * pos, g, padded))
-        mid = self._alloc(max(layer.out_channels * pos, c * hw, pos * lanes))
+        work = self._alloc(max(c * kernel * pos, g))
+        mid = self._alloc(max(layer.out_channels * pos, c * hw))
         w = self._offsets[f"{path}.weight"]
         b = self._offsets[f"{path}.bias"] if layer.bias else -1
         self._op(
