@@ -37,6 +37,7 @@ from std.utils import StaticTuple
 
 from training.config import F32P, I64P
 from training.gemm import transpose8
+from training.tails import load_first, store_first
 from training.layers.elementwise import relu_apply
 from training.mlp import relu_backward
 from training.pool import PartFn, part_range, parts_for, split_gemm, split_parts
@@ -97,9 +98,8 @@ def _zero(dst: F32P, n: Int):
     while i + W <= n:
         dst.unsafe_offset(i).unsafe_store(SIMD[DType.float32, W](0.0))
         i += W
-    while i < n:
-        dst[unsafe_offset=i] = 0.0
-        i += 1
+    if i < n:
+        store_first[W](dst.unsafe_offset(i), SIMD[DType.float32, W](0.0), n - i)
 
 
 @always_inline
@@ -108,17 +108,8 @@ def _copy(src: F32P, dst: F32P, n: Int):
     while i + W <= n:
         dst.unsafe_offset(i).unsafe_store(src.unsafe_load[width=W](i))
         i += W
-    # rows of 14 or 28 (LeNet's) are mostly tail: narrower vectors before single floats
-    comptime if W > 8:
-        if i + 8 <= n:
-            dst.unsafe_offset(i).unsafe_store(src.unsafe_load[width=8](i))
-            i += 8
-    if i + 4 <= n:
-        dst.unsafe_offset(i).unsafe_store(src.unsafe_load[width=4](i))
-        i += 4
-    while i < n:
-        dst[unsafe_offset=i] = src[unsafe_offset=i]
-        i += 1
+    if i < n:  # rows of 14 or 28 (LeNet's) are mostly tail
+        store_first[W](dst.unsafe_offset(i), load_first[W](src.unsafe_offset(i), n - i), n - i)
 
 
 def _gather_row(src: F32P, n_src: Int, dst: F32P, n_dst: Int, mul: Int, div: Int, shift: Int):
@@ -264,13 +255,13 @@ def _weight_grad_part(ctx: Int, part: Int, parts: Int):
 
 
 @always_inline
-def _finish[V: Int](src: F32P, dst: F32P, k: Int, bias: Float32, has_bias: Bool, relu: Bool):
-    """dst[k:k+V] = the epilogue of src[k:k+V]: after the chain, the bias in one rounded add
-    (Linear's), then the fused ReLU."""
-    var z = src.unsafe_load[width=V](k)
+def _finish(src: F32P, dst: F32P, k: Int, n: Int, bias: Float32, has_bias: Bool, relu: Bool):
+    """dst[k:k+n] = the epilogue of src[k:k+n] (n <= W): after the chain, the bias in one
+    rounded add (Linear's), then the fused ReLU."""
+    var z = load_first[W](src.unsafe_offset(k), n)
     if has_bias:
         z = z + bias
-    dst.unsafe_offset(k).unsafe_store(_epilogue[V](z, relu))
+    store_first[W](dst.unsafe_offset(k), _epilogue[W](z, relu), n)
 
 
 @always_inline
@@ -647,20 +638,9 @@ def _forward_s1(x: F32P, y: F32P, wgt: F32P, p: F32P, b: Int, relu: Bool, rows: 
                 var src = grid.unsafe_offset(o * cs + oh * gs)
                 var dst = y.unsafe_offset((r * d.oc + o) * pos + oh * ow_all)
                 var k = 0
-                while k + W <= ow_all:
-                    _finish[W](src, dst, k, bias, b >= 0, relu)
+                while k < ow_all:  # (rows of 28, LeNet's: a vector, then a masked one)
+                    _finish(src, dst, k, min(W, ow_all - k), bias, b >= 0, relu)
                     k += W
-                # rows of 28 (LeNet's) are mostly tail: narrower vectors before single floats
-                comptime if W > 8:
-                    if k + 8 <= ow_all:
-                        _finish[8](src, dst, k, bias, b >= 0, relu)
-                        k += 8
-                if k + 4 <= ow_all:
-                    _finish[4](src, dst, k, bias, b >= 0, relu)
-                    k += 4
-                while k < ow_all:
-                    _finish[1](src, dst, k, bias, b >= 0, relu)
-                    k += 1
     _ = xp_list^
     _ = grid_list^
 

@@ -21,9 +21,9 @@ two (LeNet-5's first conv: 4.8 MB of planes a batch of 256).
 Program words (program.py OP_MAXPOOL2D, OP_AVGPOOL2D): (C,H,W) (KH,KW) (SH,SW) masked, packed.
 """
 from std.sys import simd_width_of
-from std.sys.intrinsics import masked_load, masked_store
 
 from training.config import F32P
+from training.tails import load_first, store_first
 from training.layers.conv import unpack
 from training.pool import PartFn, part_range, parts_for, split_parts
 
@@ -149,39 +149,13 @@ def _is_2x2(d: PoolDims) -> Bool:
 
 
 @always_inline
-def _below[V: Int](n: Int) -> SIMD[DType.bool, V]:
-    """Lanes 0..n-1."""
-    var lanes = SIMD[DType.int32, V](0)
-    comptime for l in range(V):
-        lanes[l] = Int32(l)
-    return lanes.lt(SIMD[DType.int32, V](Int32(n)))
-
-
-@always_inline
-def _load[V: Int](p: F32P, n: Int) -> SIMD[F32, V]:
-    """p[0:V], or its first n floats (the others +0.0, never read) when n < V."""
-    if n >= V:
-        return p.unsafe_load[width=V]()
-    return masked_load[V](p, _below[V](n), SIMD[F32, V](0.0))
-
-
-@always_inline
-def _store[V: Int](p: F32P, v: SIMD[F32, V], n: Int):
-    """p[0:V] = v, or only its first n floats when n < V."""
-    if n >= V:
-        p.unsafe_store(v)
-    else:
-        masked_store[V](v, p, _below[V](n))
-
-
-@always_inline
 def _max2x2[V: Int](top: F32P, w: Int, n: Int) -> Tuple[SIMD[F32, V], SIMD[DType.int32, V]]:
     """n <= V windows side by side, their top-left at top[0], top[2], ... (row stride w):
     each maximum and its place in the window (0-3, row-major), taken as `_argmax` takes them:
     the first element, replaced by each later one that is strictly greater (ties: the first).
     Lanes past n read nothing (their results are never stored)."""
-    var r0 = _load[2 * V](top, 2 * n).deinterleave()
-    var r1 = _load[2 * V](top.unsafe_offset(w), 2 * n).deinterleave()
+    var r0 = load_first[2 * V](top, 2 * n).deinterleave()
+    var r1 = load_first[2 * V](top.unsafe_offset(w), 2 * n).deinterleave()
     var m = rebind[SIMD[F32, V]](r0[0])
     var at = SIMD[DType.int32, V](0)
     comptime for i in range(1, 4):
@@ -195,7 +169,7 @@ def _max2x2[V: Int](top: F32P, w: Int, n: Int) -> Tuple[SIMD[F32, V], SIMD[DType
 @always_inline
 def _max2x2_row[V: Int](xp: F32P, yp: F32P, w: Int, oh: Int, ow: Int, n: Int):
     """Outputs ow..ow+n of row oh (n <= V)."""
-    _store[V](yp.unsafe_offset(ow), _max2x2[V](xp.unsafe_offset(2 * oh * w + 2 * ow), w, n)[0],
+    store_first[V](yp.unsafe_offset(ow), _max2x2[V](xp.unsafe_offset(2 * oh * w + 2 * ow), w, n)[0],
               n)
 
 
@@ -207,7 +181,7 @@ def _grad2x2[V: Int](xp: F32P, gp: F32P, dst: F32P, w: Int, oh: Int, ow: Int, n:
     +0.0 elsewhere (`_backward`'s plane value), added to dst when `accumulate`."""
     var best = _max2x2[V](xp.unsafe_offset(2 * oh * w + 2 * ow), w, n)
     var at = best[1]
-    var g = SIMD[F32, V](0.0) + _load[V](gp.unsafe_offset(ow), n)
+    var g = SIMD[F32, V](0.0) + load_first[V](gp.unsafe_offset(ow), n)
     var zero = SIMD[F32, V](0.0)
     if masked:
         g = best[0].gt(zero).select(g, zero)
@@ -217,8 +191,8 @@ def _grad2x2[V: Int](xp: F32P, gp: F32P, dst: F32P, w: Int, oh: Int, ow: Int, n:
         var row = dst.unsafe_offset((2 * oh + r) * w + 2 * ow)
         var v = rebind[SIMD[F32, 2 * V]](left.interleave(right))
         if accumulate:
-            v = _load[2 * V](row, 2 * n) + v
-        _store[2 * V](row, v, 2 * n)
+            v = load_first[2 * V](row, 2 * n) + v
+        store_first[2 * V](row, v, 2 * n)
 
 
 @no_inline
