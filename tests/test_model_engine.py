@@ -381,3 +381,26 @@ def test_layernorm_on_many_rows_is_the_references_bit_for_bit(seed, affine):
     want_loss, want_out, want_grads = ref.step(spec, params, x, y, rows, 1, 1, True)
     assert _bits(outputs) == _bits(want_out)
     assert _bits(losses) == _bits([want_loss]) and _bits(grads) == _bits(want_grads)
+
+
+def test_a_residual_ending_in_a_linear_sums_in_place():
+    """y = x + f(x) overwrites f(x) when a plain Linear makes it (its backward never reads
+    its output): f(x)'s gradient is then y's own, not a copy. Not after a fused ReLU or an
+    activation (their backward reads their output), nor when f is empty. The bits: every
+    Residual test above, against the reference."""
+    from mojolearn._model.program import OP_ADD, OP_LINEAR
+
+    def in_place(*layers):
+        spec = ModelSpec(nn.Sequential(*layers, nn.Linear(8, 2)), (8,), "mse")
+        ops = Program(spec, 1).ops
+        sums = [op for op in ops if op[0] == OP_ADD]
+        for op in sums:  # in place: the sum's output is the Linear's
+            assert op[2] != op[4] or any(o[0] == OP_LINEAR and o[2] == op[2] for o in ops)
+        return [op[2] == op[4] for op in sums]
+
+    assert in_place(nn.Residual(nn.LayerNorm(8), nn.Linear(8, 8))) == [True]
+    for inner in ([nn.Linear(8, 8), nn.ReLU()], [nn.Linear(8, 8), nn.Tanh()], [nn.Flatten()]):
+        assert in_place(nn.Residual(*inner)) == [False], inner
+    # nested: the inner sum (emitted first) in place, the outer one (after it) not
+    nested = nn.Residual(nn.Linear(8, 8), nn.Residual(nn.LayerNorm(8), nn.Linear(8, 8)))
+    assert in_place(nested) == [True, False]

@@ -270,7 +270,8 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
         elif code == OP_ADD:
             var n = rows * pr.word(op, 3)
             var o = pr.word(op, 4)
-            copy_or_add(dy, pr.grad(o), n, (flags & ACCUMULATE_OTHER) != 0)
+            if o != pr.word(op, 2):  # (in place, f(x)'s gradient is dy itself)
+                copy_or_add(dy, pr.grad(o), n, (flags & ACCUMULATE_OTHER) != 0)
             if need:
                 copy_or_add(dy, dsrc, n, acc)
         elif code == OP_GELU:  # from the input x and what the forward kept

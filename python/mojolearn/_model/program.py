@@ -54,7 +54,7 @@ OP_LINEAR = 1  # src dst n_in n_out w b(-1: none) relu lead flags
 OP_RELU = 2  # src dst n . . . . . . flags
 OP_LAYERNORM = 3  # src dst d lead w(-1: none) b stats eps_bits flags
 OP_DROPOUT = 4  # src dst n threshold layer scale_bits . . flags
-OP_ADD = 5  # src(x) dst n other(f(x)) . . . . flags
+OP_ADD = 5  # src(x) dst(other: in place) n other(f(x)) . . . . flags
 OP_GELU = 6  # src dst n approximate(0 none, 1 tanh) kept(1 + erf, or the tanh form's t) . . . flags
 OP_TANH = 7  # src dst n . . . . . flags
 OP_SIGMOID = 8  # src dst n . . . . . flags
@@ -140,7 +140,7 @@ class Program:
             if isinstance(layer, (Sequential, Residual)):
                 inner = self._stack(layer, src)
                 if isinstance(layer, Residual):
-                    dst = self._alloc(n)
+                    dst = inner if self._in_place(src, inner) else self._alloc(n)
                     self._op(OP_ADD, src, dst, n, inner)
                     inner = dst
                 src = inner
@@ -208,6 +208,20 @@ class Program:
                 src = dst
             i += 1
         return src
+
+    def _in_place(self, src: int, inner: int) -> bool:
+        """Whether a Residual's sum may overwrite f(x) (OP_ADD with dst = other): f(x) is the
+        output of the last op, which only the sum reads, of a Linear whose backward never
+        reads it (no fused ReLU). Then f(x)'s gradient is the sum's, the same floats: the
+        backward copies nothing there (the transformer's blocks end so, twice a layer)."""
+        last = self.ops[-1] if self.ops else None
+        return (
+            inner != src
+            and last is not None
+            and last[0] == OP_LINEAR
+            and last[2] == inner
+            and last[7] == 0
+        )
 
     def _image(
         self,
@@ -293,7 +307,7 @@ class Program:
         written: set[int] = set()
         for op in reversed(self.ops):
             flags = 0
-            if op[0] == OP_ADD:
+            if op[0] == OP_ADD and op[4] != op[2]:  # (in place: f(x)'s gradient is dy)
                 flags |= ACCUMULATE_OTHER if op[4] in written else 0
                 written.add(op[4])
             if op[1] != model_input:
