@@ -49,7 +49,7 @@ compile-checked only.
 from std.ffi import external_call
 
 from training.arena import arena_release
-from training.checks import first_nonfinite
+from training.checks import first_nonfinite, first_nonfinite_shared
 from training.config import F32P, F64P, I32P, I64P, VENDOR
 from training.copy import copy_floats
 from training.mlp import MLPDims, MODE_FORWARD, MODE_TRAIN, adamw_flat_into, total_params
@@ -425,7 +425,8 @@ def run_steps(s: Session, x: F32P, y: Int, y_itemsize: Int, o: Outputs, rows: In
         var bad = first_bad_label(y, y_itemsize, k * rows, s.classes())
         if bad >= 0:
             return Outcome(BAD_TARGET, bad, 0)
-    var bad_x = first_nonfinite(x, k * rows * s.inputs())
+    var bad_x = first_nonfinite_shared(Int(s.header()[unsafe_offset=S_POOL]), x,
+                                       k * rows * s.inputs())
     if bad_x >= 0:
         return Outcome(BAD_X, bad_x, 0)
     comptime if VENDOR != "cpu":

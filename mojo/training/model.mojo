@@ -19,9 +19,9 @@ MLP step's operations in its order, so `Trainer` and `MLPTrainer` give the same 
 """
 from std.memory import bitcast
 
-from training.arena import ARENA_WORDS, arena_release
+from training.arena import ARENA_WORDS, arena_release, arena_reserve
 from training.config import F32P, I32P, I64P
-from training.gemm import Epilogue, gemm_tiles_hold_rows
+from training.gemm import Epilogue, gemm, gemm_bytes, gemm_tiles_hold_rows
 from training.layers.activations import (gelu_backward, gelu_forward, sigmoid_backward,
                                          sigmoid_forward, tanh_backward, tanh_forward)
 from training.layers.conv import conv2d_backward, conv2d_forward
@@ -34,7 +34,7 @@ from training.layers.norm import layernorm_backward, layernorm_forward
 from training.layers.pool2d import avgpool2d_forward, maxpool2d_forward, pool2d_backward
 from training.loss import RowLosses, mean_cross_entropy, mean_of_rows
 from training.mlp import adamw_flat_into, relu_backward, sum_rows, total_params
-from training.pool import split_gemm
+from training.pool import MIN_PART_MACS, pool_threads, split_gemm, split_parts
 
 comptime VERSION = 1
 comptime HEADER = 9
@@ -148,6 +148,56 @@ struct Program(ImplicitlyCopyable):
         split_gemm(self.pool, a, b, c, m, n, k, ta, tb, accumulate, epi, self.arena_at)
 
 
+@fieldwise_init
+struct _LinearGrads(ImplicitlyCopyable):
+    """A Linear's backward products (addresses, sizes) for `_linear_grads_part`: dW (and db)
+    from dY and x, dX from dY and W; their packing buffers at `buf` and `buf + dx_off`."""
+
+    var dy: Int
+    var x: Int
+    var w: Int
+    var dw: Int
+    var db: Int  # 0: no bias
+    var dx: Int
+    var rows: Int
+    var n_in: Int
+    var n_out: Int
+    var accumulate: Bool
+    var buf: Int
+    var dx_off: Int
+
+
+comptime SIDE_MACS = 1 << 18  # each of the two products at least this (~5 µs on one core)
+
+
+def _side_by_side(pool: Int, macs: Int) -> Bool:
+    """Whether a Linear's dW and dX (macs each) run one a thread: each too small for
+    `split_gemm` to share, large enough to pay for the hand-over ([784, 256, 10]'s second
+    layer: 655 k multiply-adds each)."""
+    return pool_threads(pool) >= 2 and SIDE_MACS <= macs and macs < 2 * MIN_PART_MACS
+
+
+@always_inline
+def _round64(bytes: Int) -> Int:
+    return (bytes + 63) // 64 * 64
+
+
+def _linear_grads_part(ctx: Int, part: Int, parts: Int):
+    """Part 0: dW = dYᵀ·x and db; part 1: dX (+)= dY·W. The bits of the products one
+    after the other (each output its own chain)."""
+    var g = Pointer[_LinearGrads, MutAnyOrigin](unsafe_from_address=ctx)[]
+    var dy = F32P(unsafe_from_address=g.dy)
+    if part == 0:
+        gemm(dy, F32P(unsafe_from_address=g.x), F32P(unsafe_from_address=g.dw), g.n_out, g.n_in,
+             g.rows, True, False, False, 0, g.n_out, 0, -1, Epilogue.none(), g.buf)
+        if g.db != 0:
+            sum_rows(dy, F32P(unsafe_from_address=g.db), g.rows, g.n_out)
+        return
+    gemm(dy, F32P(unsafe_from_address=g.w), F32P(unsafe_from_address=g.dx), g.rows, g.n_in,
+         g.n_out, False, False, g.accumulate, 0, g.rows, 0, -1, Epilogue.none(),
+         g.buf + g.dx_off)
+
+
 def _f32(bits: Int) -> Float32:
     return bitcast[DType.float32, 1](SIMD[DType.int32, 1](Int32(bits)))[0]
 
@@ -239,6 +289,20 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
             var b = pr.word(op, 6)
             if pr.word(op, 7) != 0:  # the fused ReLU: mask by its output, in place
                 relu_backward(pr.at(pr.word(op, 2)), dy, dy, r, n_out)
+            var lg = _LinearGrads(Int(dy), Int(src), Int(p.unsafe_offset(w)),
+                                  Int(grads.unsafe_offset(w)),
+                                  Int(grads.unsafe_offset(b)) if b >= 0 else 0, Int(dsrc), r,
+                                  n_in, n_out, acc, 0, 0)
+            # each product too small to share, but two of them: one a thread (not for the
+            # model's input gradient, which a step computes only when asked)
+            if need and s != 0 and pr.arena_at != 0 and _side_by_side(pr.pool, r * n_in * n_out):
+                var dw_bytes = _round64(gemm_bytes(n_in, r, n_out, n_in))
+                var bytes = dw_bytes + gemm_bytes(n_in, n_out, r, n_in) + 64
+                lg.buf = (arena_reserve(pr.arena_at, bytes) + 63) // 64 * 64
+                lg.dx_off = dw_bytes
+                if lg.buf >= 64:
+                    split_parts(pr.pool, _linear_grads_part, Int(Pointer(to=lg)), 2)
+                    continue
             pr.gemm(dy, src, grads.unsafe_offset(w), n_out, n_in, r, True, False, False)
             if b >= 0:
                 sum_rows(dy, grads.unsafe_offset(b), r, n_out)
