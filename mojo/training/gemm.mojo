@@ -227,7 +227,14 @@ def _pack_a[MR: Int](a: F32P, m: Int, k: Int, ta: Bool, i0: Int, mc: Int, p0: In
                      dst: F32P):
     """op(A)[i0:i0+mc, p0:p0+kc] as ceil(mc/MR) panels of kc steps × MR rows, zero padded."""
     var panels = (mc + MR - 1) // MR
-    for ip in range(panels):
+    var first = 0  # whole panels of a transposed A in groups (`_pack_a_rows`)
+    comptime if MR <= 8:
+        if ta:
+            while (first + PACK_GROUP) * MR <= mc:
+                _pack_a_rows[MR, PACK_GROUP](a, m, k, i0 + first * MR, p0, kc,
+                                             dst.unsafe_offset(first * kc * MR))
+                first += PACK_GROUP
+    for ip in range(first, panels):
         var out = dst.unsafe_offset(ip * kc * MR)
         var ib = i0 + ip * MR
         var rows = min(MR, i0 + mc - ib)
@@ -263,6 +270,29 @@ def _pack_a[MR: Int](a: F32P, m: Int, k: Int, ta: Bool, i0: Int, mc: Int, p0: In
         for ii in range(rows, MR):
             for p in range(kc):
                 out[unsafe_offset=p * MR + ii] = 0.0
+
+
+comptime PACK_GROUP = 4  # panels of a transposed A packed together
+
+
+@always_inline
+def _pack_a_rows[MR: Int, PG: Int](a: F32P, m: Int, k: Int, ib: Int, p0: Int, kc: Int,
+                                   dst: F32P):
+    """PG whole panels of op(A) = Aᵀ (A stored k × m), columns ib.. of A: each row of A read
+    once for all of them (PG·MR floats, a line or two), where panel after panel read each
+    line PG times from L2 (the transformer's dW: MR floats a row, rows 0.5-2 KB apart). A
+    store's 8 - MR floats past its row are overwritten by the next row's; the last row's
+    would land in the next panel, already written: it stores MR."""
+    for p in range(kc):
+        var src = a.unsafe_offset((p0 + p) * m + ib)
+        var whole = p < kc - 1
+        comptime for g in range(PG):
+            var o = dst.unsafe_offset(g * kc * MR + p * MR)
+            if whole and (p0 + p) * m + ib + g * MR + 8 <= m * k:  # (inside A)
+                o.unsafe_store(src.unsafe_load[width=8](g * MR))
+            else:
+                comptime for ii in range(MR):
+                    o[unsafe_offset=ii] = src[unsafe_offset=g * MR + ii]
 
 
 # ---------------------------------------------------------------- micro-kernel
