@@ -40,7 +40,7 @@ from training.gemm import transpose8
 from training.tails import load_first, store_first
 from training.layers.elementwise import relu_apply
 from training.mlp import relu_backward
-from training.pool import PartFn, part_range, parts_for, split_gemm, split_parts
+from training.pool import PartFn, part_range, parts_for, pool_threads, split_gemm, split_parts
 
 comptime W = simd_width_of[DType.float32]()  # the build's lanes (16 in x86-64-v4, 8 in v3): independent outputs, the same bits at any width
 
@@ -332,7 +332,10 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
         # gradient, which the part with tap 0 sums as it goes)
         var dw = _Call(Int(grads.unsafe_offset(b)) if b >= 0 else 0,
                        Int(grads.unsafe_offset(w_at)), Int(dy), Int(x), 0, False, False, rows, d)
-        _split(pool, _weight_grad_part, dw, parts_for(pool, _dw_units(d), macs))
+        # one part a thread: each part lays out every example for itself, so more parts
+        # than threads repeat that work (4 a thread made 2 threads' dW 25 % dearer)
+        var parts = min(pool_threads(pool), parts_for(pool, _dw_units(d), macs))
+        _split(pool, _weight_grad_part, dw, parts)
     else:
         _channel_major(dy, dy_cm, rows, d.oc, pos, True)
         _weight_grad(work, dy_cm, grads.unsafe_offset(w_at), rows * pos, d, pool)
