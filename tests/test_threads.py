@@ -260,3 +260,36 @@ def test_the_default_follows_the_affinity_mask():
         env={"MOJOLEARN_NUM_THREADS": ""},
     )
     assert out.strip() == "1"
+
+
+SCAN = """
+import json
+import mojolearn as ml
+t = ml.MLPTrainer([784, 16, 3], seed=1)
+out = []
+for bad in ([70001, 90000], [10, 90000], [100351], [50175, 50176]):
+    xs = [0.5] * (128 * 784)
+    for i, at in enumerate(bad):
+        xs[at] = float("nan") if i == 0 else float("-inf")
+    try:
+        t.train_step(ml.Array.from_list(xs).reshape((128, 784)), ml.Array.from_list([0] * 128, "<i4"))
+        out.append(None)
+    except ValueError as e:
+        out.append(str(e))
+out.append(t.step_)
+print(json.dumps(out))
+"""
+
+
+def test_the_shared_input_check_names_the_first_non_finite_value():
+    """Two threads scan a batch's 100 k inputs in ranges; the error names the first bad
+    value whichever range holds it (each alone, both, at a range's edges), as one thread."""
+    got = {}
+    for threads in (1, 2):
+        out = run_python(SCAN, env={"MOJOLEARN_NUM_THREADS": str(threads)}, timeout=300)
+        got[threads] = json.loads(out.strip().splitlines()[-1])
+    assert got[1] == got[2], got
+    firsts = [70001, 10, 100351, 50175]
+    for msg, at in zip(got[2][:-1], firsts):
+        assert msg is not None and f"flat index {at} is nan" in msg, (msg, at)
+    assert got[2][-1] == 0  # nothing applied
