@@ -34,7 +34,7 @@ from training.layers.norm import layernorm_backward, layernorm_forward
 from training.layers.pool2d import avgpool2d_forward, maxpool2d_forward, pool2d_backward
 from training.loss import RowLosses, mean_cross_entropy, mean_of_rows
 from training.mlp import adamw_flat_into, relu_backward, sum_rows, total_params
-from training.pool import MIN_PART_MACS, pool_threads, split_gemm, split_parts
+from training.pool import MIN_PART_MACS, pool_awake, pool_threads, split_gemm, split_parts
 
 comptime VERSION = 1
 comptime HEADER = 9
@@ -173,8 +173,11 @@ comptime SIDE_MACS = 1 << 18  # each of the two products at least this (~5 µs o
 def _side_by_side(pool: Int, macs: Int) -> Bool:
     """Whether a Linear's dW and dX (macs each) run one a thread: each too small for
     `split_gemm` to share, large enough to pay for the hand-over ([784, 256, 10]'s second
-    layer: 655 k multiply-adds each)."""
-    return pool_threads(pool) >= 2 and SIDE_MACS <= macs and macs < 2 * MIN_PART_MACS
+    layer: 655 k multiply-adds each), and the workers awake (spinning after the step's shared
+    products): where nothing else is shared (the 64-256-256-10 MLP at batch 32), waking a
+    sleeping worker for each such pair made the step 9 % slower than one thread."""
+    return (pool_threads(pool) >= 2 and SIDE_MACS <= macs and macs < 2 * MIN_PART_MACS
+            and pool_awake(pool))
 
 
 @always_inline

@@ -391,6 +391,12 @@ def pool_threads(pool: Int) -> Int:
     return 1 + (Int(I64P(unsafe_from_address=pool)[unsafe_offset=P_WORKERS]) if pool else 0)
 
 
+def pool_awake(pool: Int) -> Bool:
+    """Whether every worker is spinning (none asleep or going to sleep): a task handed over
+    now starts at once, where waking a sleeper costs a system call and tens of µs."""
+    return pool != 0 and Atomic[Int64].load(_word(pool, P_SLEEPERS)) == 0
+
+
 def parts_for(pool: Int, items: Int, work: Int) -> Int:
     """How many parts to cut `items` independent items into, `work` multiply-adds (or
     weighted element operations) in all: 1 when the work is too small to pay for the
