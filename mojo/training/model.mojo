@@ -182,7 +182,15 @@ def _side_by_side(pool: Int, macs: Int) -> Bool:
 
 @always_inline
 def _round64(bytes: Int) -> Int:
+    """The next multiple of a cache line (packed panels start on one)."""
     return (bytes + 63) // 64 * 64
+
+
+def _side_by_side_run(pool: Int, lg: _LinearGrads):
+    """`_linear_grads_part`'s two parts over the pool, reading `lg` (the caller's) through
+    its address."""
+    split_parts(pool, _linear_grads_part, Int(Pointer(to=lg)), 2)
+    _ = lg.rows  # the parts read `lg` through its address: keep it alive until they are done
 
 
 def _linear_grads_part(ctx: Int, part: Int, parts: Int):
@@ -301,10 +309,10 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
             if need and s != 0 and pr.arena_at != 0 and _side_by_side(pr.pool, r * n_in * n_out):
                 var dw_bytes = _round64(gemm_bytes(n_in, r, n_out, n_in))
                 var bytes = dw_bytes + gemm_bytes(n_in, n_out, r, n_in) + 64
-                lg.buf = (arena_reserve(pr.arena_at, bytes) + 63) // 64 * 64
+                lg.buf = _round64(arena_reserve(pr.arena_at, bytes))
                 lg.dx_off = dw_bytes
-                if lg.buf >= 64:
-                    split_parts(pr.pool, _linear_grads_part, Int(Pointer(to=lg)), 2)
+                if lg.buf != 0:  # (0: no memory; then one after the other)
+                    _side_by_side_run(pr.pool, lg)
                     continue
             pr.gemm(dy, src, grads.unsafe_offset(w), n_out, n_in, r, True, False, False)
             if b >= 0:
