@@ -404,3 +404,25 @@ def test_a_residual_ending_in_a_linear_sums_in_place():
     # nested: the inner sum (emitted first) in place, the outer one (after it) not
     nested = nn.Residual(nn.Linear(8, 8), nn.Residual(nn.LayerNorm(8), nn.Linear(8, 8)))
     assert in_place(nested) == [True, False]
+
+
+@identical
+@pytest.mark.parametrize("loss", ["cross_entropy", "mse"])
+def test_a_model_ending_in_a_residual_sum_in_place_is_the_references(seed, loss):
+    """The last op is the in-place sum, not the Linear before it (which writes the same
+    buffer): the cross-entropy is taken after the sum, not in the Linear's epilogue."""
+    rng = random.Random(seed)
+    model = nn.Sequential(nn.Linear(5, 4), nn.Residual(nn.LayerNorm(4), nn.Linear(4, 4)))
+    spec = ModelSpec(model, (5,), loss)
+    params = [v for t in spec.init(rng.randrange(1 << 32)) for v in t]
+    rows = 7
+    x = [f32(rng.gauss(0.0, 1.0)) for _ in range(rows * 5)]
+    y = (
+        [rng.randrange(4) for _ in range(rows)]
+        if loss == "cross_entropy"
+        else [f32(rng.gauss(0.0, 1.0)) for _ in range(rows * 4)]
+    )
+    losses, outputs, grads, _ = _step(spec, Program(spec, 1), params, x, y, rows, mode=1)
+    want_loss, want_out, want_grads = ref.step(spec, params, x, y, rows, 1, 1, True)
+    assert _bits(outputs) == _bits(want_out)
+    assert _bits(losses) == _bits([want_loss]) and _bits(grads) == _bits(want_grads)

@@ -226,7 +226,7 @@ def model_forward(pr: Program, p: F32P, t: Int, train: Bool, first_row: Int, los
         if code == OP_LINEAR:
             var b = pr.word(op, 6)
             var bias = Int(p.unsafe_offset(b)) if b >= 0 else 0
-            var last = pr.word(op, 2) == pr.output()
+            var last = op == pr.ops() - 1 and pr.word(op, 2) == pr.output()
             pr.gemm(src, p.unsafe_offset(pr.word(op, 5)), dst, rows * pr.word(op, 8),
                     pr.word(op, 4), pr.word(op, 3), False, True, False,
                     Epilogue(bias, pr.word(op, 7) != 0, loss if last else 0))
@@ -394,9 +394,10 @@ def fused_loss(pr: Program) -> Bool:
     (ARITHMETIC.md "Any layer sizes")."""
     if pr.row_losses_at == 0 or pr.loss() != LOSS_CROSS_ENTROPY:
         return False
-    for op in range(pr.ops()):
-        if pr.word(op, 0) == OP_LINEAR and pr.word(op, 2) == pr.output():
-            return gemm_tiles_hold_rows(pr.classes())
+    # the last op: a Residual's sum in place writes the same buffer after its Linear
+    var op = pr.ops() - 1
+    if pr.word(op, 0) == OP_LINEAR and pr.word(op, 2) == pr.output():
+        return gemm_tiles_hold_rows(pr.classes())
     return False
 
 
