@@ -341,6 +341,42 @@ def test_the_binding_refuses_a_pool_mask_without_its_conv(value):
         _step(spec, program, [v for t in spec.init(1) for v in t], x, y, 1)
 
 
+def test_a_2x2_max_pool_keeps_its_window_places_for_the_backward():
+    """Word 7: a byte an output in the activations for a 2 x 2 MaxPool2d at stride 2 (its
+    backward reads them, not its input: the bits of the tests above); 0 for other pools."""
+    model = nn.Sequential(
+        nn.MaxPool2d(2), nn.MaxPool2d(3, 1), nn.AvgPool2d(2), nn.MaxPool2d(2, 1), nn.Flatten()
+    )
+    spec = ModelSpec(model, (3, 21, 21), "mse")
+    program = Program(spec, 1)
+    ops = program.ops
+    assert [op[0] for op in ops] == [OP_MAXPOOL2D, OP_MAXPOOL2D, 11, OP_MAXPOOL2D]
+    places = ops[0][7]
+    assert places > 0 and [op[7] for op in ops[1:]] == [0, 0, 0]
+    assert places not in {ops[0][1], ops[0][2]}  # its own floats: 3 x 10 x 10 bytes
+    assert ops[1][2] >= places + (3 * 10 * 10 + 3) // 4 or ops[1][2] < places
+
+
+@pytest.mark.parametrize(
+    ("pool", "value", "msg"),
+    [
+        (nn.AvgPool2d(2), 1, "window places for a pool that is not"),
+        (nn.MaxPool2d(3, 2), 1, "window places for a pool that is not"),
+        (nn.MaxPool2d(2, 1), 1, "window places for a pool that is not"),
+        (nn.MaxPool2d(2), 10**9, "places"),  # outside the activations
+        (nn.MaxPool2d(2), -5, "places"),
+    ],
+)
+def test_the_binding_refuses_bad_window_places(pool, value, msg):
+    n = math.prod(ModelSpec(nn.Sequential(pool, nn.Flatten()), (1, 4, 4), "mse").output_shape)
+    spec = ModelSpec(nn.Sequential(pool, nn.Flatten(), nn.Linear(n, 1)), (1, 4, 4), "mse")
+    program = Program(spec, 1)
+    program.words[9 + 7] = value
+    x, y = _data(random.Random(0), spec, 1)
+    with pytest.raises(ValueError, match=msg):
+        _step(spec, program, [v for t in spec.init(1) for v in t], x, y, 1)
+
+
 def _cnn():
     return nn.Sequential(
         nn.Conv2d(1, 4, 3, padding=1),

@@ -138,6 +138,12 @@ struct Program(ImplicitlyCopyable):
             return F32P(unsafe_from_address=self.out_at)
         return F32P(unsafe_from_address=self.act_at).unsafe_offset(self.rows * offset)
 
+    def places(self, op: Int) -> Int:
+        """The address of a 2 × 2 max pool's window places (word 7: a byte an output, kept
+        in the activations), or 0."""
+        var at = self.word(op, 7)
+        return Int(F32P(unsafe_from_address=self.act_at).unsafe_offset(self.rows * at)) if at else 0
+
     def grad(self, offset: Int) -> F32P:
         if offset == 0 and self.dx_at != 0:
             return F32P(unsafe_from_address=self.dx_at)
@@ -261,8 +267,8 @@ def model_forward(pr: Program, p: F32P, t: Int, train: Bool, first_row: Int, los
                            pr.word(op, 3), pr.word(op, 4), pr.word(op, 5), pr.word(op, 6),
                            pr.word(op, 7), pr.pool)
         elif code == OP_MAXPOOL2D:
-            maxpool2d_forward(src, dst, rows, pr.word(op, 3), pr.word(op, 4), pr.word(op, 5),
-                              pr.pool)
+            maxpool2d_forward(src, dst, pr.places(op), pr.word(op, 6) != 0, rows,
+                              pr.word(op, 3), pr.word(op, 4), pr.word(op, 5), pr.pool)
         elif code == OP_AVGPOOL2D:
             avgpool2d_forward(src, dst, rows, pr.word(op, 3), pr.word(op, 4), pr.word(op, 5),
                               pr.pool)
@@ -367,9 +373,9 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
                             pr.word(op, 6), pr.word(op, 7), need, acc, pr.pool)
         elif code == OP_MAXPOOL2D or code == OP_AVGPOOL2D:
             if need:
-                pool2d_backward(src, dy, dsrc, rows, pr.word(op, 3), pr.word(op, 4),
-                                pr.word(op, 5), code == OP_MAXPOOL2D, acc, pr.word(op, 6) != 0,
-                                pr.pool)
+                pool2d_backward(src, dy, dsrc, pr.places(op), rows, pr.word(op, 3),
+                                pr.word(op, 4), pr.word(op, 5), code == OP_MAXPOOL2D, acc,
+                                pr.word(op, 6) != 0, pr.pool)
         elif code == OP_EMBEDDING:  # ids have no gradient
             embedding_backward(I32P(unsafe_from_address=Int(src)), dy,
                                grads.unsafe_offset(pr.word(op, 5)), rows * pr.word(op, 3),

@@ -93,6 +93,12 @@ def _check_image_op(E: StaticString, op: Int, r: I64P, arena: Int, total: Int) r
     _inside(E, "dst", op, Int(r[unsafe_offset=2]), _times(E, op, oc if conv else c, pos),
             arena)
     if not conv:
+        var places = Int(r[unsafe_offset=7])  # a 2 × 2 max pool's window places, or 0
+        if places != 0:
+            if Int(r[unsafe_offset=0]) != OP_MAXPOOL2D or kh != 2 or kw != 2 or sh != 2 or sw != 2:
+                raise Error("ValueError: ", E, ": program op ", op, ": window places for ",
+                            "a pool that is not a 2 x 2 MaxPool2d at stride 2")
+            _inside(E, "places", op, places, (_times(E, op, c, pos) + 3) // 4, arena)
         return
     var taps = _times(E, op, _times(E, op, c, kh), kw)
     var scratch = Int(r[unsafe_offset=8])  # work | mid << 32

@@ -21,13 +21,16 @@ two (LeNet-5's first conv: 4.8 MB of planes a batch of 256).
 Program words (program.py OP_MAXPOOL2D, OP_AVGPOOL2D): (C,H,W) (KH,KW) (SH,SW) masked, packed.
 """
 from std.sys import simd_width_of
+from std.sys.intrinsics import masked_load, masked_store
 
 from training.config import F32P
-from training.tails import load_first, store_first
+from training.tails import lanes_below, load_first, store_first
 from training.layers.conv import unpack
 from training.pool import PartFn, part_range, parts_for, split_parts
 
 comptime F32 = DType.float32
+comptime U8P = Pointer[UInt8, MutAnyOrigin]
+comptime NO_PLACE = 4  # a window place: its maximum's (0-3, row-major), or none (masked)
 comptime W = simd_width_of[F32]()  # the build's lanes: windows side by side in the 2 × 2 kernels
 
 
@@ -80,6 +83,7 @@ struct _Call(ImplicitlyCopyable):
     var is_max: Bool
     var accumulate: Bool
     var masked: Bool
+    var idx: Int  # a 2 × 2 max pool's window places (`WindowPlaces`), or 0
 
 
 comptime ELEMENT_WORK = 16  # a scalar window element against a GEMM's vector multiply-add
@@ -91,34 +95,37 @@ def _split(pool: Int, run: PartFn, call: _Call):
     _ = call.x  # the parts read `call` through its address
 
 
-def maxpool2d_forward(x: F32P, y: F32P, rows: Int, image: Int, kernel: Int, stride: Int,
-                      pool: Int):
-    """The planes shared over `pool` (training/pool.mojo)."""
+def maxpool2d_forward(x: F32P, y: F32P, idx: Int, masked: Bool, rows: Int, image: Int,
+                      kernel: Int, stride: Int, pool: Int):
+    """The planes shared over `pool` (training/pool.mojo). `idx` (2 × 2 windows at stride 2;
+    0: none) receives each window's place for the backward: a byte an output, the place of
+    its maximum, or NO_PLACE when `masked` and the maximum is not > 0."""
     var d = PoolDims.of(rows, image, kernel, stride)
-    _split(pool, _max_part, _Call(Int(x), Int(y), 0, d, True, False, False))
+    _split(pool, _max_part, _Call(Int(x), Int(y), 0, d, True, False, masked, idx))
 
 
 def avgpool2d_forward(x: F32P, y: F32P, rows: Int, image: Int, kernel: Int, stride: Int,
                       pool: Int):
     var d = PoolDims.of(rows, image, kernel, stride)
-    _split(pool, _avg_part, _Call(Int(x), Int(y), 0, d, False, False, False))
+    _split(pool, _avg_part, _Call(Int(x), Int(y), 0, d, False, False, False, 0))
 
 
-def pool2d_backward(x: F32P, dy: F32P, dx: F32P, rows: Int, image: Int, kernel: Int,
+def pool2d_backward(x: F32P, dy: F32P, dx: F32P, idx: Int, rows: Int, image: Int, kernel: Int,
                     stride: Int, is_max: Bool, accumulate: Bool, masked: Bool, pool: Int):
-    """dx of a MaxPool2d (`is_max`, its windows' maxima found again in x) or an AvgPool2d;
-    `masked`: where x is not > 0, +0.0 (a max pool's, never accumulating)."""
+    """dx of a MaxPool2d (`is_max`, its windows' maxima found again in x, or read from the
+    places its forward kept in `idx`) or an AvgPool2d; `masked`: where x is not > 0, +0.0 (a
+    max pool's, never accumulating)."""
     var d = PoolDims.of(rows, image, kernel, stride)
     _split(pool, _backward_part, _Call(Int(x), Int(dy), Int(dx), d, is_max, accumulate,
-                                       masked))
+                                       masked, idx))
 
 
 def _max_part(ctx: Int, part: Int, parts: Int):
     var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
     var r = part_range(c.d.planes, part, parts)
     if _is_2x2(c.d):
-        _maxpool2x2(F32P(unsafe_from_address=c.x), F32P(unsafe_from_address=c.y), c.d, r[0],
-                    r[1])
+        _maxpool2x2(F32P(unsafe_from_address=c.x), F32P(unsafe_from_address=c.y),
+                    U8P(unsafe_from_address=c.idx), c.masked, c.d, r[0], r[1])
         return
     _maxpool(F32P(unsafe_from_address=c.x), F32P(unsafe_from_address=c.y), c.d, r[0], r[1])
 
@@ -132,6 +139,10 @@ def _avg_part(ctx: Int, part: Int, parts: Int):
 def _backward_part(ctx: Int, part: Int, parts: Int):
     var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
     var r = part_range(c.d.planes, part, parts)
+    if c.is_max and _is_2x2(c.d) and c.idx != 0:
+        _places_backward(U8P(unsafe_from_address=c.idx), F32P(unsafe_from_address=c.y),
+                         F32P(unsafe_from_address=c.dx), c.d, c.accumulate, r[0], r[1])
+        return
     if c.is_max and _is_2x2(c.d):
         _maxpool2x2_backward(F32P(unsafe_from_address=c.x), F32P(unsafe_from_address=c.y),
                              F32P(unsafe_from_address=c.dx), c.d, c.accumulate, c.masked, r[0],
@@ -167,24 +178,36 @@ def _max2x2[V: Int](top: F32P, w: Int, n: Int) -> Tuple[SIMD[F32, V], SIMD[DType
 
 
 @always_inline
-def _max2x2_row[V: Int](xp: F32P, yp: F32P, w: Int, oh: Int, ow: Int, n: Int):
-    """Outputs ow..ow+n of row oh (n <= V)."""
-    store_first[V](yp.unsafe_offset(ow), _max2x2[V](xp.unsafe_offset(2 * oh * w + 2 * ow), w, n)[0],
-              n)
+def _max2x2_row[V: Int](xp: F32P, yp: F32P, w: Int, oh: Int, ow: Int, n: Int, ip: U8P,
+                        masked: Bool):
+    """Outputs ow..ow+n of row oh (n <= V); their places at ip[ow:ow+n] unless ip is null."""
+    var best = _max2x2[V](xp.unsafe_offset(2 * oh * w + 2 * ow), w, n)
+    store_first[V](yp.unsafe_offset(ow), best[0], n)
+    if Int(ip) != 0:
+        var places = _masked_places[V](best, masked).cast[DType.uint8]()
+        if n >= V:
+            ip.unsafe_offset(ow).unsafe_store(places)
+        else:
+            masked_store[V](places, ip.unsafe_offset(ow), lanes_below[V](n))
 
 
 @always_inline
-def _grad2x2[V: Int](xp: F32P, gp: F32P, dst: F32P, w: Int, oh: Int, ow: Int, n: Int,
-                     accumulate: Bool, masked: Bool):
+def _masked_places[V: Int](best: Tuple[SIMD[F32, V], SIMD[DType.int32, V]],
+                           masked: Bool) -> SIMD[DType.int32, V]:
+    """The windows' places, NO_PLACE where `masked` and the maximum is not > 0."""
+    if not masked:
+        return best[1]
+    return best[0].gt(SIMD[F32, V](0.0)).select(best[1], SIMD[DType.int32, V](NO_PLACE))
+
+
+@always_inline
+def _scatter2x2[V: Int](at: SIMD[DType.int32, V], gp: F32P, dst: F32P, w: Int, oh: Int, ow: Int,
+                        n: Int, accumulate: Bool):
     """The input gradient of outputs ow..ow+n of row oh (n <= V; their windows' 4n
-    elements): +0.0 + g at each maximum (+0.0 when `masked` and the maximum is not > 0),
-    +0.0 elsewhere (`_backward`'s plane value), added to dst when `accumulate`."""
-    var best = _max2x2[V](xp.unsafe_offset(2 * oh * w + 2 * ow), w, n)
-    var at = best[1]
+    elements): +0.0 + g at each window's place `at` (none at NO_PLACE), +0.0 elsewhere
+    (`_backward`'s plane value), added to dst when `accumulate`."""
     var g = SIMD[F32, V](0.0) + load_first[V](gp.unsafe_offset(ow), n)
     var zero = SIMD[F32, V](0.0)
-    if masked:
-        g = best[0].gt(zero).select(g, zero)
     comptime for r in range(2):
         var left = at.eq(SIMD[DType.int32, V](2 * r)).select(g, zero)
         var right = at.eq(SIMD[DType.int32, V](2 * r + 1)).select(g, zero)
@@ -195,10 +218,20 @@ def _grad2x2[V: Int](xp: F32P, gp: F32P, dst: F32P, w: Int, oh: Int, ow: Int, n:
         store_first[2 * V](row, v, 2 * n)
 
 
+@always_inline
+def _grad2x2[V: Int](xp: F32P, gp: F32P, dst: F32P, w: Int, oh: Int, ow: Int, n: Int,
+                     accumulate: Bool, masked: Bool):
+    """`_scatter2x2` at the windows' maxima found again in x (+0.0 for a window whose
+    maximum is not > 0 when `masked`)."""
+    var best = _max2x2[V](xp.unsafe_offset(2 * oh * w + 2 * ow), w, n)
+    _scatter2x2[V](_masked_places[V](best, masked), gp, dst, w, oh, ow, n, accumulate)
+
+
 @no_inline
-def _maxpool2x2(x: F32P, y: F32P, d: PoolDims, first: Int, last: Int):
+def _maxpool2x2(x: F32P, y: F32P, idx: U8P, masked: Bool, d: PoolDims, first: Int, last: Int):
     """`_maxpool` for 2 × 2 windows at stride 2: rows of outputs in vectors of W, the tail in
-    one vector of 8 or W with masked loads and stores (the same maxima: lanes are windows)."""
+    one vector of 8 or W with masked loads and stores (the same maxima: lanes are windows);
+    each window's place into idx too, unless it is null."""
     var oh_all = d.oh()
     var ow_all = d.ow()
     for c in range(first, last):
@@ -206,15 +239,16 @@ def _maxpool2x2(x: F32P, y: F32P, d: PoolDims, first: Int, last: Int):
         var yp = y.unsafe_offset(c * oh_all * ow_all)
         for oh in range(oh_all):
             var yr = yp.unsafe_offset(oh * ow_all)
+            var ir = idx.unsafe_offset((c * oh_all + oh) * ow_all) if Int(idx) != 0 else idx
             var ow = 0
             while ow + W <= ow_all:
-                _max2x2_row[W](xp, yr, d.w, oh, ow, W)
+                _max2x2_row[W](xp, yr, d.w, oh, ow, W, ir, masked)
                 ow += W
             var n = ow_all - ow
             if n > 8:
-                _max2x2_row[W](xp, yr, d.w, oh, ow, n)
+                _max2x2_row[W](xp, yr, d.w, oh, ow, n, ir, masked)
             elif n > 0:
-                _max2x2_row[8](xp, yr, d.w, oh, ow, n)
+                _max2x2_row[8](xp, yr, d.w, oh, ow, n, ir, masked)
 
 
 @no_inline
@@ -242,6 +276,50 @@ def _maxpool2x2_backward(x: F32P, dy: F32P, dx: F32P, d: PoolDims, accumulate: B
                 _grad2x2[W](xp, gr, out, d.w, oh, ow, n, accumulate, masked)
             elif n > 0:
                 _grad2x2[8](xp, gr, out, d.w, oh, ow, n, accumulate, masked)
+            for r in range(2 * oh, 2 * oh + 2):  # an odd width's last column
+                for j in range(2 * ow_all, d.w):
+                    _untouched(out, r * d.w + j, accumulate)
+        for i in range(2 * oh_all * d.w, hw):  # an odd height's last row
+            _untouched(out, i, accumulate)
+
+
+@always_inline
+def _place_grad[V: Int](ip: U8P, gp: F32P, dst: F32P, w: Int, oh: Int, ow: Int, n: Int,
+                        accumulate: Bool):
+    """`_scatter2x2` at the places the forward kept (ip[ow:ow+n])."""
+    var at: SIMD[DType.int32, V]
+    if n >= V:
+        at = ip.unsafe_offset(ow).unsafe_load[width=V]().cast[DType.int32]()
+    else:
+        at = masked_load[V](ip.unsafe_offset(ow), lanes_below[V](n),
+                            SIMD[DType.uint8, V](NO_PLACE)).cast[DType.int32]()
+    _scatter2x2[V](at, gp, dst, w, oh, ow, n, accumulate)
+
+
+@no_inline
+def _places_backward(idx: U8P, dy: F32P, dx: F32P, d: PoolDims, accumulate: Bool, first: Int,
+                     last: Int):
+    """`_maxpool2x2_backward` from the window places of the forward (`_maxpool2x2`'s idx,
+    the mask in them): x is not read again (LeNet-5's first pool: 0.3 MB of places a batch
+    of 256, where its input is 4.8 MB)."""
+    var oh_all = d.oh()
+    var ow_all = d.ow()
+    var hw = d.h * d.w
+    for c in range(first, last):
+        var gp = dy.unsafe_offset(c * oh_all * ow_all)
+        var out = dx.unsafe_offset(c * hw)
+        for oh in range(oh_all):
+            var gr = gp.unsafe_offset(oh * ow_all)
+            var ir = idx.unsafe_offset((c * oh_all + oh) * ow_all)
+            var ow = 0
+            while ow + W <= ow_all:
+                _place_grad[W](ir, gr, out, d.w, oh, ow, W, accumulate)
+                ow += W
+            var n = ow_all - ow
+            if n > 8:
+                _place_grad[W](ir, gr, out, d.w, oh, ow, n, accumulate)
+            elif n > 0:
+                _place_grad[8](ir, gr, out, d.w, oh, ow, n, accumulate)
             for r in range(2 * oh, 2 * oh + 2):  # an odd width's last column
                 for j in range(2 * ow_all, d.w):
                     _untouched(out, r * d.w + j, accumulate)

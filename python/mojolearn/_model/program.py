@@ -60,7 +60,7 @@ OP_TANH = 7  # src dst n . . . . . flags
 OP_SIGMOID = 8  # src dst n . . . . . flags
 # Image ops pack small sizes three to a word (`pack`: 21 bits each, every size < 2**21):
 OP_CONV2D = 9  # src dst (C,H,W) (OC,KH,KW) (SH,SW,relu) (PH,PW) w|(b+1)<<32 work|mid<<32 flags
-OP_MAXPOOL2D = 10  # src dst (C,H,W) (KH,KW) (SH,SW) masked(1: relu 2 before it) . . flags
+OP_MAXPOOL2D = 10  # src dst (C,H,W) (KH,KW) (SH,SW) masked(1: relu 2 before it) places . flags
 OP_AVGPOOL2D = 11  # src dst (C,H,W) (KH,KW) (SH,SW) . . . flags
 # 9..19: convolution and pooling
 OP_EMBEDDING = 20  # src(the input: int32 ids) dst T D w vocab . . flags
@@ -240,7 +240,12 @@ class Program:
         if not isinstance(layer, Conv2d):
             code = OP_MAXPOOL2D if isinstance(layer, MaxPool2d) else OP_AVGPOOL2D
             shapes = pack(*shape), pack(*layer.kernel_size), pack(*layer.stride)
-            self._op(code, src, dst, *shapes, int(masked))
+            # a 2 x 2 max pool at stride 2 keeps each window's place (a byte an output) for
+            # its backward, which then never reads its input again
+            places = 0
+            if code == OP_MAXPOOL2D and layer.kernel_size == (2, 2) and layer.stride == (2, 2):
+                places = self._alloc(-(-math.prod(out_shape) // 4))
+            self._op(code, src, dst, *shapes, int(masked), places)
             return dst
         # private tensors (training/layers/conv.mojo): `work`, the forward's cols (kept for
         # dW) and the backward's g; `mid`, the product in channel-major order
