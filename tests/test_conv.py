@@ -357,6 +357,40 @@ def test_a_2x2_max_pool_keeps_its_window_places_for_the_backward():
     assert ops[1][2] >= places + (3 * 10 * 10 + 3) // 4 or ops[1][2] < places
 
 
+@identical
+def test_a_2x2_max_pool_given_no_places_runs_the_scalar_backward_with_the_same_bits(seed):
+    """A program whose 2 x 2 pools keep no places (word 7 zeroed: a hand-made one) finds the
+    maxima again in the pools' inputs (the masked one after the input's conv too, whose dW
+    then reads the dY that pool's backward wrote): the reference's bits either way."""
+    rng = random.Random(seed)
+    model = nn.Sequential(
+        nn.Conv2d(2, 3, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(3, 2, 3),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(2, 3),
+    )
+    spec = ModelSpec(model, (2, 9, 11), "cross_entropy")
+    params = [v for t in spec.init(rng.randrange(1 << 32)) for v in t]
+    rows = 3
+    x = [rng.choice([-1.0, -0.5, 0.0, 0.5]) for _ in range(rows * 2 * 9 * 11)]
+    _, y = _data(rng, spec, rows)
+    want = ref.step(spec, params, x, y, rows, 3, 1, True)
+    for keep in (True, False):
+        program = Program(spec, 3)
+        pools = [i for i, op in enumerate(program.ops) if op[0] == OP_MAXPOOL2D]
+        assert len(pools) == 2 and all(program.ops[i][7] > 0 for i in pools)
+        if not keep:
+            for i in pools:
+                program.words[9 + i * 10 + 7] = 0
+        losses, outputs, grads, _ = _step(spec, program, params, x, y, rows, mode=1)
+        assert _bits(outputs) == _bits(want[1]) and _bits(grads) == _bits(want[2]), keep
+        assert _bits(losses) == _bits([want[0]])
+
+
 @pytest.mark.parametrize(
     ("pool", "value", "msg"),
     [

@@ -24,7 +24,7 @@ from training.config import F32P, I32P, I64P
 from training.gemm import Epilogue, gemm, gemm_bytes, gemm_tiles_hold_rows
 from training.layers.activations import (gelu_backward, gelu_forward, sigmoid_backward,
                                          sigmoid_forward, tanh_backward, tanh_forward)
-from training.layers.conv import conv2d_backward, conv2d_forward
+from training.layers.conv import conv2d_backward, conv2d_forward, unpack
 from training.layers.attention import attention_backward, attention_forward
 from training.layers.dropout import dropout_apply, dropout_key
 from training.layers.embedding import (embedding_backward, embedding_forward,
@@ -284,6 +284,23 @@ def model_forward(pr: Program, p: F32P, t: Int, train: Bool, first_row: Int, los
                               pr.arena_at)
 
 
+def _needs(pr: Program, op: Int) -> Bool:
+    """Whether op's backward computes its input's gradient (the model's input's only when the
+    caller gave it a place, `dx_at`)."""
+    return (pr.word(op, 9) & NEED_SRC_GRAD) != 0 or (pr.word(op, 1) == 0 and pr.dx_at != 0)
+
+
+def _folded_pool(pr: Program, op: Int, need: Bool) -> Int:
+    """The window places of the 2 × 2 max pool after Conv2d `op` when the conv's dW takes
+    its dY from them (conv2d_backward's `places`: stride 1, the ReLU masked by that pool, no
+    input gradient wanted), else 0: then the pool's backward writes the conv's dY."""
+    var conv = pr.word(op, 5)
+    if (need or pr.word(op, 0) != OP_CONV2D or unpack(conv, 2) != 2 or unpack(conv, 0) != 1
+            or unpack(conv, 1) != 1):
+        return 0
+    return pr.places(op + 1)  # (flag 2: op + 1 is the masking MaxPool2d, checked)
+
+
 def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
     """Every op backward, last first, from the output's gradient in the gradient arena."""
     var rows = pr.rows
@@ -293,7 +310,7 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
         var flags = pr.word(op, 9)
         var s = pr.word(op, 1)
         # The model's input has a gradient only when the caller gave it a place (`dx_at`).
-        var need = (flags & NEED_SRC_GRAD) != 0 or (s == 0 and pr.dx_at != 0)
+        var need = _needs(pr, op)
         var acc = (flags & ACCUMULATE) != 0
         var src = pr.at(s)
         var dsrc = pr.grad(s)
@@ -368,11 +385,16 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
         elif code == OP_CONV2D:
             var work = pr.word(op, 8) & 0xFFFFFFFF
             var mid = pr.word(op, 8) >> 32
-            conv2d_backward(src, pr.at(pr.word(op, 2)), dy, pr.at(work), pr.grad(work), pr.at(mid), pr.grad(mid), p, grads,
-                            dsrc, rows, pr.word(op, 3), pr.word(op, 4), pr.word(op, 5),
-                            pr.word(op, 6), pr.word(op, 7), need, acc, pr.pool)
+            var places = _folded_pool(pr, op, need)
+            if places != 0:  # dy: the pool's (its backward did not run)
+                dy = pr.grad(pr.word(op + 1, 2))
+            conv2d_backward(src, pr.at(pr.word(op, 2)), dy, pr.at(work), pr.grad(work),
+                            pr.at(mid), pr.grad(mid), p, grads, dsrc, rows, pr.word(op, 3),
+                            pr.word(op, 4), pr.word(op, 5), pr.word(op, 6), pr.word(op, 7), need,
+                            acc, pr.pool, places)
         elif code == OP_MAXPOOL2D or code == OP_AVGPOOL2D:
-            if need:
+            var conv = op - 1  # (a masked pool's input is the conv before it)
+            if need and (pr.word(op, 6) == 0 or _folded_pool(pr, conv, _needs(pr, conv)) == 0):
                 pool2d_backward(src, dy, dsrc, pr.places(op), rows, pr.word(op, 3),
                                 pr.word(op, 4), pr.word(op, 5), code == OP_MAXPOOL2D, acc,
                                 pr.word(op, 6) != 0, pr.pool)

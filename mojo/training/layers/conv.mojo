@@ -39,6 +39,7 @@ from training.config import F32P, I64P
 from training.gemm import transpose8
 from training.tails import load_first, store_first
 from training.layers.elementwise import relu_apply
+from training.layers.pool2d import U8P, PoolDims, places_backward
 from training.mlp import relu_backward
 from training.pool import PartFn, part_range, parts_for, pool_threads, split_gemm, split_parts
 
@@ -206,7 +207,7 @@ struct _Call(ImplicitlyCopyable):
     var dst: Int
     var wgt: Int
     var p: Int
-    var b: Int
+    var b: Int  # (dW: the places of the max pool whose gradient wgt is, or 0: wgt is dY)
     var relu: Bool
     var accumulate: Bool
     var rows: Int
@@ -251,7 +252,7 @@ def _weight_grad_part(ctx: Int, part: Int, parts: Int):
     var taps = c.d.taps()
     _weight_grad_s1(F32P(unsafe_from_address=c.p), F32P(unsafe_from_address=c.wgt),
                     F32P(unsafe_from_address=c.dst), F32P(unsafe_from_address=c.src), c.rows,
-                    c.d, taps * u[0] // units, taps * u[1] // units)
+                    c.d, taps * u[0] // units, taps * u[1] // units, c.b)
 
 
 @always_inline
@@ -313,11 +314,15 @@ def _relu_part(ctx: Int, part: Int, parts: Int):
 def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, dy_cm: F32P,
                     p: F32P, grads: F32P, dx: F32P, rows: Int, image: Int, kernel: Int,
                     stride: Int, padding: Int, params: Int, need: Bool, accumulate: Bool,
-                    pool: Int):
+                    pool: Int, places: Int = 0):
     """dW and db written into `grads`; dx (when `need`) written, or its chains continued from
     the values there when `accumulate`. x and y are the forward's input and output; `work`
     holds the forward's cols (strides above 1); g, mid and dy_cm are scratch (the private
-    tensors' gradient and activation sides)."""
+    tensors' gradient and activation sides). `places` (not 0): dy is the gradient of the
+    2 × 2 max pool after this conv (stride 1, its ReLU masked by that pool, no dx wanted), and
+    places that pool's window places: dW lays out each example's dY from them as the pool's
+    backward would write it (the same floats), which then never runs (LeNet-5's first conv:
+    4.8 MB of dY a batch of 256 neither written nor read back)."""
     var d = ConvDims.of(image, kernel, stride, padding)
     var w_at = params & 0xFFFFFFFF
     var b = (params >> 32) - 1
@@ -331,7 +336,8 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
         # dW's chains run over the examples: the parts share out the taps (src: the bias
         # gradient, which the part with tap 0 sums as it goes)
         var dw = _Call(Int(grads.unsafe_offset(b)) if b >= 0 else 0,
-                       Int(grads.unsafe_offset(w_at)), Int(dy), Int(x), 0, False, False, rows, d)
+                       Int(grads.unsafe_offset(w_at)), Int(dy), Int(x), places, False, False,
+                       rows, d)
         # one part a thread: each part lays out every example for itself, so more parts
         # than threads repeat that work (4 a thread made 2 threads' dW 25 % dearer)
         var parts = min(pool_threads(pool), parts_for(pool, _dw_units(d), macs))
@@ -724,7 +730,7 @@ def _dw_units(d: ConvDims) -> Int:
 
 @no_inline
 def _weight_grad_s1(x: F32P, dy: F32P, gw: F32P, gb: F32P, rows: Int, d: ConvDims,
-                    t_begin: Int, t_end: Int):
+                    t_begin: Int, t_end: Int, places: Int):
     """dW at stride 1 without im2col, the same chains (over (b, oh, ow) ascending, from +0.0):
     lanes are output channels (dY channel-last, zero padded to whole vectors), a block of
     taps shares each dY row; x zero-padded as the forward reads it. Each example is laid out
@@ -732,7 +738,9 @@ def _weight_grad_s1(x: F32P, dy: F32P, gw: F32P, gb: F32P, rows: Int, d: ConvDim
     conv: 25 KB of dY an example; laid out for the whole batch first, 6.4 MB went to memory
     and back). Only taps [t_begin, t_end) are computed and written; the part with tap 0
     writes the bias gradient into gb too (unless it is null): lanes' chains over the same
-    rows, (b, oh, ow) ascending from +0.0."""
+    rows, (b, oh, ow) ascending from +0.0. With `places` (not 0), dy is the gradient of the
+    2 × 2 max pool after the conv and each example's dY is the pool's backward of it
+    (`places_backward`, into another L1 buffer)."""
     comptime V = DW_LANES
     var oh_all = d.oh()
     var ow_all = d.ow()
@@ -755,13 +763,22 @@ def _weight_grad_s1(x: F32P, dy: F32P, gw: F32P, gb: F32P, rows: Int, d: ConvDim
     var xp_list = List[Float32](length=d.c * plane if padded else 0, fill=0)  # borders stay +0.0
     var dyt_list = List[Float32](length=pos * ocp, fill=0)
     var dyt = F32P(unsafe_from_address=Int(dyt_list.unsafe_ptr()))
+    var pd = PoolDims(d.oc, oh_all, ow_all, 2, 2, 2, 2)  # (with places: the pool's)
+    var pooled = d.oc * pd.oh() * pd.ow()
+    var dyc_list = List[Float32](length=d.oc * pos if places != 0 else 0, fill=0)
+    var dyc = F32P(unsafe_from_address=Int(dyc_list.unsafe_ptr()))
     for r in range(rows):
         var xp = x.unsafe_offset(r * d.c * d.h * d.w)
         if padded:
             var dst = F32P(unsafe_from_address=Int(xp_list.unsafe_ptr()))
             _pad_planes(xp, dst, d.c, d.h, d.w, wp, plane, d.ph, d.pw)
             xp = dst
-        _channel_last_rows(dy.unsafe_offset(r * d.oc * pos), dyt, pos, d.oc, ocp)
+        var dyr = dy.unsafe_offset(r * d.oc * pos)
+        if places != 0:
+            places_backward(U8P(unsafe_from_address=places + r * pooled),
+                            dy.unsafe_offset(r * pooled), dyc, pd, False, 0, d.oc)
+            dyr = dyc
+        _channel_last_rows(dyr, dyt, pos, d.oc, ocp)
         var oc0 = 0
         while oc0 + 2 * V <= ocp:
             _dw_taps[2, DW_TAPS_2](xp, dyt, dwt, offs, t_begin, t_end, oc0, ocp, oh_all, ow_all,
@@ -779,6 +796,7 @@ def _weight_grad_s1(x: F32P, dy: F32P, gw: F32P, gb: F32P, rows: Int, d: ConvDim
     _ = offs_list^
     _ = xp_list^
     _ = dyt_list^
+    _ = dyc_list^
 
 
 def _channel_last_rows(dyr: F32P, dyt: F32P, pos: Int, oc: Int, ocp: Int):

@@ -11,14 +11,17 @@ then columns, ascending: overlapping windows add in that order); the input's gra
 value, or existing + value when `accumulate`.
 
 The common 2 × 2, stride-2 max pool has vector kernels (`_maxpool2x2`, lanes are windows) with
-the same bits; other windows run the scalar ones.
+the same bits; its forward keeps each window's place (a byte an output: the place of its
+maximum, 0-3 row-major, or NO_PLACE), and its backward (`places_backward`) reads those, never
+its input again. Other windows, and a 2 × 2 pool given no places, run the scalar kernels.
 
 A max pool whose input is the output of a fused Conv2d + ReLU that nothing else reads
 (`masked`) applies that ReLU's backward mask too: an input's gradient is its value when the
 input is > 0, else +0.0 — the bits of masking afterwards, one pass over the planes instead of
 two (LeNet-5's first conv: 4.8 MB of planes a batch of 256).
 
-Program words (program.py OP_MAXPOOL2D, OP_AVGPOOL2D): (C,H,W) (KH,KW) (SH,SW) masked, packed.
+Program words (program.py OP_MAXPOOL2D, OP_AVGPOOL2D): (C,H,W) (KH,KW) (SH,SW) packed, masked,
+and the places' offset in the activations (0: none).
 """
 from std.sys import simd_width_of
 from std.sys.intrinsics import masked_load, masked_store
@@ -83,7 +86,7 @@ struct _Call(ImplicitlyCopyable):
     var is_max: Bool
     var accumulate: Bool
     var masked: Bool
-    var idx: Int  # a 2 × 2 max pool's window places (`WindowPlaces`), or 0
+    var idx: Int  # a 2 × 2 max pool's window places (bytes), or 0
 
 
 comptime ELEMENT_WORK = 16  # a scalar window element against a GEMM's vector multiply-add
@@ -139,14 +142,9 @@ def _avg_part(ctx: Int, part: Int, parts: Int):
 def _backward_part(ctx: Int, part: Int, parts: Int):
     var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
     var r = part_range(c.d.planes, part, parts)
-    if c.is_max and _is_2x2(c.d) and c.idx != 0:
-        _places_backward(U8P(unsafe_from_address=c.idx), F32P(unsafe_from_address=c.y),
-                         F32P(unsafe_from_address=c.dx), c.d, c.accumulate, r[0], r[1])
-        return
-    if c.is_max and _is_2x2(c.d):
-        _maxpool2x2_backward(F32P(unsafe_from_address=c.x), F32P(unsafe_from_address=c.y),
-                             F32P(unsafe_from_address=c.dx), c.d, c.accumulate, c.masked, r[0],
-                             r[1])
+    if c.is_max and c.idx != 0:  # (a 2 × 2 pool's, from its forward)
+        places_backward(U8P(unsafe_from_address=c.idx), F32P(unsafe_from_address=c.y),
+                        F32P(unsafe_from_address=c.dx), c.d, c.accumulate, r[0], r[1])
         return
     _backward(F32P(unsafe_from_address=c.x), F32P(unsafe_from_address=c.y),
               F32P(unsafe_from_address=c.dx), c.d, c.is_max, c.accumulate, c.masked, r[0],
@@ -218,15 +216,6 @@ def _scatter2x2[V: Int](at: SIMD[DType.int32, V], gp: F32P, dst: F32P, w: Int, o
         store_first[2 * V](row, v, 2 * n)
 
 
-@always_inline
-def _grad2x2[V: Int](xp: F32P, gp: F32P, dst: F32P, w: Int, oh: Int, ow: Int, n: Int,
-                     accumulate: Bool, masked: Bool):
-    """`_scatter2x2` at the windows' maxima found again in x (+0.0 for a window whose
-    maximum is not > 0 when `masked`)."""
-    var best = _max2x2[V](xp.unsafe_offset(2 * oh * w + 2 * ow), w, n)
-    _scatter2x2[V](_masked_places[V](best, masked), gp, dst, w, oh, ow, n, accumulate)
-
-
 @no_inline
 def _maxpool2x2(x: F32P, y: F32P, idx: U8P, masked: Bool, d: PoolDims, first: Int, last: Int):
     """`_maxpool` for 2 × 2 windows at stride 2: rows of outputs in vectors of W, the tail in
@@ -251,38 +240,6 @@ def _maxpool2x2(x: F32P, y: F32P, idx: U8P, masked: Bool, d: PoolDims, first: In
                 _max2x2_row[8](xp, yr, d.w, oh, ow, n, ir, masked)
 
 
-@no_inline
-def _maxpool2x2_backward(x: F32P, dy: F32P, dx: F32P, d: PoolDims, accumulate: Bool,
-                         masked: Bool, first: Int, last: Int):
-    """`_backward` of a 2 × 2, stride 2 max pool: its windows do not overlap, so each input
-    takes at most one gradient and the plane is written window by window (rows of W windows,
-    the tail as `_maxpool2x2`'s); the last row and column when h or w is odd take +0.0 (added
-    when `accumulate`), as in `_backward`."""
-    var oh_all = d.oh()
-    var ow_all = d.ow()
-    var hw = d.h * d.w
-    for c in range(first, last):
-        var xp = x.unsafe_offset(c * hw)
-        var gp = dy.unsafe_offset(c * oh_all * ow_all)
-        var out = dx.unsafe_offset(c * hw)
-        for oh in range(oh_all):
-            var gr = gp.unsafe_offset(oh * ow_all)
-            var ow = 0
-            while ow + W <= ow_all:
-                _grad2x2[W](xp, gr, out, d.w, oh, ow, W, accumulate, masked)
-                ow += W
-            var n = ow_all - ow
-            if n > 8:
-                _grad2x2[W](xp, gr, out, d.w, oh, ow, n, accumulate, masked)
-            elif n > 0:
-                _grad2x2[8](xp, gr, out, d.w, oh, ow, n, accumulate, masked)
-            for r in range(2 * oh, 2 * oh + 2):  # an odd width's last column
-                for j in range(2 * ow_all, d.w):
-                    _untouched(out, r * d.w + j, accumulate)
-        for i in range(2 * oh_all * d.w, hw):  # an odd height's last row
-            _untouched(out, i, accumulate)
-
-
 @always_inline
 def _place_grad[V: Int](ip: U8P, gp: F32P, dst: F32P, w: Int, oh: Int, ow: Int, n: Int,
                         accumulate: Bool):
@@ -297,11 +254,14 @@ def _place_grad[V: Int](ip: U8P, gp: F32P, dst: F32P, w: Int, oh: Int, ow: Int, 
 
 
 @no_inline
-def _places_backward(idx: U8P, dy: F32P, dx: F32P, d: PoolDims, accumulate: Bool, first: Int,
+def places_backward(idx: U8P, dy: F32P, dx: F32P, d: PoolDims, accumulate: Bool, first: Int,
                      last: Int):
-    """`_maxpool2x2_backward` from the window places of the forward (`_maxpool2x2`'s idx,
-    the mask in them): x is not read again (LeNet-5's first pool: 0.3 MB of places a batch
-    of 256, where its input is 4.8 MB)."""
+    """`_backward` of a 2 × 2, stride-2 max pool from the window places of its forward
+    (`_maxpool2x2`'s idx, the mask in them; windows do not overlap: each input takes at most
+    one gradient, written window by window), so x is not read again (LeNet-5's first pool:
+    0.3 MB of places a batch of 256, where its input is 4.8 MB); the last row and column when
+    h or w is odd take +0.0 (added when `accumulate`). Also the source of a Conv2d's dY when the conv's dW
+    lays out each example's gradient itself (training/layers/conv.mojo `conv2d_backward`)."""
     var oh_all = d.oh()
     var ow_all = d.ow()
     var hw = d.h * d.w
