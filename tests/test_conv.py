@@ -391,6 +391,26 @@ def test_a_2x2_max_pool_given_no_places_runs_the_scalar_backward_with_the_same_b
         assert _bits(losses) == _bits([want[0]])
 
 
+@identical
+@pytest.mark.parametrize("stride", [1, 2])
+def test_a_conv_runs_the_masking_pool_after_it_with_the_same_bits(seed, stride):
+    """A conv whose fused ReLU a 2 x 2 max pool masks runs that pool in its forward (at
+    stride 1 example by example, its own output never written; at stride 2 after its GEMM):
+    the model's output, loss and gradients are the reference's, the pool at the model's end
+    (its output the caller's buffer) and in the middle, odd images included."""
+    rng = random.Random(seed)
+    for shape, tail in (((2, 9, 11), False), ((1, 12, 12), True)):
+        body = [nn.Conv2d(shape[0], 3, 3, stride=stride, padding=1), nn.ReLU(), nn.MaxPool2d(2)]
+        front = ModelSpec(nn.Sequential(*body, nn.Flatten()), shape, "mse")
+        model = front.model
+        if tail:
+            model = nn.Sequential(*body, nn.Flatten(), nn.Linear(front.output_shape[0], 4))
+        spec = ModelSpec(model, shape, "cross_entropy" if tail else "mse")
+        ops = Program(spec, 1).ops
+        assert ops[0][5] == pack(stride, stride, 2) and ops[1][7] > 0
+        _check(spec, rng, 3, [f32(rng.uniform(-1, 1)) for _ in range(3 * math.prod(shape))])
+
+
 @pytest.mark.parametrize(
     ("pool", "value", "msg"),
     [

@@ -263,12 +263,16 @@ def model_forward(pr: Program, p: F32P, t: Int, train: Bool, first_row: Int, los
             sigmoid_forward(src, dst, rows * pr.word(op, 3))
         elif code == OP_CONV2D:
             var scratch = pr.word(op, 8)  # work | mid << 32
+            # the masking pool after it, when that keeps places: run by the conv (y unwritten)
+            var places = pr.places(op + 1) if unpack(pr.word(op, 5), 2) == 2 else 0
             conv2d_forward(src, dst, p, pr.at(scratch & 0xFFFFFFFF), pr.at(scratch >> 32), rows,
                            pr.word(op, 3), pr.word(op, 4), pr.word(op, 5), pr.word(op, 6),
-                           pr.word(op, 7), pr.pool)
+                           pr.word(op, 7), pr.pool, Int(pr.at(pr.word(op + 1, 2))) if places
+                           else 0, places)
         elif code == OP_MAXPOOL2D:
-            maxpool2d_forward(src, dst, pr.places(op), pr.word(op, 6) != 0, rows,
-                              pr.word(op, 3), pr.word(op, 4), pr.word(op, 5), pr.pool)
+            if pr.word(op, 6) == 0 or pr.places(op) == 0:  # (else its conv ran it)
+                maxpool2d_forward(src, dst, pr.places(op), pr.word(op, 6) != 0, rows,
+                                  pr.word(op, 3), pr.word(op, 4), pr.word(op, 5), pr.pool)
         elif code == OP_AVGPOOL2D:
             avgpool2d_forward(src, dst, rows, pr.word(op, 3), pr.word(op, 4), pr.word(op, 5),
                               pr.pool)

@@ -39,7 +39,7 @@ from training.config import F32P, I64P
 from training.gemm import transpose8
 from training.tails import load_first, store_first
 from training.layers.elementwise import relu_apply
-from training.layers.pool2d import U8P, PoolDims, places_backward
+from training.layers.pool2d import U8P, PoolDims, maxpool2x2, places_backward
 from training.mlp import relu_backward
 from training.pool import PartFn, part_range, parts_for, pool_threads, split_gemm, split_parts
 
@@ -146,15 +146,21 @@ def _channel_major(src: F32P, dst: F32P, rows: Int, ch: Int, n: Int, to_cm: Bool
 
 @no_inline
 def conv2d_forward(x: F32P, y: F32P, p: F32P, work: F32P, mid: F32P, rows: Int, image: Int,
-                   kernel: Int, stride: Int, padding: Int, params: Int, pool: Int):
+                   kernel: Int, stride: Int, padding: Int, params: Int, pool: Int,
+                   pooled: Int = 0, places: Int = 0):
     """y (rows × oc × oh × ow) of x (rows × c × h × w); keeps the batch's cols in `work`.
-    Examples (stride 1) or the GEMM's outputs are shared over `pool` (training/pool.mojo)."""
+    Examples (stride 1) or the GEMM's outputs are shared over `pool` (training/pool.mojo).
+    `places` (not 0): the masking 2 × 2 max pool after the conv is run here too, its output
+    into `pooled` (an address) and its window places into `places`; at stride 1 each example
+    is pooled from an L1 buffer and y is never written (nothing reads it then: the pool's
+    backward reads its places; LeNet-5's first conv: 4.8 MB a batch of 256 neither written
+    nor read)."""
     var d = ConvDims.of(image, kernel, stride, padding)
     var relu = unpack(stride, 2) != 0
     var b = (params >> 32) - 1
     if d.sh == 1 and d.sw == 1:
         var call = _Call(Int(x), Int(y), Int(p.unsafe_offset(params & 0xFFFFFFFF)), Int(p), b,
-                         relu, False, rows, d)
+                         relu, False, rows, d, pooled, places)
         _split_rows(pool, _forward_part, call, rows * d.oc * d.positions() * d.taps())
         return
     var oh_all = d.oh()
@@ -195,6 +201,9 @@ def conv2d_forward(x: F32P, y: F32P, p: F32P, work: F32P, mid: F32P, rows: Int, 
             while k < pos:
                 dst[unsafe_offset=k] = _epilogue[1](src[unsafe_offset=k] + bias, relu)[0]
                 k += 1
+    var after = _PoolAfter(pooled, places)
+    for r in range(rows):
+        after.pool(y.unsafe_offset(r * d.oc * pos), r, d)
 
 
 @fieldwise_init
@@ -207,11 +216,16 @@ struct _Call(ImplicitlyCopyable):
     var dst: Int
     var wgt: Int
     var p: Int
-    var b: Int  # (dW: the places of the max pool whose gradient wgt is, or 0: wgt is dY)
+    var b: Int
     var relu: Bool
     var accumulate: Bool
     var rows: Int
     var d: ConvDims
+    # The masking 2 × 2 max pool after the conv, when it keeps places (else 0): the forward
+    # pools each example as it goes (y itself never written) into `pooled` and `places`; dW
+    # takes its dY from `places` and the pool's gradient (in wgt).
+    var pooled: Int
+    var places: Int
 
 
 def _split_rows(pool: Int, run: PartFn, call: _Call, macs: Int):
@@ -224,15 +238,39 @@ def _split(pool: Int, run: PartFn, call: _Call, parts: Int):
     split_parts(pool, run, Int(Pointer(to=call)), parts)
 
 
+@fieldwise_init
+struct _PoolAfter(ImplicitlyCopyable):
+    """Where a forward part pools its examples (the masking 2 × 2 max pool after the conv,
+    `_Call.pooled` / `places` at the part's first example), or nowhere (places 0)."""
+
+    var pooled: Int
+    var places: Int
+
+    def dest(self, y: F32P, ybuf: F32P, r: Int, d: ConvDims) -> F32P:
+        """Where example r's output planes go: y's, or the L1 buffer that `pool` reads."""
+        return ybuf if self.places != 0 else y.unsafe_offset(r * d.oc * d.positions())
+
+    def pool(self, ybuf: F32P, r: Int, d: ConvDims):
+        """Example r's planes (in ybuf) max pooled into `pooled` and `places`."""
+        if self.places == 0:
+            return
+        var pd = PoolDims(d.oc, d.oh(), d.ow(), 2, 2, 2, 2)
+        var n = d.oc * pd.oh() * pd.ow()
+        maxpool2x2(ybuf, F32P(unsafe_from_address=self.pooled).unsafe_offset(r * n),
+                   U8P(unsafe_from_address=self.places + r * n), True, pd, 0, d.oc)
+
+
 def _forward_part(ctx: Int, part: Int, parts: Int):
     var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
     var r = part_range(c.rows, part, parts)
     var d = c.d
     var fwd = _forward_lanes if _lanes_pay(d) else _forward_s1
+    var pooled = d.oc * (d.oh() // 2) * (d.ow() // 2)  # (floats and places an example)
     fwd(F32P(unsafe_from_address=c.src).unsafe_offset(r[0] * d.c * d.h * d.w),
-                F32P(unsafe_from_address=c.dst).unsafe_offset(r[0] * d.oc * d.positions()),
-                F32P(unsafe_from_address=c.wgt), F32P(unsafe_from_address=c.p), c.b, c.relu,
-                r[1] - r[0], d)
+        F32P(unsafe_from_address=c.dst).unsafe_offset(r[0] * d.oc * d.positions()),
+        F32P(unsafe_from_address=c.wgt), F32P(unsafe_from_address=c.p), c.b, c.relu,
+        r[1] - r[0], d, _PoolAfter(c.pooled + 4 * r[0] * pooled if c.places else 0,
+                                   c.places + r[0] * pooled if c.places else 0))
 
 
 def _input_grad_part(ctx: Int, part: Int, parts: Int):
@@ -252,7 +290,7 @@ def _weight_grad_part(ctx: Int, part: Int, parts: Int):
     var taps = c.d.taps()
     _weight_grad_s1(F32P(unsafe_from_address=c.p), F32P(unsafe_from_address=c.wgt),
                     F32P(unsafe_from_address=c.dst), F32P(unsafe_from_address=c.src), c.rows,
-                    c.d, taps * u[0] // units, taps * u[1] // units, c.b)
+                    c.d, taps * u[0] // units, taps * u[1] // units, c.places)
 
 
 @always_inline
@@ -329,15 +367,15 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
     var pos = d.positions()
     var n_out = rows * d.oc * pos
     if unpack(stride, 2) == 1:  # the fused ReLU: mask by its output, in place
-        var mask = _Call(Int(dy), Int(y), 0, 0, 0, False, False, rows, d)
+        var mask = _Call(Int(dy), Int(y), 0, 0, 0, False, False, rows, d, 0, 0)
         _split_rows(pool, _relu_part, mask, n_out)
     var macs = rows * d.oc * pos * d.taps()
     if d.sh == 1 and d.sw == 1:
         # dW's chains run over the examples: the parts share out the taps (src: the bias
         # gradient, which the part with tap 0 sums as it goes)
         var dw = _Call(Int(grads.unsafe_offset(b)) if b >= 0 else 0,
-                       Int(grads.unsafe_offset(w_at)), Int(dy), Int(x), places, False, False,
-                       rows, d)
+                       Int(grads.unsafe_offset(w_at)), Int(dy), Int(x), 0, False, False, rows, d,
+                       0, places)
         # one part a thread: each part lays out every example for itself, so more parts
         # than threads repeat that work (4 a thread made 2 threads' dW 25 % dearer)
         var parts = min(pool_threads(pool), parts_for(pool, _dw_units(d), macs))
@@ -346,11 +384,12 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
         _channel_major(dy, dy_cm, rows, d.oc, pos, True)
         _weight_grad(work, dy_cm, grads.unsafe_offset(w_at), rows * pos, d, pool)
     if b >= 0 and (d.sh != 1 or d.sw != 1):  # (at stride 1 dW's parts sum it)
-        var sums = _Call(Int(dy), Int(grads.unsafe_offset(b)), 0, 0, 0, False, False, rows, d)
+        var sums = _Call(Int(dy), Int(grads.unsafe_offset(b)), 0, 0, 0, False, False, rows, d,
+                         0, 0)
         _split(pool, _bias_part, sums, parts_for(pool, d.oc, 4 * n_out))
     if need and d.sh == 1 and d.sw == 1:
         var call = _Call(Int(dy), Int(dx), Int(p.unsafe_offset(w_at)), 0, 0, False, accumulate,
-                         rows, d)
+                         rows, d, 0, 0)
         _split_rows(pool, _input_grad_part, call, macs)
     elif need:
         _input_grad(dy, p.unsafe_offset(w_at), dx, g, mid, rows, d, accumulate, pool)
@@ -530,7 +569,7 @@ def _lanes_block[P: Int, NV: Int](xp: F32P, pts: I64P, p0: Int, taps: I64P, n_ta
 
 @no_inline
 def _forward_lanes(x: F32P, y: F32P, wgt: F32P, p: F32P, b: Int, relu: Bool, rows: Int,
-                   d: ConvDims):
+                   d: ConvDims, after: _PoolAfter):
     """The forward at stride 1 with output channels in SIMD lanes (`_lanes_pay`), the same
     chains as `_forward_s1`: x zero-padded, each point's taps read as broadcasts, blocks of
     LANE_POINTS points; then the bias and ReLU (`_forward_s1`'s epilogue) and 8 × 8
@@ -544,6 +583,8 @@ def _forward_lanes(x: F32P, y: F32P, wgt: F32P, p: F32P, b: Int, relu: Bool, row
     var ocp = (d.oc + W - 1) // W * W
     var xp_list = List[Float32](length=d.c * plane, fill=0)
     var xp = F32P(unsafe_from_address=Int(xp_list.unsafe_ptr()))
+    var ybuf_list = List[Float32](length=d.oc * pos if after.places != 0 else 0, fill=0)
+    var ybuf = F32P(unsafe_from_address=Int(ybuf_list.unsafe_ptr()))
     var wt_list = List[Float32](length=n_taps * ocp + LANE_POINTS * ocp, fill=0)
     var wt = F32P(unsafe_from_address=Int(wt_list.unsafe_ptr()))
     var tile = wt.unsafe_offset(n_taps * ocp)
@@ -567,7 +608,7 @@ def _forward_lanes(x: F32P, y: F32P, wgt: F32P, p: F32P, b: Int, relu: Bool, row
     for r in range(rows):
         _pad_planes(x.unsafe_offset(r * d.c * d.h * d.w), xp, d.c, d.h, d.w, wp, plane, d.ph,
                     d.pw)
-        var yr = y.unsafe_offset(r * d.oc * pos)
+        var yr = after.dest(y, ybuf, r, d)
         var p0 = 0
         while p0 < pos:
             var n = min(LANE_POINTS, pos - p0)
@@ -587,7 +628,9 @@ def _forward_lanes(x: F32P, y: F32P, wgt: F32P, p: F32P, b: Int, relu: Bool, row
                                            tile.unsafe_offset(q * ocp))
             _lanes_store(tile, ocp, n, yr.unsafe_offset(p0), pos, d.oc, bias, b >= 0, relu)
             p0 += n
+        after.pool(ybuf, r, d)
     _ = xp_list^
+    _ = ybuf_list^
     _ = wt_list^
     _ = idx_list^
 
@@ -617,7 +660,7 @@ def _lanes_store(tile: F32P, ocp: Int, n: Int, dst: F32P, pos: Int, oc: Int,
 
 @no_inline
 def _forward_s1(x: F32P, y: F32P, wgt: F32P, p: F32P, b: Int, relu: Bool, rows: Int,
-                d: ConvDims):
+                d: ConvDims, after: _PoolAfter):
     """The forward at stride 1 without im2col, the same chains: x zero-padded, output points
     in vectors along the padded rows (each row's kw - 1 extra points computed and dropped) or
     along each output row (`_grid_stride`)."""
@@ -636,22 +679,27 @@ def _forward_s1(x: F32P, y: F32P, wgt: F32P, p: F32P, b: Int, relu: Bool, rows: 
     var grid = F32P(unsafe_from_address=Int(grid_list.unsafe_ptr()))
     var taps = d.kh * d.kw
     var pos = oh_all * ow_all
+    var ybuf_list = List[Float32](length=d.oc * pos if after.places != 0 else 0, fill=0)
+    var ybuf = F32P(unsafe_from_address=Int(ybuf_list.unsafe_ptr()))
     for r in range(rows):
         _pad_planes(x.unsafe_offset(r * d.c * d.h * d.w), xp, d.c, d.h, d.w, wp, plane, d.ph,
                     d.pw)
         _correlate(xp, d.c, plane, wgt, taps, d.c * taps, grid, cs, d.oc, oh_all * gs, wp, gs,
                    d.kh, d.kw, d.ph, d.ph + d.h, False, False)
+        var yr = after.dest(y, ybuf, r, d)
         for o in range(d.oc):
             var bias = p[unsafe_offset=b + o] if b >= 0 else Float32(0.0)
             for oh in range(oh_all):
                 var src = grid.unsafe_offset(o * cs + oh * gs)
-                var dst = y.unsafe_offset((r * d.oc + o) * pos + oh * ow_all)
+                var dst = yr.unsafe_offset(o * pos + oh * ow_all)
                 var k = 0
                 while k < ow_all:  # (rows of 28, LeNet's: a vector, then a masked one)
                     _finish(src, dst, k, min(W, ow_all - k), bias, b >= 0, relu)
                     k += W
+        after.pool(ybuf, r, d)
     _ = xp_list^
     _ = grid_list^
+    _ = ybuf_list^
 
 
 comptime DW_LANES = 8  # output channels a vector (a channel-last dY row, zero padded)

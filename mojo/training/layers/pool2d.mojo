@@ -10,7 +10,7 @@ Backward: each plane's value starts at +0.0 and takes the additions in output or
 then columns, ascending: overlapping windows add in that order); the input's gradient is that
 value, or existing + value when `accumulate`.
 
-The common 2 × 2, stride-2 max pool has vector kernels (`_maxpool2x2`, lanes are windows) with
+The common 2 × 2, stride-2 max pool has vector kernels (`maxpool2x2`, lanes are windows) with
 the same bits; its forward keeps each window's place (a byte an output: the place of its
 maximum, 0-3 row-major, or NO_PLACE), and its backward (`places_backward`) reads those, never
 its input again. Other windows, and a 2 × 2 pool given no places, run the scalar kernels.
@@ -127,7 +127,7 @@ def _max_part(ctx: Int, part: Int, parts: Int):
     var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
     var r = part_range(c.d.planes, part, parts)
     if _is_2x2(c.d):
-        _maxpool2x2(F32P(unsafe_from_address=c.x), F32P(unsafe_from_address=c.y),
+        maxpool2x2(F32P(unsafe_from_address=c.x), F32P(unsafe_from_address=c.y),
                     U8P(unsafe_from_address=c.idx), c.masked, c.d, r[0], r[1])
         return
     _maxpool(F32P(unsafe_from_address=c.x), F32P(unsafe_from_address=c.y), c.d, r[0], r[1])
@@ -217,7 +217,7 @@ def _scatter2x2[V: Int](at: SIMD[DType.int32, V], gp: F32P, dst: F32P, w: Int, o
 
 
 @no_inline
-def _maxpool2x2(x: F32P, y: F32P, idx: U8P, masked: Bool, d: PoolDims, first: Int, last: Int):
+def maxpool2x2(x: F32P, y: F32P, idx: U8P, masked: Bool, d: PoolDims, first: Int, last: Int):
     """`_maxpool` for 2 × 2 windows at stride 2: rows of outputs in vectors of W, the tail in
     one vector of 8 or W with masked loads and stores (the same maxima: lanes are windows);
     each window's place into idx too, unless it is null."""
@@ -257,11 +257,11 @@ def _place_grad[V: Int](ip: U8P, gp: F32P, dst: F32P, w: Int, oh: Int, ow: Int, 
 def places_backward(idx: U8P, dy: F32P, dx: F32P, d: PoolDims, accumulate: Bool, first: Int,
                      last: Int):
     """`_backward` of a 2 × 2, stride-2 max pool from the window places of its forward
-    (`_maxpool2x2`'s idx, the mask in them; windows do not overlap: each input takes at most
+    (`maxpool2x2`'s idx, the mask in them; windows do not overlap: each input takes at most
     one gradient, written window by window), so x is not read again (LeNet-5's first pool:
     0.3 MB of places a batch of 256, where its input is 4.8 MB); the last row and column when
-    h or w is odd take +0.0 (added when `accumulate`). Also the source of a Conv2d's dY when the conv's dW
-    lays out each example's gradient itself (training/layers/conv.mojo `conv2d_backward`)."""
+    h or w is odd take +0.0 (added when `accumulate`). Also the source of a Conv2d's dY when
+    the conv's dW lays out each example's gradient itself (conv.mojo `conv2d_backward`)."""
     var oh_all = d.oh()
     var ow_all = d.ow()
     var hw = d.h * d.w
