@@ -39,6 +39,12 @@ xs = [rng.uniform() * 2 - 1 for _ in range(2 * 160 * 64)]
 ys = [rng.randbelow(10) for _ in range(2 * 160)]
 tm.train_steps(Array.from_list(xs, "<f4").reshape(320, 64), Array.from_list(ys, "<i4"), 2)
 out["model"] = tm.state_hash()
+# A bias gradient wide and tall enough to be cut by columns (640 x 512 sums).
+tw = ml.Trainer(nn.Sequential(nn.Linear(32, 512), nn.ReLU(), nn.Linear(512, 10)),
+                input_shape=(32,), seed=6)
+xs = [rng.uniform() * 2 - 1 for _ in range(640 * 32)]
+tw.train_step(Array.from_list(xs, "<f4").reshape(640, 32), Array.from_list(ys[:64] * 10, "<i4"))
+out["wide"] = tw.state_hash()
 # Layers with parts of their own: convolutions (stride 1 by examples and dW by taps, stride 2
 # through the GEMM), pools by planes, attention by (example, head).
 conv = nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),

@@ -29,7 +29,7 @@ from training.layers.attention import attention_backward, attention_forward
 from training.layers.dropout import dropout_apply, dropout_key
 from training.layers.embedding import (embedding_backward, embedding_forward,
                                        position_backward, position_forward)
-from training.layers.elementwise import add_into, copy_or_add, mse_loss, relu_apply, relu_grad
+from training.layers.elementwise import copy_or_add, mse_loss, relu_apply, relu_grad, sum_into
 from training.layers.norm import layernorm_backward, layernorm_forward
 from training.layers.pool2d import avgpool2d_forward, maxpool2d_forward, pool2d_backward
 from training.loss import RowLosses, mean_cross_entropy, mean_of_rows
@@ -253,7 +253,7 @@ def model_forward(pr: Program, p: F32P, t: Int, train: Bool, first_row: Int, los
             else:
                 copy_or_add(src, dst, rows * n, False)
         elif code == OP_ADD:
-            add_into(src, pr.at(pr.word(op, 4)), dst, rows * pr.word(op, 3))
+            sum_into(src, Int(pr.at(pr.word(op, 4))), dst, rows * pr.word(op, 3), pr.pool)
         elif code == OP_GELU:
             gelu_forward(src, dst, pr.at(pr.word(op, 5)), rows * pr.word(op, 3),
                          pr.word(op, 4) != 0, pr.pool)
@@ -343,7 +343,7 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
                     continue
             pr.gemm(dy, src, grads.unsafe_offset(w), n_out, n_in, r, True, False, False)
             if b >= 0:
-                sum_rows(dy, grads.unsafe_offset(b), r, n_out)
+                sum_rows(dy, grads.unsafe_offset(b), r, n_out, pr.pool)
             if need:
                 pr.gemm(dy, p.unsafe_offset(w), dsrc, r, n_in, n_out, False, False, acc)
         elif code == OP_RELU:
@@ -373,9 +373,9 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
             var n = rows * pr.word(op, 3)
             var o = pr.word(op, 4)
             if o != pr.word(op, 2):  # (in place, f(x)'s gradient is dy itself)
-                copy_or_add(dy, pr.grad(o), n, (flags & ACCUMULATE_OTHER) != 0)
+                copy_or_add(dy, pr.grad(o), n, (flags & ACCUMULATE_OTHER) != 0, pr.pool)
             if need:
-                copy_or_add(dy, dsrc, n, acc)
+                copy_or_add(dy, dsrc, n, acc, pr.pool)
         elif code == OP_GELU:  # from the input x and what the forward kept
             if need:
                 gelu_backward(src, pr.at(pr.word(op, 5)), dy, dsrc, rows * pr.word(op, 3),
@@ -411,7 +411,7 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
             position_backward(dy, grads.unsafe_offset(pr.word(op, 5)), rows, n,
                               pr.word(op, 6) * pr.word(op, 4))
             if need:
-                copy_or_add(dy, dsrc, rows * n, acc)
+                copy_or_add(dy, dsrc, rows * n, acc, pr.pool)
         elif code == OP_ATTENTION:
             if need:
                 attention_backward(src, pr.at(pr.word(op, 6)), dy, dsrc, rows, pr.word(op, 3),
