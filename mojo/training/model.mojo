@@ -177,13 +177,13 @@ comptime SIDE_MACS = 1 << 18  # each of the two products at least this (~5 µs o
 
 
 def _side_by_side(pool: Int, macs: Int) -> Bool:
-    """Whether a Linear's dW and dX (macs each) run one a thread: each too small for
+    """Whether a Linear's dW and dX (macs each) may run one a thread: each too small for
     `split_gemm` to share, large enough to pay for the hand-over ([784, 256, 10]'s second
-    layer: 655 k multiply-adds each), and the workers awake (spinning after the step's shared
-    products): where nothing else is shared (the 64-256-256-10 MLP at batch 32), waking a
-    sleeping worker for each such pair made the step 9 % slower than one thread."""
-    return (pool_threads(pool) >= 2 and SIDE_MACS <= macs and macs < 2 * MIN_PART_MACS
-            and pool_awake(pool))
+    layer: 655 k multiply-adds each). They do when the workers are awake (spinning after the
+    step's shared products): where nothing else is shared (the 64-256-256-10 MLP at batch
+    32), waking a sleeping worker for each such pair made the step 9 % slower than one
+    thread."""
+    return pool_threads(pool) >= 2 and SIDE_MACS <= macs and macs < 2 * MIN_PART_MACS
 
 
 @always_inline
@@ -334,11 +334,13 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
             # each product too small to share, but two of them: one a thread (not for the
             # model's input gradient, which a step computes only when asked)
             if need and s != 0 and pr.arena_at != 0 and _side_by_side(pr.pool, r * n_in * n_out):
+                # reserved whether or not the workers spin now: the arena grows in a
+                # session's first step only
                 var dw_bytes = _round64(gemm_bytes(n_in, r, n_out, n_in))
                 var bytes = dw_bytes + gemm_bytes(n_in, n_out, r, n_in) + 64
                 lg.buf = _round64(arena_reserve(pr.arena_at, bytes))
                 lg.dx_off = dw_bytes
-                if lg.buf != 0:  # (0: no memory; then one after the other)
+                if lg.buf != 0 and pool_awake(pr.pool):  # (0: no memory)
                     _side_by_side_run(pr.pool, lg)
                     continue
             pr.gemm(dy, src, grads.unsafe_offset(w), n_out, n_in, r, True, False, False)

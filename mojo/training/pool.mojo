@@ -317,10 +317,15 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     var pieces = chunks // 4 if shared else (n if by_columns else m) // MIN_PIECE
     # Workers that spin take a part within a µs: then an eighth pays ([784, 256, 10]'s
     # 655 k multiply-add logits and their loss, on two threads: a step 3 % faster).
-    var min_macs = MIN_PART_MACS // 8 if workers > 0 and pool_awake(pool) else MIN_PART_MACS
-    var parts = min(workers + 1, pieces, m * n * k // min_macs)
+    var awake = min(workers + 1, pieces, m * n * k // (MIN_PART_MACS // 8))
+    var parts = awake if pool_awake(pool) else min(awake, m * n * k // MIN_PART_MACS)
     if parts < 2 or not _acquire(pool):  # too small, or another caller has the pool
-        var own = scratch(arena, gemm_bytes(n, k, m, n))
+        # What the split would take when the workers spin, so that an arena (sized by a
+        # session's first step) never grows because they spin at a later step.
+        var bytes = gemm_bytes(n, k, m, n)
+        if awake >= 2:
+            bytes = max(bytes, _split_bytes(shared, awake, n, k, m))
+        var own = scratch(arena, bytes)
         gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m, 0, -1, epi, own.addr)
         release(own)
         return
@@ -329,7 +334,7 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     var b_floats = shared_b_floats(n, k) if shared else 0
     var bbuf = Scratch(0, False)
     if shared:
-        bbuf = scratch(arena, 4 * (b_floats + parts * shared_a_floats(k)) + PANEL_ALIGN)
+        bbuf = scratch(arena, _split_bytes(True, parts, n, k, m))
     if bbuf.addr != 0:
         var bp = (bbuf.addr + PANEL_ALIGN - 1) // PANEL_ALIGN * PANEL_ALIGN
         var g = SharedGemm(Int(a), Int(b), Int(c), m, n, k, ta, tb, accumulate, epi, bp,
@@ -345,10 +350,9 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
         return
     if shared:  # no memory for the shared B: rows, each part packing its own
         by_columns = False
-    # Each part's packing buffer, a stride apart (enough for any part: all rows or columns).
-    var stride = (gemm_bytes(n, k, m, n) + PANEL_ALIGN - 1) // PANEL_ALIGN * PANEL_ALIGN
-    w[unsafe_offset=P_BUF] = Int64(arena_reserve(arena, parts * stride) if arena != 0 else 0)
-    w[unsafe_offset=P_BUF_STRIDE] = Int64(stride)
+    var bytes = _split_bytes(False, parts, n, k, m)
+    w[unsafe_offset=P_BUF] = Int64(arena_reserve(arena, bytes) if arena != 0 else 0)
+    w[unsafe_offset=P_BUF_STRIDE] = Int64(bytes // parts)
     var t = P_TASK
     w[unsafe_offset=t] = Int64(Int(a))
     w[unsafe_offset=t + 1] = Int64(Int(b))
@@ -364,6 +368,14 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     w[unsafe_offset=P_EPI + 2] = Int64(epi.loss)
     w[unsafe_offset=P_KIND] = Int64(KIND_COLUMNS if by_columns else KIND_ROWS)
     _run_task(pool, parts)
+
+
+def _split_bytes(shared: Bool, parts: Int, n: Int, k: Int, m: Int) -> Int:
+    """The packing bytes of `parts` parts: the shared B block and each part's A buffer, or
+    each part's own buffer a stride apart (enough for any part: all rows or columns)."""
+    if shared:
+        return 4 * (shared_b_floats(n, k) + parts * shared_a_floats(k)) + PANEL_ALIGN
+    return parts * ((gemm_bytes(n, k, m, n) + PANEL_ALIGN - 1) // PANEL_ALIGN * PANEL_ALIGN)
 
 
 def split_adam(pool: Int, p_in: F32P, g: F32P, m_in: F32P, v_in: F32P, p_out: F32P,
