@@ -323,7 +323,7 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
         # What the split would take when the workers spin, so that an arena (sized by a
         # session's first step) never grows because they spin at a later step.
         var bytes = gemm_bytes(n, k, m, n)
-        if awake >= 2:
+        if awake >= 2 and arena != 0:
             bytes = max(bytes, _split_bytes(shared, awake, n, k, m))
         var own = scratch(arena, bytes)
         gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m, 0, -1, epi, own.addr)
