@@ -60,13 +60,12 @@ def first_nonfinite_shared(pool: Int, p: F32P, n: Int) -> Int:
         return first_nonfinite(p, n)
     var found = List[Int64](length=parts, fill=-1)
     var scan = _Scan(Int(p), n, Int(found.unsafe_ptr()))
-    split_parts(pool, _scan_part, Int(Pointer(to=scan)), parts)
+    split_parts(pool, _scan_part, scan, parts)
     var at = -1
     for i in range(parts):  # ranges ascend: the first part that found one has the answer
         if found[i] >= 0:
             at = Int(found[i])
             break
-    _ = scan.n
     return at
 
 

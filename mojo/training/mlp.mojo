@@ -105,8 +105,7 @@ def sum_rows(values: F32P, dst: F32P, rows: Int, cols: Int, pool: Int = 0):
     the other thread waiting."""
     var s = _SumRows(Int(values), Int(dst), rows, cols)
     var pieces = (cols + SUM_PIECE - 1) // SUM_PIECE
-    split_parts(pool, _sum_rows_part, Int(Pointer(to=s)), parts_for(pool, pieces, rows * cols))
-    _ = s.cols  # the parts read `s` through its address
+    split_parts(pool, _sum_rows_part, s, parts_for(pool, pieces, rows * cols))
 
 
 def _sum_rows_part(ctx: Int, part: Int, parts: Int):

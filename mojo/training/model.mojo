@@ -17,7 +17,10 @@ A Linear's forward and backward are the MLP's `dense_forward`/GEMMs (training/ml
 Linear+ReLU pair its fused epilogue, the loss its `mean_cross_entropy`: an MLP program runs the
 MLP step's operations in its order, so `Trainer` and `MLPTrainer` give the same bits.
 """
+from std.ffi import external_call
 from std.memory import bitcast
+from std.os import abort
+from std.sys import size_of
 
 from training.arena import ARENA_WORDS, arena_release, arena_reserve
 from training.config import F32P, I32P, I64P
@@ -193,10 +196,8 @@ def _round64(bytes: Int) -> Int:
 
 
 def _side_by_side_run(pool: Int, lg: _LinearGrads):
-    """`_linear_grads_part`'s two parts over the pool, reading `lg` (the caller's) through
-    its address."""
-    split_parts(pool, _linear_grads_part, Int(Pointer(to=lg)), 2)
-    _ = lg.rows  # the parts read `lg` through its address: keep it alive until they are done
+    """`_linear_grads_part`'s two parts over the pool, each reading a copy of `lg`."""
+    split_parts(pool, _linear_grads_part, lg, 2)
 
 
 def _linear_grads_part(ctx: Int, part: Int, parts: Int):
@@ -446,7 +447,14 @@ def model_pass(pr: Program, p: F32P, y: I32P, target: F32P, grads: F32P, mode: I
         var rl = RowLosses(Int(pr.at(pr.output())), Int(y), Int(pr.grad(pr.output())),
                            pr.row_losses_at, pr.classes(),
                            Float32(divide_by if divide_by > 0 else positions))
-        model_forward(pr, p, t, train, first_row, Int(Pointer(to=rl)))
+        # The logits product's epilogue (on any thread) reads `rl` by address: a copy in
+        # memory of its own (training/pool.mojo P_CTX says why not a local's address).
+        var at = external_call["malloc", Int](size_of[RowLosses]())
+        if at == 0:
+            abort("mojolearn: no memory for the loss epilogue")
+        Pointer[RowLosses, MutAnyOrigin](unsafe_from_address=at).unsafe_write(rl)
+        model_forward(pr, p, t, train, first_row, at)
+        external_call["free", NoneType](at)
         loss = mean_of_rows(rl, positions)
     else:
         model_forward(pr, p, t, train, first_row)

@@ -16,7 +16,8 @@ and wakes only while a worker sleeps; elsewhere they poll every SLEEP_US microse
 """
 from std.atomic import Atomic
 from std.ffi import external_call
-from std.sys import simd_width_of
+from std.os import abort
+from std.sys import simd_width_of, size_of
 from std.sys.info import CompilationTarget
 from std.time import perf_counter_ns
 
@@ -81,8 +82,8 @@ comptime P_DONE = 4  # parts finished (atomic)
 comptime P_PARTS = 5  # generation << 32 | parts of the current task
 comptime P_BUSY = 6  # a calling thread owns the pool (try-lock: others run alone)
 comptime P_GEN = 7  # the last task's generation (written by the owner only)
-comptime P_TASK = 8  # GEMM: a, b, c, m, n, k, ta, tb, accumulate, KIND_*; AdamW: the task's
-# address, then KIND_ADAM in the same last slot
+comptime P_TASK = 8  # GEMM: a, b, c, m, n, k, ta, tb, accumulate, KIND_*; AdamW and a shared
+# GEMM: the task's address (in P_CTX), then the kind in the same last slot
 comptime P_KIND = P_TASK + 9
 comptime P_BAD = 18  # parts of an AdamW task that found a NaN/Inf (atomic)
 comptime P_BUF = 19  # KIND_ROWS / KIND_COLUMNS: the parts' packing buffers (0: each its own)
@@ -94,14 +95,22 @@ comptime P_EPI = 24  # a GEMM's Epilogue: bias address, relu, loss address
 comptime P_PACK_NEXT = 28  # KIND_SHARED: the next B piece to pack (atomic)
 comptime P_PACK_DONE = 29  # KIND_SHARED: B pieces packed (atomic)
 comptime P_ROW_NEXT = 30  # KIND_SHARED: the next chunk of rows to compute (atomic)
-comptime WORDS = 32
+# The task's context (`_hold`): what the parts read lives here, in the pool's own block, never
+# on a caller's stack. A struct on the caller's stack, handed to the parts as an Int address,
+# was read as garbage (a part jumped to a wild address) after an unrelated change to
+# `_run_task`: an address turned into an Int keeps neither the struct's stores nor its stack
+# slot alive for the compiler, and a "keep alive" read of one of its fields after the task
+# did not either (mojo/tests/test_pool.mojo).
+comptime P_CTX = 32
+comptime CTX_WORDS = 64
+comptime WORDS = P_CTX + CTX_WORDS
 comptime LOW = (Int64(1) << 32) - 1
 comptime KIND_ROWS = 0  # a GEMM cut by rows of C
 comptime KIND_COLUMNS = 1  # a GEMM cut by columns of C
 comptime KIND_ADAM = 2  # an AdamW update cut into ranges of its elements
 comptime KIND_SHARED = 3  # a GEMM whose packed B the parts share (gemm.mojo SharedGemm); its
 # address in P_TASK
-comptime KIND_PARTS = 4  # a layer's own parts (`split_parts`): a PartsTask's address in P_TASK
+comptime KIND_PARTS = 4  # a layer's own parts (`split_parts`): a PartsTask in P_TASK's words
 
 # A layer's part: run(context address, part, parts). Each part writes outputs no other part
 # writes, and every part computes its outputs in the one pinned order: the bits do not depend
@@ -117,7 +126,7 @@ struct PartsTask(ImplicitlyCopyable):
 
 @fieldwise_init
 struct AdamTask(ImplicitlyCopyable):
-    """One `adam_update_into` call, as the caller's stack holds it while the parts run."""
+    """One `adam_update_into` call, as the pool holds it while the parts run."""
 
     var p_in: Int
     var g: Int
@@ -233,8 +242,7 @@ def _run_part(addr: Int, part: Int, parts: Int):
             _ = Atomic[Int64].fetch_add(_word(addr, P_BAD), 1)
         return
     if w[unsafe_offset=P_KIND] == KIND_PARTS:
-        var parts_task = Pointer[PartsTask, MutAnyOrigin](
-            unsafe_from_address=Int(w[unsafe_offset=t]))[]
+        var parts_task = Pointer[PartsTask, MutAnyOrigin](unsafe_from_address=addr + 8 * t)[]
         parts_task.run(parts_task.ctx, part, parts)
         return
     if w[unsafe_offset=P_KIND] == KIND_SHARED:
@@ -342,10 +350,9 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
         Atomic[Int64].store(_word(pool, P_PACK_NEXT), 0)
         Atomic[Int64].store(_word(pool, P_PACK_DONE), 0)
         Atomic[Int64].store(_word(pool, P_ROW_NEXT), 0)
-        w[unsafe_offset=P_TASK] = Int64(Int(Pointer(to=g)))
+        w[unsafe_offset=P_TASK] = Int64(_hold(pool, g))
         w[unsafe_offset=P_KIND] = KIND_SHARED
         _run_task(pool, parts)
-        _ = g.m  # the parts read `g` through its address: keep it alive until they are done
         release(bbuf)
         return
     if shared:  # no memory for the shared B: rows, each part packing its own
@@ -392,13 +399,11 @@ def split_adam(pool: Int, p_in: F32P, g: F32P, m_in: F32P, v_in: F32P, p_out: F3
     var task = AdamTask(Int(p_in), Int(g), Int(m_in), Int(v_in), Int(p_out), Int(m_out),
                         Int(v_out), n, s)
     var w = I64P(unsafe_from_address=pool)
-    w[unsafe_offset=P_TASK] = Int64(Int(Pointer(to=task)))
+    w[unsafe_offset=P_TASK] = Int64(_hold(pool, task))
     w[unsafe_offset=P_KIND] = KIND_ADAM
     Atomic[Int64].store(_word(pool, P_BAD), 0)
     _run_task(pool, parts)
-    var finite = Atomic[Int64].load(_word(pool, P_BAD)) == 0
-    _ = task.n  # the parts read `task` through its address: keep it alive until they are done
-    return finite
+    return Atomic[Int64].load(_word(pool, P_BAD)) == 0
 
 
 def pool_threads(pool: Int) -> Int:
@@ -425,19 +430,35 @@ def parts_for(pool: Int, items: Int, work: Int) -> Int:
     return max(min(threads, items), parts // threads * threads)
 
 
-def split_parts(pool: Int, run: PartFn, ctx: Int, parts: Int):
-    """run(ctx, i, parts) for every i in [0, parts), shared with the pool's workers (pool 0,
-    one part, or a pool another caller holds: all on this thread, in order)."""
+def split_parts[T: ImplicitlyCopyable & Deinitable](pool: Int, run: PartFn, ctx: T, parts: Int):
+    """run(address of a copy of ctx, i, parts) for every i in [0, parts), shared with the
+    pool's workers (pool 0, one part, or a pool another caller holds: all on this thread, in
+    order). The parts read the copy (`_hold`), never write it."""
     if parts < 2 or pool == 0 or not _acquire(pool):
+        # A copy in memory of its own here too (P_CTX says why): a local copy passed on as
+        # `Int(Pointer(to=local))` crashed at its first part.
+        var at = external_call["malloc", Int](size_of[T]())
+        if at == 0:
+            abort("mojolearn: no memory for a task's context")
+        Pointer[T, MutAnyOrigin](unsafe_from_address=at).unsafe_write(ctx)
         for i in range(parts):
-            run(ctx, i, parts)
+            run(at, i, parts)
+        external_call["free", NoneType](at)
         return
-    var task = PartsTask(run, ctx)
-    var w = I64P(unsafe_from_address=pool)
-    w[unsafe_offset=P_TASK] = Int64(Int(Pointer(to=task)))
-    w[unsafe_offset=P_KIND] = KIND_PARTS
+    var at = _hold(pool, ctx)
+    Pointer[PartsTask, MutAnyOrigin](unsafe_from_address=pool + 8 * P_TASK).unsafe_write(
+        PartsTask(run, at))
+    I64P(unsafe_from_address=pool)[unsafe_offset=P_KIND] = KIND_PARTS
     _run_task(pool, parts)
-    _ = task.ctx  # the parts read `task` through its address: keep it alive until they are done
+
+
+def _hold[T: ImplicitlyCopyable & Deinitable](pool: Int, value: T) -> Int:
+    """`value` copied into the pool's context words (P_CTX), which the task owns while it
+    runs (the caller holds the pool): their address."""
+    comptime assert size_of[T]() <= 8 * CTX_WORDS, "a task context outgrows the pool's words"
+    var at = pool + 8 * P_CTX
+    Pointer[T, MutAnyOrigin](unsafe_from_address=at).unsafe_write(value)
+    return at
 
 
 def part_range(items: Int, part: Int, parts: Int) -> Tuple[Int, Int]:

@@ -228,12 +228,6 @@ def _dl_format(code: Int, bits: Int, lanes: Int, mut seen: Seen, describe: Bool)
         seen.fmt = String("dlpack:", code, ":", bits, ":", lanes)
 
 
-# The capsule names as NUL-terminated bytes in registers (a String would allocate per call).
-comptime _LEGACY = SIMD[DType.uint8, 16](100, 108, 116, 101, 110, 115, 111, 114, 0, 0, 0, 0,
-                                         0, 0, 0, 0)  # "dltensor"
-comptime _VERSIONED = SIMD[DType.uint8, 32](100, 108, 116, 101, 110, 115, 111, 114, 95, 118,
-                                            101, 114, 115, 105, 111, 110, 101, 100, 0, 0, 0,
-                                            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)  # "..._versioned"
 
 
 def _read_capsule(obj: PythonObject, mut seen: Seen, describe: Bool) -> Bool:
@@ -241,10 +235,10 @@ def _read_capsule(obj: PythonObject, mut seen: Seen, describe: Bool) -> Bool:
     DLManagedTensor is {DLTensor, ctx, deleter}, the versioned one {version, ctx, deleter,
     flags, DLTensor})."""
     var p = Int(obj._obj_ptr)
-    var legacy = _LEGACY
-    var versioned = _VERSIONED
-    var lp = Int(Pointer(to=legacy))
-    var vp = Int(Pointer(to=versioned))
+    # The capsule names, NUL-terminated in static memory (a local's address, passed on as an
+    # Int, does not keep its stores alive: training/pool.mojo `split_parts`).
+    var lp = Int(StaticString("dltensor").unsafe_ptr())
+    var vp = Int(StaticString("dltensor_versioned").unsafe_ptr())
     var tensor = 0
     var flags = Int64(0)
     if external_call["PyCapsule_IsValid", c_int](p, lp) == 1:
@@ -392,12 +386,17 @@ def _read_exchange(obj: Int, mut seen: Seen, describe: Bool) -> Bool:
     var fn_at = _exchange_function(Int(I64P(unsafe_from_address=obj)[unsafe_offset=1]))
     if fn_at == 0:
         return False
-    var tensor = SIMD[DType.int64, 8](0)  # a DLTensor (48 bytes)
+    # A DLTensor (48 bytes) in memory of its own: the exchange writes it, the parse reads it
+    # (a local's address, passed on as an Int, does not keep its stores alive).
+    var tensor = List[Int64](length=8, fill=0)
+    var at = Int(tensor.unsafe_ptr())
     var from_py = Pointer(to=fn_at).unsafe_bitcast[DLTensorFromPy]()[]
-    if from_py(obj, Int(Pointer(to=tensor))) != 0:
+    if from_py(obj, at) != 0:
         external_call["PyErr_Clear", NoneType]()
         return False
-    if not _parse_dltensor(Int(Pointer(to=tensor)), seen, describe):
+    var parsed = _parse_dltensor(at, seen, describe)
+    _ = len(tensor)  # the list's memory lives until the parse has read it
+    if not parsed:
         return False
     return not _is_true(_attr(obj, _C_REQUIRES_GRAD, "requires_grad"))
 

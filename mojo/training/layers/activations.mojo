@@ -158,8 +158,7 @@ def _span(e: _Gelu, part: Int, parts: Int) -> Tuple[Int, Int]:
 
 def _split(pool: Int, run: PartFn, e: _Gelu):
     var vectors = (e.n + W - 1) // W
-    split_parts(pool, run, Int(Pointer(to=e)), parts_for(pool, vectors, e.n * GELU_WORK))
-    _ = e.n  # the parts read `e` through its address
+    split_parts(pool, run, e, parts_for(pool, vectors, e.n * GELU_WORK))
 
 
 def gelu_forward(x: F32P, y: F32P, c: F32P, n: Int, tanh_form: Bool, pool: Int):

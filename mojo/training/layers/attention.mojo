@@ -65,8 +65,7 @@ def _split(pool: Int, run: PartFn, a: _Attention):
     """The call's (example, head) pairs cut into parts over the pool: each pair's outputs
     (its att block and its columns of y or dqkv) are its own."""
     var work = a.rows * a.heads * a.t * a.t * (a.d // a.heads)
-    split_parts(pool, run, Int(Pointer(to=a)), parts_for(pool, a.rows * a.heads, work))
-    _ = a.rows  # the parts read `a` through its address
+    split_parts(pool, run, a, parts_for(pool, a.rows * a.heads, work))
 
 
 def attention_forward(qkv: F32P, y: F32P, att: F32P, rows: Int, t: Int, d: Int, heads: Int,

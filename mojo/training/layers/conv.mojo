@@ -234,8 +234,8 @@ def _split_rows(pool: Int, run: PartFn, call: _Call, macs: Int):
 
 
 def _split(pool: Int, run: PartFn, call: _Call, parts: Int):
-    """run's parts over the pool, reading `call` (the caller's) through its address."""
-    split_parts(pool, run, Int(Pointer(to=call)), parts)
+    """run's parts over the pool, each reading a copy of `call`."""
+    split_parts(pool, run, call, parts)
 
 
 @fieldwise_init

@@ -37,8 +37,7 @@ def sum_into(a: F32P, b: Int, dst: F32P, n: Int, pool: Int):
     `pool` (the transformer's residual sums and gradient copies at batch 64 took 4 % of a
     two-thread step on one thread, the other waiting)."""
     var e = _Sum(Int(a), b, Int(dst), n)
-    split_parts(pool, _sum_part, Int(Pointer(to=e)), parts_for(pool, (n + W - 1) // W, n))
-    _ = e.n  # the parts read `e` through its address
+    split_parts(pool, _sum_part, e, parts_for(pool, (n + W - 1) // W, n))
 
 
 def _sum_part(ctx: Int, part: Int, parts: Int):

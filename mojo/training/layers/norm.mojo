@@ -120,8 +120,8 @@ def _parts(pool: Int, n: _Norm) -> Int:
 
 
 def _split(pool: Int, run: PartFn, n: _Norm, parts: Int):
-    """run's parts over the pool, reading `n` (the caller's) through its address."""
-    split_parts(pool, run, Int(Pointer(to=n)), parts)
+    """run's parts over the pool, each reading a copy of `n`."""
+    split_parts(pool, run, n, parts)
 
 
 def layernorm_forward(x: F32P, y: F32P, w: F32P, b: F32P, stats: F32P, rows: Int, d: Int,

@@ -94,8 +94,7 @@ comptime ELEMENT_WORK = 16  # a scalar window element against a GEMM's vector mu
 
 def _split(pool: Int, run: PartFn, call: _Call):
     var work = call.d.planes * call.d.h * call.d.w * ELEMENT_WORK
-    split_parts(pool, run, Int(Pointer(to=call)), parts_for(pool, call.d.planes, work))
-    _ = call.x  # the parts read `call` through its address
+    split_parts(pool, run, call, parts_for(pool, call.d.planes, work))
 
 
 def maxpool2d_forward(x: F32P, y: F32P, idx: Int, masked: Bool, rows: Int, image: Int,

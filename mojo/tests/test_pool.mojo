@@ -1,0 +1,111 @@
+# split_parts (training/pool.mojo) hands every part a copy of the caller's context in memory of
+# its own: on one thread (pool 0), through an open pool (its context words, the path the
+# workers read; with no worker serving, this thread claims every part), and from inside a part
+# (the pool is held: those parts run here, on a copy of their own, and leave the outer task's
+# context as it was). The contexts are random each run; every part checks every field. A
+# local's address passed on as an Int did not keep its stores alive (a part read garbage):
+# these are the calls that broke.
+from std.os import abort
+from std.random import random_ui64
+from std.testing import TestSuite, assert_equal, assert_true
+
+from training.config import I64P
+from training.pool import pool_open, split_parts
+
+
+@fieldwise_init
+struct _Ctx(ImplicitlyCopyable):
+    """Values the parts must see, and where they write what they saw."""
+
+    var a: Int
+    var b: Int
+    var c: Int
+    var d: Int
+    var e: Int
+    var dst: Int  # parts × 6 words: a..e and part as each part read them
+    var pool: Int  # nested: the pool to call split_parts on from inside part 0 (0: none)
+
+
+def _part(ctx: Int, part: Int, parts: Int):
+    var c = Pointer[_Ctx, MutAnyOrigin](unsafe_from_address=ctx)[]
+    if c.pool != 0 and part == 0:  # a task inside this one: run here, its own copy
+        var inner = List[Int64](length=6 * 3, fill=-1)
+        var nested = _Ctx(c.e, c.d, c.c, c.b, c.a, Int(inner.unsafe_ptr()), 0)
+        split_parts(c.pool, _leaf_part, nested, 3)
+        for i in range(3):
+            assert_ok(inner, i, nested)
+        _ = len(inner)
+        c = Pointer[_Ctx, MutAnyOrigin](unsafe_from_address=ctx)[]  # read again: unchanged?
+    _write(c, part)
+
+
+def _leaf_part(ctx: Int, part: Int, parts: Int):
+    _write(Pointer[_Ctx, MutAnyOrigin](unsafe_from_address=ctx)[], part)
+
+
+def _write(c: _Ctx, part: Int):
+    """What part `part` read, into its six words at c.dst."""
+    var o = I64P(unsafe_from_address=c.dst).unsafe_offset(6 * part)
+    o[unsafe_offset=0] = Int64(c.a)
+    o[unsafe_offset=1] = Int64(c.b)
+    o[unsafe_offset=2] = Int64(c.c)
+    o[unsafe_offset=3] = Int64(c.d)
+    o[unsafe_offset=4] = Int64(c.e)
+    o[unsafe_offset=5] = Int64(part)
+
+
+def assert_ok(got: List[Int64], part: Int, want: _Ctx):
+    """(Inside a part, which cannot raise: a mismatch aborts the run.)"""
+    var expected = [Int64(want.a), Int64(want.b), Int64(want.c), Int64(want.d), Int64(want.e),
+                    Int64(part)]
+    for i in range(6):
+        if got[6 * part + i] != expected[i]:
+            abort(String("nested part ", part, " field ", i, ": ", got[6 * part + i], " for ",
+                         expected[i]))
+
+
+def _random_ctx(dst: Int, pool: Int) -> _Ctx:
+    return _Ctx(Int(random_ui64(0, 1 << 40)), Int(random_ui64(0, 1 << 40)),
+                Int(random_ui64(0, 1 << 40)), Int(random_ui64(0, 1 << 40)),
+                Int(random_ui64(0, 1 << 40)), dst, pool)
+
+
+def _check(got: List[Int64], parts: Int, want: _Ctx) raises:
+    for part in range(parts):
+        assert_equal(got[6 * part + 0], Int64(want.a), String("part ", part, " a"))
+        assert_equal(got[6 * part + 1], Int64(want.b), String("part ", part, " b"))
+        assert_equal(got[6 * part + 2], Int64(want.c), String("part ", part, " c"))
+        assert_equal(got[6 * part + 3], Int64(want.d), String("part ", part, " d"))
+        assert_equal(got[6 * part + 4], Int64(want.e), String("part ", part, " e"))
+        assert_equal(got[6 * part + 5], Int64(part), String("part ", part, " index"))
+
+
+def test_parts_on_one_thread_read_the_callers_context() raises:
+    for parts in [1, 2, 7]:
+        var got = List[Int64](length=6 * parts, fill=-1)
+        var want = _random_ctx(Int(got.unsafe_ptr()), 0)
+        split_parts(0, _part, want, parts)
+        _check(got, parts, want)
+
+
+def test_parts_through_a_pool_read_its_copy_of_the_context() raises:
+    var pool = pool_open(1)  # no worker serves it: this thread claims every part
+    assert_true(pool != 0, "pool_open")
+    for parts in [2, 5]:
+        var got = List[Int64](length=6 * parts, fill=-1)
+        var want = _random_ctx(Int(got.unsafe_ptr()), 0)
+        split_parts(pool, _part, want, parts)
+        _check(got, parts, want)
+
+
+def test_a_task_inside_a_part_leaves_the_outer_context_as_it_was() raises:
+    var pool = pool_open(1)
+    assert_true(pool != 0, "pool_open")
+    var got = List[Int64](length=6 * 4, fill=-1)
+    var want = _random_ctx(Int(got.unsafe_ptr()), pool)
+    split_parts(pool, _part, want, 4)
+    _check(got, 4, want)
+
+
+def main() raises:
+    TestSuite.discover_tests[__functions_in_module()]().run()
