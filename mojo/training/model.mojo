@@ -176,7 +176,10 @@ struct _LinearGrads(ImplicitlyCopyable):
     var dx_off: Int
 
 
-comptime SIDE_MACS = 1 << 18  # each of the two products at least this (~5 µs on one core)
+# Each of the two products at least this (~3 µs on one core): at 2^18, [64, 128, 10] at batch
+# 256 ran its second layer's pair (328 k each) side by side, and two threads were slower than
+# one on an Intel Xeon.
+comptime SIDE_MACS = 1 << 19
 
 
 def _side_by_side(pool: Int, macs: Int) -> Bool:

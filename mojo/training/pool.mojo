@@ -323,17 +323,13 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     var shared = shared_fits(n, k) and m >= SHARED_MIN_ROWS
     var by_columns = m < n and epi.loss == 0  # the loss epilogue needs whole rows
     var pieces = chunks // 4 if shared else (n if by_columns else m) // MIN_PIECE
-    # Workers that spin take a part within a µs: then an eighth pays ([784, 256, 10]'s
-    # 655 k multiply-add logits and their loss, on two threads: a step 3 % faster).
-    var awake = min(workers + 1, pieces, m * n * k // (MIN_PART_MACS // 8))
-    var parts = awake if pool_awake(pool) else min(awake, m * n * k // MIN_PART_MACS)
+    # Not below MIN_PART_MACS a part, even while the workers spin: sharing from an eighth of
+    # it (a later session) made [64, 128, 10] at batch 256 (two 2.1 M multiply-add products)
+    # 0.83-0.87x one thread in train_steps on an Intel Xeon, where its three shared tasks
+    # took 85 µs a step for ~26 µs of one thread's work (timed inside the pool).
+    var parts = min(workers + 1, pieces, m * n * k // MIN_PART_MACS)
     if parts < 2 or not _acquire(pool):  # too small, or another caller has the pool
-        # What the split would take when the workers spin, so that an arena (sized by a
-        # session's first step) never grows because they spin at a later step.
-        var bytes = gemm_bytes(n, k, m, n)
-        if awake >= 2 and arena != 0:
-            bytes = max(bytes, _split_bytes(shared, awake, n, k, m))
-        var own = scratch(arena, bytes)
+        var own = scratch(arena, gemm_bytes(n, k, m, n))
         gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m, 0, -1, epi, own.addr)
         release(own)
         return
