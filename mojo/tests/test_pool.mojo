@@ -55,7 +55,7 @@ def _write(c: _Ctx, part: Int):
 
 
 def assert_ok(got: List[Int64], part: Int, want: _Ctx):
-    """(Inside a part, which cannot raise: a mismatch aborts the run.)"""
+    """Abort on a mismatch (inside a part, which cannot raise)."""
     var expected = [Int64(want.a), Int64(want.b), Int64(want.c), Int64(want.d), Int64(want.e),
                     Int64(part)]
     for i in range(6):
