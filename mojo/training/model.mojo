@@ -17,10 +17,7 @@ A Linear's forward and backward are the MLP's `dense_forward`/GEMMs (training/ml
 Linear+ReLU pair its fused epilogue, the loss its `mean_cross_entropy`: an MLP program runs the
 MLP step's operations in its order, so `Trainer` and `MLPTrainer` give the same bits.
 """
-from std.ffi import external_call
 from std.memory import bitcast
-from std.os import abort
-from std.sys import size_of
 
 from training.arena import ARENA_WORDS, arena_release, arena_reserve
 from training.config import F32P, I32P, I64P
@@ -37,7 +34,8 @@ from training.layers.norm import layernorm_backward, layernorm_forward
 from training.layers.pool2d import avgpool2d_forward, maxpool2d_forward, pool2d_backward
 from training.loss import RowLosses, mean_cross_entropy, mean_of_rows
 from training.mlp import adamw_flat_into, relu_backward, sum_rows, total_params
-from training.pool import MIN_PART_MACS, pool_awake, pool_threads, split_gemm, split_parts
+from training.pool import (MIN_PART_MACS, heap_copy, heap_free, pool_awake, pool_threads,
+                           split_gemm, split_parts)
 
 comptime VERSION = 1
 comptime HEADER = 9
@@ -452,12 +450,9 @@ def model_pass(pr: Program, p: F32P, y: I32P, target: F32P, grads: F32P, mode: I
                            Float32(divide_by if divide_by > 0 else positions))
         # The logits product's epilogue (on any thread) reads `rl` by address: a copy in
         # memory of its own (training/pool.mojo P_CTX says why not a local's address).
-        var at = external_call["malloc", Int](size_of[RowLosses]())
-        if at == 0:
-            abort("mojolearn: no memory for the loss epilogue")
-        Pointer[RowLosses, MutAnyOrigin](unsafe_from_address=at).unsafe_write(rl)
+        var at = heap_copy(rl)
         model_forward(pr, p, t, train, first_row, at)
-        external_call["free", NoneType](at)
+        heap_free(at)
         loss = mean_of_rows(rl, positions)
     else:
         model_forward(pr, p, t, train, first_row)

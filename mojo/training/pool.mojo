@@ -433,19 +433,30 @@ def split_parts[T: ImplicitlyCopyable & Deinitable](pool: Int, run: PartFn, ctx:
     if parts < 2 or pool == 0 or not _acquire(pool):
         # A copy in memory of its own here too (P_CTX says why): a local copy passed on as
         # `Int(Pointer(to=local))` crashed at its first part.
-        var at = external_call["malloc", Int](size_of[T]())
-        if at == 0:
-            abort("mojolearn: no memory for a task's context")
-        Pointer[T, MutAnyOrigin](unsafe_from_address=at).unsafe_write(ctx)
+        var at = heap_copy(ctx)
         for i in range(parts):
             run(at, i, parts)
-        external_call["free", NoneType](at)
+        heap_free(at)
         return
     var at = _hold(pool, ctx)
     Pointer[PartsTask, MutAnyOrigin](unsafe_from_address=pool + 8 * P_TASK).unsafe_write(
         PartsTask(run, at))
     I64P(unsafe_from_address=pool)[unsafe_offset=P_KIND] = KIND_PARTS
     _run_task(pool, parts)
+
+
+def heap_copy[T: ImplicitlyCopyable & Deinitable](value: T) -> Int:
+    """`value` (plain values only: it is never destroyed) copied into a malloc'd block whose
+    address others may read it through (P_CTX says why not a local's); `heap_free` it."""
+    var at = external_call["malloc", Int](size_of[T]())
+    if at == 0:
+        abort("mojolearn: no memory for a task's context")
+    Pointer[T, MutAnyOrigin](unsafe_from_address=at).unsafe_write(value)
+    return at
+
+
+def heap_free(at: Int):
+    external_call["free", NoneType](at)
 
 
 def _hold[T: ImplicitlyCopyable & Deinitable](pool: Int, value: T) -> Int:

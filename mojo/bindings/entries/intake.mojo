@@ -228,8 +228,6 @@ def _dl_format(code: Int, bits: Int, lanes: Int, mut seen: Seen, describe: Bool)
         seen.fmt = String("dlpack:", code, ":", bits, ":", lanes)
 
 
-
-
 def _read_capsule(obj: PythonObject, mut seen: Seen, describe: Bool) -> Bool:
     """A DLPack capsule not yet consumed ("dltensor" or "dltensor_versioned", dlpack.h:
     DLManagedTensor is {DLTensor, ctx, deleter}, the versioned one {version, ctx, deleter,
