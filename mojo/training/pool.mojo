@@ -5,8 +5,10 @@ count gives the same bits in both numeric modes.
 
 The threads are Python threads (mojolearn/_runtime/threads.py) parked in `serve` with the GIL released;
 the pool is a calloc'd block of Int64 words, its address the handle. A split GEMM publishes
-its task, and every thread, the caller included, claims parts from an atomic counter until none
-is left; the caller then waits for the parts others claimed. A worker that is asleep (or was
+its task, runs part 0 itself (so the rows or parameters it wrote in this step's last task of
+that shape are, as a rule, its own, in its caches), then every thread, the caller included,
+claims parts from an atomic counter until none is left; the caller then waits for the parts
+others claimed. A worker that is asleep (or was
 never started, as in a forked child) claims nothing, and the caller runs every part itself: a
 task never waits for a worker to wake.
 
@@ -92,9 +94,9 @@ comptime P_WAKE = 21  # bumped at every task (the futex word: its low 32 bits)
 comptime P_SLEEPERS = 22  # workers about to sleep or asleep (atomic)
 comptime P_BUF_STRIDE = 23  # bytes from one part's packing buffer (P_BUF) to the next
 comptime P_EPI = 24  # a GEMM's Epilogue: bias address, relu, loss address
-comptime P_PACK_NEXT = 28  # KIND_SHARED: the next B piece to pack (atomic)
+comptime P_PACK_NEXT = 28  # KIND_SHARED: B pieces claimed from the front | from the back << 32
 comptime P_PACK_DONE = 29  # KIND_SHARED: B pieces packed (atomic)
-comptime P_ROW_NEXT = 30  # KIND_SHARED: the next chunk of rows to compute (atomic)
+comptime P_ROW_NEXT = 30  # KIND_SHARED: chunks of rows claimed, as P_PACK_NEXT (`_claim_end`)
 # The task's context (`_hold`): what the parts read lives here, in the pool's own block, never
 # on a caller's stack. A struct on the caller's stack, handed to the parts as an Int address,
 # was read as garbage (a part jumped to a wild address) after an unrelated change to
@@ -275,11 +277,14 @@ def _run_shared(addr: Int, g: SharedGemm, part: Int):
     """Part `part` of a KIND_SHARED task: pack B pieces while any is left, wait until all are
     packed, then compute chunks of rows (in the part's own A buffer) while any is left. Every
     part does the same, so the faster thread takes more of both (a part no worker claimed
-    finds nothing left)."""
+    finds nothing left). Part 0 (the caller's, `_run_task`) takes pieces and rows from the
+    front, the others from the back: each thread then writes and reads mostly the same half
+    of B, A and C every step, in its own caches."""
     var pieces = shared_pieces(g.n, g.k)
+    var front = part == 0
     while True:
-        var piece = Int(Atomic[Int64].fetch_add(_word(addr, P_PACK_NEXT), 1))
-        if piece >= pieces:
+        var piece = _claim_end(addr, P_PACK_NEXT, pieces, front)
+        if piece < 0:
             break
         shared_pack(g, piece)
         _ = Atomic[Int64].fetch_add(_word(addr, P_PACK_DONE), 1)
@@ -288,11 +293,24 @@ def _run_shared(addr: Int, g: SharedGemm, part: Int):
     var chunks = (g.m + g.chunk - 1) // g.chunk
     var ap = F32P(unsafe_from_address=g.ap).unsafe_offset(part * shared_a_floats(g.k))
     while True:
-        var chunk = Int(Atomic[Int64].fetch_add(_word(addr, P_ROW_NEXT), 1))
-        if chunk >= chunks:
+        var chunk = _claim_end(addr, P_ROW_NEXT, chunks, front)
+        if chunk < 0:
             break
         var r0 = chunk * g.chunk
         shared_rows(g, r0, min(g.m, r0 + g.chunk), ap)
+
+
+def _claim_end(addr: Int, word: Int, items: Int, front: Bool) -> Int:
+    """The next unclaimed of `items` from the front (or the back) of a range whose claims
+    meet in the middle: the word counts claims from the front in its low 32 bits, from the
+    back in its high ones (one atomic add each: every item goes to exactly one claim); -1
+    once all are claimed."""
+    var old = Atomic[Int64].fetch_add(_word(addr, word), Int64(1) if front else Int64(1) << 32)
+    var from_front = Int(old & LOW)
+    var from_back = Int(old >> 32)
+    if from_front + from_back >= items:
+        return -1
+    return from_front if front else items - 1 - from_back
 
 
 @always_inline
@@ -489,8 +507,13 @@ def _run_task(pool: Int, parts: Int):
     w[unsafe_offset=P_GEN] = gen
     Atomic[Int64].store(_word(pool, P_DONE), 0)
     Atomic[Int64].store(_word(pool, P_PARTS), (gen << 32) | Int64(parts))
-    Atomic[Int64].store(_word(pool, P_NEXT), gen << 32)  # publishes the task
+    # Part 0 is this thread's, the others the workers' to claim (and this thread's once it is
+    # done, if any is left): in a step, the thread that wrote a range of rows or parameters
+    # is then the one that reads it, from its own caches.
+    Atomic[Int64].store(_word(pool, P_NEXT), (gen << 32) | 1)  # publishes the task
     _wake(pool)
+    _run_part(pool, 0, parts)
+    _ = Atomic[Int64].fetch_add(_word(pool, P_DONE), 1)
     _ = _claim_and_run(pool, False)
     while Atomic[Int64].load(_word(pool, P_DONE)) < Int64(parts):
         pass
