@@ -39,7 +39,7 @@ from training.config import F32P, I64P
 from training.gemm import transpose8
 from training.tails import load_first, store_first
 from training.layers.elementwise import relu_apply
-from training.layers.pool2d import U8P, PoolDims, maxpool2x2, places_backward
+from training.layers.pool2d import U8P, PoolDims, maxpool2x2
 from training.mlp import relu_backward
 from training.pool import PartFn, part_range, parts_for, pool_threads, split_gemm, split_parts
 
@@ -788,7 +788,7 @@ def _weight_grad_s1(x: F32P, dy: F32P, gw: F32P, gb: F32P, rows: Int, d: ConvDim
     writes the bias gradient into gb too (unless it is null): lanes' chains over the same
     rows, (b, oh, ow) ascending from +0.0. With `places` (not 0), dy is the gradient of the
     2 × 2 max pool after the conv and each example's dY is the pool's backward of it
-    (`places_backward`, into another L1 buffer)."""
+    (`places_backward`'s floats, laid out channel-last by `_places_channel_last`)."""
     comptime V = DW_LANES
     var oh_all = d.oh()
     var ow_all = d.ow()
@@ -813,7 +813,8 @@ def _weight_grad_s1(x: F32P, dy: F32P, gw: F32P, gb: F32P, rows: Int, d: ConvDim
     var dyt = F32P(unsafe_from_address=Int(dyt_list.unsafe_ptr()))
     var pd = PoolDims(d.oc, oh_all, ow_all, 2, 2, 2, 2)  # (with places: the pool's)
     var pooled = d.oc * pd.oh() * pd.ow()
-    var dyc_list = List[Float32](length=d.oc * pos if places != 0 else 0, fill=0)
+    var dyc_list = List[Float32](length=_pool_layout_floats(pd, ocp) if places != 0 else 0,
+                                 fill=0)
     var dyc = F32P(unsafe_from_address=Int(dyc_list.unsafe_ptr()))
     for r in range(rows):
         var xp = x.unsafe_offset(r * d.c * d.h * d.w)
@@ -821,12 +822,11 @@ def _weight_grad_s1(x: F32P, dy: F32P, gw: F32P, gb: F32P, rows: Int, d: ConvDim
             var dst = F32P(unsafe_from_address=Int(xp_list.unsafe_ptr()))
             _pad_planes(xp, dst, d.c, d.h, d.w, wp, plane, d.ph, d.pw)
             xp = dst
-        var dyr = dy.unsafe_offset(r * d.oc * pos)
         if places != 0:
-            places_backward(U8P(unsafe_from_address=places + r * pooled),
-                            dy.unsafe_offset(r * pooled), dyc, pd, False, 0, d.oc)
-            dyr = dyc
-        _channel_last_rows(dyr, dyt, pos, d.oc, ocp)
+            _places_channel_last(U8P(unsafe_from_address=places + r * pooled),
+                                 dy.unsafe_offset(r * pooled), dyt, pd, ocp, dyc)
+        else:
+            _channel_last_rows(dy.unsafe_offset(r * d.oc * pos), dyt, pos, d.oc, ocp)
         var oc0 = 0
         while oc0 + 2 * V <= ocp:
             _dw_taps[2, DW_TAPS_2](xp, dyt, dwt, offs, t_begin, t_end, oc0, ocp, oh_all, ow_all,
@@ -845,6 +845,57 @@ def _weight_grad_s1(x: F32P, dy: F32P, gw: F32P, gb: F32P, rows: Int, d: ConvDim
     _ = xp_list^
     _ = dyt_list^
     _ = dyc_list^
+
+
+def _pool_layout_floats(pd: PoolDims, ocp: Int) -> Int:
+    """The scratch `_places_channel_last` takes: the pool's gradient and places channel-last,
+    and its places as floats."""
+    var q = pd.oh() * pd.ow()
+    return q * (2 * ocp + pd.planes)
+
+
+def _places_channel_last(ip: U8P, g: F32P, dyt: F32P, pd: PoolDims, ocp: Int, tmp: F32P):
+    """One example's dY channel-last, as `places_backward` and then `_channel_last_rows` lay it
+    out (+0.0 + the pool's gradient at each window's place, +0.0 elsewhere, in the points no
+    window covers and in the lanes past the channels), from the pool's gradient and places
+    laid out channel-last first: a quarter of dY's points go through the transposes, and
+    dY's planes are never written (LeNet-5's first conv: ~1 µs an example less, for each
+    thread that lays it out). pd: the pool's dims (planes: the conv's channels)."""
+    comptime V = DW_LANES
+    var oc = pd.planes
+    var pw = pd.ow()
+    var q_all = pd.oh() * pw
+    var g_cl = tmp
+    var p_cl = tmp.unsafe_offset(q_all * ocp)
+    var p_cm = p_cl.unsafe_offset(q_all * ocp)  # the places as floats, channel-major
+    var n = oc * q_all
+    var i = 0
+    while i + W <= n:
+        p_cm.unsafe_offset(i).unsafe_store(
+            ip.unsafe_offset(i).unsafe_load[width=W]().cast[DType.float32]())
+        i += W
+    while i < n:
+        p_cm[unsafe_offset=i] = Float32(Int(ip[unsafe_offset=i]))
+        i += 1
+    _channel_last_rows(g, g_cl, q_all, oc, ocp)
+    _channel_last_rows(p_cm, p_cl, q_all, oc, ocp)  # (lanes past oc: place 0, gradient +0.0)
+    var zero = SIMD[DType.float32, V](0.0)
+    for oh in range(pd.h):
+        var row = dyt.unsafe_offset(oh * pd.w * ocp)
+        var first = 0
+        if oh < 2 * pd.oh():
+            var r = Float32(2 * (oh % 2))  # places 2r and 2r + 1 lie on this row
+            var q = (oh // 2) * pw * ocp
+            for j in range(pw):
+                for v in range(0, ocp, V):
+                    var gv = zero + g_cl.unsafe_load[width=V](q + j * ocp + v)
+                    var pv = p_cl.unsafe_load[width=V](q + j * ocp + v)
+                    row.unsafe_offset(2 * j * ocp + v).unsafe_store(pv.eq(SIMD[DType.float32, V](r)).select(gv, zero))
+                    row.unsafe_offset((2 * j + 1) * ocp + v).unsafe_store(
+                        pv.eq(SIMD[DType.float32, V](r + 1)).select(gv, zero))
+            first = 2 * pw
+        for k in range(first * ocp, pd.w * ocp, V):  # an odd width's last column, or no window
+            row.unsafe_offset(k).unsafe_store(zero)
 
 
 def _channel_last_rows(dyr: F32P, dyt: F32P, pos: Int, oc: Int, ocp: Int):
