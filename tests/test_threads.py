@@ -45,6 +45,15 @@ tw = ml.Trainer(nn.Sequential(nn.Linear(32, 512), nn.ReLU(), nn.Linear(512, 10))
 xs = [rng.uniform() * 2 - 1 for _ in range(640 * 32)]
 tw.train_step(Array.from_list(xs, "<f4").reshape(640, 32), Array.from_list(ys[:64] * 10, "<i4"))
 out["wide"] = tw.state_hash()
+# While the workers spin (after the first Linear's split product): the loss's rows in two
+# parts (64 x 48 x 200), and the fused ReLU's mask run beside the next Linear's dW, after its
+# dX, the last gradient in (a Residual's add gave the first).
+tr2 = ml.Trainer(nn.Sequential(nn.Linear(1024, 200), nn.ReLU(), nn.Residual(nn.Linear(200, 200)),
+                               nn.Linear(200, 48)), input_shape=(1024,), seed=8)
+xs = [rng.uniform() * 2 - 1 for _ in range(2 * 64 * 1024)]
+tr2.train_steps(Array.from_list(xs, "<f4").reshape(128, 1024),
+                Array.from_list([rng.randbelow(48) for _ in range(128)], "<i4"), 2)
+out["mask beside"] = tr2.state_hash()
 # Layers with parts of their own: convolutions (stride 1 by examples and dW by taps, stride 2
 # through the GEMM), pools by planes, attention by (example, head).
 conv = nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),

@@ -34,8 +34,8 @@ from training.layers.norm import layernorm_backward, layernorm_forward
 from training.layers.pool2d import avgpool2d_forward, maxpool2d_forward, pool2d_backward
 from training.loss import RowLosses, mean_cross_entropy, mean_of_rows
 from training.mlp import adamw_flat_into, relu_backward, sum_rows, total_params
-from training.pool import (MIN_PART_MACS, heap_copy, heap_free, pool_awake, pool_threads,
-                           split_gemm, split_parts)
+from training.pool import (MIN_PART_MACS, SIDE_MACS, heap_copy, heap_free, pool_awake,
+                           pool_threads, split_gemm, split_parts)
 
 comptime VERSION = 1
 comptime HEADER = 9
@@ -172,12 +172,7 @@ struct _LinearGrads(ImplicitlyCopyable):
     var accumulate: Bool
     var buf: Int
     var dx_off: Int
-
-
-# Each of the two products at least this (~3 µs on one core): at 2^18, [64, 128, 10] at batch
-# 256 ran its second layer's pair (328 k each) side by side, and two threads were slower than
-# one on an Intel Xeon.
-comptime SIDE_MACS = 1 << 19
+    var mask: Int  # a ReLU's output that dX is masked by once complete (0: none)
 
 
 def _side_by_side(pool: Int, macs: Int) -> Bool:
@@ -202,8 +197,10 @@ def _side_by_side_run(pool: Int, lg: _LinearGrads):
 
 
 def _linear_grads_part(ctx: Int, part: Int, parts: Int):
-    """Part 0: dW = dYᵀ·x and db; part 1: dX (+)= dY·W. The bits of the products one
-    after the other (each output its own chain)."""
+    """Part 0: dW = dYᵀ·x and db; part 1: dX (+)= dY·W, then, when `mask` is set, the
+    ReLU's mask of the Linear below (`relu_backward`, in place: the op it would run on the
+    calling thread while the other core waited). The bits of the products one after the other
+    (each output its own chain; the mask an elementwise select)."""
     var g = Pointer[_LinearGrads, MutAnyOrigin](unsafe_from_address=ctx)[]
     var dy = F32P(unsafe_from_address=g.dy)
     if part == 0:
@@ -215,6 +212,18 @@ def _linear_grads_part(ctx: Int, part: Int, parts: Int):
     gemm(dy, F32P(unsafe_from_address=g.w), F32P(unsafe_from_address=g.dx), g.rows, g.n_in,
          g.n_out, False, False, g.accumulate, 0, g.rows, 0, -1, Epilogue.none(),
          g.buf + g.dx_off)
+    if g.mask != 0:
+        relu_backward(F32P(unsafe_from_address=g.mask), F32P(unsafe_from_address=g.dx),
+                      F32P(unsafe_from_address=g.dx), g.rows, g.n_in)
+
+
+def _masks_below(pr: Program, op: Int) -> Bool:
+    """Whether Linear `op`'s dX, once computed, is the whole gradient of a fused ReLU's output
+    (the Linear just before it, whose output is op's input): no op between them reads that
+    output, so every other consumer comes later in the forward and has added its part already
+    in the backward. Its mask can then run beside op's dW, right after dX."""
+    return (op >= 1 and pr.word(op - 1, 0) == OP_LINEAR and pr.word(op - 1, 7) != 0
+            and pr.word(op - 1, 2) == pr.word(op, 1) and pr.word(op - 1, 8) == pr.word(op, 8))
 
 
 def _f32(bits: Int) -> Float32:
@@ -310,8 +319,11 @@ def _folded_pool(pr: Program, op: Int, need: Bool) -> Int:
 def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
     """Every op backward, last first, from the output's gradient in the gradient arena."""
     var rows = pr.rows
+    var masked = False  # the op after this one masked this op's fused ReLU (`_masks_below`)
     for j in range(pr.ops()):
         var op = pr.ops() - 1 - j
+        var mask_done = masked
+        masked = False
         var code = pr.word(op, 0)
         var flags = pr.word(op, 9)
         var s = pr.word(op, 1)
@@ -327,12 +339,12 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
             var r = rows * pr.word(op, 8)
             var w = pr.word(op, 5)
             var b = pr.word(op, 6)
-            if pr.word(op, 7) != 0:  # the fused ReLU: mask by its output, in place
+            if pr.word(op, 7) != 0 and not mask_done:  # the fused ReLU: mask by its output
                 relu_backward(pr.at(pr.word(op, 2)), dy, dy, r, n_out)
             var lg = _LinearGrads(Int(dy), Int(src), Int(p.unsafe_offset(w)),
                                   Int(grads.unsafe_offset(w)),
                                   Int(grads.unsafe_offset(b)) if b >= 0 else 0, Int(dsrc), r,
-                                  n_in, n_out, acc, 0, 0)
+                                  n_in, n_out, acc, 0, 0, 0)
             # each product too small to share, but two of them: one a thread (not for the
             # model's input gradient, which a step computes only when asked)
             if need and s != 0 and pr.arena_at != 0 and _side_by_side(pr.pool, r * n_in * n_out):
@@ -343,6 +355,9 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
                 lg.buf = _round64(arena_reserve(pr.arena_at, bytes))
                 lg.dx_off = dw_bytes
                 if lg.buf != 0 and pool_awake(pr.pool):  # (0: no memory)
+                    if _masks_below(pr, op):
+                        lg.mask = Int(src)
+                        masked = True
                     _side_by_side_run(pr.pool, lg)
                     continue
             pr.gemm(dy, src, grads.unsafe_offset(w), n_out, n_in, r, True, False, False)

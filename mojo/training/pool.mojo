@@ -67,6 +67,13 @@ comptime MIN_PART_MACS = (1 << 21) if simd_width_of[DType.float32]() >= 16 else 
 # the same way, LeNet-5 at batch 256 ran 1.8x faster on 2 threads with 2^17 a part and 1.43x
 # with 2^21 (its masks, sums and small pools then stayed on one thread).
 comptime MIN_LAYER_WORK = 1 << 17
+# A product under MIN_PART_MACS a part is still cut in two from this many multiply-adds when
+# its work does not end at them and the workers are spinning (`pool_awake`): a Linear's dW and
+# dX side by side (training/model.mojo), and the output Linear whose epilogue computes the
+# loss (each row's exp and log: [784, 256, 10] at batch 256 spent ~30 µs a step there, the
+# other core waiting). At 2^18, [64, 128, 10] at batch 256 ran its second layer's pair
+# (328 k each) side by side, and two threads were slower than one on an Intel Xeon.
+comptime SIDE_MACS = 1 << 19
 comptime MIN_PIECE = 32  # rows or columns a part: every part packs all of the other operand
 comptime SHARED_MIN_ROWS = 192  # a shared B pays for its hand-over from this many rows of C
 # An AdamW range (~0.6 ns an element in identical mode, where its square root and two
@@ -346,8 +353,19 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     # 0.83-0.87x one thread in train_steps on an Intel Xeon, where its three shared tasks
     # took 85 µs a step for ~26 µs of one thread's work (timed inside the pool).
     var parts = min(workers + 1, pieces, m * n * k // MIN_PART_MACS)
+    # The loss's rows in two parts: reserved whether or not the workers spin now, so the
+    # arena grows in a session's first step only.
+    var loss_rows = (epi.loss != 0 and parts < 2 and workers > 0 and m * n * k >= SIDE_MACS
+                     and m >= 2 * MIN_PIECE)
+    var single = gemm_bytes(n, k, m, n)
+    if loss_rows:
+        single = max(single, _split_bytes(False, 2, n, k, m))
+        if pool_awake(pool):
+            parts = 2
+            shared = False
+            by_columns = False
     if parts < 2 or not _acquire(pool):  # too small, or another caller has the pool
-        var own = scratch(arena, gemm_bytes(n, k, m, n))
+        var own = scratch(arena, single)
         gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m, 0, -1, epi, own.addr)
         release(own)
         return
