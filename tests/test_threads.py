@@ -114,6 +114,57 @@ def test_a_forked_child_trains_without_the_parents_workers():
     assert two == one
 
 
+# `alone()` (tools/bench_threads.py's one-thread side, in a two-thread process): pool() is 0
+# inside on this thread only; an MLPTrainer opened inside and a Trainer stepped inside publish
+# no task (the workers' part count stays), with the bits of the pool's.
+ALONE = """
+import json, threading
+import mojolearn as ml
+from mojolearn._mlp import rng as _rng
+from mojolearn._runtime import threads as _threads
+from mojolearn._buffers.array import Array
+nn = ml.nn
+raw = ml._runtime.backend.binding().raw
+pool = _threads.pool()
+parts = lambda: raw.pool_worker_parts([pool], [])
+rng = _rng.SplitMix64(31)
+xs = [rng.uniform() * 2 - 1 for _ in range(3 * 256 * 256)]
+X = Array.from_list(xs, "<f4").reshape(3 * 256, 256)
+y = Array.from_list([rng.randbelow(10) for _ in range(3 * 256)], "<i4")
+model = lambda: nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
+seen = []
+with _threads.alone():
+    inside = _threads.pool()
+    other = threading.Thread(target=lambda: seen.append(_threads.pool()))
+    other.start()
+    other.join(60)
+    mlp_one = ml.MLPTrainer([256, 256, 10], seed=2, data_schedule={"test": 1})
+out = {"pool": pool, "inside": inside, "other thread": seen, "after": _threads.pool()}
+tm_one = ml.Trainer(model(), input_shape=(256,), seed=2)
+before = parts()
+mlp_one.train_steps(X, y, 3)  # (outside the block: its session never took the pool)
+with _threads.alone():
+    tm_one.train_steps(X, y, 3)
+out["parts alone"] = parts() - before
+mlp_many = ml.MLPTrainer([256, 256, 10], seed=2, data_schedule={"test": 1})
+tm_many = ml.Trainer(model(), input_shape=(256,), seed=2)
+mlp_many.train_steps(X, y, 3)
+tm_many.train_steps(X, y, 3)
+out["same bits"] = [mlp_one.state_hash() == mlp_many.state_hash(),
+                    tm_one.state_hash() == tm_many.state_hash()]
+print(json.dumps(out))
+"""
+
+
+def test_alone_runs_this_threads_steps_without_the_pool_and_with_its_bits():
+    out = run_python(ALONE, env={"MOJOLEARN_NUM_THREADS": "2"}, timeout=300)
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got["pool"] != 0 and got["inside"] == 0
+    assert got["other thread"] == [got["pool"]] and got["after"] == got["pool"]
+    assert got["parts alone"] == 0
+    assert got["same bits"] == [True, True]
+
+
 # A network whose products are all below the split size but whose AdamW update (32,794
 # elements) is cut in two: the workers' parts are AdamW ranges only.
 ADAM_ONLY = """

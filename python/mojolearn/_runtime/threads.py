@@ -11,6 +11,7 @@ pool is opened for it on first use.
 """
 
 import atexit
+import contextlib
 import os
 import threading
 
@@ -22,6 +23,7 @@ MAX_THREADS = 256
 _threads = None  # (count, source), once per process (like the numeric mode)
 _pool = None  # the pool's address once opened (0: one thread, no pool)
 _lock = threading.Lock()
+_alone = threading.local()  # depth of `alone()` blocks on this thread
 
 
 def num_threads():
@@ -65,10 +67,25 @@ def _default():
     return max(1, min(cpus, MAX_THREADS)), source
 
 
+@contextlib.contextmanager
+def alone():
+    """Within the block, on this thread: `pool()` is 0, so the steps started (and the MLPTrainer
+    sessions opened) there run on the calling thread alone, as with MOJOLEARN_NUM_THREADS=1.
+    tools/bench_threads.py times one thread against the pool in one process with it, where
+    separate processes on a shared machine differ by more than the effect measured."""
+    _alone.depth = getattr(_alone, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _alone.depth -= 1
+
+
 def pool():
     """This process's worker pool (its address), opened with its threads on first use; 0 with
-    one thread."""
+    one thread, or inside `alone()`."""
     global _pool
+    if getattr(_alone, "depth", 0):
+        return 0
     if _pool is None:
         with _lock:
             if _pool is None:
