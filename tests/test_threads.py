@@ -165,22 +165,26 @@ def test_alone_runs_this_threads_steps_without_the_pool_and_with_its_bits():
     assert got["same bits"] == [True, True]
 
 
-# A network whose products are all below the split size but whose AdamW update (32,794
-# elements) is cut in two: the workers' parts are AdamW ranges only.
+# A network whose products are all below the split size but whose AdamW update (131,098
+# elements: two parts claiming ranges of 2^14) is cut in two: the workers' parts up to
+# `worker_parts` are AdamW ranges only.
 ADAM_ONLY = """
 import json
 import mojolearn as ml
 from mojolearn._mlp import rng as _rng
 from mojolearn._runtime import threads as _threads
 from mojolearn._buffers.array import Array
-sizes, rows = [4096, 8, 2], 4
+sizes, rows = [16384, 8, 2], 4
 rng = _rng.SplitMix64(11)
-xs = [rng.uniform() * 2 - 1 for _ in range(50 * rows * sizes[0])]
-ys = [rng.randbelow(2) for _ in range(50 * rows)]
-X, y = Array.from_list(xs, "<f4").reshape(50 * rows, sizes[0]), Array.from_list(ys, "<i4")
+xs = [rng.uniform() * 2 - 1 for _ in range(8 * rows * sizes[0])]
+ys = [rng.randbelow(2) for _ in range(8 * rows)]
+X, y = Array.from_list(xs, "<f4").reshape(8 * rows, sizes[0]), Array.from_list(ys, "<i4")
+x0 = xs[: rows * sizes[0]]
 tr = ml.MLPTrainer(sizes, seed=3, data_schedule={"test": 1})
-tr.train_steps(X, y, 50)
-out = {"hash": tr.state_hash()}
+tr.train_steps(X, y, 8)
+pool = _threads.pool()
+out = {"hash": tr.state_hash(),
+       "worker_parts": ml._runtime.backend.binding().raw.pool_worker_parts([pool], []) if pool else 0}
 nn = ml.nn  # the model engine: GEMMs split, the other layers on the calling thread
 model = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.LayerNorm(256),
                       nn.Residual(nn.Linear(256, 256), nn.ReLU()), nn.Dropout(0.1),
@@ -191,13 +195,11 @@ xs = [rng.uniform() * 2 - 1 for _ in range(2 * 160 * 64)]
 ys = [rng.randbelow(10) for _ in range(2 * 160)]
 tm.train_steps(Array.from_list(xs, "<f4").reshape(320, 64), Array.from_list(ys, "<i4"), 2)
 out["model"] = tm.state_hash()
-pool = _threads.pool()
-out["worker_parts"] = ml._runtime.backend.binding().raw.pool_worker_parts([pool], []) if pool else 0
 # The last bias is in the last range: lr * weight_decay = 8 makes the decay factor -7, so
 # only that element (5e38 / 10) overflows (the logits, losses and gradients stay finite), and
 # the step must be refused from the part that found it, naming it, with nothing changed.
 w = [t.copy() for t in ml._mlp.spec.LayerSizes(sizes).init(3)]
-shapes = [(8, 4096), (8,), (2, 8), (2,)]
+shapes = [(8, 16384), (8,), (2, 8), (2,)]
 w = [Array.from_list(a.tolist(), "<f4").reshape(s) for a, s in zip(w, shapes)]
 b2 = w[3].tolist()
 b2[1] = 5.0e37
@@ -205,7 +207,7 @@ w[3] = Array.from_list(b2, "<f4")
 bad = ml.MLPTrainer(sizes, w, data_schedule={"test": 1}, lr=800.0, weight_decay=0.01)
 before = bad.state_hash()
 try:
-    bad.train_step(Array.from_list(xs[: rows * sizes[0]], "<f4").reshape(rows, sizes[0]),
+    bad.train_step(Array.from_list(x0, "<f4").reshape(rows, sizes[0]),
                    Array.from_list([0] * rows, "<i4"))
     out["refused"] = None
 except RuntimeError as exc:
@@ -219,7 +221,7 @@ def test_adamw_ranges_run_on_the_workers_with_the_bits_and_refusals_of_one_threa
     got = {}
     for threads in (1, 2):
         # The worker claims ranges only once it is scheduled: on a loaded 2-core host the
-        # caller has been seen to finish all 50 steps' ranges first, so up to 3 processes.
+        # caller has been seen to finish all the steps' ranges first, so up to 3 processes.
         for _ in range(3):
             out = run_python(ADAM_ONLY, env={"MOJOLEARN_NUM_THREADS": str(threads)}, timeout=300)
             got[threads] = json.loads(out.strip().splitlines()[-1])
@@ -228,7 +230,7 @@ def test_adamw_ranges_run_on_the_workers_with_the_bits_and_refusals_of_one_threa
     assert got[1].pop("worker_parts") == 0
     assert got[2].pop("worker_parts") > 0, "no AdamW range ran on a worker"
     assert got[1]["refused"] is not None and "output 'params' is not finite" in got[1]["refused"]
-    total = 4096 * 8 + 8 + 2 * 8 + 2
+    total = 16384 * 8 + 8 + 2 * 8 + 2
     assert f"at index {total - 1}" in got[1]["refused"], got[1]["refused"]
     assert got[1]["unchanged"]
     assert got[2] == got[1]
