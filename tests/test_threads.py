@@ -4,6 +4,7 @@ pools, a gpt), in both numeric modes, with the workers really taking part; a for
 workers) still trains, to the same bits."""
 
 import json
+import os
 
 import pytest
 
@@ -163,6 +164,38 @@ def test_alone_runs_this_threads_steps_without_the_pool_and_with_its_bits():
     assert got["other thread"] == [got["pool"]] and got["after"] == got["pool"]
     assert got["parts alone"] == 0
     assert got["same bits"] == [True, True]
+
+
+BOUND = """
+import json, os, threading
+from mojolearn._runtime import threads as _threads
+_threads.pool()
+workers = [t for t in threading.enumerate() if t.name.startswith("mojolearn-worker")]
+print(json.dumps({"cpus": sorted(os.sched_getaffinity(0)),
+                  "main": sorted(os.sched_getaffinity(threading.get_native_id())),
+                  "workers": [sorted(os.sched_getaffinity(t.native_id)) for t in workers]}))
+"""
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs sched_getaffinity and two CPUs",
+)
+def test_each_worker_is_bound_to_a_cpu_of_its_own_but_not_under_several_local_ranks():
+    cpus = sorted(os.sched_getaffinity(0))
+    out = run_python(BOUND, env={"MOJOLEARN_NUM_THREADS": "2"}, timeout=120)
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got["cpus"] == cpus and got["main"] == cpus  # the caller's thread: never bound
+    assert got["workers"] == [[cpus[1]]]
+    # more threads than CPUs, or two ranks of this machine: the workers stay unbound
+    over = run_python(BOUND, env={"MOJOLEARN_NUM_THREADS": str(len(cpus) + 1)}, timeout=120)
+    got = json.loads(over.strip().splitlines()[-1])
+    assert got["workers"] == [cpus] * len(cpus)
+    ranks = run_python(
+        BOUND, env={"MOJOLEARN_NUM_THREADS": "2", "MPI_LOCALNRANKS": "2"}, timeout=120
+    )
+    got = json.loads(ranks.strip().splitlines()[-1])
+    assert got["workers"] == [cpus]
 
 
 # A network whose products are all below the split size but whose AdamW update (131,098

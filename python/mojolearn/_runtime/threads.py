@@ -98,12 +98,38 @@ def _open(workers):
         return 0
     raw = _backend.binding().raw
     addr = raw.pool_open([], [workers])
+    cpus = worker_cpus(workers)
     for i in range(workers):
-        threading.Thread(
+        worker = threading.Thread(
             target=raw.pool_serve, args=([addr], []), daemon=True, name=f"mojolearn-worker-{i}"
-        ).start()
+        )
+        worker.start()
+        if cpus:
+            try:
+                os.sched_setaffinity(worker.native_id, {cpus[i]})
+            except OSError:  # (a container's policy, say): the worker stays unbound
+                pass
     atexit.register(raw.pool_stop, [addr], [])  # the workers return before shutdown
     return addr
+
+
+def worker_cpus(workers):
+    """The CPU each of `workers` workers is bound to: the process's CPUs after its first, one
+    each, when it may use enough of them and no other rank of this machine shares them; else
+    none (the workers go where the scheduler puts them). Bound, a worker keeps its caches
+    from task to task; unbound, on a loaded 2-vCPU VM the scheduler moved the threads between
+    the CPUs, and LeNet-5 at batch 256 ran 1.32x faster on two threads than on one where it
+    ran 1.49-1.53x with the worker bound (in-process alternating runs; the caller waited for
+    the worker's parts ~1 ms a step against ~0.4-0.6). The calling thread, the user's, is never
+    bound."""
+    if not hasattr(os, "sched_getaffinity"):
+        return []
+    for name in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"):
+        ranks = os.environ.get(name, "")
+        if ranks.isdigit() and int(ranks) > 1:
+            return []
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus[1 : workers + 1] if len(cpus) > workers else []
 
 
 def _forget():
