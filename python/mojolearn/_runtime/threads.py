@@ -58,13 +58,21 @@ def _default():
         cpus, source = len(os.sched_getaffinity(0)), "the CPUs this process may use"
     else:
         cpus, source = os.cpu_count() or 1, "os.cpu_count()"
+    ranks, name = _local_ranks()
+    if ranks > 1:
+        cpus //= ranks
+        source += f", shared by {ranks} MPI ranks on this machine ({name})"
+    return max(1, min(cpus, MAX_THREADS)), source
+
+
+def _local_ranks():
+    """(MPI ranks on this machine, the variable that says so): MPICH's MPI_LOCALNRANKS, Open
+    MPI's OMPI_COMM_WORLD_LOCAL_SIZE; (1, None) outside mpiexec."""
     for name in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"):
         ranks = os.environ.get(name, "")
         if ranks.isdigit() and int(ranks) > 1:
-            cpus //= int(ranks)
-            source += f", shared by {ranks} MPI ranks on this machine ({name})"
-            break
-    return max(1, min(cpus, MAX_THREADS)), source
+            return int(ranks), name
+    return 1, None
 
 
 @contextlib.contextmanager
@@ -122,12 +130,8 @@ def worker_cpus(workers):
     ran 1.49-1.53x with the worker bound (in-process alternating runs; the caller waited for
     the worker's parts ~1 ms a step against ~0.4-0.6). The calling thread, the user's, is never
     bound."""
-    if not hasattr(os, "sched_getaffinity"):
+    if not hasattr(os, "sched_getaffinity") or _local_ranks()[0] > 1:
         return []
-    for name in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"):
-        ranks = os.environ.get(name, "")
-        if ranks.isdigit() and int(ranks) > 1:
-            return []
     cpus = sorted(os.sched_getaffinity(0))
     return cpus[1 : workers + 1] if len(cpus) > workers else []
 
