@@ -209,12 +209,13 @@ from mojolearn._runtime import threads as _threads
 from mojolearn._buffers.array import Array
 sizes, rows = [16384, 8, 2], 4
 rng = _rng.SplitMix64(11)
-xs = [rng.uniform() * 2 - 1 for _ in range(8 * rows * sizes[0])]
-ys = [rng.randbelow(2) for _ in range(8 * rows)]
-X, y = Array.from_list(xs, "<f4").reshape(8 * rows, sizes[0]), Array.from_list(ys, "<i4")
-x0 = xs[: rows * sizes[0]]
+x0 = [rng.uniform() * 2 - 1 for _ in range(rows * sizes[0])]
+ys = [rng.randbelow(2) for _ in range(50 * rows)]
+# 50 steps (one batch's inputs again, other labels): 50 chances for the worker to claim a
+# range on a loaded host
+X, y = Array.from_list(x0 * 50, "<f4").reshape(50 * rows, sizes[0]), Array.from_list(ys, "<i4")
 tr = ml.MLPTrainer(sizes, seed=3, data_schedule={"test": 1})
-tr.train_steps(X, y, 8)
+tr.train_steps(X, y, 50)
 pool = _threads.pool()
 out = {"hash": tr.state_hash(),
        "worker_parts": ml._runtime.backend.binding().raw.pool_worker_parts([pool], []) if pool else 0}
