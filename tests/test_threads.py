@@ -66,6 +66,16 @@ xs = [rng.uniform() * 2 - 1 for _ in range(2 * 48 * 784)]
 ys = [rng.randbelow(10) for _ in range(2 * 48)]
 tc.train_steps(Array.from_list(xs, "<f4").reshape(96, 1, 28, 28), Array.from_list(ys, "<i4"), 2)
 out["conv"] = tc.state_hash()
+# Stride-1 dWs of two channel vectors cut by taps: the first conv's dY built from its pool's
+# windows (an odd image: a row and a column no window covers), the second's laid out.
+wide = nn.Sequential(nn.Conv2d(1, 12, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                     nn.Conv2d(12, 16, 3, padding=1), nn.ReLU(), nn.Flatten(),
+                     nn.Linear(16 * 49, 10))
+tw2 = ml.Trainer(wide, input_shape=(1, 15, 15), seed=9)
+xs = [rng.uniform() * 2 - 1 for _ in range(2 * 64 * 225)]
+tw2.train_steps(Array.from_list(xs, "<f4").reshape(128, 1, 15, 15),
+                Array.from_list([rng.randbelow(10) for _ in range(128)], "<i4"), 2)
+out["conv wide"] = tw2.state_hash()
 tg = ml.Trainer(nn.gpt(20, 32, 2, 4, 64), input_shape=(32,), seed=5)
 ids = [[rng.randbelow(20) for _ in range(33)] for _ in range(24)]
 tg.train_step(Array.from_list([r[:-1] for r in ids], "<i4"),

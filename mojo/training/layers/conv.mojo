@@ -230,12 +230,7 @@ struct _Call(ImplicitlyCopyable):
 
 def _split_rows(pool: Int, run: PartFn, call: _Call, macs: Int):
     """The call's examples cut into parts over the pool (each example's outputs its own)."""
-    _split(pool, run, call, parts_for(pool, call.rows, macs))
-
-
-def _split(pool: Int, run: PartFn, call: _Call, parts: Int):
-    """run's parts over the pool, each reading a copy of `call`."""
-    split_parts(pool, run, call, parts)
+    split_parts(pool, run, call, parts_for(pool, call.rows, macs))
 
 
 @fieldwise_init
@@ -384,14 +379,14 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
         # one part a thread: each part lays out every example for itself, so more parts
         # than threads repeat that work (4 a thread made 2 threads' dW 25 % dearer)
         var parts = min(pool_threads(pool), parts_for(pool, _dw_units(d), macs))
-        _split(pool, _weight_grad_part, dw, parts)
+        split_parts(pool, _weight_grad_part, dw, parts)
     else:
         _channel_major(dy, dy_cm, rows, d.oc, pos, True)
         _weight_grad(work, dy_cm, grads.unsafe_offset(w_at), rows * pos, d, pool)
     if b >= 0 and (d.sh != 1 or d.sw != 1):  # (at stride 1 dW's parts sum it)
         var sums = _Call(Int(dy), Int(grads.unsafe_offset(b)), 0, 0, 0, False, False, rows, d,
                          0, 0)
-        _split(pool, _bias_part, sums, parts_for(pool, d.oc, 4 * n_out))
+        split_parts(pool, _bias_part, sums, parts_for(pool, d.oc, 4 * n_out))
     if need and d.sh == 1 and d.sw == 1:
         var call = _Call(Int(dy), Int(dx), Int(p.unsafe_offset(w_at)), 0, 0, False, accumulate,
                          rows, d, 0, 0)
@@ -715,19 +710,51 @@ comptime DW_TAPS_1 = 13
 comptime DW_TAPS_2 = 8
 
 
+@fieldwise_init
+struct _DyRows(ImplicitlyCopyable):
+    """Where `_dw_block` reads an example's dY, channel-last (rows of ocp lanes): `rows`, one
+    row a point; or, with `windows` (a 2 × 2 max pool's gradient and places, each a row of
+    ocp lanes a window, `_places_windows`), built point by point as the pool's backward
+    would write it (+0.0 + the gradient at each window's place, +0.0 elsewhere and in the
+    points no window covers): the same floats, never written out (LeNet-5's first conv: 25 KB
+    an example that each thread computing its taps wrote and read back)."""
+
+    var rows: Int  # (addresses)
+    var windows: Bool
+    var places: Int
+    var qh: Int  # windows down and across
+    var qw: Int
+
+
+comptime _Vec = SIMD[DType.float32, DW_LANES]
+
+
 @always_inline
-def _dw_block[NV: Int, G: Int, BIAS: Bool](xp: F32P, dyt: F32P, dwt: F32P, offs: I64P, t0: Int,
-                                           oc0: Int, ocp: Int, oh_all: Int, ow_all: Int,
-                                           wp: Int, dbt: F32P):
+def _dw_point[NV: Int, G: Int, BIAS: Bool](mut acc: StaticTuple[_Vec, G * NV], mut bacc:
+        StaticTuple[_Vec, NV], dv: StaticTuple[_Vec, NV], xq: F32P, at: StaticTuple[Int, G]):
+    """One point's products: each tap's input (xq + its offset) times the point's dY vectors,
+    onto the chains; with BIAS the dY onto the bias chains."""
+    comptime for v in range(NV):
+        comptime if BIAS:
+            bacc[v] = bacc[v] + dv[v]
+        comptime for g in range(G):
+            acc[g * NV + v] = fma(dv[v], _Vec(xq[unsafe_offset=at[g]]), acc[g * NV + v])
+
+
+@always_inline
+def _dw_block[NV: Int, G: Int, BIAS: Bool, WINDOWS: Bool](
+        xp: F32P, dy: _DyRows, dwt: F32P, offs: I64P, t0: Int, oc0: Int, ocp: Int,
+        oh_all: Int, ow_all: Int, wp: Int, dbt: F32P):
     """Weights of taps t0..t0+G × output channels oc0.. (NV vectors): each lane one chain over
     this example's (oh, ow) ascending, continued from dwt (channel-last); with BIAS the bias
     chains too, continued from dbt (the dY rows summed in the same loop, where the fmas hide
-    their adds' latency: on their own, one chain of rows·oh·ow adds a lane)."""
+    their adds' latency: on their own, one chain of rows·oh·ow adds a lane). WINDOWS: dY
+    from `dy`'s windows (`_DyRows`)."""
     comptime V = DW_LANES
     # One 8-lane register per accumulator: slices of one long SIMD value were lowered as
     # halves of 16-lane registers in the x86-64-v4 build, an insert and an extract per fma.
-    var acc = StaticTuple[SIMD[DType.float32, V], G * NV](fill=SIMD[DType.float32, V](0.0))
-    var bacc = StaticTuple[SIMD[DType.float32, V], NV](fill=SIMD[DType.float32, V](0.0))
+    var acc = StaticTuple[_Vec, G * NV](fill=_Vec(0.0))
+    var bacc = StaticTuple[_Vec, NV](fill=_Vec(0.0))
     var at = StaticTuple[Int, G](fill=0)
     comptime for v in range(NV):
         comptime if BIAS:
@@ -736,17 +763,37 @@ def _dw_block[NV: Int, G: Int, BIAS: Bool](xp: F32P, dyt: F32P, dwt: F32P, offs:
         at[g] = Int(offs[unsafe_offset=t0 + g])
         comptime for v in range(NV):
             acc[g * NV + v] = dwt.unsafe_load[width=V]((t0 + g) * ocp + oc0 + v * V)
+    var zero = StaticTuple[_Vec, NV](fill=_Vec(0.0))
+    var dyr = F32P(unsafe_from_address=dy.rows)
     for oh in range(oh_all):
-        for ow in range(ow_all):
-            var row = dyt.unsafe_offset((oh * ow_all + ow) * ocp + oc0)
-            var xq = xp.unsafe_offset(oh * wp + ow)
-            comptime for v in range(NV):
-                var dv = row.unsafe_load[width=V](v * V)
-                comptime if BIAS:
-                    bacc[v] = bacc[v] + dv
-                comptime for g in range(G):
-                    acc[g * NV + v] = fma(dv, SIMD[DType.float32, V](xq[unsafe_offset=at[g]]),
-                                          acc[g * NV + v])
+        var xrow = xp.unsafe_offset(oh * wp)
+        var ow = 0
+        comptime if WINDOWS:
+            if oh < 2 * dy.qh:
+                # this row's place in each window: its left point, then its right one
+                var left = _Vec(Float32(2 * (oh % 2)))
+                for j in range(dy.qw):
+                    var dl = zero
+                    var dr = zero
+                    comptime for v in range(NV):
+                        var at_v = ((oh // 2) * dy.qw + j) * ocp + oc0 + v * V
+                        var gv = _Vec(0.0) + dyr.unsafe_load[width=V](at_v)
+                        var pv = F32P(unsafe_from_address=dy.places).unsafe_load[width=V](at_v)
+                        dl[v] = pv.eq(left).select(gv, _Vec(0.0))
+                        dr[v] = pv.eq(left + 1).select(gv, _Vec(0.0))
+                    _dw_point[NV, G, BIAS](acc, bacc, dl, xrow.unsafe_offset(2 * j), at)
+                    _dw_point[NV, G, BIAS](acc, bacc, dr, xrow.unsafe_offset(2 * j + 1), at)
+                ow = 2 * dy.qw
+            while ow < ow_all:  # an odd width's last column, or a row no window covers
+                _dw_point[NV, G, BIAS](acc, bacc, zero, xrow.unsafe_offset(ow), at)
+                ow += 1
+        else:
+            var row = dyr.unsafe_offset(oh * ow_all * ocp + oc0)
+            for ow in range(ow_all):
+                var dv = zero
+                comptime for v in range(NV):
+                    dv[v] = row.unsafe_load[width=V](ow * ocp + v * V)
+                _dw_point[NV, G, BIAS](acc, bacc, dv, xrow.unsafe_offset(ow), at)
     comptime for g in range(G):
         comptime for v in range(NV):
             dwt.unsafe_offset((t0 + g) * ocp + oc0 + v * V).unsafe_store(acc[g * NV + v])
@@ -755,7 +802,7 @@ def _dw_block[NV: Int, G: Int, BIAS: Bool](xp: F32P, dyt: F32P, dwt: F32P, offs:
             dbt.unsafe_offset(oc0 + v * V).unsafe_store(bacc[v])
 
 
-def _dw_taps[NV: Int, GMAX: Int](xp: F32P, dyt: F32P, dwt: F32P, offs: I64P, t_begin: Int,
+def _dw_taps[NV: Int, GMAX: Int](xp: F32P, dy: _DyRows, dwt: F32P, offs: I64P, t_begin: Int,
                                  t_end: Int, oc0: Int, ocp: Int, oh_all: Int, ow_all: Int,
                                  wp: Int, dbt: F32P, bias: Bool):
     """`_dw_block` over taps [t_begin, t_end) in near-equal blocks of at most GMAX; the block
@@ -766,14 +813,12 @@ def _dw_taps[NV: Int, GMAX: Int](xp: F32P, dyt: F32P, dwt: F32P, offs: I64P, t_b
         var r = part_range(n, blk, blocks)
         var t0 = t_begin + r[0]
         var g = r[1] - r[0]
+        var b = bias and t0 == 0
         comptime for G in range(1, GMAX + 1):
-            if g == G:
-                if bias and t0 == 0:
-                    _dw_block[NV, G, True](xp, dyt, dwt, offs, t0, oc0, ocp, oh_all, ow_all,
-                                           wp, dbt)
-                else:
-                    _dw_block[NV, G, False](xp, dyt, dwt, offs, t0, oc0, ocp, oh_all, ow_all,
-                                            wp, dbt)
+            comptime for K in range(4):  # the bias chains (K & 1), dY from windows (K >> 1)
+                if g == G and b == (K & 1 == 1) and dy.windows == (K >> 1 == 1):
+                    _dw_block[NV, G, K & 1 == 1, K >> 1 == 1](xp, dy, dwt, offs, t0, oc0, ocp,
+                                                              oh_all, ow_all, wp, dbt)
 
 
 def _dw_units(d: ConvDims) -> Int:
@@ -793,7 +838,8 @@ def _weight_grad_s1(x: F32P, dy: F32P, gw: F32P, gb: F32P, rows: Int, d: ConvDim
     writes the bias gradient into gb too (unless it is null): lanes' chains over the same
     rows, (b, oh, ow) ascending from +0.0. With `places` (not 0), dy is the gradient of the
     2 × 2 max pool after the conv and each example's dY is the pool's backward of it
-    (`places_backward`'s floats, laid out channel-last by `_places_channel_last`)."""
+    (`places_backward`'s floats, which `_dw_block` builds point by point from the windows
+    `_places_windows` lays out)."""
     comptime V = DW_LANES
     var oh_all = d.oh()
     var ow_all = d.ow()
@@ -814,13 +860,13 @@ def _weight_grad_s1(x: F32P, dy: F32P, gw: F32P, gb: F32P, rows: Int, d: ConvDim
                 offs[unsafe_offset=(ic * d.kh + i) * d.kw + j] = Int64(ic * plane + i * wp + j)
     var padded = d.ph != 0 or d.pw != 0  # (else x is its own padded planes)
     var xp_list = List[Float32](length=d.c * plane if padded else 0, fill=0)  # borders stay +0.0
-    var dyt_list = List[Float32](length=pos * ocp, fill=0)
-    var dyt = F32P(unsafe_from_address=Int(dyt_list.unsafe_ptr()))
     var pd = PoolDims(d.oc, oh_all, ow_all, 2, 2, 2, 2)  # (with places: the pool's)
-    var pooled = d.oc * pd.oh() * pd.ow()
-    var dyc_list = List[Float32](length=_pool_layout_floats(pd, ocp) if places != 0 else 0,
+    var q_all = pd.oh() * pd.ow()
+    var dyt_list = List[Float32](length=q_all * (2 * ocp + d.oc) if places != 0 else pos * ocp,
                                  fill=0)
-    var dyc = F32P(unsafe_from_address=Int(dyc_list.unsafe_ptr()))
+    var dyt = F32P(unsafe_from_address=Int(dyt_list.unsafe_ptr()))
+    var rows_of = _DyRows(Int(dyt), places != 0, Int(dyt.unsafe_offset(q_all * ocp)), pd.oh(),
+                          pd.ow())
     for r in range(rows):
         var xp = x.unsafe_offset(r * d.c * d.h * d.w)
         if padded:
@@ -828,17 +874,17 @@ def _weight_grad_s1(x: F32P, dy: F32P, gw: F32P, gb: F32P, rows: Int, d: ConvDim
             _pad_planes(xp, dst, d.c, d.h, d.w, wp, plane, d.ph, d.pw)
             xp = dst
         if places != 0:
-            _places_channel_last(U8P(unsafe_from_address=places + r * pooled),
-                                 dy.unsafe_offset(r * pooled), dyt, pd, ocp, dyc)
+            _places_windows(U8P(unsafe_from_address=places + r * d.oc * q_all),
+                            dy.unsafe_offset(r * d.oc * q_all), dyt, pd, ocp)
         else:
             _channel_last_rows(dy.unsafe_offset(r * d.oc * pos), dyt, pos, d.oc, ocp)
         var oc0 = 0
         while oc0 + 2 * V <= ocp:
-            _dw_taps[2, DW_TAPS_2](xp, dyt, dwt, offs, t_begin, t_end, oc0, ocp, oh_all, ow_all,
+            _dw_taps[2, DW_TAPS_2](xp, rows_of, dwt, offs, t_begin, t_end, oc0, ocp, oh_all, ow_all,
                                    wp, dbt, bias)
             oc0 += 2 * V
         if oc0 < ocp:
-            _dw_taps[1, DW_TAPS_1](xp, dyt, dwt, offs, t_begin, t_end, oc0, ocp, oh_all, ow_all,
+            _dw_taps[1, DW_TAPS_1](xp, rows_of, dwt, offs, t_begin, t_end, oc0, ocp, oh_all, ow_all,
                                    wp, dbt, bias)
     for o in range(d.oc):
         for t in range(t_begin, t_end):
@@ -849,30 +895,18 @@ def _weight_grad_s1(x: F32P, dy: F32P, gw: F32P, gb: F32P, rows: Int, d: ConvDim
     _ = offs_list^
     _ = xp_list^
     _ = dyt_list^
-    _ = dyc_list^
 
 
-def _pool_layout_floats(pd: PoolDims, ocp: Int) -> Int:
-    """The scratch `_places_channel_last` takes: the pool's gradient and places channel-last,
-    and its places as floats."""
-    var q = pd.oh() * pd.ow()
-    return q * (2 * ocp + pd.planes)
-
-
-def _places_channel_last(ip: U8P, g: F32P, dyt: F32P, pd: PoolDims, ocp: Int, tmp: F32P):
-    """One example's dY channel-last, as `places_backward` and then `_channel_last_rows` lay it
-    out (+0.0 + the pool's gradient at each window's place, +0.0 elsewhere, in the points no
-    window covers and in the lanes past the channels), from the pool's gradient and places
-    laid out channel-last first: a quarter of dY's points go through the transposes, and
-    dY's planes are never written (LeNet-5's first conv: ~0.6 µs an example less, for each
-    thread that lays it out). pd: the pool's dims (planes: the conv's channels)."""
-    comptime V = DW_LANES
+def _places_windows(ip: U8P, g: F32P, dst: F32P, pd: PoolDims, ocp: Int):
+    """One example's 2 × 2 max pool gradient and window places, channel-last (rows of ocp
+    lanes a window, +0.0 and place 0 past the channels): the gradient at `dst`, the places
+    (as floats) after it, then the places channel-major as floats (scratch). A quarter of dY's
+    points go through the transposes, and dY's planes are never written. pd: the pool's dims
+    (planes: the conv's channels)."""
     var oc = pd.planes
-    var pw = pd.ow()
-    var q_all = pd.oh() * pw
-    var g_cl = tmp
-    var p_cl = tmp.unsafe_offset(q_all * ocp)
-    var p_cm = p_cl.unsafe_offset(q_all * ocp)  # the places as floats, channel-major
+    var q_all = pd.oh() * pd.ow()
+    var p_cl = dst.unsafe_offset(q_all * ocp)
+    var p_cm = p_cl.unsafe_offset(q_all * ocp)
     var n = oc * q_all
     var i = 0
     while i + W <= n:
@@ -882,27 +916,8 @@ def _places_channel_last(ip: U8P, g: F32P, dyt: F32P, pd: PoolDims, ocp: Int, tm
     while i < n:
         p_cm[unsafe_offset=i] = Float32(Int(ip[unsafe_offset=i]))
         i += 1
-    _channel_last_rows(g, g_cl, q_all, oc, ocp)
-    _channel_last_rows(p_cm, p_cl, q_all, oc, ocp)  # (lanes past oc: place 0, gradient +0.0)
-    var zero = SIMD[DType.float32, V](0.0)
-    for oh in range(pd.h):
-        var row = dyt.unsafe_offset(oh * pd.w * ocp)
-        var first = 0
-        if oh < 2 * pd.oh():
-            # the places on this row of each window: its left one, then its right one
-            var left = SIMD[DType.float32, V](Float32(2 * (oh % 2)))
-            var right = left + 1
-            var q = (oh // 2) * pw * ocp
-            for j in range(pw):
-                for v in range(0, ocp, V):
-                    var gv = zero + g_cl.unsafe_load[width=V](q + j * ocp + v)
-                    var pv = p_cl.unsafe_load[width=V](q + j * ocp + v)
-                    row.unsafe_offset(2 * j * ocp + v).unsafe_store(pv.eq(left).select(gv, zero))
-                    row.unsafe_offset((2 * j + 1) * ocp + v).unsafe_store(
-                        pv.eq(right).select(gv, zero))
-            first = 2 * pw
-        for k in range(first * ocp, pd.w * ocp, V):  # an odd width's last column, or no window
-            row.unsafe_offset(k).unsafe_store(zero)
+    _channel_last_rows(g, dst, q_all, oc, ocp)
+    _channel_last_rows(p_cm, p_cl, q_all, oc, ocp)
 
 
 def _channel_last_rows(dyr: F32P, dyt: F32P, pos: Int, oc: Int, ocp: Int):

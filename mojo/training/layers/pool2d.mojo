@@ -259,9 +259,8 @@ def places_backward(idx: U8P, dy: F32P, dx: F32P, d: PoolDims, accumulate: Bool,
     (`maxpool2x2`'s idx, the mask in them; windows do not overlap: each input takes at most
     one gradient, written window by window), so x is not read again (LeNet-5's first pool:
     0.3 MB of places a batch of 256, where its input is 4.8 MB); the last row and column when
-    h or w is odd take +0.0 (added when `accumulate`). A Conv2d whose dW lays out each
-    example's gradient itself writes these floats channel-last (conv.mojo
-    `_places_channel_last`)."""
+    h or w is odd take +0.0 (added when `accumulate`). A Conv2d whose dW builds each
+    example's gradient itself makes these floats point by point (conv.mojo `_dw_block`)."""
     var oh_all = d.oh()
     var ow_all = d.ow()
     var hw = d.h * d.w
