@@ -69,10 +69,12 @@ comptime MIN_PART_MACS = (1 << 21) if simd_width_of[DType.float32]() >= 16 else 
 comptime MIN_LAYER_WORK = 1 << 17
 # A product under MIN_PART_MACS a part is still cut in two from this many multiply-adds when
 # its work does not end at them and the workers are spinning (`pool_awake`): a Linear's dW and
-# dX side by side (training/model.mojo), and the output Linear whose epilogue computes the
-# loss (each row's exp and log: [784, 256, 10] at batch 256 spent ~30 µs a step there, the
-# other core waiting). At 2^18, [64, 128, 10] at batch 256 ran its second layer's pair
-# (328 k each) side by side, and two threads were slower than one on an Intel Xeon.
+# dX side by side (training/model.mojo), and a product's rows (`split_gemm`): the output
+# Linear whose epilogue computes the loss (each row's exp and log: [784, 256, 10] at batch
+# 256 spent ~30 µs a step there, the other core waiting), LeNet-5's 120 -> 84 Linear and
+# [54, 256, 256, 7]'s first (2.6 M and 3.5 M at batch 256: in-process, two threads over one
+# 1.69 -> 1.71 and 1.36 -> 1.44 on an Intel Xeon). At 2^18, [64, 128, 10] at batch 256 ran
+# its second layer's pair (328 k each) side by side, and two threads were slower than one.
 comptime SIDE_MACS = 1 << 19
 comptime MIN_PIECE = 32  # rows or columns a part: every part packs all of the other operand
 comptime SHARED_MIN_ROWS = 192  # a shared B pays for its hand-over from this many rows of C
@@ -353,12 +355,11 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     # 0.83-0.87x one thread in train_steps on an Intel Xeon, where its three shared tasks
     # took 85 µs a step for ~26 µs of one thread's work (timed inside the pool).
     var parts = min(workers + 1, pieces, m * n * k // MIN_PART_MACS)
-    # The loss's rows in two parts: reserved whether or not the workers spin now, so the
-    # arena grows in a session's first step only.
-    var loss_rows = (epi.loss != 0 and parts < 2 and workers > 0 and m * n * k >= SIDE_MACS
-                     and m >= 2 * MIN_PIECE)
+    # Rows in two parts from SIDE_MACS while the workers spin: reserved whether or not they
+    # spin now, so the arena grows in a session's first step only.
+    var side_rows = parts < 2 and workers > 0 and m * n * k >= SIDE_MACS and m >= 2 * MIN_PIECE
     var single = gemm_bytes(n, k, m, n)
-    if loss_rows:
+    if side_rows:
         single = max(single, _split_bytes(False, 2, n, k, m))
         if pool_awake(pool):
             parts = 2
@@ -426,12 +427,13 @@ def split_adam(pool: Int, p_in: F32P, g: F32P, m_in: F32P, v_in: F32P, p_out: F3
     var parts = min(4 * (workers + 1), n // MIN_SPLIT_ELEMENTS) if workers > 0 else 1
     if parts > workers + 1:  # whole rounds of the threads
         parts = parts // (workers + 1) * (workers + 1)
-    # While the workers spin (the step's products were split), from half that a part: M1 at
-    # batch 256 (85 k parameters) and [54, 256, 256, 7] (82 k) updated on the calling thread
-    # while the worker waited, ~100 µs a step (two threads over one, in-process: 1.42 -> 1.43
-    # and 1.19 -> 1.28 on an Intel Xeon; their batch-32 steps, whose workers sleep, unchanged).
+    # While the workers spin (the step's products were split), from a quarter of that a part:
+    # M1 at batch 256 (85 k parameters) and [54, 256, 256, 7] (82 k) updated on the calling
+    # thread while the worker waited, ~100 µs a step (two threads over one, in-process: 1.42
+    # -> 1.43 and 1.19 -> 1.28 on an Intel Xeon; their batch-32 steps, whose workers sleep,
+    # unchanged); LeNet-5 (62 k) at batch 256: the caller's 109 µs -> 39 + 38 on the worker.
     if parts < 2 and workers > 0 and pool_awake(pool):
-        parts = min(workers + 1, n // (MIN_SPLIT_ELEMENTS // 2))
+        parts = min(workers + 1, n // (MIN_SPLIT_ELEMENTS // 4))
     if parts < 2 or not _acquire(pool):
         return adam_update_into(p_in, g, m_in, v_in, p_out, m_out, v_out, n, s)
     var task = AdamTask(Int(p_in), Int(g), Int(m_in), Int(v_in), Int(p_out), Int(m_out),
