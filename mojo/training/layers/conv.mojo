@@ -280,17 +280,18 @@ def _input_grad_part(ctx: Int, part: Int, parts: Int):
 
 def _weight_grad_part(ctx: Int, part: Int, parts: Int):
     var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
-    var units = _dw_units(c.d)  # taps in parts of whole units but the last
     # Part 0, the caller's, takes the last range (the larger when they differ): the caller
     # starts every task at once and claims more of the examples' parts before it, so the
     # inputs each part reads here are more often in its caches. LeNet-5 at batch 256 on an
     # Intel Xeon (perf samples, in-process): the worker spent 4-24 % more time a tap, and the
-    # caller waited ~1 ms a step for it with the larger range on the worker, ~0.5 ms after.
-    var u = part_range(units, parts - 1 - part, parts)
-    var taps = c.d.taps()
+    # caller waited ~1 ms a step for it with the larger range on the worker, ~0.5 ms after
+    # (while each part laid out every example's dY in full). Ranges of single taps: in units
+    # of 6, its second conv's 150 went 78 to the caller, 72 to the worker, which then waited
+    # (two threads over one, the same process: 1.68x with units of 6, 1.70 of 2, 1.75 of 1).
+    var u = part_range(c.d.taps(), parts - 1 - part, parts)
     _weight_grad_s1(F32P(unsafe_from_address=c.p), F32P(unsafe_from_address=c.wgt),
                     F32P(unsafe_from_address=c.dst), F32P(unsafe_from_address=c.src), c.rows,
-                    c.d, taps * u[0] // units, taps * u[1] // units, c.places)
+                    c.d, u[0], u[1], c.places)
 
 
 @always_inline
@@ -378,7 +379,7 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
                        0, places)
         # one part a thread: each part lays out every example for itself, so more parts
         # than threads repeat that work (4 a thread made 2 threads' dW 25 % dearer)
-        var parts = min(pool_threads(pool), parts_for(pool, _dw_units(d), macs))
+        var parts = min(pool_threads(pool), parts_for(pool, d.taps(), macs))
         split_parts(pool, _weight_grad_part, dw, parts)
     else:
         _channel_major(dy, dy_cm, rows, d.oc, pos, True)
@@ -819,11 +820,6 @@ def _dw_taps[NV: Int, GMAX: Int](xp: F32P, dy: _DyRows, dwt: F32P, offs: I64P, t
                 if g == G and b == (K & 1 == 1) and dy.windows == (K >> 1 == 1):
                     _dw_block[NV, G, K & 1 == 1, K >> 1 == 1](xp, dy, dwt, offs, t0, oc0, ocp,
                                                               oh_all, ow_all, wp, dbt)
-
-
-def _dw_units(d: ConvDims) -> Int:
-    """What `_weight_grad_part` shares out: taps, in units of a small block (6)."""
-    return max(1, d.taps() // 6)
 
 
 @no_inline
