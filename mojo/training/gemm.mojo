@@ -615,9 +615,19 @@ struct SharedGemm(ImplicitlyCopyable):
 comptime SHARED_KC = 1024
 
 
+# The largest op(B) the threads share, in floats (1 MB: half an Intel Xeon's L2, where each
+# claim of rows reads all of it). Above it each part packs its own (the blocked `gemm`'s
+# blocks stay in its L2): two threads over one, in-process on that Xeon, [1024, 512, 10] at
+# batch 512 (B 2 MB) 1.52x shared, 1.82x not; [1024, 1024, 1024, 10] at 1024 (4 MB) 1.55x,
+# 1.91x; [512, 512, 10] at 512 (1 MB) 1.60x both ways; [784, 256, 10] at 256 (0.8 MB) 1.59x
+# shared, 1.46x not.
+comptime SHARED_MAX_FLOATS = 1 << 18
+
+
 def shared_fits(n: Int, k: Int) -> Bool:
-    """Whether op(B) is one block the threads can share (at most NC columns, SHARED_KC deep)."""
-    return k > 0 and n <= NC and k <= max(KC, SHARED_KC)
+    """Whether op(B) is one block the threads can share (at most NC columns, SHARED_KC deep,
+    SHARED_MAX_FLOATS in all)."""
+    return k > 0 and n <= NC and k <= max(KC, SHARED_KC) and k * n <= SHARED_MAX_FLOATS
 
 
 def shared_b_floats(n: Int, k: Int) -> Int:
