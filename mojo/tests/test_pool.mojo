@@ -6,11 +6,13 @@
 # local's address passed on as an Int did not keep its stores alive (a part read garbage):
 # these are the calls that broke.
 from std.os import abort
-from std.random import random_ui64
+from std.random import random_float64, random_ui64, seed
 from std.testing import TestSuite, assert_equal, assert_true
+from std.time import perf_counter_ns
 
-from training.config import I64P
-from training.pool import pool_open, split_parts
+from training.config import F32P, I64P
+from training.gemm import Epilogue, gemm
+from training.pool import pool_open, split_gemm, split_parts
 
 
 @fieldwise_init
@@ -105,6 +107,45 @@ def test_a_task_inside_a_part_leaves_the_outer_context_as_it_was() raises:
     var want = _random_ctx(Int(got.unsafe_ptr()), pool)
     split_parts(pool, _part, want, 4)
     _check(got, 4, want)
+
+
+def test_a_gemm_by_rows_through_a_pool_gives_the_bits_of_gemm() raises:
+    """split_gemm's rows claimed block of op(B) by block (more than one column block and k
+    block, tails of both), with no worker serving: this thread takes every part's claims."""
+    var s = UInt64(perf_counter_ns())
+    seed(Int(s))
+    var pool = pool_open(1)
+    assert_true(pool != 0, "pool_open")
+    for shape in [(1200, 1100, 600), (200, 150, 1500), (97, 64, 2100)]:
+        var m = shape[0]
+        var n = shape[1]
+        var k = shape[2]
+        var a = _random(m * k)
+        var b = _random(k * n)
+        var bias = _random(n)
+        var want = _random(m * n)
+        var got = want.copy()
+        var ta = random_ui64(0, 1) == 1
+        var tb = random_ui64(0, 1) == 1
+        var accumulate = random_ui64(0, 1) == 1
+        var epi = Epilogue(Int(bias.unsafe_ptr()), True)
+        gemm(_p(a), _p(b), _p(want), m, n, k, ta, tb, accumulate, 0, m, 0, -1, epi)
+        split_gemm(pool, _p(a), _p(b), _p(got), m, n, k, ta, tb, accumulate, epi)
+        for i in range(m * n):
+            if got[i] != want[i]:
+                assert_true(False, String("seed ", s, " shape ", m, "x", n, "x", k, " output ",
+                                          i, ": ", got[i], " for ", want[i]))
+
+
+def _random(count: Int) -> List[Float32]:
+    var v = List[Float32](length=count, fill=0)
+    for i in range(count):
+        v[i] = Float32(random_float64(-1.0, 1.0))
+    return v^
+
+
+def _p(v: List[Float32]) -> F32P:
+    return F32P(unsafe_from_address=Int(v.unsafe_ptr()))
 
 
 def main() raises:

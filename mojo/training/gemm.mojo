@@ -564,6 +564,73 @@ def gemm_bytes(n: Int, k: Int, rows: Int, cols: Int) -> Int:
     return _blocked_bytes[TILE_MR, 2 * VW](rows, cols, k, KC)  # the widest tile needs most
 
 
+# ---------------------------------------------------------------- rows by blocks of op(B)
+
+
+def gemm_blocks(n: Int, k: Int) -> Tuple[Int, Int]:
+    """`gemm`'s blocks of op(B): (column blocks of NC, k blocks of KC)."""
+    return ((n + NC - 1) // NC, (k + KC - 1) // KC if k > 0 else 1)
+
+
+def gemm_block_pack(b: F32P, n: Int, k: Int, tb: Bool, block: Int, buf: Int):
+    """Block `block` (column block × k blocks + k block) of op(B) packed into `buf` (at least
+    `gemm_bytes`), as `gemm` packs it."""
+    var nr = _tile_nr(n)
+    comptime if VW >= 16:
+        if nr == VW // 2:
+            _block_pack[VW // 2](b, n, k, tb, block, buf)
+            return
+    if nr == VW:
+        _block_pack[VW](b, n, k, tb, block, buf)
+        return
+    _block_pack[2 * VW](b, n, k, tb, block, buf)
+
+
+def gemm_block_rows(a: F32P, m: Int, n: Int, k: Int, ta: Bool, c: F32P, accumulate: Bool,
+                    epi: Epilogue, block: Int, row_begin: Int, row_end: Int, buf: Int):
+    """Rows [row_begin, row_end) of C over block `block` of op(B), packed in `buf` by
+    `gemm_block_pack`: the chains from C after the column block's first k block (or when
+    `accumulate`), through `epi` after its last. Over every block in order: `gemm`'s bits."""
+    var nr = _tile_nr(n)
+    comptime if VW >= 16:
+        if nr == VW // 2:
+            _block_rows[VW // 2, 1](a, m, n, k, ta, c, accumulate, epi, block, row_begin,
+                                    row_end, buf)
+            return
+    if nr == VW:
+        _block_rows[VW, 1](a, m, n, k, ta, c, accumulate, epi, block, row_begin, row_end, buf)
+        return
+    _block_rows[VW, 2](a, m, n, k, ta, c, accumulate, epi, block, row_begin, row_end, buf)
+
+
+@always_inline
+def _block_at(n: Int, k: Int, block: Int) -> Tuple[Int, Int, Int, Int]:
+    """Block `block`'s first column, columns, first k and depth."""
+    var kcb = min(KC, k)
+    var pcs = gemm_blocks(n, k)[1]
+    var jc = block // pcs * NC
+    var pc = block % pcs * kcb
+    return (jc, min(NC, n - jc), pc, min(kcb, k - pc))
+
+
+def _block_pack[NR: Int](b: F32P, n: Int, k: Int, tb: Bool, block: Int, buf: Int):
+    var at = _block_at(n, k, block)
+    _pack_b[NR](b, n, k, tb, at[2], at[3], at[0], at[1],
+                F32P(unsafe_from_address=_round_up(buf, PANEL_ALIGN)))
+
+
+def _block_rows[W: Int, NV: Int](a: F32P, m: Int, n: Int, k: Int, ta: Bool, c: F32P,
+                                 accumulate: Bool, epi: Epilogue, block: Int, row_begin: Int,
+                                 row_end: Int, buf: Int):
+    comptime NR = NV * W
+    var at = _block_at(n, k, block)
+    var bp = F32P(unsafe_from_address=_round_up(buf, PANEL_ALIGN))
+    var ap = bp.unsafe_offset(min(KC, k) * _round_up(min(NC, n), NR))
+    var fin = epi if at[2] + at[3] >= k else Epilogue.none()
+    _rows_on_packed_b[W, TILE_MR, NV](a, m, k, ta, bp, c, n, at[2], at[3], at[0], at[1],
+                                      row_begin, row_end, at[2] > 0 or accumulate, fin, ap)
+
+
 # ---------------------------------------------------------------- one packed B, many threads
 
 comptime SHARED_CHUNK = 24  # the most rows of C a thread claims at a time (four 6-row tiles)

@@ -23,15 +23,19 @@ from std.sys import simd_width_of, size_of
 from std.sys.info import CompilationTarget
 from std.time import perf_counter_ns
 
-from training.arena import Scratch, arena_reserve, release, scratch
+from training.arena import Scratch, release, scratch
 from training.config import F32P, I64P
 from training.gemm import (
     PANEL_ALIGN,
+    TILE_MR,
     SHARED_CHUNK,
     shared_chunk,
     Epilogue,
     SharedGemm,
     gemm,
+    gemm_block_pack,
+    gemm_block_rows,
+    gemm_blocks,
     gemm_bytes,
     shared_a_floats,
     shared_b_floats,
@@ -103,9 +107,11 @@ comptime P_WAKE = 21  # bumped at every task (the futex word: its low 32 bits)
 comptime P_SLEEPERS = 22  # workers about to sleep or asleep (atomic)
 comptime P_BUF_STRIDE = 23  # bytes from one part's packing buffer (P_BUF) to the next
 comptime P_EPI = 24  # a GEMM's Epilogue: bias address, relu, loss address
+comptime P_ROWS = 27  # KIND_ROWS: rows a claim (`_run_rows`)
 comptime P_PACK_NEXT = 28  # KIND_SHARED: B pieces claimed from the front | from the back << 32
 comptime P_PACK_DONE = 29  # KIND_SHARED: B pieces packed (atomic)
 comptime P_ROW_NEXT = 30  # KIND_SHARED: chunks of rows claimed, as P_PACK_NEXT (`_claim_end`)
+comptime P_ROWS_AT = 31  # KIND_ROWS: the address of its counters (`_run_rows`)
 # The task's context (`_hold`): what the parts read lives here, in the pool's own block, never
 # on a caller's stack. A struct on the caller's stack, handed to the parts as an Int address,
 # was read as garbage (a part jumped to a wild address) after an unrelated change to
@@ -116,7 +122,7 @@ comptime P_CTX = 32
 comptime CTX_WORDS = 64
 comptime WORDS = P_CTX + CTX_WORDS
 comptime LOW = (Int64(1) << 32) - 1
-comptime KIND_ROWS = 0  # a GEMM cut by rows of C
+comptime KIND_ROWS = 0  # a GEMM cut by rows of C (claimed in chunks, `_run_rows`)
 comptime KIND_COLUMNS = 1  # a GEMM cut by columns of C
 comptime KIND_ADAM = 2  # an AdamW update cut into ranges of its elements
 comptime KIND_SHARED = 3  # a GEMM whose packed B the parts share (gemm.mojo SharedGemm); its
@@ -278,8 +284,54 @@ def _run_part(addr: Int, part: Int, parts: Int):
         gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m, _cut(n, part, parts, 16),
              _cut(n, part + 1, parts, 16), epi, buf)
     else:
-        gemm(a, b, c, m, n, k, ta, tb, accumulate, _cut(m, part, parts, 8),
-             _cut(m, part + 1, parts, 8), 0, -1, epi, buf)
+        _run_rows(a, b, c, m, n, k, ta, tb, accumulate, epi, Int(w[unsafe_offset=P_ROWS]),
+                  Int(w[unsafe_offset=P_ROWS_AT]), part == 0, buf)
+
+
+# A KIND_ROWS task's counters: for each block of op(B) (`gemm_blocks`) the claims of its
+# chunks of rows (from the front | from the back << 32), then for each chunk the blocks of
+# each column block done on it.
+def _rows_counters(n: Int, k: Int, chunks: Int) -> Int:
+    var blocks = gemm_blocks(n, k)
+    return blocks[0] * blocks[1] + blocks[0] * chunks
+
+
+def _run_rows(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
+              accumulate: Bool, epi: Epilogue, chunk: Int, counters: Int, front: Bool,
+              buf: Int):
+    """A part of a KIND_ROWS task, block of op(B) by block, as `gemm` runs them: pack the
+    block into the part's own buffer `buf` (while any of its chunks of rows is unclaimed), then
+    compute chunks of rows over it while any is left, each once its previous k block is
+    done (by whichever thread took it). The faster thread takes more rows (a static half
+    each left the calling thread waiting ~0.3 ms a weight-gradient product of the
+    transformer, k = 4096); the caller claims from the front, the others from the back, so
+    each mostly keeps its rows of C from block to block. A wait is only ever for a chunk of
+    an earlier block that another thread is computing."""
+    var blocks = gemm_blocks(n, k)
+    var chunks = (m + chunk - 1) // chunk
+    var done = counters + 8 * blocks[0] * blocks[1]
+    for block in range(blocks[0] * blocks[1]):
+        var claims = _at(counters, block)
+        var claimed = Atomic[Int64].load(claims)
+        if Int(claimed & LOW) + Int(claimed >> 32) >= chunks:
+            continue  # every chunk of this block taken: no need to pack it
+        gemm_block_pack(b, n, k, tb, block, buf)
+        var pc = block % blocks[1]
+        var flags = done + 8 * (block // blocks[1]) * chunks
+        while True:
+            var i = _claim_end(claims, chunks, front)
+            if i < 0:
+                break
+            while Atomic[Int64].load(_at(flags, i)) < Int64(pc):  # its chain so far
+                pass
+            gemm_block_rows(a, m, n, k, ta, c, accumulate, epi, block, i * chunk,
+                            min(m, (i + 1) * chunk), buf)
+            Atomic[Int64].store(_at(flags, i), Int64(pc + 1))
+
+
+@always_inline
+def _at(words: Int, i: Int) -> I64P:
+    return I64P(unsafe_from_address=words + 8 * i)
 
 
 def _run_shared(addr: Int, g: SharedGemm, part: Int):
@@ -292,7 +344,7 @@ def _run_shared(addr: Int, g: SharedGemm, part: Int):
     var pieces = shared_pieces(g.n, g.k)
     var front = part == 0
     while True:
-        var piece = _claim_end(addr, P_PACK_NEXT, pieces, front)
+        var piece = _claim_end(_word(addr, P_PACK_NEXT), pieces, front)
         if piece < 0:
             break
         shared_pack(g, piece)
@@ -302,19 +354,19 @@ def _run_shared(addr: Int, g: SharedGemm, part: Int):
     var chunks = (g.m + g.chunk - 1) // g.chunk
     var ap = F32P(unsafe_from_address=g.ap).unsafe_offset(part * shared_a_floats(g.k))
     while True:
-        var chunk = _claim_end(addr, P_ROW_NEXT, chunks, front)
+        var chunk = _claim_end(_word(addr, P_ROW_NEXT), chunks, front)
         if chunk < 0:
             break
         var r0 = chunk * g.chunk
         shared_rows(g, r0, min(g.m, r0 + g.chunk), ap)
 
 
-def _claim_end(addr: Int, word: Int, items: Int, front: Bool) -> Int:
+def _claim_end(word: I64P, items: Int, front: Bool) -> Int:
     """The next unclaimed of `items` from the front (or the back) of a range whose claims
     meet in the middle: the word counts claims from the front in its low 32 bits, from the
     back in its high ones (one atomic add each: every item goes to exactly one claim); -1
     once all are claimed."""
-    var old = Atomic[Int64].fetch_add(_word(addr, word), Int64(1) if front else Int64(1) << 32)
+    var old = Atomic[Int64].fetch_add(word, Int64(1) if front else Int64(1) << 32)
     var from_front = Int(old & LOW)
     var from_back = Int(old >> 32)
     if from_front + from_back >= items:
@@ -360,7 +412,9 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     var side_rows = parts < 2 and workers > 0 and m * n * k >= SIDE_MACS and m >= 2 * MIN_PIECE
     var single = gemm_bytes(n, k, m, n)
     if side_rows:
-        single = max(single, _split_bytes(False, 2, n, k, m))
+        var chunk = _rows_chunk(m, 2)
+        single = max(single, _split_bytes(False, 2, n, k, m)
+                     + 8 * _rows_counters(n, k, (m + chunk - 1) // chunk))
         if pool_awake(pool):
             parts = 2
             shared = False
@@ -391,8 +445,20 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     if shared:  # no memory for the shared B: rows, each part packing its own
         by_columns = False
     var bytes = _split_bytes(False, parts, n, k, m)
-    w[unsafe_offset=P_BUF] = Int64(arena_reserve(arena, bytes) if arena != 0 else 0)
+    var chunk = _rows_chunk(m, parts)
+    var counters = 0 if by_columns else _rows_counters(n, k, (m + chunk - 1) // chunk)
+    var held = scratch(arena, bytes + 8 * counters)
+    if held.addr == 0 and counters > 0:  # no memory for the counters: this thread alone
+        _ = Atomic[Int64].fetch_add(_word(pool, P_BUSY), -1)
+        gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m, 0, -1, epi, 0)
+        return
+    w[unsafe_offset=P_BUF] = Int64(held.addr)  # (0: each part a buffer of its own)
     w[unsafe_offset=P_BUF_STRIDE] = Int64(bytes // parts)
+    if counters > 0:
+        for i in range(counters):
+            _at(held.addr + bytes, i)[] = 0
+        w[unsafe_offset=P_ROWS] = Int64(chunk)
+        w[unsafe_offset=P_ROWS_AT] = Int64(held.addr + bytes)
     var t = P_TASK
     w[unsafe_offset=t] = Int64(Int(a))
     w[unsafe_offset=t + 1] = Int64(Int(b))
@@ -408,6 +474,12 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     w[unsafe_offset=P_EPI + 2] = Int64(epi.loss)
     w[unsafe_offset=P_KIND] = Int64(KIND_COLUMNS if by_columns else KIND_ROWS)
     _run_task(pool, parts)
+    release(held)
+
+
+def _rows_chunk(m: Int, parts: Int) -> Int:
+    """Rows a claim of a KIND_ROWS task: whole register tiles, about four claims a part."""
+    return max(TILE_MR, (m + 4 * parts - 1) // (4 * parts) + TILE_MR - 1) // TILE_MR * TILE_MR
 
 
 def _split_bytes(shared: Bool, parts: Int, n: Int, k: Int, m: Int) -> Int:
