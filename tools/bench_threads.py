@@ -19,7 +19,7 @@ Cells (the same problems, weights and batches as the two benchmarks): mlp0..mlp5
 bench_mlp.py's cells (MLPTrainer.train_step; `steps` appended, e.g. mlp1steps: one
 `train_steps(.., 64)` call per round step, per step), m1-32, m1-256, m2-64, lenet64, lenet256,
 gpt12, gpt64 bench_models.py's (Trainer.train_step, identical mode unless
-MOJOLEARN_NUMERIC_MODE says otherwise); mlp:SIZES:BATCH any MLP (e.g. mlp:1024,512,10:512,
+MOJOLEARN_NUMERIC_MODE says otherwise); mlp:SIZES:BATCH any MLP (e.g. mlp:1024-512-10:512,
 whose products' B operands are too large to share: a slow first run, drawing its batches).
 """
 
@@ -112,9 +112,9 @@ def model_cell(index):
 def make(cell):
     if cell in MODEL_CELLS:
         return model_cell(MODEL_CELLS[cell])
-    if cell.startswith("mlp:"):  # any MLP: mlp:SIZES:BATCH, e.g. mlp:1024,512,10:512
+    if cell.startswith("mlp:"):  # any MLP: mlp:SIZES:BATCH, e.g. mlp:1024-512-10:512
         _, sizes, batch = cell.split(":")
-        bench_mlp.CELLS.append(([int(s) for s in sizes.split(",")], int(batch)))
+        bench_mlp.CELLS.append(([int(s) for s in sizes.split("-")], int(batch)))
         return mlp_cell(len(bench_mlp.CELLS) - 1, False)
     base = cell.removesuffix("steps")
     if base not in MLP_CELLS:

@@ -193,7 +193,7 @@ def _round64(bytes: Int) -> Int:
 
 def _side_by_side_run(pool: Int, lg: _LinearGrads):
     """`_linear_grads_part`'s two parts over the pool, each reading a copy of `lg`."""
-    split_parts(pool, _linear_grads_part, lg, 2)
+    split_parts(pool, _linear_grads_part, lg, 2, side=True)
 
 
 def _linear_grads_part(ctx: Int, part: Int, parts: Int):

@@ -12,8 +12,9 @@ others claimed. A worker that is asleep (or was
 never started, as in a forked child) claims nothing, and the caller runs every part itself: a
 task never waits for a worker to wake.
 
-Idle workers spin for about SPIN_NS (the gaps between a step's products are shorter), then
-sleep: on x86-64 Linux in futex_wait on the WAKE word, which a caller publishing a task bumps
+Idle workers spin for about SPIN_NS (the gaps between a step's products are shorter) after
+their last part of a task that is not a side task (one split only because they spin: its parts
+would not pay for waking them, and must not keep them spinning), then sleep: on x86-64 Linux in futex_wait on the WAKE word, which a caller publishing a task bumps
 and wakes only while a worker sleeps; elsewhere they poll every SLEEP_US microseconds.
 """
 from std.atomic import Atomic
@@ -120,7 +121,13 @@ comptime P_ROWS_AT = 31  # KIND_ROWS: the address of its counters (`_run_rows`)
 # did not either (mojo/tests/test_pool.mojo).
 comptime P_CTX = 32
 comptime CTX_WORDS = 64
-comptime WORDS = P_CTX + CTX_WORDS
+# The task is split only because the workers spin (`_run_task`): running its parts does not
+# keep a worker spinning. When it did, [64, 128, 10] at batch 256 in `train_steps` (woken by
+# the input check, then its two 2.1 M multiply-add products cut in two step after step) kept
+# the worker spinning all along (~5 ms of each 8 ms call) and ran 0.95x one thread; now the
+# worker sleeps after the first steps: 1.01x (in-process, perf's samples, an Intel Xeon).
+comptime P_SIDE = P_CTX + CTX_WORDS
+comptime WORDS = P_SIDE + 1
 comptime LOW = (Int64(1) << 32) - 1
 comptime KIND_ROWS = 0  # a GEMM cut by rows of C (claimed in chunks, `_run_rows`)
 comptime KIND_COLUMNS = 1  # a GEMM cut by columns of C
@@ -190,9 +197,10 @@ def serve(addr: Int):
     """A worker's loop: claim and run parts until `pool_stop`. Pure Mojo (no GIL needed)."""
     var idle_since = perf_counter_ns()
     while Atomic[Int64].load(_word(addr, P_STOP)) == 0:
-        if _claim_and_run(addr, True):
+        var ran = _claim_and_run(addr, True)
+        if ran == 2:
             idle_since = perf_counter_ns()
-        elif Int(perf_counter_ns() - idle_since) > SPIN_NS:
+        elif ran == 0 and Int(perf_counter_ns() - idle_since) > SPIN_NS:
             _sleep(addr)
             idle_since = perf_counter_ns()
 
@@ -226,9 +234,10 @@ def _has_work(addr: Int) -> Bool:
     return next >> 32 == task >> 32 and next & LOW < task & LOW
 
 
-def _claim_and_run(addr: Int, worker: Bool) -> Bool:
-    """Run parts of the current task while any is left; whether this thread ran one."""
-    var ran = False
+def _claim_and_run(addr: Int, worker: Bool) -> Int:
+    """Run parts of the current task while any is left: 0 if this thread ran none, 1 if only
+    parts of a task that runs because the workers spin (P_SIDE), else 2."""
+    var ran = 0
     while _has_work(addr):
         var claim = Atomic[Int64].fetch_add(_word(addr, P_NEXT), 1)
         # PARTS read after the claim describes the claim's own task whenever the claim is
@@ -238,11 +247,12 @@ def _claim_and_run(addr: Int, worker: Bool) -> Bool:
         var task = Atomic[Int64].load(_word(addr, P_PARTS))
         if claim >> 32 != task >> 32 or claim & LOW >= task & LOW:
             return ran
+        var side = I64P(unsafe_from_address=addr)[unsafe_offset=P_SIDE] != 0
         _run_part(addr, Int(claim & LOW), Int(task & LOW))
         if worker:
             _ = Atomic[Int64].fetch_add(_word(addr, P_WORKER_PARTS), 1)
         _ = Atomic[Int64].fetch_add(_word(addr, P_DONE), 1)
-        ran = True
+        ran = max(ran, 1 if side else 2)
     return ran
 
 
@@ -411,6 +421,7 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     # spin now, so the arena grows in a session's first step only.
     var side_rows = parts < 2 and workers > 0 and m * n * k >= SIDE_MACS and m >= 2 * MIN_PIECE
     var single = gemm_bytes(n, k, m, n)
+    var side = False
     if side_rows:
         var chunk = _rows_chunk(m, 2)
         single = max(single, _split_bytes(False, 2, n, k, m)
@@ -419,6 +430,7 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
             parts = 2
             shared = False
             by_columns = False
+            side = True
     if parts < 2 or not _acquire(pool):  # too small, or another caller has the pool
         var own = scratch(arena, single)
         gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m, 0, -1, epi, own.addr)
@@ -473,7 +485,7 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     w[unsafe_offset=P_EPI + 1] = Int64(1 if epi.relu else 0)
     w[unsafe_offset=P_EPI + 2] = Int64(epi.loss)
     w[unsafe_offset=P_KIND] = Int64(KIND_COLUMNS if by_columns else KIND_ROWS)
-    _run_task(pool, parts)
+    _run_task(pool, parts, side)
     release(held)
 
 
@@ -504,7 +516,8 @@ def split_adam(pool: Int, p_in: F32P, g: F32P, m_in: F32P, v_in: F32P, p_out: F3
     # thread while the worker waited, ~100 µs a step (two threads over one, in-process: 1.42
     # -> 1.43 and 1.19 -> 1.28 on an Intel Xeon; their batch-32 steps, whose workers sleep,
     # unchanged); LeNet-5 (62 k) at batch 256: the caller's 109 µs -> 39 + 38 on the worker.
-    if parts < 2 and workers > 0 and pool_awake(pool):
+    var side = parts < 2 and workers > 0 and pool_awake(pool)
+    if side:
         parts = min(workers + 1, n // (MIN_SPLIT_ELEMENTS // 4))
     if parts < 2 or not _acquire(pool):
         return adam_update_into(p_in, g, m_in, v_in, p_out, m_out, v_out, n, s)
@@ -514,7 +527,7 @@ def split_adam(pool: Int, p_in: F32P, g: F32P, m_in: F32P, v_in: F32P, p_out: F3
     w[unsafe_offset=P_TASK] = Int64(_hold(pool, task))
     w[unsafe_offset=P_KIND] = KIND_ADAM
     Atomic[Int64].store(_word(pool, P_BAD), 0)
-    _run_task(pool, parts)
+    _run_task(pool, parts, side)
     return Atomic[Int64].load(_word(pool, P_BAD)) == 0
 
 
@@ -542,10 +555,12 @@ def parts_for(pool: Int, items: Int, work: Int) -> Int:
     return max(min(threads, items), parts // threads * threads)
 
 
-def split_parts[T: ImplicitlyCopyable & Deinitable](pool: Int, run: PartFn, ctx: T, parts: Int):
+def split_parts[T: ImplicitlyCopyable & Deinitable](pool: Int, run: PartFn, ctx: T, parts: Int,
+                                                    side: Bool = False):
     """run(address of a copy of ctx, i, parts) for every i in [0, parts), shared with the
     pool's workers (pool 0, one part, or a pool another caller holds: all on this thread, in
-    order). The parts read the copy (`_hold`), never write it."""
+    order). The parts read the copy (`_hold`), never write it. `side`: split only because the
+    workers spin (P_SIDE)."""
     if parts < 2 or pool == 0 or not _acquire(pool):
         # A copy in memory of its own here too (P_CTX says why): a local copy passed on as
         # `Int(Pointer(to=local))` crashed at its first part.
@@ -558,7 +573,7 @@ def split_parts[T: ImplicitlyCopyable & Deinitable](pool: Int, run: PartFn, ctx:
     Pointer[PartsTask, MutAnyOrigin](unsafe_from_address=pool + 8 * P_TASK).unsafe_write(
         PartsTask(run, at))
     I64P(unsafe_from_address=pool)[unsafe_offset=P_KIND] = KIND_PARTS
-    _run_task(pool, parts)
+    _run_task(pool, parts, side)
 
 
 def heap_copy[T: ImplicitlyCopyable & Deinitable](value: T) -> Int:
@@ -597,12 +612,14 @@ def _acquire(pool: Int) -> Bool:
     return True
 
 
-def _run_task(pool: Int, parts: Int):
+def _run_task(pool: Int, parts: Int, side: Bool = False):
     """Publish the task in the P_TASK words as `parts` parts, run parts until none is left,
-    wait for those the workers claimed, and release the pool (taken by `_acquire`)."""
+    wait for those the workers claimed, and release the pool (taken by `_acquire`). `side`:
+    split only because the workers spin (P_SIDE)."""
     var w = I64P(unsafe_from_address=pool)
     var gen = (w[unsafe_offset=P_GEN] + 1) & LOW
     w[unsafe_offset=P_GEN] = gen
+    w[unsafe_offset=P_SIDE] = 1 if side else 0
     Atomic[Int64].store(_word(pool, P_DONE), 0)
     Atomic[Int64].store(_word(pool, P_PARTS), (gen << 32) | Int64(parts))
     # Part 0 is this thread's, the others the workers' to claim (and this thread's once it is
