@@ -110,8 +110,8 @@ def test_a_task_inside_a_part_leaves_the_outer_context_as_it_was() raises:
 
 
 def test_a_gemm_by_rows_through_a_pool_gives_the_bits_of_gemm() raises:
-    """split_gemm's rows claimed block of op(B) by block (more than one column block and k
-    block, tails of both), with no worker serving: this thread takes every part's claims."""
+    """The rows of split_gemm claimed block of op(B) by block (more than one column block and
+    k block, tails of both), with no worker serving: this thread takes every part's claims."""
     var s = UInt64(perf_counter_ns())
     seed(Int(s))
     var pool = pool_open(1)
