@@ -157,10 +157,10 @@ def _logits_or_skip(t, X):
         raise
 
 
-def _close(np, got, want):
-    """Within float32 rounding of each other: 1e-5 relative, 1e-5 absolute near zero."""
+def _close(np, got, want, tol=1e-5):
+    """Within float32 rounding of each other: `tol` relative, `tol` absolute near zero."""
     assert got.shape == want.shape and got.dtype == np.float32
-    bound = 1e-5 * np.maximum(1.0, np.abs(want))
+    bound = tol * np.maximum(1.0, np.abs(want))
     assert (np.abs(got - want) <= bound).all(), float(np.abs(got - want).max())
 
 
@@ -661,13 +661,16 @@ def test_onnx_runs_like_torch_and_predict_logits(tmp_path, seed, name, model, sh
     assert isinstance(inp.shape[0], str), "the batch dimension is symbolic"
     module = t.to_torch().eval()
     runs = []
+    # ONNX Runtime's kernels (erf, tanh, sigmoid, LayerNorm) are implementations of their own:
+    # through a dozen layers they drift from torch's and ours by more than 1e-5 (seed
+    # 11797465429323210547, every-layer-rank2: 1.38e-5 at an output near 1), so 1e-4 here.
     for rows in (1, 13, 64):
         X = _x(seed + rows, rows, shape)
         got = session.run(None, {"input": np.asarray(X)})[0]
-        _close(np, got, _torch_forward(module, X))
+        _close(np, got, _torch_forward(module, X), tol=1e-4)
         runs.append((X, got))
     for X, got in runs:  # last: skips while the binding lacks a kernel of the model
-        _close(np, got, np.asarray(_logits_or_skip(t, X)))
+        _close(np, got, np.asarray(_logits_or_skip(t, X)), tol=1e-4)
 
 
 def test_onnx_graph_ops_per_layer(tmp_path, seed):
