@@ -13,10 +13,13 @@
 #    the product, its bias and loss.mojo's cross-entropy one after the other, whole or split;
 #  - a caller's packing buffer of `gemm_bytes` is enough (nothing written past it, from any
 #    alignment) and gives the bits of the call that allocates its own;
+#  - an operand that ends where unreadable memory begins (a guard page) is never read past its
+#    end, op(A) read in place or packed, op(B) packed, at every row count of an edge tile;
 #  - a SharedGemm (one packed B, pieces packed and rows computed in any order, as threads take
 #    them) gives the bits of `gemm` (tools/test.sh runs this file in both modes' builds).
 # Inputs are fresh random bit patterns each run (±0, subnormals, tiny and large magnitudes); the
 # seed is printed in every failure message. Run with --fp-mode contract=off (as identical builds).
+from std.ffi import external_call
 from std.math import fma
 from std.memory import bitcast
 from std.random import random_float64, random_ui64, seed
@@ -565,6 +568,56 @@ def test_a_buffer_of_gemm_bytes_is_enough_and_changes_no_bit() raises:
                 assert_equal(bits(buf[start + floats + i]), SENTINEL,
                              String(what, ": packed past gemm_bytes"))
             assert_bits_equal(got, want, m * n, what)
+
+
+comptime PAGE = 4096
+
+
+def _room(floats: Int) -> Int:
+    return (4 * floats + PAGE - 1) // PAGE * PAGE
+
+
+def _guarded_end(floats: Int) raises -> Tuple[Int, Int]:
+    """(mapping, address) of room for `floats` floats that end where a PROT_NONE page begins:
+    a read past them faults."""
+    var room = _room(floats)
+    var base = external_call["mmap", Int](0, room + PAGE, 3, 0x22, -1, 0)  # RW, private|anon
+    assert_true(base != -1 and base != 0, "mmap")
+    assert_equal(external_call["mprotect", Int32](base + room, PAGE, 0), Int32(0), "mprotect")
+    return (base, base + room - 4 * floats)
+
+
+def test_operands_are_never_read_past_their_end() raises:
+    """A tile's rows past the real ones (an edge tile of 1, 3 or 5 rows) read the last real
+    row of an op(A) read in place, nothing after it: each operand here ends at a guard page,
+    and the bits are the scalar reference's."""
+    var s = run_seed()
+    for m in [1, 2, 3, 5, 7, 13]:
+        for t in range(4):
+            var ta = (t & 1) == 1
+            var tb = (t & 2) == 2
+            var n = 19 + m
+            var k = 37 + 3 * m
+            var a_map = _guarded_end(m * k)
+            var b_map = _guarded_end(k * n)
+            var a = F32P(unsafe_from_address=a_map[1])
+            var b = F32P(unsafe_from_address=b_map[1])
+            for i in range(m * k):
+                a[unsafe_offset=i] = random_f32()
+            for i in range(k * n):
+                b[unsafe_offset=i] = random_f32()
+            var want = guarded(m * n)
+            scalar_ref(a, b, ptr(want).unsafe_offset(GUARD), m, n, k, ta, tb, False)
+            for variant in range(1, 8):
+                var got = guarded(m * n)
+                run_tile(variant, a, b, ptr(got).unsafe_offset(GUARD), m, n, k, ta, tb, False,
+                         0, m)
+                var what = String("seed ", s, " shape ", m, "x", n, "x", k, " ta=", ta,
+                                  " tb=", tb, " variant ", variant)
+                check_guards(got, m * n, what)
+                assert_bits_equal(got, want, m * n, what)
+            _ = external_call["munmap", Int32](a_map[0], _room(m * k) + PAGE)
+            _ = external_call["munmap", Int32](b_map[0], _room(k * n) + PAGE)
 
 
 def main() raises:

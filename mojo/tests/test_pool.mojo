@@ -112,29 +112,39 @@ def test_a_task_inside_a_part_leaves_the_outer_context_as_it_was() raises:
 def test_a_gemm_by_rows_through_a_pool_gives_the_bits_of_gemm() raises:
     """The rows of split_gemm claimed block of op(B) by block (more than one column block and
     k block, tails of both), with no worker serving: this thread takes every part's claims."""
+    _check_split_gemm(1200, 1100, 600, random_ui64(0, 1) == 1)
+    _check_split_gemm(200, 150, 1500, random_ui64(0, 1) == 1)
+    _check_split_gemm(97, 64, 2100, True)  # (A in place and this small: by columns)
+
+
+def test_a_gemm_by_columns_through_a_pool_gives_the_bits_of_gemm() raises:
+    """The columns of split_gemm claimed in chunks: op(A) read in place (A not transposed and
+    within SHARED_MAX_FLOATS: about four claims a part, a tail tile of 16 columns, two k blocks)
+    or packed by each claim (Aᵀ, more columns than rows: a claim a part)."""
+    _check_split_gemm(256, 784, 600, False)
+    _check_split_gemm(100, 200, 250, False)
+    _check_split_gemm(40, 300, 500, True)
+
+
+def _check_split_gemm(m: Int, n: Int, k: Int, ta: Bool) raises:
     var s = UInt64(perf_counter_ns())
     seed(Int(s))
     var pool = pool_open(1)
     assert_true(pool != 0, "pool_open")
-    for shape in [(1200, 1100, 600), (200, 150, 1500), (97, 64, 2100)]:
-        var m = shape[0]
-        var n = shape[1]
-        var k = shape[2]
-        var a = _random(m * k)
-        var b = _random(k * n)
-        var bias = _random(n)
-        var want = _random(m * n)
-        var got = want.copy()
-        var ta = random_ui64(0, 1) == 1
-        var tb = random_ui64(0, 1) == 1
-        var accumulate = random_ui64(0, 1) == 1
-        var epi = Epilogue(Int(bias.unsafe_ptr()), True)
-        gemm(_p(a), _p(b), _p(want), m, n, k, ta, tb, accumulate, 0, m, 0, -1, epi)
-        split_gemm(pool, _p(a), _p(b), _p(got), m, n, k, ta, tb, accumulate, epi)
-        for i in range(m * n):
-            if got[i] != want[i]:
-                assert_true(False, String("seed ", s, " shape ", m, "x", n, "x", k, " output ",
-                                          i, ": ", got[i], " for ", want[i]))
+    var a = _random(m * k)
+    var b = _random(k * n)
+    var bias = _random(n)
+    var want = _random(m * n)
+    var got = want.copy()
+    var tb = random_ui64(0, 1) == 1
+    var accumulate = random_ui64(0, 1) == 1
+    var epi = Epilogue(Int(bias.unsafe_ptr()), True)
+    gemm(_p(a), _p(b), _p(want), m, n, k, ta, tb, accumulate, 0, m, 0, -1, epi)
+    split_gemm(pool, _p(a), _p(b), _p(got), m, n, k, ta, tb, accumulate, epi)
+    for i in range(m * n):
+        if got[i] != want[i]:
+            assert_true(False, String("seed ", s, " shape ", m, "x", n, "x", k, " ta ", ta,
+                                      " output ", i, ": ", got[i], " for ", want[i]))
 
 
 def _random(count: Int) -> List[Float32]:

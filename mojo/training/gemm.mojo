@@ -223,17 +223,17 @@ def transpose8[R: Int = 8](src: F32P, ld_src: Int, dst: F32P, ld_dst: Int):
                 x.shuffle[4, 5, 6, 7, 12, 13, 14, 15](y))
 
 
-def _pack_a[MR: Int](a: F32P, m: Int, k: Int, ta: Bool, i0: Int, mc: Int, p0: Int, kc: Int,
-                     dst: F32P):
-    """op(A)[i0:i0+mc, p0:p0+kc] as ceil(mc/MR) panels of kc steps × MR rows, zero padded."""
+def _pack_a[MR: Int](a: F32P, m: Int, k: Int, i0: Int, mc: Int, p0: Int, kc: Int, dst: F32P):
+    """op(A)[i0:i0+mc, p0:p0+kc] of op(A) = Aᵀ (A stored k × m: row p of A holds op(A)[:, p])
+    as ceil(mc/MR) panels of kc steps × MR rows, zero padded (an op(A) = A is read in place,
+    `_rows_on_packed_b`)."""
     var panels = (mc + MR - 1) // MR
-    var first = 0  # whole panels of a transposed A in groups (`_pack_a_rows`)
+    var first = 0  # whole panels in groups (`_pack_a_rows`)
     comptime if MR <= 8:
-        if ta:
-            while (first + PACK_GROUP) * MR <= mc:
-                _pack_a_rows[MR, PACK_GROUP](a, m, k, i0 + first * MR, p0, kc,
-                                             dst.unsafe_offset(first * kc * MR))
-                first += PACK_GROUP
+        while (first + PACK_GROUP) * MR <= mc:
+            _pack_a_rows[MR, PACK_GROUP](a, m, k, i0 + first * MR, p0, kc,
+                                         dst.unsafe_offset(first * kc * MR))
+            first += PACK_GROUP
     for ip in range(first, panels):
         var out = dst.unsafe_offset(ip * kc * MR)
         var ib = i0 + ip * MR
@@ -241,32 +241,15 @@ def _pack_a[MR: Int](a: F32P, m: Int, k: Int, ta: Bool, i0: Int, mc: Int, p0: In
         # Whole panels of MR <= 8 rows move 8 floats per store; a store's floats past MR are
         # overwritten by the next one, and the panel's last one spills into the next panel
         # (written after it) or the slack `_gemm_blocked` leaves after the A panels.
-        if ta:  # A stored k×m: row p of A holds op(A)[:, p]
-            for p in range(kc):
-                var src = a.unsafe_offset((p0 + p) * m + ib)
-                comptime if MR <= 8:
-                    # A vector load stays inside A: its last row may end within 8 floats.
-                    if rows == MR and (p0 + p) * m + ib + 8 <= m * k:
-                        out.unsafe_offset(p * MR).unsafe_store(src.unsafe_load[width=8]())
-                        continue
-                for ii in range(rows):
-                    out[unsafe_offset=p * MR + ii] = src[unsafe_offset=ii]
-        else:  # as in _pack_b: p outermost, one whole panel row at a time
-            var src = a.unsafe_offset(ib * k + p0)
-            var p = 0
+        for p in range(kc):
+            var src = a.unsafe_offset((p0 + p) * m + ib)
             comptime if MR <= 8:
-                if rows == MR:
-                    while p + 8 <= kc:
-                        transpose8[MR](src.unsafe_offset(p), k, out.unsafe_offset(p * MR), MR)
-                        p += 8
-            while p < kc:
-                if rows == MR:
-                    comptime for ii in range(MR):
-                        out[unsafe_offset=p * MR + ii] = src[unsafe_offset=ii * k + p]
-                else:
-                    for ii in range(rows):
-                        out[unsafe_offset=p * MR + ii] = src[unsafe_offset=ii * k + p]
-                p += 1
+                # A vector load stays inside A: its last row may end within 8 floats.
+                if rows == MR and (p0 + p) * m + ib + 8 <= m * k:
+                    out.unsafe_offset(p * MR).unsafe_store(src.unsafe_load[width=8]())
+                    continue
+            for ii in range(rows):
+                out[unsafe_offset=p * MR + ii] = src[unsafe_offset=ii]
         for ii in range(rows, MR):
             for p in range(kc):
                 out[unsafe_offset=p * MR + ii] = 0.0
@@ -305,12 +288,13 @@ def _pow2_at_least(x: Int) -> Int:
     return p
 
 @always_inline
-def _micro[W: Int, MR: Int, NV: Int, LDA: Int = MR](
+def _micro[W: Int, MR: Int, NV: Int, LDA: Int = MR, IN_PLACE: Bool = False](
     kc: Int, ap: F32P, bp: F32P, c: F32P, ldc: Int, rows: Int, cols: Int, chain: Bool,
-    fin: Epilogue, bias: F32P,
+    fin: Epilogue, bias: F32P, lda: Int = 0,
 ) -> Bool:
-    """The MR × (NV·W) tile of C at `c` from packed panels (A's LDA rows wide: a narrower
-    tile reads the first MR rows of a wider panel); only rows×cols of it are real. The chain
+    """The MR × (NV·W) tile of C at `c` from B's packed panel and A's packed one (LDA rows
+    wide: a narrower tile reads the first MR rows of a wider panel) or, IN_PLACE, A's rows
+    themselves (`lda` floats apart from `ap`); only rows×cols of it are real. The chain
     starts from +0.0, or from C when `chain` (accumulating, or a later k block). A whole tile
     goes through `fin`'s bias and ReLU in registers on its way out (`bias`: its first
     column's); returns whether it did (an edge tile leaves them to `_finish_tile`)."""
@@ -329,13 +313,19 @@ def _micro[W: Int, MR: Int, NV: Int, LDA: Int = MR](
             acc = _load_edge[W, MR, NV, T](c, ldc, rows, cols)
     # Two k steps per iteration (each output's chain still p ascending): the loop overhead
     # is paid once per two steps, and the scheduler sees both steps' loads ahead.
+    # In place, a row's address each (rows past `rows` read the last real one: nothing
+    # past A); packed, unused.
+    var rows_at = StaticTuple[Int, MR](fill=0)
+    comptime if IN_PLACE:
+        comptime for r in range(MR):
+            rows_at[r] = Int(ap) + 4 * min(r, rows - 1) * lda
     var p = 0
     while p + 2 <= kc:
         comptime for u in range(2):
-            _k_step[W, MR, NV, T, LDA](acc, ap, bp, p + u)
+            _k_step[W, MR, NV, T, LDA, IN_PLACE](acc, ap, rows_at, bp, p + u)
         p += 2
     if p < kc:
-        _k_step[W, MR, NV, T, LDA](acc, ap, bp, p)
+        _k_step[W, MR, NV, T, LDA, IN_PLACE](acc, ap, rows_at, bp, p)
     if full:
         # The epilogue in registers: a tile stored, then reloaded by `_finish_tile`, cost
         # ~45 cycles a vector where C's rows are not 64-byte aligned (no store forwarding).
@@ -350,17 +340,22 @@ def _micro[W: Int, MR: Int, NV: Int, LDA: Int = MR](
 
 
 @always_inline
-def _k_step[W: Int, MR: Int, NV: Int, T: Int, LDA: Int](
-    mut acc: SIMD[DType.float32, T], ap: F32P, bp: F32P, p: Int
+def _k_step[W: Int, MR: Int, NV: Int, T: Int, LDA: Int, IN_PLACE: Bool](
+    mut acc: SIMD[DType.float32, T], ap: F32P, rows_at: StaticTuple[Int, MR], bp: F32P, p: Int
 ):
-    """One fma step of every accumulator: acc = fma(step p's packed A column, its B row, acc)
-    (MR·NV independent chains, 12 in the production tile: enough to cover an fma's 4-cycle
-    latency on two fma pipes)."""
+    """One fma step of every accumulator: acc = fma(step p's A column, its B row, acc) (MR·NV
+    independent chains, 12 in the production tile: enough to cover an fma's 4-cycle latency
+    on two fma pipes); A's column from the packed panel, or IN_PLACE from rows_at[r] + 4p."""
     comptime NR = NV * W
     var brow = bp.unsafe_offset(p * NR)
     var arow = ap.unsafe_offset(p * LDA)
     comptime for r in range(MR):
-        var av = SIMD[DType.float32, W](arow[unsafe_offset=r])
+        var x: Float32
+        comptime if IN_PLACE:
+            x = F32P(unsafe_from_address=rows_at[r])[unsafe_offset=p]
+        else:
+            x = arow[unsafe_offset=r]
+        var av = SIMD[DType.float32, W](x)
         comptime for v in range(NV):
             comptime off = (r * NV + v) * W
             var bv = brow.unsafe_load[width=W](v * W)
@@ -416,16 +411,40 @@ def _rows_on_packed_b[W: Int, MR: Int, NV: Int](
     nc: Int, row_begin: Int, row_end: Int, chain: Bool, fin: Epilogue, ap: F32P,
 ):
     """Rows [row_begin, row_end) × columns [jc, jc + nc) of C for the k block [pc, pc + kc),
-    from B's block packed at `bp`; A is packed MC rows at a time into `ap`."""
+    from B's block packed at `bp`. An op(A) = A is read where it lies (a tile's broadcasts
+    from its rows, each k-contiguous); an op(A) = Aᵀ is packed MC rows at a time into `ap`
+    (in place, a tile's k steps would be rows of A apart: 0.6-0.8x at 1 thread)."""
+    if ta:
+        _rows_from[W, MR, NV, False](a, m, k, ta, bp, c, n, pc, kc, jc, nc, row_begin,
+                                     row_end, chain, fin, ap)
+    else:
+        # Packing A read and wrote all of it once per column block for nothing the tile
+        # needs: in place, one thread's [784, 256, 10] forward product ran 1.05x faster,
+        # narrow ones (n = 10, 33, 65) 1.1-1.35x (an Intel Xeon, x86-64-v4), and threads
+        # that split the columns no longer each pack all of A.
+        _rows_from[W, MR, NV, True](a, m, k, ta, bp, c, n, pc, kc, jc, nc, row_begin,
+                                    row_end, chain, fin, ap)
+
+
+@always_inline
+def _rows_from[W: Int, MR: Int, NV: Int, IN_PLACE: Bool](
+    a: F32P, m: Int, k: Int, ta: Bool, bp: F32P, c: F32P, n: Int, pc: Int, kc: Int, jc: Int,
+    nc: Int, row_begin: Int, row_end: Int, chain: Bool, fin: Epilogue, ap: F32P,
+):
     comptime NR = NV * W
     for ic in range(row_begin, row_end, MC):
         var mc = min(MC, row_end - ic)
-        _pack_a[MR](a, m, k, ta, ic, mc, pc, kc, ap)
+        comptime if not IN_PLACE:
+            _pack_a[MR](a, m, k, ic, mc, pc, kc, ap)
         for jr in range(0, nc, NR):
             var bpanel = bp.unsafe_offset(jr * kc)
             for ir in range(0, mc, MR):
                 var rows = min(MR, mc - ir)
-                var apanel = ap.unsafe_offset(ir * kc)
+                var apanel: F32P
+                comptime if IN_PLACE:
+                    apanel = a.unsafe_offset((ic + ir) * k + pc)
+                else:
+                    apanel = ap.unsafe_offset(ir * kc)
                 var ct = c.unsafe_offset((ic + ir) * n + jc + jr)
                 var cols = min(NR, nc - jr)
                 var bias = F32P(unsafe_from_address=fin.bias).unsafe_offset(jc + jr)
@@ -434,17 +453,17 @@ def _rows_on_packed_b[W: Int, MR: Int, NV: Int](
                 # rows a full 6-row one wasted 2/3 of a sixth of the product.
                 comptime if MR > 4:
                     if rows <= 2:
-                        done = _micro[W, 2, NV, MR](kc, apanel, bpanel, ct, n, rows, cols,
-                                                    chain, fin, bias)
+                        done = _micro[W, 2, NV, MR, IN_PLACE](kc, apanel, bpanel, ct, n, rows,
+                                                              cols, chain, fin, bias, k)
                     elif rows <= 4:
-                        done = _micro[W, 4, NV, MR](kc, apanel, bpanel, ct, n, rows, cols,
-                                                    chain, fin, bias)
+                        done = _micro[W, 4, NV, MR, IN_PLACE](kc, apanel, bpanel, ct, n, rows,
+                                                              cols, chain, fin, bias, k)
                     else:
-                        done = _micro[W, MR, NV](kc, apanel, bpanel, ct, n, rows, cols,
-                                                 chain, fin, bias)
+                        done = _micro[W, MR, NV, MR, IN_PLACE](kc, apanel, bpanel, ct, n, rows,
+                                                               cols, chain, fin, bias, k)
                 else:
-                    done = _micro[W, MR, NV](kc, apanel, bpanel, ct, n, rows, cols, chain,
-                                             fin, bias)
+                    done = _micro[W, MR, NV, MR, IN_PLACE](kc, apanel, bpanel, ct, n, rows,
+                                                           cols, chain, fin, bias, k)
                 if fin.loss != 0 or (fin.any() and not done):
                     _finish_tile[W](ct, n, rows, cols, Epilogue(0, False, fin.loss) if done
                                     else fin, bias, ic + ir)
@@ -550,6 +569,11 @@ def gemm(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
         return
     gemm_on[VW, 2](a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end, col_begin,
                    col_end, epi, buf)
+
+
+def gemm_tile_cols(n: Int) -> Int:
+    """The columns of `gemm`'s register tile on an n-column C."""
+    return _tile_nr(n)
 
 
 def gemm_tiles_hold_rows(n: Int) -> Bool:

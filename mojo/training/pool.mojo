@@ -38,6 +38,8 @@ from training.gemm import (
     gemm_block_rows,
     gemm_blocks,
     gemm_bytes,
+    gemm_tile_cols,
+    SHARED_MAX_FLOATS,
     shared_a_floats,
     shared_b_floats,
     shared_fits,
@@ -108,10 +110,11 @@ comptime P_WAKE = 21  # bumped at every task (the futex word: its low 32 bits)
 comptime P_SLEEPERS = 22  # workers about to sleep or asleep (atomic)
 comptime P_BUF_STRIDE = 23  # bytes from one part's packing buffer (P_BUF) to the next
 comptime P_EPI = 24  # a GEMM's Epilogue: bias address, relu, loss address
-comptime P_ROWS = 27  # KIND_ROWS: rows a claim (`_run_rows`)
+comptime P_CHUNK = 27  # KIND_ROWS, KIND_COLUMNS: rows or columns a claim
 comptime P_PACK_NEXT = 28  # KIND_SHARED: B pieces claimed from the front | from the back << 32
 comptime P_PACK_DONE = 29  # KIND_SHARED: B pieces packed (atomic)
-comptime P_ROW_NEXT = 30  # KIND_SHARED: chunks of rows claimed, as P_PACK_NEXT (`_claim_end`)
+# KIND_SHARED, KIND_COLUMNS: chunks of rows or columns claimed, as P_PACK_NEXT (`_claim_end`)
+comptime P_CHUNK_NEXT = 30
 comptime P_ROWS_AT = 31  # KIND_ROWS: the address of its counters (`_run_rows`)
 # The task's context (`_hold`): what the parts read lives here, in the pool's own block, never
 # on a caller's stack. A struct on the caller's stack, handed to the parts as an Int address,
@@ -291,10 +294,17 @@ def _run_part(addr: Int, part: Int, parts: Int):
     if buf != 0:
         buf += part * Int(w[unsafe_offset=P_BUF_STRIDE])
     if w[unsafe_offset=P_KIND] == KIND_COLUMNS:
-        gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m, _cut(n, part, parts, 16),
-             _cut(n, part + 1, parts, 16), epi, buf)
+        # Chunks claimed from the caller's end (front) or the workers' (back): the faster
+        # thread takes more, and each mostly keeps its own columns of C from step to step.
+        var chunk = Int(w[unsafe_offset=P_CHUNK])
+        while True:
+            var i = _claim_end(_word(addr, P_CHUNK_NEXT), (n + chunk - 1) // chunk, part == 0)
+            if i < 0:
+                break
+            gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m, i * chunk,
+                 min(n, (i + 1) * chunk), epi, buf)
     else:
-        _run_rows(a, b, c, m, n, k, ta, tb, accumulate, epi, Int(w[unsafe_offset=P_ROWS]),
+        _run_rows(a, b, c, m, n, k, ta, tb, accumulate, epi, Int(w[unsafe_offset=P_CHUNK]),
                   Int(w[unsafe_offset=P_ROWS_AT]), part == 0, buf)
 
 
@@ -364,7 +374,7 @@ def _run_shared(addr: Int, g: SharedGemm, part: Int):
     var chunks = (g.m + g.chunk - 1) // g.chunk
     var ap = F32P(unsafe_from_address=g.ap).unsafe_offset(part * shared_a_floats(g.k))
     while True:
-        var chunk = _claim_end(_word(addr, P_ROW_NEXT), chunks, front)
+        var chunk = _claim_end(_word(addr, P_CHUNK_NEXT), chunks, front)
         if chunk < 0:
             break
         var r0 = chunk * g.chunk
@@ -409,8 +419,12 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     # dimension whose other operand is cheaper to pack twice: every part packs all of op(A)
     # when columns are split, all of op(B) when rows are.
     var chunks = (m + SHARED_CHUNK - 1) // SHARED_CHUNK  # at its largest claims
-    var shared = shared_fits(n, k) and m >= SHARED_MIN_ROWS
-    var by_columns = m < n and epi.loss == 0  # the loss epilogue needs whole rows
+    # Columns first where `gemm` reads op(A) in place (A not transposed) and A stays in each
+    # core's L2 while the claims sweep it: every part packs only its own columns of op(B),
+    # and nothing packed crosses cores (a shared B is half packed by the other core).
+    var in_place = not ta and epi.loss == 0 and m * k <= SHARED_MAX_FLOATS and n >= 2 * MIN_PIECE
+    var shared = shared_fits(n, k) and m >= SHARED_MIN_ROWS and not in_place
+    var by_columns = (m < n or in_place) and epi.loss == 0  # the loss needs whole rows
     var pieces = chunks // 4 if shared else (n if by_columns else m) // MIN_PIECE
     # Not below MIN_PART_MACS a part, even while the workers spin: sharing from an eighth of
     # it (a later session) made [64, 128, 10] at batch 256 (two 2.1 M multiply-add products)
@@ -448,7 +462,7 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
                            bp + 4 * b_floats, shared_chunk(m, parts))
         Atomic[Int64].store(_word(pool, P_PACK_NEXT), 0)
         Atomic[Int64].store(_word(pool, P_PACK_DONE), 0)
-        Atomic[Int64].store(_word(pool, P_ROW_NEXT), 0)
+        Atomic[Int64].store(_word(pool, P_CHUNK_NEXT), 0)
         w[unsafe_offset=P_TASK] = Int64(_hold(pool, g))
         w[unsafe_offset=P_KIND] = KIND_SHARED
         _run_task(pool, parts)
@@ -466,10 +480,13 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
         return
     w[unsafe_offset=P_BUF] = Int64(held.addr)  # (0: each part a buffer of its own)
     w[unsafe_offset=P_BUF_STRIDE] = Int64(bytes // parts)
+    if by_columns:
+        w[unsafe_offset=P_CHUNK] = Int64(_columns_chunk(n, parts, not ta))
+        Atomic[Int64].store(_word(pool, P_CHUNK_NEXT), 0)
     if counters > 0:
         for i in range(counters):
             _at(held.addr + bytes, i)[] = 0
-        w[unsafe_offset=P_ROWS] = Int64(chunk)
+        w[unsafe_offset=P_CHUNK] = Int64(chunk)
         w[unsafe_offset=P_ROWS_AT] = Int64(held.addr + bytes)
     var t = P_TASK
     w[unsafe_offset=t] = Int64(Int(a))
@@ -487,6 +504,15 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     w[unsafe_offset=P_KIND] = Int64(KIND_COLUMNS if by_columns else KIND_ROWS)
     _run_task(pool, parts, side)
     release(held)
+
+
+def _columns_chunk(n: Int, parts: Int, in_place: Bool) -> Int:
+    """Columns a claim of a KIND_COLUMNS task, whole register tiles: about four claims a part
+    when `gemm` reads op(A) in place (a claim packs only its own columns of op(B)), else one
+    (each claim packs all of op(A) again)."""
+    var tile = gemm_tile_cols(n)
+    var claims = (4 if in_place else 1) * parts
+    return max(tile, (n + claims - 1) // claims + tile - 1) // tile * tile
 
 
 def _rows_chunk(m: Int, parts: Int) -> Int:
