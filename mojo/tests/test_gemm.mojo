@@ -221,6 +221,7 @@ def test_every_tile_equals_scalar_fma_reference_bit_for_bit() raises:
     var s = run_seed()
     var cases = shapes()
     cases.append(Case(13, 21, 1100))  # more than one k block at either width (KC 512, 1024)
+    cases.append(Case(9, 530, 40))  # a wide C: many column panels over each row of A
     for i in range(len(cases)):
         check_case(cases[i].m, cases[i].n, cases[i].k, s)
 

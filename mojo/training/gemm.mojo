@@ -420,8 +420,9 @@ def _rows_on_packed_b[W: Int, MR: Int, NV: Int](
     else:
         # Packing A read and wrote all of it once per column block for nothing the tile
         # needs: in place, one thread's [784, 256, 10] forward product ran 1.05x faster,
-        # narrow ones (n = 10, 33, 65) 1.1-1.35x (an Intel Xeon, x86-64-v4), and threads
-        # that split the columns no longer each pack all of A.
+        # 4096 × 256 × 1024 1.04x, narrow ones (n = 10, 33, 65) 1.1-1.35x, wide ones (4096
+        # × 1024 × 256, 1024 × 1024 × 256) 0.996-1.003x (in-process, an Intel Xeon,
+        # x86-64-v4), and threads that split the columns no longer each pack all of A.
         _rows_from[W, MR, NV, True](a, m, k, ta, bp, c, n, pc, kc, jc, nc, row_begin,
                                     row_end, chain, fin, ap)
 

@@ -421,7 +421,9 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     var chunks = (m + SHARED_CHUNK - 1) // SHARED_CHUNK  # at its largest claims
     # Columns first where `gemm` reads op(A) in place (A not transposed) and A stays in each
     # core's L2 while the claims sweep it: every part packs only its own columns of op(B),
-    # and nothing packed crosses cores (a shared B is half packed by the other core).
+    # and nothing packed crosses cores (a shared B is half packed by the other core):
+    # [784, 256, 10] at batch 256, two threads over one in-process on an Intel Xeon, 1.74 ->
+    # 1.82 (its forward product by columns).
     var in_place = not ta and epi.loss == 0 and m * k <= SHARED_MAX_FLOATS and n >= 2 * MIN_PIECE
     var shared = shared_fits(n, k) and m >= SHARED_MIN_ROWS and not in_place
     var by_columns = (m < n or in_place) and epi.loss == 0  # the loss needs whole rows
