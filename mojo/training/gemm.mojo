@@ -541,7 +541,7 @@ def gemm_on[W: Int, NV: Int](a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, 
                                   col_begin, col_end, epi, buf)
 
 
-def _tile_nr(n: Int) -> Int:
+def gemm_tile_cols(n: Int) -> Int:
     """The width of `gemm`'s register tile for n columns: 2 vectors (6 × 2 = 12 accumulators,
     two B loads, a broadcast: 15 of 16 ymm registers at W = 8, or 15 of 32 zmm at W = 16),
     or one for narrow products (n ≤ W, as in the MLP), or 8 when n ≤ 8 and W = 16, so the
@@ -558,7 +558,7 @@ def gemm(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
     """The GEMM of both modes, on rows [row_begin, row_end) and columns [col_begin, col_end)
     of C (col_end -1: all n), each output through `epi`; packing into `buf` (at least
     `gemm_bytes`) or, when it is 0, into a buffer of its own."""
-    var nr = _tile_nr(n)
+    var nr = gemm_tile_cols(n)
     comptime if VW >= 16:
         if nr == VW // 2:
             gemm_on[VW // 2, 1](a, b, c, m, n, k, ta, tb, accumulate, row_begin, row_end,
@@ -572,15 +572,10 @@ def gemm(a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta: Bool, tb: Bool,
                    col_end, epi, buf)
 
 
-def gemm_tile_cols(n: Int) -> Int:
-    """The columns of `gemm`'s register tile on an n-column C."""
-    return _tile_nr(n)
-
-
 def gemm_tiles_hold_rows(n: Int) -> Bool:
     """Whether every register tile of `gemm` on an n-column C holds whole rows (so an
     Epilogue's `loss` may see each row once it is final)."""
-    return n <= _tile_nr(n)
+    return n <= gemm_tile_cols(n)
 
 
 def gemm_bytes(n: Int, k: Int, rows: Int, cols: Int) -> Int:
@@ -600,7 +595,7 @@ def gemm_blocks(n: Int, k: Int) -> Tuple[Int, Int]:
 def gemm_block_pack(b: F32P, n: Int, k: Int, tb: Bool, block: Int, buf: Int):
     """Block `block` (column block × k blocks + k block) of op(B) packed into `buf` (at least
     `gemm_bytes`), as `gemm` packs it."""
-    var nr = _tile_nr(n)
+    var nr = gemm_tile_cols(n)
     comptime if VW >= 16:
         if nr == VW // 2:
             _block_pack[VW // 2](b, n, k, tb, block, buf)
@@ -616,7 +611,7 @@ def gemm_block_rows(a: F32P, m: Int, n: Int, k: Int, ta: Bool, c: F32P, accumula
     """Rows [row_begin, row_end) of C over block `block` of op(B), packed in `buf` by
     `gemm_block_pack`: the chains from C after the column block's first k block (or when
     `accumulate`), through `epi` after its last. Over every block in order: `gemm`'s bits."""
-    var nr = _tile_nr(n)
+    var nr = gemm_tile_cols(n)
     comptime if VW >= 16:
         if nr == VW // 2:
             _block_rows[VW // 2, 1](a, m, n, k, ta, c, accumulate, epi, block, row_begin,
@@ -748,7 +743,7 @@ def shared_rows(g: SharedGemm, row_begin: Int, row_end: Int, ap: F32P):
 
 def _shared(g: SharedGemm, op: Int, x: Int, y: Int, ap: Int) -> Int:
     """`op` with the register tile `gemm` takes for this product."""
-    var nr = _tile_nr(g.n)
+    var nr = gemm_tile_cols(g.n)
     comptime if VW >= 16:
         if nr == VW // 2:
             return _shared_on[VW // 2, 1](g, op, x, y, ap)

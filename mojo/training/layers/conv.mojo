@@ -281,10 +281,6 @@ def _input_grad_range(c: _Call, part: Int, parts: Int):
                    r[1] - r[0], d, c.accumulate)
 
 
-def _weight_grad_part(ctx: Int, part: Int, parts: Int):
-    _weight_grad_range(Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[], part, parts)
-
-
 def _weight_grad_range(c: _Call, part: Int, parts: Int):
     # Part 0, the caller's, takes the last range (the larger when they differ): the caller
     # starts every task at once and claims more of the examples' parts before it, so the
@@ -357,8 +353,8 @@ def _relu_part(ctx: Int, part: Int, parts: Int):
 
 @fieldwise_init
 struct _Grads(ImplicitlyCopyable):
-    """A stride-1 conv's dW (its first `dw_parts` parts, ranges of taps) and dX (the rest,
-    ranges of examples) as one task."""
+    """A stride-1 conv's dW (its first `dw_parts` parts, ranges of taps) and dX (the rest, if
+    any: ranges of examples) as one task."""
 
     var dw: _Call
     var dx: _Call
@@ -395,6 +391,8 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
         var mask = _Call(Int(dy), Int(y), 0, 0, 0, False, False, rows, d, 0, 0)
         _split_rows(pool, _relu_part, mask, n_out)
     var macs = rows * d.oc * pos * d.taps()
+    var dxc = _Call(Int(dy), Int(dx), Int(p.unsafe_offset(w_at)), 0, 0, False, accumulate, rows,
+                    d, 0, 0)
     var dx_done = False
     if d.sh == 1 and d.sw == 1:
         # dW's chains run over the examples: the parts share out the taps (src: the bias
@@ -405,18 +403,13 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
         # one part a thread: each part lays out every example for itself, so more parts
         # than threads repeat that work (4 a thread made 2 threads' dW 25 % dearer)
         var parts = min(pool_threads(pool), parts_for(pool, d.taps(), macs))
-        if need and parts > 1:
-            # dX's parts in the same task, after dW's: the thread that ends its range of
-            # taps first takes more of the examples' dX. Alone, the static ranges left the
-            # calling thread waiting: LeNet-5 at batch 256 on an Intel Xeon (perf's samples,
-            # in-process), its waits 557 -> 332 µs a step, two threads over one 1.53 -> 1.70.
-            var call = _Call(Int(dy), Int(dx), Int(p.unsafe_offset(w_at)), 0, 0, False,
-                             accumulate, rows, d, 0, 0)
-            split_parts(pool, _grads_part, _Grads(dw, call, parts),
-                        parts + parts_for(pool, rows, macs))
-            dx_done = True
-        else:
-            split_parts(pool, _weight_grad_part, dw, parts)
+        # dX's parts (when split) in the same task, after dW's: the thread that ends its
+        # range of taps first takes more of the examples' dX. Alone, the static ranges left
+        # the calling thread waiting: LeNet-5 at batch 256 on an Intel Xeon (perf's samples,
+        # in-process), its waits 557 -> 332 µs a step, two threads over one 1.53 -> 1.70.
+        dx_done = need and parts > 1
+        split_parts(pool, _grads_part, _Grads(dw, dxc, parts),
+                    parts + (parts_for(pool, rows, macs) if dx_done else 0))
     else:
         _channel_major(dy, dy_cm, rows, d.oc, pos, True)
         _weight_grad(work, dy_cm, grads.unsafe_offset(w_at), rows * pos, d, pool)
@@ -425,10 +418,8 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
                          0, 0)
         split_parts(pool, _bias_part, sums, parts_for(pool, d.oc, 4 * n_out))
     if need and not dx_done and d.sh == 1 and d.sw == 1:
-        var call = _Call(Int(dy), Int(dx), Int(p.unsafe_offset(w_at)), 0, 0, False, accumulate,
-                         rows, d, 0, 0)
-        _split_rows(pool, _input_grad_part, call, macs)
-    elif need:
+        _split_rows(pool, _input_grad_part, dxc, macs)
+    elif need and not dx_done:
         _input_grad(dy, p.unsafe_offset(w_at), dx, g, mid, rows, d, accumulate, pool)
 
 
