@@ -424,9 +424,10 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     # and nothing packed crosses cores (a shared B is half packed by the other core):
     # [784, 256, 10] at batch 256, two threads over one in-process on an Intel Xeon, 1.74 ->
     # 1.82 (its forward product by columns).
-    var in_place = not ta and epi.loss == 0 and m * k <= SHARED_MAX_FLOATS and n >= 2 * MIN_PIECE
-    var shared = shared_fits(n, k) and m >= SHARED_MIN_ROWS and not in_place
-    var by_columns = (m < n or in_place) and epi.loss == 0  # the loss needs whole rows
+    var cols_first = (not ta and epi.loss == 0 and m * k <= SHARED_MAX_FLOATS
+                      and n >= 2 * MIN_PIECE)
+    var shared = shared_fits(n, k) and m >= SHARED_MIN_ROWS and not cols_first
+    var by_columns = (m < n or cols_first) and epi.loss == 0  # the loss needs whole rows
     var pieces = chunks // 4 if shared else (n if by_columns else m) // MIN_PIECE
     # Not below MIN_PART_MACS a part, even while the workers spin: sharing from an eighth of
     # it (a later session) made [64, 128, 10] at batch 256 (two 2.1 M multiply-add products)
@@ -483,7 +484,7 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     w[unsafe_offset=P_BUF] = Int64(held.addr)  # (0: each part a buffer of its own)
     w[unsafe_offset=P_BUF_STRIDE] = Int64(bytes // parts)
     if by_columns:
-        w[unsafe_offset=P_CHUNK] = Int64(_columns_chunk(n, parts, not ta))
+        w[unsafe_offset=P_CHUNK] = Int64(_columns_chunk(n, parts, cols_first))
         Atomic[Int64].store(_word(pool, P_CHUNK_NEXT), 0)
     if counters > 0:
         for i in range(counters):
@@ -508,12 +509,12 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     release(held)
 
 
-def _columns_chunk(n: Int, parts: Int, in_place: Bool) -> Int:
+def _columns_chunk(n: Int, parts: Int, cols_first: Bool) -> Int:
     """Columns a claim of a KIND_COLUMNS task, whole register tiles: about four claims a part
-    when `gemm` reads op(A) in place (a claim packs only its own columns of op(B)), else one
-    (each claim packs all of op(A) again)."""
+    when `gemm` reads op(A) in place from each core's L2 (a claim packs only its own columns
+    of op(B)), else one (each claim would pack, or stream from memory, all of op(A) again)."""
     var tile = gemm_tile_cols(n)
-    var claims = (4 if in_place else 1) * parts
+    var claims = (4 if cols_first else 1) * parts
     return max(tile, (n + claims - 1) // claims + tile - 1) // tile * tile
 
 
