@@ -11,7 +11,7 @@ from std.testing import TestSuite, assert_equal, assert_true
 from std.time import perf_counter_ns
 
 from training.config import F32P, I64P
-from training.gemm import Epilogue, gemm
+from training.gemm import KC, Epilogue, gemm
 from training.pool import pool_open, split_gemm, split_parts
 
 
@@ -118,12 +118,16 @@ def test_a_gemm_by_rows_through_a_pool_gives_the_bits_of_gemm() raises:
 
 
 def test_a_gemm_by_columns_through_a_pool_gives_the_bits_of_gemm() raises:
-    """The columns of split_gemm claimed in chunks: op(A) read in place (A not transposed and
-    within SHARED_MAX_FLOATS: about four claims a part, a tail tile of 16 columns, two k blocks)
-    or packed by each claim (Aᵀ, more columns than rows: a claim a part)."""
+    """The columns of split_gemm claimed in chunks, every part holding op(A): read in place (A
+    not transposed, within SHARED_MAX_FLOATS: a tail tile of 16 columns, two k blocks) or
+    packed once a part (Aᵀ in one k block: [784, 256, 10]'s dW product, a last panel of 4
+    rows); or packed by each claim (Aᵀ past one k block, more columns than rows: a claim a
+    part)."""
     _check_split_gemm(256, 784, 600, False)
     _check_split_gemm(100, 200, 250, False)
+    _check_split_gemm(256, 784, 256, True)
     _check_split_gemm(40, 300, 500, True)
+    _check_split_gemm(40, 300, 700 if KC < 700 else 1100, True)
 
 
 def _check_split_gemm(m: Int, n: Int, k: Int, ta: Bool) raises:

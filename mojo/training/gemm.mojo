@@ -428,14 +428,16 @@ def _rows_on_packed_b[W: Int, MR: Int, NV: Int](
 
 
 @always_inline
-def _rows_from[W: Int, MR: Int, NV: Int, IN_PLACE: Bool](
+def _rows_from[W: Int, MR: Int, NV: Int, IN_PLACE: Bool, PACKED: Bool = False](
     a: F32P, m: Int, k: Int, ta: Bool, bp: F32P, c: F32P, n: Int, pc: Int, kc: Int, jc: Int,
     nc: Int, row_begin: Int, row_end: Int, chain: Bool, fin: Epilogue, ap: F32P,
 ):
+    """`_rows_on_packed_b`'s loops; PACKED: `ap` holds all of op(A)'s rows packed already
+    (`gemm_pack_a`, one k block), `a` unread."""
     comptime NR = NV * W
     for ic in range(row_begin, row_end, MC):
         var mc = min(MC, row_end - ic)
-        comptime if not IN_PLACE:
+        comptime if not IN_PLACE and not PACKED:
             _pack_a[MR](a, m, k, ic, mc, pc, kc, ap)
         for jr in range(0, nc, NR):
             var bpanel = bp.unsafe_offset(jr * kc)
@@ -444,6 +446,8 @@ def _rows_from[W: Int, MR: Int, NV: Int, IN_PLACE: Bool](
                 var apanel: F32P
                 comptime if IN_PLACE:
                     apanel = a.unsafe_offset((ic + ir) * k + pc)
+                elif PACKED:
+                    apanel = ap.unsafe_offset((ic + ir) * kc)
                 else:
                     apanel = ap.unsafe_offset(ir * kc)
                 var ct = c.unsafe_offset((ic + ir) * n + jc + jr)
@@ -582,6 +586,54 @@ def gemm_bytes(n: Int, k: Int, rows: Int, cols: Int) -> Int:
     """The packing buffer `gemm` needs to compute `rows` rows × `cols` columns of an m × n
     product over k (any rows and columns that many)."""
     return _blocked_bytes[TILE_MR, 2 * VW](rows, cols, k, KC)  # the widest tile needs most
+
+
+# ---------------------------------------------------------------- columns on one packed op(A)
+
+
+def gemm_packs_a_once(m: Int, k: Int, ta: Bool) -> Bool:
+    """Whether `gemm_pack_a` can hold op(A) = Aᵀ for column claims: one k block."""
+    return ta and 0 < k and k <= KC
+
+
+def gemm_columns_bytes(m: Int, k: Int, cols: Int) -> Int:
+    """The buffer of a thread that packs all of op(A) (`gemm_pack_a`) and then computes
+    `cols` columns at a time over it (`gemm_columns`): the A panels, B's, and the slack."""
+    return 4 * k * (_round_up(m, TILE_MR) + _round_up(cols, 2 * VW)) + 4 * PANEL_ALIGN
+
+
+def gemm_pack_a(a: F32P, m: Int, k: Int, buf: Int):
+    """All of op(A) = Aᵀ (A stored k × m, k ≤ KC) packed into `buf` as `gemm` packs its row
+    blocks, for `gemm_columns`."""
+    _pack_a[TILE_MR](a, m, k, 0, m, 0, k, F32P(unsafe_from_address=_round_up(buf, PANEL_ALIGN)))
+
+
+def gemm_columns(m: Int, n: Int, k: Int, b: F32P, tb: Bool, c: F32P, accumulate: Bool,
+                 epi: Epilogue, col_begin: Int, col_end: Int, buf: Int):
+    """Columns [col_begin, col_end) of C (+)= op(A)·op(B) through `epi`, every row, from the
+    op(A) that `gemm_pack_a` packed into `buf` (B's panels after it): the bits of `gemm`.
+    A thread that claims columns a chunk at a time packs op(A) once, where `gemm` would pack
+    it again each chunk."""
+    var nr = gemm_tile_cols(n)
+    comptime if VW >= 16:
+        if nr == VW // 2:
+            _columns_on[VW // 2, 1](m, n, k, b, tb, c, accumulate, epi, col_begin, col_end, buf)
+            return
+    if nr == VW:
+        _columns_on[VW, 1](m, n, k, b, tb, c, accumulate, epi, col_begin, col_end, buf)
+        return
+    _columns_on[VW, 2](m, n, k, b, tb, c, accumulate, epi, col_begin, col_end, buf)
+
+
+def _columns_on[W: Int, NV: Int](m: Int, n: Int, k: Int, b: F32P, tb: Bool, c: F32P,
+                                 accumulate: Bool, epi: Epilogue, col_begin: Int, col_end: Int,
+                                 buf: Int):
+    var ap = F32P(unsafe_from_address=_round_up(buf, PANEL_ALIGN))
+    var bp = F32P(unsafe_from_address=_round_up(
+        Int(ap) + 4 * _round_up(m, TILE_MR) * k + 2 * PANEL_ALIGN, PANEL_ALIGN))
+    _pack_b[NV * W](b, n, k, tb, 0, k, col_begin, col_end - col_begin, bp)
+    _rows_from[W, TILE_MR, NV, False, True](ap, m, k, True, bp, c, n, 0, k, col_begin,
+                                            col_end - col_begin, 0, m, accumulate, epi, ap)
 
 
 # ---------------------------------------------------------------- rows by blocks of op(B)

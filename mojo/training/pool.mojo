@@ -38,6 +38,10 @@ from training.gemm import (
     gemm_block_rows,
     gemm_blocks,
     gemm_bytes,
+    gemm_columns,
+    gemm_columns_bytes,
+    gemm_pack_a,
+    gemm_packs_a_once,
     gemm_tile_cols,
     SHARED_MAX_FLOATS,
     shared_a_floats,
@@ -296,13 +300,23 @@ def _run_part(addr: Int, part: Int, parts: Int):
     if w[unsafe_offset=P_KIND] == KIND_COLUMNS:
         # Chunks claimed from the caller's end (front) or the workers' (back): the faster
         # thread takes more, and each mostly keeps its own columns of C from step to step.
+        # An op(A) = Aᵀ is packed once, at the part's first claim (`gemm_columns`).
         var chunk = Int(w[unsafe_offset=P_CHUNK])
+        var packs_a = gemm_packs_a_once(m, k, ta) and buf != 0
+        var packed = False
         while True:
             var i = _claim_end(_word(addr, P_CHUNK_NEXT), (n + chunk - 1) // chunk, part == 0)
             if i < 0:
                 break
-            gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m, i * chunk,
-                 min(n, (i + 1) * chunk), epi, buf)
+            if not packs_a:
+                gemm(a, b, c, m, n, k, ta, tb, accumulate, 0, m, i * chunk,
+                     min(n, (i + 1) * chunk), epi, buf)
+                continue
+            if not packed:
+                gemm_pack_a(a, m, k, buf)
+                packed = True
+            gemm_columns(m, n, k, b, tb, c, accumulate, epi, i * chunk, min(n, (i + 1) * chunk),
+                         buf)
     else:
         _run_rows(a, b, c, m, n, k, ta, tb, accumulate, epi, Int(w[unsafe_offset=P_CHUNK]),
                   Int(w[unsafe_offset=P_ROWS_AT]), part == 0, buf)
@@ -419,13 +433,16 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     # dimension whose other operand is cheaper to pack twice: every part packs all of op(A)
     # when columns are split, all of op(B) when rows are.
     var chunks = (m + SHARED_CHUNK - 1) // SHARED_CHUNK  # at its largest claims
-    # Columns first where `gemm` reads op(A) in place (A not transposed) and A stays in each
-    # core's L2 while the claims sweep it: every part packs only its own columns of op(B),
-    # and nothing packed crosses cores (a shared B is half packed by the other core):
-    # [784, 256, 10] at batch 256, two threads over one in-process on an Intel Xeon, 1.74 ->
-    # 1.82 (its forward product by columns).
-    var cols_first = (not ta and epi.loss == 0 and m * k <= SHARED_MAX_FLOATS
-                      and n >= 2 * MIN_PIECE)
+    # Columns first where each part holds all of op(A) in its core's L2 while its claims
+    # sweep it, read in place (A not transposed) or packed once a part (Aᵀ in one k block,
+    # `gemm_columns`): every part packs only its own columns of op(B), and nothing packed
+    # crosses cores (a shared B is half packed by the other core). [784, 256, 10] at batch
+    # 256, two threads over one in-process on an Intel Xeon: 1.74 -> 1.82 with its forward
+    # product by columns; then its dW product (Aᵀ = dHᵀ) by columns too, 1.808 -> 1.834 (a
+    # quiet hour; loaded, 1.695 -> 1.790), both threads' GEMM time 2058 -> 1907 µs a step in
+    # perf's samples (one thread's: 1979).
+    var cols_first = ((not ta or gemm_packs_a_once(m, k, ta)) and epi.loss == 0
+                      and m * k <= SHARED_MAX_FLOATS and n >= 2 * MIN_PIECE)
     var shared = shared_fits(n, k) and m >= SHARED_MIN_ROWS and not cols_first
     var by_columns = (m < n or cols_first) and epi.loss == 0  # the loss needs whole rows
     var pieces = chunks // 4 if shared else (n if by_columns else m) // MIN_PIECE
@@ -474,6 +491,10 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     if shared:  # no memory for the shared B: rows, each part packing its own
         by_columns = False
     var bytes = _split_bytes(False, parts, n, k, m)
+    var cols = _columns_chunk(n, parts, cols_first)
+    if by_columns and gemm_packs_a_once(m, k, ta):
+        var each = max(bytes // parts, gemm_columns_bytes(m, k, cols))
+        bytes = parts * ((each + PANEL_ALIGN - 1) // PANEL_ALIGN * PANEL_ALIGN)
     var chunk = _rows_chunk(m, parts)
     var counters = 0 if by_columns else _rows_counters(n, k, (m + chunk - 1) // chunk)
     var held = scratch(arena, bytes + 8 * counters)
@@ -484,7 +505,7 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
     w[unsafe_offset=P_BUF] = Int64(held.addr)  # (0: each part a buffer of its own)
     w[unsafe_offset=P_BUF_STRIDE] = Int64(bytes // parts)
     if by_columns:
-        w[unsafe_offset=P_CHUNK] = Int64(_columns_chunk(n, parts, cols_first))
+        w[unsafe_offset=P_CHUNK] = Int64(cols)
         Atomic[Int64].store(_word(pool, P_CHUNK_NEXT), 0)
     if counters > 0:
         for i in range(counters):
@@ -510,11 +531,13 @@ def split_gemm(pool: Int, a: F32P, b: F32P, c: F32P, m: Int, n: Int, k: Int, ta:
 
 
 def _columns_chunk(n: Int, parts: Int, cols_first: Bool) -> Int:
-    """Columns a claim of a KIND_COLUMNS task, whole register tiles: about four claims a part
-    when `gemm` reads op(A) in place from each core's L2 (a claim packs only its own columns
-    of op(B)), else one (each claim would pack, or stream from memory, all of op(A) again)."""
+    """Columns a claim of a KIND_COLUMNS task, whole register tiles: about six claims a part
+    when each part holds op(A) in its core's L2 (`cols_first`: a claim packs only its own
+    columns of op(B)), else one (each claim would pack, or stream from memory, all of op(A)
+    again). [784, 256, 10]'s dW product (784 columns) in 7 claims of 128 left the calling
+    thread waiting ~90 µs a step for the other's last, in 9 of 96 about half that."""
     var tile = gemm_tile_cols(n)
-    var claims = (4 if cols_first else 1) * parts
+    var claims = (6 if cols_first else 1) * parts
     return max(tile, (n + claims - 1) // claims + tile - 1) // tile * tile
 
 
