@@ -592,8 +592,9 @@ def gemm_bytes(n: Int, k: Int, rows: Int, cols: Int) -> Int:
 
 
 def gemm_packs_a_once(m: Int, k: Int, ta: Bool) -> Bool:
-    """Whether `gemm_pack_a` can hold op(A) = Aᵀ for column claims: one k block."""
-    return ta and 0 < k and k <= KC
+    """Whether a thread that claims columns packs op(A) = Aᵀ once (`gemm_pack_a`): one k
+    block, and small enough to stay in its L2 (SHARED_MAX_FLOATS) while the claims read it."""
+    return ta and 0 < k and k <= KC and m * k <= SHARED_MAX_FLOATS
 
 
 def gemm_columns_bytes(m: Int, k: Int, cols: Int) -> Int:
