@@ -222,10 +222,15 @@ def test_to_torch_computes_predict_logits(seed, name, model, shape, loss):
     np = pytest.importorskip("numpy")
     t = _trainer(seed, model, shape, loss)
     module = t.to_torch().eval()
+    # torch's GELU, tanh, sigmoid, LayerNorm and convolutions are kernels of their own (other
+    # sums, other approximations): through a dozen layers they drift from ours by more than
+    # 1e-5 on a rare input (seed 4991769697819360970, every-layer-rank2, 33 rows: 1.32e-5 at an
+    # output of -0.41, where 2100 other draws of every case stayed under 4.3e-6), so 1e-4, as
+    # for ONNX Runtime below; a wrong export is off by far more.
     for rows in (1, 7, 33):
         X = _x(seed + rows, rows, shape)
         want = np.asarray(_logits_or_skip(t, X))
-        _close(np, _torch_forward(module, X), want)
+        _close(np, _torch_forward(module, X), want, tol=1e-4)
 
 
 def test_to_torch_residual_is_x_plus_f_of_x_and_pickles(seed):
