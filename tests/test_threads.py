@@ -68,8 +68,8 @@ xs = [rng.uniform() * 2 - 1 for _ in range(2 * 48 * 784)]
 ys = [rng.randbelow(10) for _ in range(2 * 48)]
 tc.train_steps(Array.from_list(xs, "<f4").reshape(96, 1, 28, 28), Array.from_list(ys, "<i4"), 2)
 out["conv"] = tc.state_hash()
-# Stride-1 dWs of two channel vectors cut by taps: the first conv's dY built from its pool's
-# windows (an odd image: a row and a column no window covers), the second's laid out.
+# Stride-1 dWs: the first conv's from its pool's picks, by ranges of channels (an odd image:
+# a row and a column no window covers), the second's (two channel vectors) cut by taps.
 wide = nn.Sequential(nn.Conv2d(1, 12, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                      nn.Conv2d(12, 16, 3, padding=1), nn.ReLU(), nn.Flatten(),
                      nn.Linear(16 * 49, 10))
@@ -78,6 +78,16 @@ xs = [rng.uniform() * 2 - 1 for _ in range(2 * 64 * 225)]
 tw2.train_steps(Array.from_list(xs, "<f4").reshape(128, 1, 15, 15),
                 Array.from_list([rng.randbelow(10) for _ in range(128)], "<i4"), 2)
 out["conv wide"] = tw2.state_hash()
+# LeNet-5's second conv: its dW from its pool's picks (channels 6, 5 and 5 on three threads),
+# its dX after, by examples.
+lenet = nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+                      nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                      nn.Linear(400, 10))
+tl = ml.Trainer(lenet, input_shape=(1, 28, 28), seed=11)
+xs = [rng.uniform() * 2 - 1 for _ in range(64 * 784)]
+tl.train_step(Array.from_list(xs, "<f4").reshape(64, 1, 28, 28),
+              Array.from_list([rng.randbelow(10) for _ in range(64)], "<i4"))
+out["lenet"] = tl.state_hash()
 # The loss's rows in parts (48 classes: wider than a register tile, so not in the epilogue).
 tg = ml.Trainer(nn.gpt(48, 32, 2, 4, 64), input_shape=(32,), seed=5)
 ids = [[rng.randbelow(48) for _ in range(33)] for _ in range(24)]

@@ -306,9 +306,10 @@ def _needs(pr: Program, op: Int) -> Bool:
 
 
 def _folded_pool(pr: Program, op: Int, need: Bool) -> Int:
-    """The window places of the 2 × 2 max pool after Conv2d `op` when the conv's dW takes
-    its dY from them (conv2d_backward's `places`: stride 1, the ReLU masked by that pool, no
-    input gradient wanted), else 0: then the pool's backward writes the conv's dY."""
+    """The window places of the 2 × 2 max pool after Conv2d `op` (stride 1, the ReLU masked by
+    that pool), whose gradient and places the conv's dW reads (conv2d_backward's `places`),
+    when no input gradient is wanted (`need` False: the pool's backward does not run; asked
+    with False, whatever the conv needs), else 0."""
     var conv = pr.word(op, 5)
     if (need or pr.word(op, 0) != OP_CONV2D or unpack(conv, 2) != 2 or unpack(conv, 0) != 1
             or unpack(conv, 1) != 1):
@@ -408,13 +409,13 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
         elif code == OP_CONV2D:
             var work = pr.word(op, 8) & 0xFFFFFFFF
             var mid = pr.word(op, 8) >> 32
-            var places = _folded_pool(pr, op, need)
-            if places != 0:  # dy: the pool's (its backward did not run)
-                dy = pr.grad(pr.word(op + 1, 2))
+            # dW from the masking pool's gradient and places (its backward ran only if need)
+            var places = _folded_pool(pr, op, False)
+            var pool_dy = Int(pr.grad(pr.word(op + 1, 2))) if places != 0 else 0
             conv2d_backward(src, pr.at(pr.word(op, 2)), dy, pr.at(work), pr.grad(work),
                             pr.at(mid), pr.grad(mid), p, grads, dsrc, rows, pr.word(op, 3),
                             pr.word(op, 4), pr.word(op, 5), pr.word(op, 6), pr.word(op, 7), need,
-                            acc, pr.pool, places)
+                            acc, pr.pool, places, pool_dy)
         elif code == OP_MAXPOOL2D or code == OP_AVGPOOL2D:
             var conv = op - 1  # (a masked pool's input is the conv before it)
             if need and (pr.word(op, 6) == 0 or _folded_pool(pr, conv, _needs(pr, conv)) == 0):

@@ -19,7 +19,8 @@ correlations of a zero-padded plane (`_correlate`: SIMD lanes along the padded r
 block of output channels sharing each load; or, for the forward where that wastes less, output
 channels in the lanes and each point's taps broadcast, `_forward_lanes`), dW a direct kernel
 with output channels in the lanes (`_weight_grad_s1`, which sums db's chains in the same loop
-over dY laid out channel-last); each lane still runs exactly the chain above, so the bits are
+over dY laid out channel-last; under a masking 2 × 2 max pool, conv_pooled.mojo's kernel over
+the points its windows picked); each lane still runs exactly the chain above, so the bits are
 the GEMM path's (the tests compare both with the reference).
 
 The op's two private tensors (program.py OP_CONV2D) hold, for the whole batch: `work`, the
@@ -39,7 +40,8 @@ from training.config import F32P, I64P
 from training.gemm import transpose8
 from training.tails import load_first, store_first
 from training.layers.elementwise import relu_apply
-from training.layers.pool2d import U8P, PoolDims, maxpool2x2
+from training.layers.conv_pooled import PooledDw, pooled_dw, pooled_dw_fits
+from training.layers.pool2d import U8P, PoolDims, masked_places_backward, maxpool2x2
 from training.mlp import relu_backward
 from training.pool import PartFn, part_range, parts_for, pool_threads, split_gemm, split_parts
 
@@ -222,8 +224,7 @@ struct _Call(ImplicitlyCopyable):
     var rows: Int
     var d: ConvDims
     # The masking 2 × 2 max pool after the conv, when it keeps places (else 0): the forward
-    # pools each example as it goes (y itself never written) into `pooled` and `places`; dW
-    # takes its dY from `places` and the pool's gradient (in wgt).
+    # pools each example as it goes (y itself never written) into `pooled` and `places`.
     var pooled: Int
     var places: Int
 
@@ -293,7 +294,7 @@ def _weight_grad_range(c: _Call, part: Int, parts: Int):
     var u = part_range(c.d.taps(), parts - 1 - part, parts)
     _weight_grad_s1(F32P(unsafe_from_address=c.p), F32P(unsafe_from_address=c.wgt),
                     F32P(unsafe_from_address=c.dst), F32P(unsafe_from_address=c.src), c.rows,
-                    c.d, u[0], u[1], c.places)
+                    c.d, u[0], u[1])
 
 
 @always_inline
@@ -373,15 +374,16 @@ def _grads_part(ctx: Int, part: Int, parts: Int):
 def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, dy_cm: F32P,
                     p: F32P, grads: F32P, dx: F32P, rows: Int, image: Int, kernel: Int,
                     stride: Int, padding: Int, params: Int, need: Bool, accumulate: Bool,
-                    pool: Int, places: Int = 0):
+                    pool: Int, places: Int = 0, pool_dy: Int = 0):
     """dW and db written into `grads`; dx (when `need`) written, or its chains continued from
     the values there when `accumulate`. x and y are the forward's input and output; `work`
     holds the forward's cols (strides above 1); g, mid and dy_cm are scratch (the private
-    tensors' gradient and activation sides). `places` (not 0): dy is the gradient of the
-    2 × 2 max pool after this conv (stride 1, its ReLU masked by that pool, no dx wanted), and
-    places that pool's window places: dW lays out each example's dY from them as the pool's
-    backward would write it (the same floats), which then never runs (LeNet-5's first conv:
-    4.8 MB of dY a batch of 256 neither written nor read back)."""
+    tensors' gradient and activation sides). `places` (not 0): the window places of the
+    2 × 2 max pool after this conv (stride 1, its ReLU masked by that pool) and `pool_dy`
+    that pool's output gradient, from which dW and db take only the points its windows
+    picked (conv_pooled.mojo). The pool's backward wrote dy only when `need` (LeNet-5's first
+    conv: 4.8 MB of dY a batch of 256 neither written nor read back); where that kernel
+    refuses (x not finite, or kernels past its registers), it is written here."""
     var d = ConvDims.of(image, kernel, stride, padding)
     var w_at = params & 0xFFFFFFFF
     var b = (params >> 32) - 1
@@ -394,12 +396,22 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
     var dxc = _Call(Int(dy), Int(dx), Int(p.unsafe_offset(w_at)), 0, 0, False, accumulate, rows,
                     d, 0, 0)
     var dx_done = False
-    if d.sh == 1 and d.sw == 1:
+    var bad = List[Int64](length=1, fill=0)
+    if places != 0 and pooled_dw_fits(d.kh, d.kw) and pooled_dw(
+            pool, PooledDw(Int(x), pool_dy, places, Int(grads.unsafe_offset(w_at)),
+                           Int(grads.unsafe_offset(b)) if b >= 0 else 0, Int(bad.unsafe_ptr()),
+                           rows, d.c, d.h, d.w, d.oc, d.kh, d.kw, d.ph, d.pw), macs // 4):
+        pass  # dX (when wanted) below
+    elif d.sh == 1 and d.sw == 1:
+        if places != 0 and not need:  # the pool's backward, which did not run
+            masked_places_backward(U8P(unsafe_from_address=places),
+                                   F32P(unsafe_from_address=pool_dy), dy, rows * d.oc, d.oh(),
+                                   d.ow(), pool)
         # dW's chains run over the examples: the parts share out the taps (src: the bias
         # gradient, which the part with tap 0 sums as it goes)
         var dw = _Call(Int(grads.unsafe_offset(b)) if b >= 0 else 0,
                        Int(grads.unsafe_offset(w_at)), Int(dy), Int(x), 0, False, False, rows, d,
-                       0, places)
+                       0, 0)
         # one part a thread: each part lays out every example for itself, so more parts
         # than threads repeat that work (4 a thread made 2 threads' dW 25 % dearer)
         var parts = min(pool_threads(pool), parts_for(pool, d.taps(), macs))
@@ -413,6 +425,7 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
     else:
         _channel_major(dy, dy_cm, rows, d.oc, pos, True)
         _weight_grad(work, dy_cm, grads.unsafe_offset(w_at), rows * pos, d, pool)
+    _ = bad^
     if b >= 0 and (d.sh != 1 or d.sw != 1):  # (at stride 1 dW's parts sum it)
         var sums = _Call(Int(dy), Int(grads.unsafe_offset(b)), 0, 0, 0, False, False, rows, d,
                          0, 0)
@@ -738,22 +751,6 @@ comptime DW_TAPS_1 = 13
 comptime DW_TAPS_2 = 8
 
 
-@fieldwise_init
-struct _DyRows(ImplicitlyCopyable):
-    """Where `_dw_block` reads an example's dY, channel-last (rows of ocp lanes): `rows`, one
-    row a point; or, with `windows` (a 2 × 2 max pool's gradient and places, each a row of
-    ocp lanes a window, `_places_windows`), built point by point as the pool's backward
-    would write it (+0.0 + the gradient at each window's place, +0.0 elsewhere and in the
-    points no window covers): the same floats, never written out (LeNet-5's first conv: 25 KB
-    an example that each thread computing its taps wrote and read back)."""
-
-    var rows: Int  # (addresses)
-    var windows: Bool
-    var places: Int
-    var qh: Int  # windows down and across
-    var qw: Int
-
-
 comptime _Vec = SIMD[DType.float32, DW_LANES]
 
 
@@ -770,14 +767,14 @@ def _dw_point[NV: Int, G: Int, BIAS: Bool](mut acc: StaticTuple[_Vec, G * NV], m
 
 
 @always_inline
-def _dw_block[NV: Int, G: Int, BIAS: Bool, WINDOWS: Bool](
-        xp: F32P, dy: _DyRows, dwt: F32P, offs: I64P, t0: Int, oc0: Int, ocp: Int,
+def _dw_block[NV: Int, G: Int, BIAS: Bool](
+        xp: F32P, dyr: F32P, dwt: F32P, offs: I64P, t0: Int, oc0: Int, ocp: Int,
         oh_all: Int, ow_all: Int, wp: Int, dbt: F32P):
     """Weights of taps t0..t0+G × output channels oc0.. (NV vectors): each lane one chain over
     this example's (oh, ow) ascending, continued from dwt (channel-last); with BIAS the bias
     chains too, continued from dbt (the dY rows summed in the same loop, where the fmas hide
-    their adds' latency: on their own, one chain of rows·oh·ow adds a lane). WINDOWS: dY
-    from `dy`'s windows (`_DyRows`)."""
+    their adds' latency: on their own, one chain of rows·oh·ow adds a lane). dyr: the
+    example's dY channel-last (rows of ocp lanes, one a point)."""
     comptime V = DW_LANES
     # One 8-lane register per accumulator: slices of one long SIMD value were lowered as
     # halves of 16-lane registers in the x86-64-v4 build, an insert and an extract per fma.
@@ -791,37 +788,14 @@ def _dw_block[NV: Int, G: Int, BIAS: Bool, WINDOWS: Bool](
         at[g] = Int(offs[unsafe_offset=t0 + g])
         comptime for v in range(NV):
             acc[g * NV + v] = dwt.unsafe_load[width=V]((t0 + g) * ocp + oc0 + v * V)
-    var zero = StaticTuple[_Vec, NV](fill=_Vec(0.0))
-    var dyr = F32P(unsafe_from_address=dy.rows)
+    var dv = StaticTuple[_Vec, NV](fill=_Vec(0.0))
     for oh in range(oh_all):
         var xrow = xp.unsafe_offset(oh * wp)
-        var ow = 0
-        comptime if WINDOWS:
-            if oh < 2 * dy.qh:
-                # this row's place in each window: its left point, then its right one
-                var left = _Vec(Float32(2 * (oh % 2)))
-                for j in range(dy.qw):
-                    var dl = zero
-                    var dr = zero
-                    comptime for v in range(NV):
-                        var at_v = ((oh // 2) * dy.qw + j) * ocp + oc0 + v * V
-                        var gv = _Vec(0.0) + dyr.unsafe_load[width=V](at_v)
-                        var pv = F32P(unsafe_from_address=dy.places).unsafe_load[width=V](at_v)
-                        dl[v] = pv.eq(left).select(gv, _Vec(0.0))
-                        dr[v] = pv.eq(left + 1).select(gv, _Vec(0.0))
-                    _dw_point[NV, G, BIAS](acc, bacc, dl, xrow.unsafe_offset(2 * j), at)
-                    _dw_point[NV, G, BIAS](acc, bacc, dr, xrow.unsafe_offset(2 * j + 1), at)
-                ow = 2 * dy.qw
-            while ow < ow_all:  # an odd width's last column, or a row no window covers
-                _dw_point[NV, G, BIAS](acc, bacc, zero, xrow.unsafe_offset(ow), at)
-                ow += 1
-        else:
-            var row = dyr.unsafe_offset(oh * ow_all * ocp + oc0)
-            for ow in range(ow_all):
-                var dv = zero
-                comptime for v in range(NV):
-                    dv[v] = row.unsafe_load[width=V](ow * ocp + v * V)
-                _dw_point[NV, G, BIAS](acc, bacc, dv, xrow.unsafe_offset(ow), at)
+        var row = dyr.unsafe_offset(oh * ow_all * ocp + oc0)
+        for ow in range(ow_all):
+            comptime for v in range(NV):
+                dv[v] = row.unsafe_load[width=V](ow * ocp + v * V)
+            _dw_point[NV, G, BIAS](acc, bacc, dv, xrow.unsafe_offset(ow), at)
     comptime for g in range(G):
         comptime for v in range(NV):
             dwt.unsafe_offset((t0 + g) * ocp + oc0 + v * V).unsafe_store(acc[g * NV + v])
@@ -830,7 +804,7 @@ def _dw_block[NV: Int, G: Int, BIAS: Bool, WINDOWS: Bool](
             dbt.unsafe_offset(oc0 + v * V).unsafe_store(bacc[v])
 
 
-def _dw_taps[NV: Int, GMAX: Int](xp: F32P, dy: _DyRows, dwt: F32P, offs: I64P, t_begin: Int,
+def _dw_taps[NV: Int, GMAX: Int](xp: F32P, dyr: F32P, dwt: F32P, offs: I64P, t_begin: Int,
                                  t_end: Int, oc0: Int, ocp: Int, oh_all: Int, ow_all: Int,
                                  wp: Int, dbt: F32P, bias: Bool):
     """`_dw_block` over taps [t_begin, t_end) in near-equal blocks of at most GMAX; the block
@@ -843,26 +817,24 @@ def _dw_taps[NV: Int, GMAX: Int](xp: F32P, dy: _DyRows, dwt: F32P, offs: I64P, t
         var g = r[1] - r[0]
         var b = bias and t0 == 0
         comptime for G in range(1, GMAX + 1):
-            comptime for K in range(4):  # the bias chains (K & 1), dY from windows (K >> 1)
-                if g == G and b == (K & 1 == 1) and dy.windows == (K >> 1 == 1):
-                    _dw_block[NV, G, K & 1 == 1, K >> 1 == 1](xp, dy, dwt, offs, t0, oc0, ocp,
-                                                              oh_all, ow_all, wp, dbt)
+            comptime for B in range(2):  # the bias chains
+                if g == G and b == (B == 1):
+                    _dw_block[NV, G, B == 1](xp, dyr, dwt, offs, t0, oc0, ocp, oh_all, ow_all,
+                                             wp, dbt)
 
 
 @no_inline
 def _weight_grad_s1(x: F32P, dy: F32P, gw: F32P, gb: F32P, rows: Int, d: ConvDims,
-                    t_begin: Int, t_end: Int, places: Int):
+                    t_begin: Int, t_end: Int):
     """dW at stride 1 without im2col, the same chains (over (b, oh, ow) ascending, from +0.0):
     lanes are output channels (dY channel-last, zero padded to whole vectors), a block of
     taps shares each dY row; x zero-padded as the forward reads it. Each example is laid out
-    so just before its products, in buffers of this part's that stay in L1 (LeNet-5's first
-    conv: 25 KB of dY an example; laid out for the whole batch first, 6.4 MB went to memory
-    and back). Only taps [t_begin, t_end) are computed and written; the part with tap 0
-    writes the bias gradient into gb too (unless it is null): lanes' chains over the same
-    rows, (b, oh, ow) ascending from +0.0. With `places` (not 0), dy is the gradient of the
-    2 × 2 max pool after the conv and each example's dY is the pool's backward of it
-    (`places_backward`'s floats, which `_dw_block` builds point by point from the windows
-    `_places_windows` lays out)."""
+    so just before its products, in buffers of this part's that stay in L1 (LeNet-5's second
+    conv: 6.4 KB of dY an example; laid out for a whole batch first, it went to memory and
+    back). Only taps [t_begin, t_end) are computed and written; the part with tap 0 writes
+    the bias gradient into gb too (unless it is null): lanes' chains over the same rows,
+    (b, oh, ow) ascending from +0.0. (Under a masking 2 × 2 max pool, conv_pooled.mojo's
+    kernel takes only the points its windows picked.)"""
     comptime V = DW_LANES
     var oh_all = d.oh()
     var ow_all = d.ow()
@@ -883,31 +855,22 @@ def _weight_grad_s1(x: F32P, dy: F32P, gw: F32P, gb: F32P, rows: Int, d: ConvDim
                 offs[unsafe_offset=(ic * d.kh + i) * d.kw + j] = Int64(ic * plane + i * wp + j)
     var padded = d.ph != 0 or d.pw != 0  # (else x is its own padded planes)
     var xp_list = List[Float32](length=d.c * plane if padded else 0, fill=0)  # borders stay +0.0
-    var pd = PoolDims(d.oc, oh_all, ow_all, 2, 2, 2, 2)  # (with places: the pool's)
-    var q_all = pd.oh() * pd.ow()
-    var dyt_list = List[Float32](length=q_all * (2 * ocp + d.oc) if places != 0 else pos * ocp,
-                                 fill=0)
+    var dyt_list = List[Float32](length=pos * ocp, fill=0)
     var dyt = F32P(unsafe_from_address=Int(dyt_list.unsafe_ptr()))
-    var rows_of = _DyRows(Int(dyt), places != 0, Int(dyt.unsafe_offset(q_all * ocp)), pd.oh(),
-                          pd.ow())
     for r in range(rows):
         var xp = x.unsafe_offset(r * d.c * d.h * d.w)
         if padded:
             var dst = F32P(unsafe_from_address=Int(xp_list.unsafe_ptr()))
             _pad_planes(xp, dst, d.c, d.h, d.w, wp, plane, d.ph, d.pw)
             xp = dst
-        if places != 0:
-            _places_windows(U8P(unsafe_from_address=places + r * d.oc * q_all),
-                            dy.unsafe_offset(r * d.oc * q_all), dyt, pd, ocp)
-        else:
-            _channel_last_rows(dy.unsafe_offset(r * d.oc * pos), dyt, pos, d.oc, ocp)
+        _channel_last_rows(dy.unsafe_offset(r * d.oc * pos), dyt, pos, d.oc, ocp)
         var oc0 = 0
         while oc0 + 2 * V <= ocp:
-            _dw_taps[2, DW_TAPS_2](xp, rows_of, dwt, offs, t_begin, t_end, oc0, ocp, oh_all, ow_all,
+            _dw_taps[2, DW_TAPS_2](xp, dyt, dwt, offs, t_begin, t_end, oc0, ocp, oh_all, ow_all,
                                    wp, dbt, bias)
             oc0 += 2 * V
         if oc0 < ocp:
-            _dw_taps[1, DW_TAPS_1](xp, rows_of, dwt, offs, t_begin, t_end, oc0, ocp, oh_all, ow_all,
+            _dw_taps[1, DW_TAPS_1](xp, dyt, dwt, offs, t_begin, t_end, oc0, ocp, oh_all, ow_all,
                                    wp, dbt, bias)
     for o in range(d.oc):
         for t in range(t_begin, t_end):
@@ -918,29 +881,6 @@ def _weight_grad_s1(x: F32P, dy: F32P, gw: F32P, gb: F32P, rows: Int, d: ConvDim
     _ = offs_list^
     _ = xp_list^
     _ = dyt_list^
-
-
-def _places_windows(ip: U8P, g: F32P, dst: F32P, pd: PoolDims, ocp: Int):
-    """One example's 2 × 2 max pool gradient and window places, channel-last (rows of ocp
-    lanes a window, +0.0 and place 0 past the channels): the gradient at `dst`, the places
-    (as floats) after it, then the places channel-major as floats (scratch). A quarter of dY's
-    points go through the transposes, and dY's planes are never written. pd: the pool's dims
-    (planes: the conv's channels)."""
-    var oc = pd.planes
-    var q_all = pd.oh() * pd.ow()
-    var p_cl = dst.unsafe_offset(q_all * ocp)
-    var p_cm = p_cl.unsafe_offset(q_all * ocp)
-    var n = oc * q_all
-    var i = 0
-    while i + W <= n:
-        p_cm.unsafe_offset(i).unsafe_store(
-            ip.unsafe_offset(i).unsafe_load[width=W]().cast[DType.float32]())
-        i += W
-    while i < n:
-        p_cm[unsafe_offset=i] = Float32(Int(ip[unsafe_offset=i]))
-        i += 1
-    _channel_last_rows(g, dst, q_all, oc, ocp)
-    _channel_last_rows(p_cm, p_cl, q_all, oc, ocp)
 
 
 def _channel_last_rows(dyr: F32P, dyt: F32P, pos: Int, oc: Int, ocp: Int):

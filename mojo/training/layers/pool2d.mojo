@@ -122,6 +122,14 @@ def pool2d_backward(x: F32P, dy: F32P, dx: F32P, idx: Int, rows: Int, image: Int
                                        masked, idx))
 
 
+def masked_places_backward(idx: U8P, dy: F32P, dx: F32P, planes: Int, h: Int, w: Int,
+                           pool: Int):
+    """dx of the masking 2 × 2 max pool after a conv, from its places (conv.mojo: where the
+    conv's own kernel for its dW refused to read them)."""
+    var d = PoolDims(planes, h, w, 2, 2, 2, 2)
+    _split(pool, _backward_part, _Call(0, Int(dy), Int(dx), d, True, False, True, Int(idx)))
+
+
 def _max_part(ctx: Int, part: Int, parts: Int):
     var c = Pointer[_Call, MutAnyOrigin](unsafe_from_address=ctx)[]
     var r = part_range(c.d.planes, part, parts)
@@ -259,8 +267,8 @@ def places_backward(idx: U8P, dy: F32P, dx: F32P, d: PoolDims, accumulate: Bool,
     (`maxpool2x2`'s idx, the mask in them; windows do not overlap: each input takes at most
     one gradient, written window by window), so x is not read again (LeNet-5's first pool:
     0.3 MB of places a batch of 256, where its input is 4.8 MB); the last row and column when
-    h or w is odd take +0.0 (added when `accumulate`). A Conv2d whose dW builds each
-    example's gradient itself makes these floats point by point (conv.mojo `_dw_block`)."""
+    h or w is odd take +0.0 (added when `accumulate`). The conv before a masking pool reads
+    the places and the gradient for its dW itself (conv_pooled.mojo)."""
     var oh_all = d.oh()
     var ow_all = d.ow()
     var hw = d.h * d.w
