@@ -8,9 +8,13 @@ from std.random import random_float64, random_ui64, seed
 from std.testing import TestSuite, assert_equal, assert_false, assert_true
 
 from training.config import F32P
-from training.layers.conv_pooled import PMAX_KH, PL, PooledDw, pooled_dw, pooled_dw_fits
+from training.layers.conv_pooled import PMAX_KH, PL, PooledDw, pooled_dw_fits, pooled_dw_part
 from training.layers.pool2d import NO_PLACE, U8P
-from training.pool import pool_open
+from training.pool import pool_open, split_parts
+
+
+def _part(ctx: Int, part: Int, parts: Int):
+    pooled_dw_part(Pointer[PooledDw, MutAnyOrigin](unsafe_from_address=ctx)[], part, parts)
 
 
 def _dy(c: PooledDw, r: Int, o: Int, oh: Int, ow: Int) -> Float32:
@@ -60,9 +64,9 @@ def _bits(v: Float32) -> UInt32:
 
 def _case(rows: Int, ch: Int, h: Int, w: Int, oc: Int, kh: Int, kw: Int, ph: Int, pw: Int,
           bad: Float32 = 0.0, pool: Int = 0) raises -> Bool:
-    """One random case through `pooled_dw` and the reference; False when the kernel refused
-    (`bad`, not 0: x holds it). pool 0: one part; else a pool no worker serves, whose parts
-    (ranges of channels, one a thread) this thread runs in turn."""
+    """One random case through `pooled_dw_part` and the reference; False when the kernel
+    refused (`bad`, not 0: x holds it). pool 0: one part; else three parts (ranges of channels,
+    some empty below 3) of a pool no worker serves: this thread runs them in turn."""
     var oh_all = h + 2 * ph - kh + 1
     var ow_all = w + 2 * pw - kw + 1
     var q = (oh_all // 2) * (ow_all // 2)
@@ -83,7 +87,8 @@ def _case(rows: Int, ch: Int, h: Int, w: Int, oc: Int, kh: Int, kw: Int, ph: Int
     var call = PooledDw(Int(x.unsafe_ptr()), Int(g.unsafe_ptr()), Int(places.unsafe_ptr()),
                         Int(got.unsafe_ptr()), Int(got.unsafe_ptr()) + 4 * taps,
                         Int(flag.unsafe_ptr()), rows, ch, h, w, oc, kh, kw, ph, pw)
-    if not pooled_dw(pool, call, 1 << 40 if pool != 0 else 0):
+    split_parts(pool, _part, call, 3 if pool != 0 else 1)
+    if flag[0] != 0:
         return False
     var ref_call = call
     ref_call.gw = Int(want.unsafe_ptr())

@@ -40,7 +40,7 @@ from training.config import F32P, I64P
 from training.gemm import transpose8
 from training.tails import load_first, store_first
 from training.layers.elementwise import relu_apply
-from training.layers.conv_pooled import PooledDw, pooled_dw, pooled_dw_fits
+from training.layers.conv_pooled import PooledDw, pooled_dw_fits, pooled_dw_part
 from training.layers.pool2d import U8P, PoolDims, masked_places_backward, maxpool2x2
 from training.mlp import relu_backward
 from training.pool import PartFn, part_range, parts_for, pool_threads, split_gemm, split_parts
@@ -354,17 +354,21 @@ def _relu_part(ctx: Int, part: Int, parts: Int):
 
 @fieldwise_init
 struct _Grads(ImplicitlyCopyable):
-    """A stride-1 conv's dW (its first `dw_parts` parts, ranges of taps) and dX (the rest, if
-    any: ranges of examples) as one task."""
+    """A stride-1 conv's dW (its first `dw_parts` parts: ranges of channels from the pool's
+    picks when `pooled.x` is not 0, else ranges of taps) and dX (the rest, if any: ranges of
+    examples) as one task."""
 
     var dw: _Call
     var dx: _Call
     var dw_parts: Int
+    var pooled: PooledDw
 
 
 def _grads_part(ctx: Int, part: Int, parts: Int):
     var g = Pointer[_Grads, MutAnyOrigin](unsafe_from_address=ctx)[]
-    if part < g.dw_parts:
+    if part < g.dw_parts and g.pooled.x != 0:
+        pooled_dw_part(g.pooled, part, g.dw_parts)
+    elif part < g.dw_parts:
         _weight_grad_range(g.dw, part, g.dw_parts)
     else:
         _input_grad_range(g.dx, part - g.dw_parts, parts - g.dw_parts)
@@ -396,36 +400,46 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
     var dxc = _Call(Int(dy), Int(dx), Int(p.unsafe_offset(w_at)), 0, 0, False, accumulate, rows,
                     d, 0, 0)
     var dx_done = False
-    var bad = List[Int64](length=1, fill=0)
-    if places != 0 and pooled_dw_fits(d.kh, d.kw) and pooled_dw(
-            pool, PooledDw(Int(x), pool_dy, places, Int(grads.unsafe_offset(w_at)),
-                           Int(grads.unsafe_offset(b)) if b >= 0 else 0, Int(bad.unsafe_ptr()),
-                           rows, d.c, d.h, d.w, d.oc, d.kh, d.kw, d.ph, d.pw), macs // 4):
-        pass  # dX (when wanted) below
-    elif d.sh == 1 and d.sw == 1:
-        if places != 0 and not need:  # the pool's backward, which did not run
-            masked_places_backward(U8P(unsafe_from_address=places),
-                                   F32P(unsafe_from_address=pool_dy), dy, rows * d.oc, d.oh(),
-                                   d.ow(), pool)
-        # dW's chains run over the examples: the parts share out the taps (src: the bias
-        # gradient, which the part with tap 0 sums as it goes)
+    if d.sh == 1 and d.sw == 1:
+        var bad = List[Int64](length=1, fill=0)
+        var pooled = places != 0 and pooled_dw_fits(d.kh, d.kw)
+        var picks = PooledDw(Int(x) if pooled else 0, pool_dy, places,
+                             Int(grads.unsafe_offset(w_at)),
+                             Int(grads.unsafe_offset(b)) if b >= 0 else 0, Int(bad.unsafe_ptr()),
+                             rows, d.c, d.h, d.w, d.oc, d.kh, d.kw, d.ph, d.pw)
+        # dW's chains run over the examples: the parts share out the channels (from the
+        # pool's picks) or the taps (src: the bias gradient, which the part with tap 0 sums
+        # as it goes)
         var dw = _Call(Int(grads.unsafe_offset(b)) if b >= 0 else 0,
                        Int(grads.unsafe_offset(w_at)), Int(dy), Int(x), 0, False, False, rows, d,
                        0, 0)
-        # one part a thread: each part lays out every example for itself, so more parts
-        # than threads repeat that work (4 a thread made 2 threads' dW 25 % dearer)
-        var parts = min(pool_threads(pool), parts_for(pool, d.taps(), macs))
+        # one part a thread: each part lays out (or checks and pads) every example for
+        # itself, so more parts than threads repeat that work (4 a thread made 2 threads'
+        # dW 25 % dearer)
+        var parts = min(pool_threads(pool), parts_for(pool, d.oc, macs // 4) if pooled
+                        else parts_for(pool, d.taps(), macs))
         # dX's parts (when split) in the same task, after dW's: the thread that ends its
-        # range of taps first takes more of the examples' dX. Alone, the static ranges left
+        # range of dW first takes more of the examples' dX. Alone, the static ranges left
         # the calling thread waiting: LeNet-5 at batch 256 on an Intel Xeon (perf's samples,
         # in-process), its waits 557 -> 332 µs a step, two threads over one 1.53 -> 1.70.
         dx_done = need and parts > 1
-        split_parts(pool, _grads_part, _Grads(dw, dxc, parts),
+        if not pooled and places != 0 and not need:  # the pool's backward, which did not run
+            masked_places_backward(U8P(unsafe_from_address=places),
+                                   F32P(unsafe_from_address=pool_dy), dy, rows * d.oc, d.oh(),
+                                   d.ow(), pool)
+        split_parts(pool, _grads_part, _Grads(dw, dxc, parts, picks),
                     parts + (parts_for(pool, rows, macs) if dx_done else 0))
+        if pooled and bad[0] != 0:  # an x not finite: every point's product (NaN chains)
+            if not need:
+                masked_places_backward(U8P(unsafe_from_address=places),
+                                       F32P(unsafe_from_address=pool_dy), dy, rows * d.oc,
+                                       d.oh(), d.ow(), pool)
+            picks.x = 0
+            split_parts(pool, _grads_part, _Grads(dw, dxc, parts, picks), parts)
+        _ = bad^
     else:
         _channel_major(dy, dy_cm, rows, d.oc, pos, True)
         _weight_grad(work, dy_cm, grads.unsafe_offset(w_at), rows * pos, d, pool)
-    _ = bad^
     if b >= 0 and (d.sh != 1 or d.sw != 1):  # (at stride 1 dW's parts sum it)
         var sums = _Call(Int(dy), Int(grads.unsafe_offset(b)), 0, 0, 0, False, False, rows, d,
                          0, 0)

@@ -25,7 +25,7 @@ from std.utils import StaticTuple
 
 from training.config import F32P, I32P, I64P
 from training.layers.pool2d import NO_PLACE, U8P
-from training.pool import part_range, parts_for, pool_threads, split_parts
+from training.pool import part_range
 from training.tails import lanes_below, load_first, store_first
 
 comptime PL = 8  # a tap row's taps in a vector (kw <= PL)
@@ -88,38 +88,30 @@ struct PooledDw(ImplicitlyCopyable):
         return (self.w + 2 * self.pw - self.kw + 1) // 2
 
 
-def pooled_dw(pool: Int, call: PooledDw, macs: Int) -> Bool:
-    """dW and db on the pool's threads (parts: ranges of channels); False (dW and db not all
-    written) when an example's x is not finite."""
-    I64P(unsafe_from_address=call.bad)[] = 0
-    # one part a thread: each part pads and checks every example's x for itself
-    var parts = min(pool_threads(pool), parts_for(pool, call.oc, macs))
-    split_parts(pool, _pooled_part, call, parts)
-    return Atomic[Int64].load(I64P(unsafe_from_address=call.bad)) == 0
-
-
-def _pooled_part(ctx: Int, part: Int, parts: Int):
-    var c = Pointer[PooledDw, MutAnyOrigin](unsafe_from_address=ctx)[]
+def pooled_dw_part(c: PooledDw, part: Int, parts: Int):
+    """Part `part` of `parts` (a range of channels) of dW and db; where an example's x is not
+    finite, it sets the Int64 at c.bad to 1 (then dW and db are not all written)."""
     var r = part_range(c.oc, part, parts)
     if not _pooled_range(c, r[0], r[1]):
         Atomic[Int64].store(I64P(unsafe_from_address=c.bad), 1)
 
 
-def _finite(x: F32P, n: Int) -> Bool:
-    """Whether x[0:n] holds no infinity or NaN (by the exponent bits: a fast build's
-    arithmetic may assume there is none)."""
-    comptime EXP = SIMD[DType.uint32, PL](0x7F800000)
-    var bad = SIMD[DType.uint32, PL](0)
-    var i = 0
-    while i + PL <= n:
-        var e = x.unsafe_load[width=PL](i).to_bits[DType.uint32]() & EXP
-        bad = bad | e.eq(EXP).select(SIMD[DType.uint32, PL](1), SIMD[DType.uint32, PL](0))
-        i += PL
-    var ok = bad.reduce_or() == 0
-    while i < n:
-        ok = ok and (x[unsafe_offset=i].to_bits[DType.uint32]() & 0x7F800000) != 0x7F800000
-        i += 1
-    return ok
+def _pad_checked(x: F32P, xp: F32P, c: PooledDw) -> Bool:
+    """One example's x planes into xp's zero-padded ones; whether every value was finite (by
+    the exponent bits: a fast build's arithmetic may assume no infinity or NaN)."""
+    comptime EXP = SIMD[DType.uint32, PV](0x7F800000)
+    var bad = SIMD[DType.bool, PV](fill=False)
+    var wp = c.wp()
+    for ic in range(c.c):
+        for u in range(c.h):
+            var src = x.unsafe_offset((ic * c.h + u) * c.w)
+            var dst = xp.unsafe_offset(ic * c.plane() + (u + c.ph) * wp + c.pw)
+            for v in range(0, c.w, PV):
+                var n = min(PV, c.w - v)
+                var row = load_first[PV](src.unsafe_offset(v), n)
+                bad = bad | (row.to_bits[DType.uint32]() & EXP).eq(EXP)
+                store_first[PV](dst.unsafe_offset(v), row, n)
+    return not bad.reduce_or()
 
 
 def _picks(ip: U8P, gp: F32P, qw_all: Int, qh: Int, wp: Int, offs: I32P, vals: F32P):
@@ -196,17 +188,8 @@ def _pooled_range(c: PooledDw, o_lo: Int, o_hi: Int) -> Bool:
     var hw = c.h * c.w
     var bias = c.gb != 0
     for r in range(c.rows):
-        var x = F32P(unsafe_from_address=c.x).unsafe_offset(r * c.c * hw)
-        if not _finite(x, c.c * hw):
+        if not _pad_checked(F32P(unsafe_from_address=c.x).unsafe_offset(r * c.c * hw), xp, c):
             return False
-        for ic in range(c.c):
-            for u in range(c.h):
-                var src = x.unsafe_offset(ic * hw + u * c.w)
-                var dst = xp.unsafe_offset(ic * plane + (u + c.ph) * wp + c.pw)
-                for v in range(0, c.w, PV):
-                    var n = min(PV, c.w - v)
-                    store_first[PV](dst.unsafe_offset(v),
-                                    load_first[PV](src.unsafe_offset(v), n), n)
         for o in range(n_o):
             var at = (r * c.oc + o_lo + o) * q_all
             for qh in range(qh_all):
