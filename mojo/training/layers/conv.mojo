@@ -423,17 +423,13 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
         # the calling thread waiting: LeNet-5 at batch 256 on an Intel Xeon (perf's samples,
         # in-process), its waits 557 -> 332 µs a step, two threads over one 1.53 -> 1.70.
         dx_done = need and parts > 1
-        if not pooled and places != 0 and not need:  # the pool's backward, which did not run
-            masked_places_backward(U8P(unsafe_from_address=places),
-                                   F32P(unsafe_from_address=pool_dy), dy, rows * d.oc, d.oh(),
-                                   d.ow(), pool)
+        if not pooled and places != 0 and not need:
+            _pool_backward(places, pool_dy, dy, rows, d, pool)
         split_parts(pool, _grads_part, _Grads(dw, dxc, parts, picks),
                     parts + (parts_for(pool, rows, macs) if dx_done else 0))
         if pooled and bad[0] != 0:  # an x not finite: every point's product (NaN chains)
             if not need:
-                masked_places_backward(U8P(unsafe_from_address=places),
-                                       F32P(unsafe_from_address=pool_dy), dy, rows * d.oc,
-                                       d.oh(), d.ow(), pool)
+                _pool_backward(places, pool_dy, dy, rows, d, pool)
             picks.x = 0
             split_parts(pool, _grads_part, _Grads(dw, dxc, parts, picks), parts)
         _ = bad^
@@ -448,6 +444,13 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
         _split_rows(pool, _input_grad_part, dxc, macs)
     elif need and not dx_done:
         _input_grad(dy, p.unsafe_offset(w_at), dx, g, mid, rows, d, accumulate, pool)
+
+
+def _pool_backward(places: Int, pool_dy: Int, dy: F32P, rows: Int, d: ConvDims, pool: Int):
+    """dy from the masking pool's gradient and places: that pool's backward, which the model
+    skipped (no input gradient wanted), for the kernel that takes every point."""
+    masked_places_backward(U8P(unsafe_from_address=places), F32P(unsafe_from_address=pool_dy),
+                           dy, rows * d.oc, d.oh(), d.ow(), pool)
 
 
 def _weight_grad(work: F32P, dy_cm: F32P, gw: F32P, n: Int, d: ConvDims, pool: Int):
