@@ -2,7 +2,8 @@
 # point (b, oh, ow) ascending from +0.0 with fma, db sums, dY built from the pool's gradient at
 # each window's place (+0.0 elsewhere, at masked windows and in an odd last row or column), on
 # fresh random inputs: every size of kernel it takes, channels in groups of 3, 2 and 1, ranges
-# of channels (a part's), padding, odd images. An x with an infinity or a NaN is refused.
+# of channels (a part's), padding, odd images, an unpadded x read in place and checked in
+# ranges of examples. An x with an infinity or a NaN is refused.
 from std.math import fma
 from std.random import random_float64, random_ui64, seed
 from std.testing import TestSuite, assert_equal, assert_false, assert_true
@@ -129,6 +130,26 @@ def test_every_channel_count_groups_its_chains() raises:
         assert_true(_case(2, 2, 12, 11, oc, 5, 5, 2, 2))
         assert_true(_case(2, 2, 12, 11, oc, 5, 5, 2, 2, pool=pool))
     assert_false(_case(2, 1, 9, 9, 7, 3, 3, 1, 1, Float32.MAX, pool))  # any part refuses
+
+
+def test_an_unpadded_x_is_read_in_place_and_checked_in_parts() raises:
+    """Without padding each part reads x where it lies and checks only its range of the
+    examples (the last one, copied, in every part): a value that is not finite in any example
+    refuses every part's result, whichever part checked it."""
+    seed()
+    var pool = pool_open(2)
+    assert_true(pool != 0, "pool_open")
+    for oc in range(1, 8):
+        var kh = Int(random_ui64(1, PMAX_KH))
+        var kw = Int(random_ui64(1, PL))
+        var rows = Int(random_ui64(1, 7))
+        var h = kh + Int(random_ui64(1, 9))
+        var w = kw + Int(random_ui64(1, 9))
+        assert_true(_case(rows, 3, h, w, oc, kh, kw, 0, 0))
+        assert_true(_case(rows, 3, h, w, oc, kh, kw, 0, 0, pool=pool))
+    for _ in range(12):  # the bad value in a random example: each part's range in turn
+        assert_false(_case(5, 2, 10, 10, 4, 5, 5, 0, 0, Float32.MAX, pool))
+        assert_false(_case(5, 2, 10, 10, 4, 5, 5, 0, 0, -Float32.MAX))
 
 
 def test_an_x_that_is_not_finite_is_refused() raises:
