@@ -178,11 +178,19 @@ struct _LinearGrads(ImplicitlyCopyable):
 def _side_by_side(pool: Int, macs: Int) -> Bool:
     """Whether a Linear's dW and dX (macs each) may run one a thread: each too small for
     `split_gemm` to share, large enough to pay for the hand-over ([784, 256, 10]'s second
-    layer: 655 k multiply-adds each). They do when the workers are awake (spinning after the
-    step's shared products): where nothing else is shared (the 64-256-256-10 MLP at batch
-    32), waking a sleeping worker for each such pair made the step 9 % slower than one
-    thread."""
-    return pool_threads(pool) >= 2 and SIDE_MACS <= macs and macs < 2 * MIN_PART_MACS
+    layer: 655 k multiply-adds each), or, on two threads, each up to SIDE_TWO_MACS, where one
+    product a thread beats both cut in two (neither thread packs an operand the other packs
+    too, one hand-over instead of two; LeNet-5's first Linear at batch 256, 12.3 M each, on
+    an Intel Xeon, in-process: its backward 229 -> 196 µs, one thread's 377). They do when
+    the workers are awake (spinning after the step's shared products): where nothing else is
+    shared (the 64-256-256-10 MLP at batch 32), waking a sleeping worker for each such pair
+    made the step 9 % slower than one thread."""
+    var threads = pool_threads(pool)
+    return threads >= 2 and SIDE_MACS <= macs and (
+        macs < 2 * MIN_PART_MACS or threads == 2 and macs < SIDE_TWO_MACS)
+
+
+comptime SIDE_TWO_MACS = 8 * MIN_PART_MACS
 
 
 @always_inline
