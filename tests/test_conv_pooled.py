@@ -1,9 +1,10 @@
 """A stride-1 conv's dW and db under the masking 2 x 2 max pool after it, from that pool's
 gradient and window places (training/layers/conv_pooled.mojo: only the points the windows
 picked): the pure-Python reference's bits (tests/reference, which takes every point's product)
-for every channel grouping, kernel, padding and odd image, first in the model (the pool's
-backward never runs) or after another conv (it runs, for dX); past its registers and where x is
-not finite, the dense kernel's (which takes the +0.0 products too: NaN where x is infinite)."""
+for every channel grouping, kernel, padding and odd image, first in the model or after another
+conv (its dX then also from the places, or from the dY the pool's backward writes where the
+padding is as wide as the kernel); past its registers and where x is not finite, the dense
+kernel's (which takes the +0.0 products too: NaN where x is infinite)."""
 
 import math
 import random
@@ -61,13 +62,17 @@ def test_a_conv_under_a_masking_pool_gives_the_references_dw_and_db(seed, first,
 
 
 @identical
+@pytest.mark.parametrize("first", [True, False])
 @pytest.mark.parametrize("kernel", [(8, 3), (3, 9)])
-def test_kernels_past_its_registers_take_the_dense_dw_with_the_same_bits(seed, kernel):
-    """The first conv's dY written by the pool's backward the model skipped, then the dense
-    kernel's chains over every point."""
+def test_kernels_past_its_registers_take_the_dense_dw_with_the_same_bits(seed, kernel, first):
+    """The conv's dY written by the pool's backward the model skipped, then the dense
+    kernel's chains over every point (and, after another conv, dX's from the places)."""
     rng = random.Random(seed)
     body = [nn.Conv2d(2, 5, kernel, padding=1), nn.ReLU(), nn.MaxPool2d(2)]
     shape = (2, 12, 13)
+    if not first:
+        body = [nn.Conv2d(3, 2, 1), nn.ReLU(), *body]
+        shape = (3, 12, 13)
     front = ModelSpec(nn.Sequential(*body, nn.Flatten()), shape, "mse")
     spec = ModelSpec(
         nn.Sequential(*body, nn.Flatten(), nn.Linear(front.output_shape[0], 3)),

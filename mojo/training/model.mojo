@@ -313,13 +313,12 @@ def _needs(pr: Program, op: Int) -> Bool:
     return (pr.word(op, 9) & NEED_SRC_GRAD) != 0 or (pr.word(op, 1) == 0 and pr.dx_at != 0)
 
 
-def _folded_pool(pr: Program, op: Int, need: Bool) -> Int:
+def _folded_pool(pr: Program, op: Int) -> Int:
     """The window places of the 2 × 2 max pool after Conv2d `op` (stride 1, the ReLU masked by
-    that pool), whose gradient and places the conv's dW reads (conv2d_backward's `places`),
-    when no input gradient is wanted (`need` False: the pool's backward does not run; asked
-    with False, whatever the conv needs), else 0."""
+    that pool), whose gradient and places the conv's dW and dX read (conv2d_backward's
+    `places`: the pool's backward does not run), else 0."""
     var conv = pr.word(op, 5)
-    if (need or pr.word(op, 0) != OP_CONV2D or unpack(conv, 2) != 2 or unpack(conv, 0) != 1
+    if (pr.word(op, 0) != OP_CONV2D or unpack(conv, 2) != 2 or unpack(conv, 0) != 1
             or unpack(conv, 1) != 1):
         return 0
     return pr.places(op + 1)  # (flag 2: op + 1 is the masking MaxPool2d, checked)
@@ -417,8 +416,8 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
         elif code == OP_CONV2D:
             var work = pr.word(op, 8) & 0xFFFFFFFF
             var mid = pr.word(op, 8) >> 32
-            # dW from the masking pool's gradient and places (its backward ran only if need)
-            var places = _folded_pool(pr, op, False)
+            # dW and dX from the masking pool's gradient and places (its backward skipped)
+            var places = _folded_pool(pr, op)
             var pool_dy = Int(pr.grad(pr.word(op + 1, 2))) if places != 0 else 0
             conv2d_backward(src, pr.at(pr.word(op, 2)), dy, pr.at(work), pr.grad(work),
                             pr.at(mid), pr.grad(mid), p, grads, dsrc, rows, pr.word(op, 3),
@@ -426,7 +425,7 @@ def model_backward(pr: Program, p: F32P, grads: F32P, t: Int, first_row: Int):
                             acc, pr.pool, places, pool_dy)
         elif code == OP_MAXPOOL2D or code == OP_AVGPOOL2D:
             var conv = op - 1  # (a masked pool's input is the conv before it)
-            if need and (pr.word(op, 6) == 0 or _folded_pool(pr, conv, _needs(pr, conv)) == 0):
+            if need and (pr.word(op, 6) == 0 or _folded_pool(pr, conv) == 0):
                 pool2d_backward(src, dy, dsrc, pr.places(op), rows, pr.word(op, 3),
                                 pr.word(op, 4), pr.word(op, 5), code == OP_MAXPOOL2D, acc,
                                 pr.word(op, 6) != 0, pr.pool)

@@ -41,7 +41,8 @@ from training.gemm import transpose8
 from training.tails import load_first, store_first
 from training.layers.elementwise import relu_apply
 from training.layers.conv_pooled import PooledDw, pooled_dw_fits, pooled_dw_part
-from training.layers.pool2d import U8P, PoolDims, masked_places_backward, maxpool2x2
+from training.layers.pool2d import (U8P, PoolDims, masked_places_backward, maxpool2x2,
+                                    places_into_planes)
 from training.mlp import relu_backward
 from training.pool import PartFn, part_range, parts_for, pool_threads, split_gemm, split_parts
 
@@ -224,7 +225,8 @@ struct _Call(ImplicitlyCopyable):
     var rows: Int
     var d: ConvDims
     # The masking 2 × 2 max pool after the conv, when it keeps places (else 0): the forward
-    # pools each example as it goes (y itself never written) into `pooled` and `places`.
+    # pools each example as it goes (y itself never written) into `pooled` and `places`; dX
+    # reads that pool's gradient (`pooled`) and `places` in place of dY.
     var pooled: Int
     var places: Int
 
@@ -276,10 +278,12 @@ def _input_grad_part(ctx: Int, part: Int, parts: Int):
 def _input_grad_range(c: _Call, part: Int, parts: Int):
     var r = part_range(c.rows, part, parts)
     var d = c.d
+    var q = d.oc * (d.oh() // 2) * (d.ow() // 2)  # the masking pool's outputs an example
     _input_grad_s1(F32P(unsafe_from_address=c.src).unsafe_offset(r[0] * d.oc * d.positions()),
                    F32P(unsafe_from_address=c.wgt),
                    F32P(unsafe_from_address=c.dst).unsafe_offset(r[0] * d.c * d.h * d.w),
-                   r[1] - r[0], d, c.accumulate)
+                   r[1] - r[0], d, c.accumulate, c.places + r[0] * q if c.places else 0,
+                   c.pooled + 4 * r[0] * q if c.places else 0)
 
 
 def _weight_grad_range(c: _Call, part: Int, parts: Int):
@@ -385,9 +389,11 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
     tensors' gradient and activation sides). `places` (not 0): the window places of the
     2 × 2 max pool after this conv (stride 1, its ReLU masked by that pool) and `pool_dy`
     that pool's output gradient, from which dW and db take only the points its windows
-    picked (conv_pooled.mojo). The pool's backward wrote dy only when `need` (LeNet-5's first
-    conv: 4.8 MB of dY a batch of 256 neither written nor read back); where that kernel
-    refuses (x not finite, or kernels past its registers), it is written here."""
+    picked (conv_pooled.mojo), and dX lays out dY from them (`_input_grad_s1`): the pool's
+    backward does not run, and dy is written here only for a kernel that reads it (LeNet-5 at
+    batch 256: its first conv's 4.8 MB of dY and its second's 1.6 MB neither written nor read
+    back): dW's where that kernel refuses (x not finite, or kernels past its registers), dX's
+    where the padding is as wide as the kernel."""
     var d = ConvDims.of(image, kernel, stride, padding)
     var w_at = params & 0xFFFFFFFF
     var b = (params >> 32) - 1
@@ -397,8 +403,14 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
         var mask = _Call(Int(dy), Int(y), 0, 0, 0, False, False, rows, d, 0, 0)
         _split_rows(pool, _relu_part, mask, n_out)
     var macs = rows * d.oc * pos * d.taps()
+    # dY laid out for dX from the pool's places where it fits in the padded planes
+    var dx_picks = places != 0 and d.ph < d.kh and d.pw < d.kw
+    var dy_written = places == 0
+    if need and not dx_picks and not dy_written:
+        _pool_backward(places, pool_dy, dy, rows, d, pool)
+        dy_written = True
     var dxc = _Call(Int(dy), Int(dx), Int(p.unsafe_offset(w_at)), 0, 0, False, accumulate, rows,
-                    d, 0, 0)
+                    d, pool_dy if dx_picks else 0, places if dx_picks else 0)
     var dx_done = False
     if d.sh == 1 and d.sw == 1:
         var bad = List[Int64](length=1, fill=0)
@@ -423,12 +435,13 @@ def conv2d_backward(x: F32P, y: F32P, dy: F32P, work: F32P, g: F32P, mid: F32P, 
         # the calling thread waiting: LeNet-5 at batch 256 on an Intel Xeon (perf's samples,
         # in-process), its waits 557 -> 332 µs a step, two threads over one 1.53 -> 1.70.
         dx_done = need and parts > 1
-        if not pooled and places != 0 and not need:
+        if not pooled and not dy_written:
             _pool_backward(places, pool_dy, dy, rows, d, pool)
+            dy_written = True
         split_parts(pool, _grads_part, _Grads(dw, dxc, parts, picks),
                     parts + (parts_for(pool, rows, macs) if dx_done else 0))
         if pooled and bad[0] != 0:  # an x not finite: every point's product (NaN chains)
-            if not need:
+            if not dy_written:
                 _pool_backward(places, pool_dy, dy, rows, d, pool)
             picks.x = 0
             split_parts(pool, _grads_part, _Grads(dw, dxc, parts, picks), parts)
@@ -923,13 +936,17 @@ def _channel_last_rows(dyr: F32P, dyt: F32P, pos: Int, oc: Int, ocp: Int):
 
 
 @no_inline
-def _input_grad_s1(dy: F32P, wgt: F32P, dx: F32P, rows: Int, d: ConvDims, accumulate: Bool):
+def _input_grad_s1(dy: F32P, wgt: F32P, dx: F32P, rows: Int, d: ConvDims, accumulate: Bool,
+                   places: Int, pool_dy: Int):
     """dX at stride 1 without a GEMM, the same chains: dY zero-padded to (h + kh - 1) ×
     (w + kw - 1) planes, so that input point (ih, iw) reads tap (kh, kw) of channel oc at
     plane point (ih + kh-1 - kh', iw + kw-1 - kw'); a padded point is a product with +0.0
     (the same bits as skipping it). Points run in vectors along each row of the padded width
     (the extended grid; its kw - 1 extra points a row are computed and dropped), or along
-    each row (`_grid_stride`)."""
+    each row (`_grid_stride`). `places` (not 0): dY is the masking 2 × 2 max pool's input
+    gradient, laid out from its places and gradient (`pool_dy`) as its backward writes it,
+    and `dy` is not read (LeNet-5's second conv at batch 256: 1.6 MB of dY a step neither
+    written by the pool's backward nor read back here)."""
     var wp = d.w + d.kw - 1
     var plane = (d.h + d.kh - 1) * wp
     var gs = _grid_stride(d.h, d.w, wp)
@@ -944,8 +961,16 @@ def _input_grad_s1(dy: F32P, wgt: F32P, dx: F32P, rows: Int, d: ConvDims, accumu
     var pos = d.oh() * d.ow()
     for r in range(rows):
         # dY row u at padded row u + kh-1-ph (column likewise)
-        _pad_planes(dy.unsafe_offset(r * d.oc * pos), dyp, d.oc, d.oh(), d.ow(), wp, plane,
-                    d.kh - 1 - d.ph, d.kw - 1 - d.pw)
+        if places != 0:
+            var pd = PoolDims(d.oc, d.oh(), d.ow(), 2, 2, 2, 2)
+            var q = d.oc * pd.oh() * pd.ow()
+            places_into_planes(U8P(unsafe_from_address=places + r * q),
+                               F32P(unsafe_from_address=pool_dy).unsafe_offset(r * q),
+                               dyp.unsafe_offset((d.kh - 1 - d.ph) * wp + d.kw - 1 - d.pw), pd,
+                               plane, wp)
+        else:
+            _pad_planes(dy.unsafe_offset(r * d.oc * pos), dyp, d.oc, d.oh(), d.ow(), wp, plane,
+                        d.kh - 1 - d.ph, d.kw - 1 - d.pw)
         var dxr = dx.unsafe_offset(r * d.c * hw)
         if accumulate:
             for ic in range(d.c):

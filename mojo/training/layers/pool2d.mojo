@@ -268,30 +268,47 @@ def places_backward(idx: U8P, dy: F32P, dx: F32P, d: PoolDims, accumulate: Bool,
     one gradient, written window by window), so x is not read again (LeNet-5's first pool:
     0.3 MB of places a batch of 256, where its input is 4.8 MB); the last row and column when
     h or w is odd take +0.0 (added when `accumulate`). The conv before a masking pool reads
-    the places and the gradient for its dW itself (conv_pooled.mojo)."""
-    var oh_all = d.oh()
-    var ow_all = d.ow()
+    the places and the gradient for its dW and dX itself (conv_pooled.mojo, conv.mojo)."""
     var hw = d.h * d.w
     for c in range(first, last):
-        var gp = dy.unsafe_offset(c * oh_all * ow_all)
         var out = dx.unsafe_offset(c * hw)
-        for oh in range(oh_all):
-            var gr = gp.unsafe_offset(oh * ow_all)
-            var ir = idx.unsafe_offset((c * oh_all + oh) * ow_all)
-            var ow = 0
-            while ow + W <= ow_all:
-                _place_grad[W](ir, gr, out, d.w, oh, ow, W, accumulate)
-                ow += W
-            var n = ow_all - ow
-            if n > 8:
-                _place_grad[W](ir, gr, out, d.w, oh, ow, n, accumulate)
-            elif n > 0:
-                _place_grad[8](ir, gr, out, d.w, oh, ow, n, accumulate)
-            for r in range(2 * oh, 2 * oh + 2):  # an odd width's last column
-                for j in range(2 * ow_all, d.w):
+        _plane_places(idx, dy, out, d.w, d, c, accumulate)
+        for oh in range(d.oh()):  # an odd width's last column
+            for r in range(2 * oh, 2 * oh + 2):
+                for j in range(2 * d.ow(), d.w):
                     _untouched(out, r * d.w + j, accumulate)
-        for i in range(2 * oh_all * d.w, hw):  # an odd height's last row
+        for i in range(2 * d.oh() * d.w, hw):  # an odd height's last row
             _untouched(out, i, accumulate)
+
+
+def places_into_planes(idx: U8P, dy: F32P, dst: F32P, d: PoolDims, plane: Int, row: Int):
+    """`places_backward` of every plane into dst's planes `plane` floats apart, rows `row`
+    floats apart, written (not added); an odd height's last row and width's last column are
+    left as they are (+0.0 in a zeroed buffer: what `places_backward` writes there). The
+    conv before a masking pool lays out its dY for dX so (conv.mojo)."""
+    for c in range(d.planes):
+        _plane_places(idx, dy, dst.unsafe_offset(c * plane), row, d, c, False)
+
+
+@always_inline
+def _plane_places(idx: U8P, dy: F32P, dst: F32P, row: Int, d: PoolDims, c: Int,
+                  accumulate: Bool):
+    """Plane c's windows: each input's gradient at `dst`, rows `row` floats apart."""
+    var oh_all = d.oh()
+    var ow_all = d.ow()
+    var gp = dy.unsafe_offset(c * oh_all * ow_all)
+    for oh in range(oh_all):
+        var gr = gp.unsafe_offset(oh * ow_all)
+        var ir = idx.unsafe_offset((c * oh_all + oh) * ow_all)
+        var ow = 0
+        while ow + W <= ow_all:
+            _place_grad[W](ir, gr, dst, row, oh, ow, W, accumulate)
+            ow += W
+        var n = ow_all - ow
+        if n > 8:
+            _place_grad[W](ir, gr, dst, row, oh, ow, n, accumulate)
+        elif n > 0:
+            _place_grad[8](ir, gr, dst, row, oh, ow, n, accumulate)
 
 
 @always_inline
